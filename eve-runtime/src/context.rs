@@ -1,0 +1,185 @@
+//! The contexts tool bodies receive, one per cell of lifetime × suspendability.
+//!
+//! Capabilities are gated by type: `now`, `random` and `uuid` (recorded, so they replay) exist
+//! only on workflow contexts; a plain tool's [`ToolCtx`] has none of them, and nothing here can
+//! hand out a token (that belongs to steps).
+
+use std::fmt;
+use std::ops::Deref;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::executor::core::RunCore;
+use crate::journal::{RecordKind, RunId};
+use crate::time::Timestamp;
+use crate::wait::AbortSignal;
+
+/// The context of a `#[workflow_tool]` body.
+///
+/// Everything here is deterministic on replay: [`now`](WorkflowCtx::now),
+/// [`random`](WorkflowCtx::random) and [`uuid`](WorkflowCtx::uuid) are recorded in the journal the
+/// first time and read back from it afterwards.
+#[derive(Clone)]
+pub struct WorkflowCtx {
+    core: Arc<RunCore>,
+    tool: &'static str,
+}
+
+impl WorkflowCtx {
+    pub(crate) fn new(core: Arc<RunCore>, tool: &'static str) -> Self {
+        WorkflowCtx { core, tool }
+    }
+
+    /// The run's id.
+    pub fn run_id(&self) -> &RunId {
+        &self.core.run
+    }
+
+    /// The model-facing name of the tool being run.
+    pub fn tool_name(&self) -> &'static str {
+        self.tool
+    }
+
+    /// The current time, recorded so that replay sees the same value.
+    pub fn now(&self) -> Timestamp {
+        let live = || serde_json::to_value(self.core.services.clock.now()).expect("timestamps serialize");
+        let value = self.core.record(RecordKind::Now, live);
+        value.and_then(|value| serde_json::from_value(value).ok()).unwrap_or_else(|| self.core.services.clock.now())
+    }
+
+    /// 64 random bits from the operating system, recorded so that replay sees the same value.
+    pub fn random(&self) -> u64 {
+        let live = || Value::from(random_u64());
+        let value = self.core.record(RecordKind::Random, live);
+        value.and_then(|value| value.as_u64()).unwrap_or_else(random_u64)
+    }
+
+    /// A random (version 4) UUID in its hyphenated form, recorded so that replay sees the same value.
+    pub fn uuid(&self) -> String {
+        let live = || Value::from(uuid_v4());
+        let value = self.core.record(RecordKind::Uuid, live);
+        value.and_then(|value| value.as_str().map(str::to_owned)).unwrap_or_else(uuid_v4)
+    }
+
+    /// The run's durable abort signal.
+    pub fn abort_signal(&self) -> AbortSignal {
+        AbortSignal::new(Some(self.core.clone()))
+    }
+
+    /// Whether the run has been cancelled; cleanup code checks this after a wait returns `Cancelled`.
+    pub fn is_cancelled(&self) -> bool {
+        self.core.is_cancelled()
+    }
+}
+
+impl fmt::Debug for WorkflowCtx {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WorkflowCtx").field("run", &self.core.run).field("tool", &self.tool).finish()
+    }
+}
+
+fn random_u64() -> u64 {
+    let mut bytes = [0u8; 8];
+    crate::secret::fill_random(&mut bytes);
+    u64::from_le_bytes(bytes)
+}
+
+fn uuid_v4() -> String {
+    let mut bytes = [0u8; 16];
+    crate::secret::fill_random(&mut bytes);
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    let hex: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
+    format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
+}
+
+/// The context of a `#[task]` body: a [`WorkflowCtx`] plus the task's identity.
+#[derive(Clone, Debug)]
+pub struct TaskCtx {
+    workflow: WorkflowCtx,
+    task_id: String,
+}
+
+impl TaskCtx {
+    pub(crate) fn new(workflow: WorkflowCtx, task_id: String) -> Self {
+        TaskCtx { workflow, task_id }
+    }
+
+    /// The task id the model sees, such as `deploy-4hd8sa`.
+    pub fn task_id(&self) -> &str {
+        &self.task_id
+    }
+}
+
+impl Deref for TaskCtx {
+    type Target = WorkflowCtx;
+
+    fn deref(&self) -> &WorkflowCtx {
+        &self.workflow
+    }
+}
+
+/// The context of a `#[task(serve)]` body: a [`TaskCtx`] that also replies to calls.
+#[derive(Clone, Debug)]
+pub struct ServeCtx {
+    task: TaskCtx,
+}
+
+impl Deref for ServeCtx {
+    type Target = TaskCtx;
+
+    fn deref(&self) -> &TaskCtx {
+        &self.task
+    }
+}
+
+/// The stream of calls a `#[task(serve)]` body receives, one per call of the tool.
+#[derive(Debug)]
+pub struct Receive {
+    _private: (),
+}
+
+/// The context of a plain `#[tool]`: it runs inside the model step and cannot wait durably.
+#[derive(Clone, Debug)]
+pub struct ToolCtx {
+    call_id: String,
+    tool: &'static str,
+}
+
+impl ToolCtx {
+    pub(crate) fn new(call_id: String, tool: &'static str) -> Self {
+        ToolCtx { call_id, tool }
+    }
+
+    /// The id of this tool call.
+    pub fn call_id(&self) -> &str {
+        &self.call_id
+    }
+
+    /// The model-facing name of the tool being run.
+    pub fn tool_name(&self) -> &'static str {
+        self.tool
+    }
+
+    /// A plain tool's abort signal never fires: it lives inside one model step.
+    pub fn abort_signal(&self) -> AbortSignal {
+        AbortSignal::new(None)
+    }
+}
+
+/// A context a step with a `&StepCtx` parameter may be called with: the body's own context.
+pub trait StepCtxSource: sealed::Sealed {}
+
+impl StepCtxSource for WorkflowCtx {}
+impl StepCtxSource for TaskCtx {}
+impl StepCtxSource for ServeCtx {}
+impl StepCtxSource for ToolCtx {}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::WorkflowCtx {}
+    impl Sealed for super::TaskCtx {}
+    impl Sealed for super::ServeCtx {}
+    impl Sealed for super::ToolCtx {}
+}

@@ -1,0 +1,319 @@
+//! Errors: what steps and bodies return, and what the runtime reports.
+//!
+//! [`StepError`] and [`ToolError`] work like `anyhow::Error`: any `std::error::Error` converts into
+//! them with `?`. They do not implement `std::error::Error` themselves, which is what lets that
+//! blanket conversion coexist with the conversions from [`FatalError`] and [`RetryableError`].
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::journal::{Op, OpSignature, RunFailure, RunId};
+
+/// Why a step attempt (or the whole step) failed.
+///
+/// Returned by a `#[step]` body to ask for a retry (the default for any error converted with `?`)
+/// or to stop at once ([`FatalError`]). Returned to the workflow body when the step has failed for
+/// good: fatally, or on its last permitted attempt.
+pub struct StepError {
+    message: String,
+    fatal: bool,
+    retry_after: Option<Duration>,
+}
+
+impl StepError {
+    /// A retryable error with this message.
+    pub fn msg(message: impl fmt::Display) -> Self {
+        StepError { message: message.to_string(), fatal: false, retry_after: None }
+    }
+
+    /// The error message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// Whether the error stops the step without further attempts.
+    pub fn is_fatal(&self) -> bool {
+        self.fatal
+    }
+
+    /// The delay the step asked for before its next attempt, if any.
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
+
+    pub(crate) fn from_record(fatal: bool, message: String) -> Self {
+        StepError { message, fatal, retry_after: None }
+    }
+}
+
+impl fmt::Display for StepError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl fmt::Debug for StepError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StepError")
+            .field("message", &self.message)
+            .field("fatal", &self.fatal)
+            .field("retry_after", &self.retry_after)
+            .finish()
+    }
+}
+
+impl<E: std::error::Error + Send + Sync + 'static> From<E> for StepError {
+    fn from(error: E) -> Self {
+        StepError::msg(chain(&error))
+    }
+}
+
+/// The message of `error` followed by its sources, joined by `: `.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    message
+}
+
+/// An error that stops a step at once: no further attempt is made.
+///
+/// ```
+/// # use eve_runtime::{FatalError, StepError};
+/// let error: StepError = FatalError::new("card declined").into();
+/// assert!(error.is_fatal());
+/// ```
+#[derive(Debug, Clone)]
+pub struct FatalError(String);
+
+impl FatalError {
+    /// A fatal error with this message.
+    pub fn new(message: impl fmt::Display) -> Self {
+        FatalError(message.to_string())
+    }
+}
+
+impl fmt::Display for FatalError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<FatalError> for StepError {
+    fn from(error: FatalError) -> Self {
+        StepError { message: error.0, fatal: true, retry_after: None }
+    }
+}
+
+/// An error that asks for another attempt, optionally after a given delay.
+///
+/// ```
+/// # use eve_runtime::{RetryableError, StepError};
+/// # use std::time::Duration;
+/// let error: StepError = RetryableError::new("rate limited").retry_after(Duration::from_secs(30)).into();
+/// assert_eq!(error.retry_after(), Some(Duration::from_secs(30)));
+/// ```
+#[derive(Debug, Clone)]
+pub struct RetryableError {
+    message: String,
+    retry_after: Option<Duration>,
+}
+
+impl RetryableError {
+    /// A retryable error with this message; the step's backoff policy sets the delay.
+    pub fn new(message: impl fmt::Display) -> Self {
+        RetryableError { message: message.to_string(), retry_after: None }
+    }
+
+    /// Waits `delay` before the next attempt instead of the policy's backoff.
+    pub fn retry_after(mut self, delay: Duration) -> Self {
+        self.retry_after = Some(delay);
+        self
+    }
+}
+
+impl fmt::Display for RetryableError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<RetryableError> for StepError {
+    fn from(error: RetryableError) -> Self {
+        StepError { message: error.message, fatal: false, retry_after: error.retry_after }
+    }
+}
+
+/// The error a tool body returns; the run fails with its message.
+///
+/// ```
+/// # use eve_runtime::ToolError;
+/// fn parse(text: &str) -> Result<u32, ToolError> {
+///     Ok(text.parse::<u32>()?)
+/// }
+/// assert_eq!(parse("x").unwrap_err().to_string(), "invalid digit found in string");
+/// ```
+pub struct ToolError {
+    message: String,
+}
+
+impl ToolError {
+    /// An error with this message.
+    pub fn new(message: impl fmt::Display) -> Self {
+        ToolError { message: message.to_string() }
+    }
+
+    /// The error message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for ToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl fmt::Debug for ToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("ToolError").field(&self.message).finish()
+    }
+}
+
+impl<E: std::error::Error + Send + Sync + 'static> From<E> for ToolError {
+    fn from(error: E) -> Self {
+        ToolError::new(chain(&error))
+    }
+}
+
+impl From<StepError> for ToolError {
+    fn from(error: StepError) -> Self {
+        ToolError { message: error.message }
+    }
+}
+
+impl From<FatalError> for ToolError {
+    fn from(error: FatalError) -> Self {
+        ToolError { message: error.0 }
+    }
+}
+
+/// A run's body asked for a different operation than its journal recorded.
+///
+/// The run fails with this error rather than hand a recorded result to the wrong call. It happens
+/// when a workflow's code changes while runs of it are in flight: finish those runs on the build
+/// that started them, or start new runs.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{}", describe_divergence(.run, *.op, .expected.as_ref(), .found.as_ref()))]
+pub struct NonDeterminismError {
+    /// The run that diverged.
+    pub run: RunId,
+    /// The operation number at which it diverged.
+    pub op: Op,
+    /// What the journal recorded at `op`, or `None` if the journal ends there.
+    pub expected: Option<OpSignature>,
+    /// What the body asked for at `op`, or `None` if the body finished without asking.
+    pub found: Option<OpSignature>,
+}
+
+fn describe_divergence(run: &RunId, op: Op, expected: Option<&OpSignature>, found: Option<&OpSignature>) -> String {
+    let expected = expected.map_or_else(|| "nothing".to_owned(), ToString::to_string);
+    let found = found.map_or_else(|| "nothing more (the body returned)".to_owned(), ToString::to_string);
+    format!(
+        "run {run} diverged from its journal at {op}: the journal recorded {expected} but the code now asks for \
+         {found}; the workflow changed while the run was in flight, so finish such runs on the build that started \
+         them or start a new run"
+    )
+}
+
+impl NonDeterminismError {
+    pub(crate) fn failure(&self) -> RunFailure {
+        RunFailure::NonDeterminism { op: self.op, expected: self.expected.clone(), found: self.found.clone() }
+    }
+}
+
+/// An error from a [`Store`](crate::store::Store).
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The writer's fence is stale: another claim of the run superseded it. Nothing was written.
+    #[error("run {run} is now advanced by another claim (epoch {current}, this writer holds {held}); nothing was written")]
+    Fenced {
+        /// The run.
+        run: RunId,
+        /// The epoch the writer presented.
+        held: u64,
+        /// The current epoch.
+        current: u64,
+    },
+    /// The append did not start at the journal's next sequence number. Nothing was written.
+    #[error("run {run}'s journal has {actual} entries but the append expected {expected}; nothing was written")]
+    SeqConflict {
+        /// The run.
+        run: RunId,
+        /// The sequence number the writer expected next.
+        expected: u64,
+        /// The journal's actual length.
+        actual: u64,
+    },
+    /// Another worker holds an unexpired lease on the run.
+    #[error("run {run} is leased by worker {owner} until {until}; try again after the lease expires")]
+    Leased {
+        /// The run.
+        run: RunId,
+        /// The worker holding it.
+        owner: String,
+        /// When its lease expires.
+        until: crate::time::Timestamp,
+    },
+    /// A hook's chosen token is held by another unfinished run. Nothing was written.
+    #[error("run {run} cannot create the hook at {op}: another unfinished run holds the same token; nothing was written")]
+    HookTokenInUse {
+        /// The run whose append was refused.
+        run: RunId,
+        /// The hook's operation.
+        op: Op,
+    },
+    /// No run has this id.
+    #[error("no run with id {0}; list runs to see the ids this store holds")]
+    RunNotFound(RunId),
+    /// The run has ended, so its journal accepts no more entries.
+    #[error("run {0} has already finished; its journal is closed")]
+    RunFinished(RunId),
+    /// The store could not be opened.
+    #[error("cannot open the eve store at {path}: {reason}")]
+    Open {
+        /// Where the store lives.
+        path: String,
+        /// What went wrong and what to do.
+        reason: String,
+    },
+    /// The disk is full. Nothing from the failed write was kept; what was acknowledged before is intact.
+    #[error("the disk holding the eve store is full; free space and retry (nothing already acknowledged was lost)")]
+    DiskFull,
+    /// The store file is damaged.
+    #[error("the eve store at {path} is corrupt ({reason}); restore it from a backup")]
+    Corrupt {
+        /// Where the store lives.
+        path: String,
+        /// What the integrity check found.
+        reason: String,
+    },
+    /// A value is larger than the store accepts.
+    #[error("{what} is {size} bytes, over the {limit}-byte limit")]
+    TooLarge {
+        /// What was too large.
+        what: &'static str,
+        /// Its size in bytes.
+        size: usize,
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// Any other failure of the backing database.
+    #[error("eve store error: {0}")]
+    Backend(String),
+}

@@ -1,0 +1,161 @@
+//! What the runtime reports as runs progress, for people and tests to follow along.
+//!
+//! Events are best-effort observations, not the durable record: the journal is. A subscriber
+//! that falls behind by more than the channel capacity misses events (and is told how many).
+
+use serde::Serialize;
+use tokio::sync::broadcast;
+
+use crate::journal::{Op, RunId};
+use crate::time::Timestamp;
+
+/// Something that happened to a run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum RunEvent {
+    /// A new run was created and started.
+    Started {
+        /// The run.
+        run: RunId,
+        /// The tool it runs.
+        tool: String,
+    },
+    /// A run that had stopped was picked up again.
+    Resumed {
+        /// The run.
+        run: RunId,
+        /// How many journal entries were replayed (0 when resumed from the warm cache).
+        replayed: usize,
+        /// Whether it resumed from the warm cache without replaying.
+        from_cache: bool,
+    },
+    /// A step attempt started executing.
+    StepStarted {
+        /// The run.
+        run: RunId,
+        /// The step's op number.
+        op: Op,
+        /// The step's name.
+        step: String,
+        /// The attempt number, from 1.
+        attempt: u32,
+    },
+    /// A step attempt succeeded and its result was recorded.
+    StepSucceeded {
+        /// The run.
+        run: RunId,
+        /// The step's op number.
+        op: Op,
+        /// The step's name.
+        step: String,
+        /// The attempt number.
+        attempt: u32,
+    },
+    /// A step attempt failed.
+    StepFailed {
+        /// The run.
+        run: RunId,
+        /// The step's op number.
+        op: Op,
+        /// The step's name.
+        step: String,
+        /// The attempt number.
+        attempt: u32,
+        /// The error message.
+        error: String,
+        /// When the next attempt is due, or `None` if the step has failed for good.
+        retry_at: Option<Timestamp>,
+    },
+    /// Replay handed a step's recorded result back to the body without executing the step.
+    StepReplayed {
+        /// The run.
+        run: RunId,
+        /// The step's op number.
+        op: Op,
+        /// The step's name.
+        step: String,
+    },
+    /// A durable sleep was scheduled.
+    TimerScheduled {
+        /// The run.
+        run: RunId,
+        /// The sleep's op number.
+        op: Op,
+        /// When it fires.
+        deadline: Timestamp,
+    },
+    /// A durable sleep fired.
+    TimerFired {
+        /// The run.
+        run: RunId,
+        /// The sleep's op number.
+        op: Op,
+    },
+    /// A hook received a payload.
+    HookReceived {
+        /// The run.
+        run: RunId,
+        /// The hook's op number.
+        op: Op,
+    },
+    /// The run's abort signal fired.
+    CancelRequested {
+        /// The run.
+        run: RunId,
+    },
+    /// The body can make no progress until a durable wait resolves; the run holds no task.
+    Parked {
+        /// The run.
+        run: RunId,
+    },
+    /// The run finished.
+    Finished {
+        /// The run.
+        run: RunId,
+        /// `completed`, `failed` or `cancelled`.
+        status: crate::journal::RunStatus,
+    },
+}
+
+impl RunEvent {
+    /// The run the event is about.
+    pub fn run(&self) -> &RunId {
+        match self {
+            RunEvent::Started { run, .. }
+            | RunEvent::Resumed { run, .. }
+            | RunEvent::StepStarted { run, .. }
+            | RunEvent::StepSucceeded { run, .. }
+            | RunEvent::StepFailed { run, .. }
+            | RunEvent::StepReplayed { run, .. }
+            | RunEvent::TimerScheduled { run, .. }
+            | RunEvent::TimerFired { run, .. }
+            | RunEvent::HookReceived { run, .. }
+            | RunEvent::CancelRequested { run }
+            | RunEvent::Parked { run }
+            | RunEvent::Finished { run, .. } => run,
+        }
+    }
+}
+
+/// The broadcast channel events travel on.
+#[derive(Clone, Debug)]
+pub(crate) struct EventBus {
+    sender: broadcast::Sender<RunEvent>,
+}
+
+impl EventBus {
+    pub fn new(capacity: usize) -> Self {
+        EventBus { sender: broadcast::channel(capacity).0 }
+    }
+
+    /// Sends the event `make` builds, building it only if someone listens.
+    pub fn emit(&self, make: impl FnOnce() -> RunEvent) {
+        if self.sender.receiver_count() > 0 {
+            let _ = self.sender.send(make());
+        }
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<RunEvent> {
+        self.sender.subscribe()
+    }
+}

@@ -1,0 +1,273 @@
+//! The state one run's body shares with its executor: the operation table.
+//!
+//! Durable primitives (step calls, sleeps, hooks, recorded values) find the run they belong to
+//! through [`current`], a thread-local the executor sets only while it polls the body. Creating a
+//! primitive takes the next [`Op`] number at once, so creation order is program order even when
+//! futures are polled out of order by `select!` or `join!`.
+//!
+//! While replaying, every creation is checked against the journal's [`ReplayIndex`]: a different
+//! kind, name or input hash at the same op number records a [`NonDeterminismError`] and the body
+//! is never polled again. Deliveries reach a slot only through [`RunCore::deliver`], which the
+//! executor calls once per journal entry, after the entry is durable.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Waker;
+
+use serde_json::Value;
+
+use crate::error::NonDeterminismError;
+use crate::journal::{Entry, InputHash, Op, OpSignature, RecordKind, RunId, StepOutcome};
+use crate::secret::Token;
+use crate::step::{AttemptFn, StepDef};
+use crate::time::Timestamp;
+
+use super::Services;
+
+thread_local! {
+    static CURRENT: RefCell<Option<Arc<RunCore>>> = const { RefCell::new(None) };
+}
+
+/// The run whose body this thread is polling, if any.
+pub(crate) fn current() -> Option<Arc<RunCore>> {
+    CURRENT.with(|current| current.borrow().clone())
+}
+
+/// Makes `core` the current run until the guard drops.
+pub(crate) fn enter(core: &Arc<RunCore>) -> EnterGuard {
+    let previous = CURRENT.with(|current| current.replace(Some(core.clone())));
+    EnterGuard { previous }
+}
+
+/// Restores the previously current run on drop.
+pub(crate) struct EnterGuard {
+    previous: Option<Arc<RunCore>>,
+}
+
+impl Drop for EnterGuard {
+    fn drop(&mut self) {
+        CURRENT.with(|current| *current.borrow_mut() = self.previous.take());
+    }
+}
+
+/// Whether the executor is feeding recorded entries or running live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Replaying,
+    Live,
+}
+
+/// What the journal says about each op, built once before replay.
+#[derive(Debug, Default)]
+pub(crate) struct ReplayIndex {
+    pub signatures: HashMap<Op, OpSignature>,
+    pub recorded: HashMap<Op, Value>,
+    pub deadlines: HashMap<Op, Timestamp>,
+    pub hooks: HashMap<Op, HookRecord>,
+    /// The last failed attempt of each step that has not completed: (attempt, next attempt time).
+    pub retries: HashMap<Op, (u32, Timestamp)>,
+    pub completed: HashMap<Op, ()>,
+}
+
+/// A journaled hook creation.
+#[derive(Clone, Debug)]
+pub(crate) struct HookRecord {
+    pub nonce: Option<String>,
+    pub conflict: bool,
+}
+
+impl ReplayIndex {
+    pub fn build(entries: &[Entry]) -> Self {
+        let mut index = ReplayIndex::default();
+        for entry in entries {
+            let Some(op) = entry.op() else { continue };
+            if let Some(signature) = entry.signature() {
+                index.signatures.entry(op).or_insert(signature);
+            }
+            match entry {
+                Entry::Recorded { value, .. } => {
+                    index.recorded.insert(op, value.clone());
+                }
+                Entry::TimerScheduled { deadline, .. } => {
+                    index.deadlines.insert(op, *deadline);
+                }
+                Entry::HookCreated { nonce, conflict, .. } => {
+                    index.hooks.insert(op, HookRecord { nonce: nonce.clone(), conflict: *conflict });
+                }
+                Entry::StepRetrying { attempt, next_attempt_at, .. } => {
+                    index.retries.insert(op, (*attempt, *next_attempt_at));
+                }
+                Entry::StepCompleted { .. } => {
+                    index.retries.remove(&op);
+                    index.completed.insert(op, ());
+                }
+                _ => {}
+            }
+        }
+        index
+    }
+
+    /// The highest op number the journal mentions, if any.
+    pub fn last_op(&self) -> Option<Op> {
+        self.signatures.keys().max().copied()
+    }
+}
+
+/// What an op's slot holds.
+pub(crate) enum Slot {
+    Step(StepSlot),
+    Sleep { fired: bool },
+    Hook(HookSlot),
+    /// Recorded values resolve at creation; their slot only reserves the number.
+    Recorded,
+}
+
+/// A step call's state.
+pub(crate) struct StepSlot {
+    pub def: &'static StepDef,
+    pub input_hash: InputHash,
+    /// Runs one attempt; taken by the executor when the step starts.
+    pub attempt: Option<AttemptFn>,
+    /// Whether the body has polled the call (which is when a step starts).
+    pub polled: bool,
+    pub outcome: Option<StepOutcome>,
+}
+
+/// A hook's state: payloads delivered and not yet taken, in journal order.
+pub(crate) struct HookSlot {
+    pub token: Token,
+    pub queue: VecDeque<Value>,
+    pub conflict: bool,
+}
+
+/// One op: its state and the waker of the future waiting on it.
+pub(crate) struct OpSlot {
+    pub slot: Slot,
+    pub waker: Option<Waker>,
+}
+
+/// The mutable part of a run's core.
+pub(crate) struct CoreState {
+    pub mode: Mode,
+    pub next_op: u32,
+    pub index: ReplayIndex,
+    pub ops: Vec<OpSlot>,
+    /// Records the body produced that the executor must append before anything depends on them.
+    pub outbox: Vec<Entry>,
+    /// Steps polled for the first time since the executor last looked.
+    pub polled: Vec<Op>,
+    /// Timers created since the executor last looked.
+    pub new_timers: Vec<(Op, Timestamp)>,
+    pub divergence: Option<NonDeterminismError>,
+    pub cancelled: bool,
+    /// Futures waiting on the abort signal itself.
+    pub cancel_wakers: Vec<Waker>,
+}
+
+/// The state one run's body shares with its executor.
+pub(crate) struct RunCore {
+    pub run: RunId,
+    pub services: Arc<Services>,
+    state: Mutex<CoreState>,
+}
+
+impl RunCore {
+    pub fn new(run: RunId, services: Arc<Services>, index: ReplayIndex, mode: Mode) -> Self {
+        let state = CoreState {
+            mode,
+            next_op: 0,
+            index,
+            ops: Vec::new(),
+            outbox: Vec::new(),
+            polled: Vec::new(),
+            new_timers: Vec::new(),
+            divergence: None,
+            cancelled: false,
+            cancel_wakers: Vec::new(),
+        };
+        RunCore { run, services, state: Mutex::new(state) }
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, CoreState> {
+        self.state.lock().expect("run core mutex is never poisoned: no code panics while holding it")
+    }
+
+    /// Takes the next op number for an operation with `signature`, checking it against the
+    /// journal while replaying. Returns `None` (and records the divergence) on a mismatch.
+    pub fn create(&self, signature: OpSignature, slot: Slot) -> Option<Op> {
+        let mut state = self.lock();
+        if state.divergence.is_some() {
+            return None;
+        }
+        let op = Op(state.next_op);
+        if let Some(expected) = state.index.signatures.get(&op)
+            && *expected != signature
+        {
+            state.divergence = Some(NonDeterminismError {
+                run: self.run.clone(),
+                op,
+                expected: Some(expected.clone()),
+                found: Some(signature),
+            });
+            return None;
+        }
+        state.next_op += 1;
+        state.ops.push(OpSlot { slot, waker: None });
+        Some(op)
+    }
+
+    /// Returns the recorded value for a clock or randomness read, producing and recording
+    /// `fresh()` when the journal has none.
+    pub fn record(&self, kind: RecordKind, fresh: impl FnOnce() -> Value) -> Option<Value> {
+        let op_kind = kind.op_kind();
+        let signature = OpSignature { kind: op_kind, name: op_kind.to_string(), input_hash: InputHash::default() };
+        let op = self.create(signature, Slot::Recorded)?;
+        let mut state = self.lock();
+        if let Some(value) = state.index.recorded.get(&op) {
+            return Some(value.clone());
+        }
+        let value = fresh();
+        state.outbox.push(Entry::Recorded { op, kind, value: value.clone() });
+        Some(value)
+    }
+
+    /// Applies one delivery entry to its slot and wakes the future waiting on it.
+    ///
+    /// A delivery for an op the body has not created means the body diverged: the original run
+    /// had created it by the time the delivery was journaled.
+    pub fn deliver(&self, entry: &Entry) {
+        let mut state = self.lock();
+        if let Entry::CancelRequested { .. } = entry {
+            state.cancelled = true;
+            let ops = state.ops.iter_mut().filter_map(|op| op.waker.take());
+            let wakers: Vec<Waker> = ops.collect();
+            for waker in wakers.into_iter().chain(std::mem::take(&mut state.cancel_wakers)) {
+                waker.wake();
+            }
+            return;
+        }
+        let Some(op) = entry.op() else { return };
+        let Some(slot) = state.ops.get_mut(op.0 as usize) else {
+            if state.divergence.is_none() {
+                let expected = state.index.signatures.get(&op).cloned();
+                state.divergence = Some(NonDeterminismError { run: self.run.clone(), op, expected, found: None });
+            }
+            return;
+        };
+        match (&mut slot.slot, entry) {
+            (Slot::Step(step), Entry::StepCompleted { outcome, .. }) => step.outcome = Some(outcome.clone()),
+            (Slot::Sleep { fired }, Entry::TimerFired { .. }) => *fired = true,
+            (Slot::Hook(hook), Entry::HookReceived { payload, .. }) => hook.queue.push_back(payload.clone()),
+            _ => return,
+        }
+        if let Some(waker) = slot.waker.take() {
+            waker.wake();
+        }
+    }
+
+    /// Whether the run's abort signal has fired.
+    pub fn is_cancelled(&self) -> bool {
+        self.lock().cancelled
+    }
+}

@@ -1,0 +1,644 @@
+//! The executor: advances one run at a time by polling its body and journaling what happens.
+//!
+//! # The loop
+//!
+//! A [`Driver`] owns a run's body future while the run is active. It repeats:
+//!
+//! 1. Poll the body until it can make no more progress (its waker stays quiet).
+//! 2. If the body returned (or diverged, or the cancellation grace ran out), append the terminal
+//!    entry and stop.
+//! 3. Append the records the body produced (sleep deadlines, hook hashes, recorded values), then
+//!    start the steps the body polled for the first time.
+//! 4. If nothing is in flight and no event is ready, **park**: the driver goes into the warm
+//!    cache and no task is held. Otherwise wait for the next events (attempt results, timers,
+//!    inbox deliveries), append them in one transaction, and deliver them to the body one at a
+//!    time, polling to quiescence after each.
+//!
+//! Because every delivery is durable before the body sees it and deliveries reach the body one
+//! at a time in journal order, replay (which feeds the journal's deliveries the same way) sees
+//! exactly the interleaving the live run saw.
+//!
+//! # Activation
+//!
+//! A run is activated by a message ([`Msg`]). The driver comes from the warm cache (no replay),
+//! or is rebuilt cold: claim the run (a fresh fence), create the body from the registry, and
+//! replay the journal.
+
+pub(crate) mod core;
+
+use std::collections::{HashMap, VecDeque};
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+use futures::future::{BoxFuture, Either};
+use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
+use serde_json::Value;
+use tokio::sync::{Notify, mpsc};
+
+use self::core::{Mode, ReplayIndex, RunCore, Slot};
+use crate::error::{StepError, StoreError, ToolError};
+use crate::events::RunEvent;
+use crate::journal::{Entry, Op, RunFailure, RunId, RunStatus, StepOutcome};
+use crate::registry::{BodyFuture, EntryPoint};
+use crate::runtime::{RunOutcome, Shared};
+use crate::secret::SecretKey;
+use crate::step::{AttemptFn, StepCtx};
+use crate::store::{Append, Delivery, Fence, InboxItem, TimerKind};
+use crate::time::{Clock, Timestamp};
+
+/// What the body's primitives need from the runtime.
+pub(crate) struct Services {
+    pub clock: Arc<dyn Clock>,
+    pub key: SecretKey,
+}
+
+/// Why a run is being activated or poked.
+#[derive(Clone, Debug)]
+pub(crate) enum Msg {
+    /// Recover or start the run; nothing else to do.
+    Resume,
+    /// A timer of the run is due.
+    Timer(Op, TimerKind),
+    /// The run's inbox has new deliveries.
+    Inbox,
+}
+
+/// How an activation ended.
+pub(crate) enum Exit {
+    /// The body waits on durable waits only.
+    Parked(Box<Driver>),
+    /// The run ended and its terminal entry is durable.
+    Finished(RunOutcome),
+    /// The run cannot be advanced here (store failure, a newer claim elsewhere); its journal is
+    /// intact and a later activation replays it.
+    Lost(StoreError),
+}
+
+/// Wakes the driver when any future inside the body is woken.
+struct BodyWaker {
+    woken: AtomicBool,
+    notify: Notify,
+}
+
+impl Wake for BodyWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.store(true, Ordering::Release);
+        self.notify.notify_one();
+    }
+}
+
+/// The result of one step attempt future.
+enum Attempt {
+    Done { op: Op, attempt: u32, result: Result<Value, StepError> },
+    CancelledInBackoff { op: Op, attempt: u32 },
+}
+
+/// How the body ended, before it is journaled.
+enum Finish {
+    Returned(Result<Value, ToolError>),
+    Panicked(String),
+}
+
+/// Something the driver must journal.
+enum Event {
+    Msg(Msg),
+    Attempt(Attempt),
+    Woken,
+    GraceOver,
+    Shutdown,
+}
+
+/// One run's body and everything needed to advance it.
+pub(crate) struct Driver {
+    core: Arc<RunCore>,
+    body: Option<BodyFuture>,
+    finish: Option<Finish>,
+    body_waker: Arc<BodyWaker>,
+    waker: Waker,
+    fence: Fence,
+    next_seq: u64,
+    attempts: FuturesUnordered<BoxFuture<'static, Attempt>>,
+    /// Attempt functions of steps that started, by op.
+    execs: HashMap<Op, AttemptFn>,
+    /// The attempt currently running or waiting in backoff, by op.
+    in_flight: HashMap<Op, u32>,
+    /// Inbox items read but not yet journaled.
+    inbox: VecDeque<InboxItem>,
+    grace_until: Option<Timestamp>,
+    /// Whether the body was rebuilt from a journal (so finishing early is a divergence).
+    replayed: bool,
+}
+
+impl Driver {
+    /// A driver for a run just created: nothing to replay.
+    pub fn fresh(rt: &Shared, run: RunId, tool: &'static crate::registry::ToolDescriptor, input: Value, fence: Fence) -> Self {
+        let core = Arc::new(RunCore::new(run, rt.services.clone(), ReplayIndex::default(), Mode::Live));
+        let body = start_body(&core, tool, input);
+        Driver::new(core, body, fence, 1, false)
+    }
+
+    fn new(core: Arc<RunCore>, body: Option<BodyFuture>, fence: Fence, next_seq: u64, replayed: bool) -> Self {
+        let body_waker = Arc::new(BodyWaker { woken: AtomicBool::new(true), notify: Notify::new() });
+        Driver {
+            core,
+            body,
+            finish: None,
+            waker: Waker::from(body_waker.clone()),
+            body_waker,
+            fence,
+            next_seq,
+            attempts: FuturesUnordered::new(),
+            execs: HashMap::new(),
+            in_flight: HashMap::new(),
+            inbox: VecDeque::new(),
+            grace_until: None,
+            replayed,
+        }
+    }
+
+    /// Rebuilds a run from its journal: claim it, create its body and replay every delivery.
+    pub async fn cold(rt: &Shared, run: &RunId) -> Result<Result<Driver, RunOutcome>, StoreError> {
+        let now = rt.services.clock.now();
+        let claimed = rt.store.claim(run, &rt.worker, rt.lease, now, 0).await?;
+        if let Some(outcome) = claimed.entries.last().and_then(RunOutcome::from_terminal) {
+            return Ok(Err(outcome));
+        }
+        let Some(Entry::RunStarted { workflow_id, input, .. }) = claimed.entries.first() else {
+            let reason = format!("run {run}'s journal does not start with run_started");
+            return Err(StoreError::Corrupt { path: "the journal".into(), reason });
+        };
+        let index = ReplayIndex::build(&claimed.entries);
+        let core = Arc::new(RunCore::new(run.clone(), rt.services.clone(), index, Mode::Replaying));
+        let body = crate::registry::workflow(workflow_id).and_then(|tool| start_body(&core, tool, input.clone()));
+        let mut driver = Driver::new(core, body, claimed.fence, claimed.next_seq, true);
+        if driver.body.is_none() {
+            let failure = RunFailure::UnknownWorkflow { workflow_id: workflow_id.clone() };
+            driver.core.lock().mode = Mode::Live;
+            return driver.fail(rt, failure).await.map(Err);
+        }
+        driver.replay(rt, &claimed.entries[1..]);
+        driver.inbox.extend(claimed.inbox);
+        if driver.core.is_cancelled() {
+            driver.grace_until = Some(now.saturating_add(rt.grace));
+        }
+        rt.events.emit(|| RunEvent::Resumed { run: run.clone(), replayed: claimed.entries.len(), from_cache: false });
+        Ok(Ok(driver))
+    }
+
+    pub fn run_id(&self) -> &RunId {
+        &self.core.run
+    }
+
+    /// Feeds the journal's deliveries to the body one at a time, in journal order.
+    fn replay(&mut self, rt: &Shared, entries: &[Entry]) {
+        self.poll_body();
+        for entry in entries {
+            if entry.is_delivery() {
+                if self.finish.is_some() || self.core.lock().divergence.is_some() {
+                    break;
+                }
+                if let Entry::StepCompleted { op, name, .. } = entry {
+                    rt.events.emit(|| RunEvent::StepReplayed { run: self.core.run.clone(), op: *op, step: name.clone() });
+                }
+                self.core.deliver(entry);
+                self.poll_body();
+            }
+        }
+        self.core.lock().mode = Mode::Live;
+    }
+
+    /// Polls the body until it stops waking itself.
+    fn poll_body(&mut self) {
+        while let Some(body) = self.body.as_mut() {
+            if !self.body_waker.woken.swap(false, Ordering::AcqRel) || self.core.lock().divergence.is_some() {
+                return;
+            }
+            let mut cx = Context::from_waker(&self.waker);
+            let polled = {
+                let _current = core::enter(&self.core);
+                std::panic::catch_unwind(AssertUnwindSafe(|| body.as_mut().poll(&mut cx)))
+            };
+            let finish = match polled {
+                Ok(Poll::Pending) => continue,
+                Ok(Poll::Ready(result)) => Finish::Returned(result),
+                Err(panic) => Finish::Panicked(panic_message(&*panic)),
+            };
+            self.body = None;
+            self.finish = Some(finish);
+        }
+    }
+
+    /// Advances the run until it is idle (only durable waits outstanding) or ends. An idle driver
+    /// comes back as [`Exit::Parked`]; the runtime parks it unless a message arrived meanwhile.
+    pub async fn run(mut self: Box<Self>, rt: &Shared, mailbox: &mut mpsc::UnboundedReceiver<Msg>) -> Exit {
+        match self.advance(rt, mailbox).await {
+            Ok(Some(outcome)) => Exit::Finished(outcome),
+            Ok(None) => Exit::Parked(self),
+            Err(error) => Exit::Lost(error),
+        }
+    }
+
+    /// The loop described in the module documentation. `Ok(None)` means park.
+    async fn advance(
+        &mut self,
+        rt: &Shared,
+        mailbox: &mut mpsc::UnboundedReceiver<Msg>,
+    ) -> Result<Option<RunOutcome>, StoreError> {
+        loop {
+            self.poll_body();
+            if let Some(outcome) = self.finish_if_done(rt).await? {
+                return Ok(Some(outcome));
+            }
+            self.flush_outbox(rt).await?;
+            self.start_polled_steps(rt);
+            let mut events = self.ready_events(mailbox);
+            if events.is_empty() {
+                if self.in_flight.is_empty() && self.grace_until.is_none() {
+                    return Ok(None);
+                }
+                events.push(self.next_event(rt, mailbox).await);
+                events.extend(self.ready_events(mailbox));
+            }
+            if events.iter().any(|event| matches!(event, Event::Shutdown)) {
+                return Err(StoreError::Backend("the runtime is shutting down".into()));
+            }
+            if events.iter().any(|event| matches!(event, Event::GraceOver)) {
+                return self.end_cancelled(rt).await.map(Some);
+            }
+            self.journal_and_deliver(rt, events).await?;
+        }
+    }
+
+    /// Events that are ready now, without waiting.
+    fn ready_events(&mut self, mailbox: &mut mpsc::UnboundedReceiver<Msg>) -> Vec<Event> {
+        let mut events = Vec::new();
+        while let Ok(msg) = mailbox.try_recv() {
+            events.push(Event::Msg(msg));
+        }
+        while let Some(Some(attempt)) = self.attempts.next().now_or_never() {
+            events.push(Event::Attempt(attempt));
+        }
+        if !self.inbox.is_empty() {
+            events.push(Event::Msg(Msg::Inbox));
+        }
+        events
+    }
+
+    /// Waits for the next event.
+    async fn next_event(&mut self, rt: &Shared, mailbox: &mut mpsc::UnboundedReceiver<Msg>) -> Event {
+        let grace = match self.grace_until {
+            Some(deadline) => Either::Left(rt.services.clock.sleep_until(deadline)),
+            None => Either::Right(futures::future::pending()),
+        };
+        tokio::select! {
+            biased;
+            msg = mailbox.recv() => msg.map_or(Event::Shutdown, Event::Msg),
+            Some(attempt) = self.attempts.next(), if !self.attempts.is_empty() => Event::Attempt(attempt),
+            () = self.body_waker.notify.notified() => Event::Woken,
+            () = grace => Event::GraceOver,
+        }
+    }
+
+    /// Turns events into journal entries, appends them in one transaction, then delivers them.
+    async fn journal_and_deliver(&mut self, rt: &Shared, events: Vec<Event>) -> Result<(), StoreError> {
+        let mut entries = Vec::new();
+        let mut consumed = Vec::new();
+        for event in events {
+            match event {
+                Event::Msg(Msg::Timer(op, TimerKind::Sleep)) => entries.extend(self.timer_fired(op, &entries)),
+                Event::Msg(Msg::Inbox) => self.read_inbox(rt, &mut entries, &mut consumed).await?,
+                Event::Attempt(attempt) => entries.extend(self.attempt_finished(rt, attempt)),
+                Event::Msg(Msg::Resume | Msg::Timer(_, TimerKind::Retry)) | Event::Woken => {}
+                Event::GraceOver | Event::Shutdown => unreachable!("handled before journaling"),
+            }
+        }
+        if entries.is_empty() && consumed.is_empty() {
+            return Ok(());
+        }
+        self.append(rt, entries.clone(), consumed).await?;
+        for entry in &entries {
+            if !entry.is_delivery() {
+                continue;
+            }
+            self.emit_delivered(rt, entry);
+            self.core.deliver(entry);
+            if let Entry::CancelRequested { .. } = entry {
+                self.grace_until = Some(rt.services.clock.now().saturating_add(rt.grace));
+            }
+            self.poll_body();
+            if self.finish.is_some() || self.core.lock().divergence.is_some() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn emit_delivered(&self, rt: &Shared, entry: &Entry) {
+        let run = || self.core.run.clone();
+        match entry {
+            Entry::TimerFired { op } => rt.events.emit(|| RunEvent::TimerFired { run: run(), op: *op }),
+            Entry::HookReceived { op, .. } => rt.events.emit(|| RunEvent::HookReceived { run: run(), op: *op }),
+            Entry::CancelRequested { .. } => rt.events.emit(|| RunEvent::CancelRequested { run: run() }),
+            _ => {}
+        }
+    }
+
+    /// `TimerFired` for a sleep that has not fired yet (a timer fires exactly once).
+    fn timer_fired(&self, op: Op, pending: &[Entry]) -> Option<Entry> {
+        let state = self.core.lock();
+        let unfired = matches!(state.ops.get(op.0 as usize).map(|slot| &slot.slot), Some(Slot::Sleep { fired: false }));
+        let queued = pending.iter().any(|entry| matches!(entry, Entry::TimerFired { op: queued } if *queued == op));
+        (unfired && !queued).then_some(Entry::TimerFired { op })
+    }
+
+    /// Moves inbox deliveries into journal entries.
+    async fn read_inbox(&mut self, rt: &Shared, entries: &mut Vec<Entry>, consumed: &mut Vec<u64>) -> Result<(), StoreError> {
+        if self.inbox.is_empty() {
+            self.inbox.extend(rt.store.inbox(&self.core.run).await?);
+        }
+        let mut cancelled = self.core.is_cancelled() || entries.iter().any(|entry| matches!(entry, Entry::CancelRequested { .. }));
+        for item in self.inbox.drain(..) {
+            if consumed.contains(&item.id) {
+                continue;
+            }
+            consumed.push(item.id);
+            match item.delivery {
+                Delivery::Hook { op, payload } => entries.push(Entry::HookReceived { op, payload }),
+                Delivery::Cancel { reason } if !cancelled => {
+                    cancelled = true;
+                    entries.push(Entry::CancelRequested { reason });
+                }
+                Delivery::Cancel { .. } => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The entry recording a finished attempt, scheduling the next attempt if one is due.
+    fn attempt_finished(&mut self, rt: &Shared, attempt: Attempt) -> Option<Entry> {
+        let (op, number, result) = match attempt {
+            Attempt::Done { op, attempt, result } => (op, attempt, result),
+            Attempt::CancelledInBackoff { op, attempt } => {
+                (op, attempt, Err(crate::error::FatalError::new("the run was cancelled while the step waited to retry").into()))
+            }
+        };
+        if self.in_flight.get(&op) != Some(&number) {
+            return None;
+        }
+        let (name, input_hash, policy) = self.step_info(op);
+        let run = self.core.run.clone();
+        let error = match result {
+            Ok(value) => {
+                self.in_flight.remove(&op);
+                self.execs.remove(&op);
+                rt.events.emit(|| RunEvent::StepSucceeded { run, op, step: name.to_owned(), attempt: number });
+                let outcome = StepOutcome::Ok { value };
+                return Some(Entry::StepCompleted { op, name: name.to_owned(), input_hash, attempt: number, outcome });
+            }
+            Err(error) => error,
+        };
+        let retry = !error.is_fatal() && number < policy.max_attempts && !self.core.is_cancelled();
+        if !retry {
+            self.in_flight.remove(&op);
+            self.execs.remove(&op);
+            let message = error.message().to_owned();
+            rt.events.emit(|| RunEvent::StepFailed { run, op, step: name.to_owned(), attempt: number, error: message, retry_at: None });
+            let outcome = StepOutcome::Err { fatal: error.is_fatal(), message: error.message().to_owned() };
+            return Some(Entry::StepCompleted { op, name: name.to_owned(), input_hash, attempt: number, outcome });
+        }
+        let delay = error.retry_after().unwrap_or_else(|| policy.backoff.delay_after(number));
+        let next_attempt_at = rt.services.clock.now().saturating_add(delay);
+        let message = error.message().to_owned();
+        rt.events.emit(|| RunEvent::StepFailed {
+            run,
+            op,
+            step: name.to_owned(),
+            attempt: number,
+            error: message,
+            retry_at: Some(next_attempt_at),
+        });
+        self.start_attempt(rt, op, number + 1, Some(next_attempt_at));
+        let error = error.message().to_owned();
+        Some(Entry::StepRetrying { op, name: name.to_owned(), input_hash, attempt: number, error, next_attempt_at })
+    }
+
+    fn step_info(&self, op: Op) -> (&'static str, crate::journal::InputHash, crate::step::RetryPolicy) {
+        let state = self.core.lock();
+        let Some(Slot::Step(step)) = state.ops.get(op.0 as usize).map(|slot| &slot.slot) else {
+            unreachable!("attempts run only for ops created as steps")
+        };
+        (step.def.name(), step.input_hash, step.def.policy())
+    }
+
+    /// Starts the steps the body polled for the first time, resuming any recorded retry schedule.
+    fn start_polled_steps(&mut self, rt: &Shared) {
+        let polled = std::mem::take(&mut self.core.lock().polled);
+        for op in polled {
+            let (exec, retry, completed) = {
+                let mut state = self.core.lock();
+                let completed = state.index.completed.contains_key(&op);
+                let retry = state.index.retries.get(&op).copied();
+                let Some(Slot::Step(step)) = state.ops.get_mut(op.0 as usize).map(|slot| &mut slot.slot) else {
+                    continue;
+                };
+                (step.attempt.take(), retry, completed || step.outcome.is_some())
+            };
+            let Some(exec) = exec.filter(|_| !completed) else { continue };
+            self.execs.insert(op, exec);
+            match retry {
+                Some((failed, next_at)) => self.start_attempt(rt, op, failed + 1, Some(next_at)),
+                None => self.start_attempt(rt, op, 1, None),
+            }
+        }
+    }
+
+    /// Queues attempt `number` of the step at `op`, after `not_before` if given.
+    fn start_attempt(&mut self, rt: &Shared, op: Op, number: u32, not_before: Option<Timestamp>) {
+        let exec = self.execs.get_mut(&op).expect("a step's attempt function is kept until it completes");
+        let future = exec(StepCtx::in_run(&self.core, op, number));
+        let (name, _, _) = self.step_info(op);
+        self.in_flight.insert(op, number);
+        let events = rt.events.clone();
+        let run = self.core.run.clone();
+        let clock = rt.services.clock.clone();
+        let aborted = crate::wait::AbortSignal::new(Some(self.core.clone()));
+        self.attempts.push(Box::pin(async move {
+            if let Some(at) = not_before {
+                let backoff = std::pin::pin!(clock.sleep_until(at));
+                let abort = std::pin::pin!(aborted.aborted());
+                if let Either::Right(_) = futures::future::select(backoff, abort).await {
+                    return Attempt::CancelledInBackoff { op, attempt: number };
+                }
+            }
+            events.emit(|| RunEvent::StepStarted { run, op, step: name.to_owned(), attempt: number });
+            let result = match AssertUnwindSafe(future).catch_unwind().await {
+                Ok(result) => result,
+                Err(panic) => Err(StepError::msg(format!("the step panicked: {}", panic_message(&*panic)))),
+            };
+            Attempt::Done { op, attempt: number, result }
+        }));
+    }
+
+    /// Appends the records the body produced since the last append.
+    async fn flush_outbox(&mut self, rt: &Shared) -> Result<(), StoreError> {
+        let (outbox, timers) = {
+            let mut state = self.core.lock();
+            (std::mem::take(&mut state.outbox), std::mem::take(&mut state.new_timers))
+        };
+        if outbox.is_empty() {
+            return Ok(());
+        }
+        self.append_records(rt, outbox).await?;
+        for (op, deadline) in timers {
+            rt.events.emit(|| RunEvent::TimerScheduled { run: self.core.run.clone(), op, deadline });
+            rt.timers.add(self.core.run.clone(), op, deadline, TimerKind::Sleep);
+        }
+        Ok(())
+    }
+
+    /// Appends the body's outstanding records and the terminal entry in one transaction.
+    async fn append_final(&mut self, rt: &Shared, terminal: Entry) -> Result<(), StoreError> {
+        let mut entries = std::mem::take(&mut self.core.lock().outbox);
+        entries.push(terminal);
+        self.append_records(rt, entries).await
+    }
+
+    /// Appends records, marking any hook whose chosen token another run holds as conflicting.
+    async fn append_records(&mut self, rt: &Shared, mut entries: Vec<Entry>) -> Result<(), StoreError> {
+        loop {
+            match self.append(rt, entries.clone(), Vec::new()).await {
+                Err(StoreError::HookTokenInUse { op, .. }) => self.mark_hook_conflict(&mut entries, op),
+                result => return result,
+            }
+        }
+    }
+
+    /// Records that the hook at `op` chose a token another run holds, and tells the body.
+    fn mark_hook_conflict(&self, outbox: &mut [Entry], op: Op) {
+        for entry in outbox.iter_mut() {
+            if let Entry::HookCreated { op: hook, conflict, .. } = entry
+                && *hook == op
+            {
+                *conflict = true;
+            }
+        }
+        let mut state = self.core.lock();
+        let slot = &mut state.ops[op.0 as usize];
+        if let Slot::Hook(hook) = &mut slot.slot {
+            hook.conflict = true;
+        }
+        if let Some(waker) = slot.waker.take() {
+            waker.wake();
+        }
+    }
+
+    async fn append(&mut self, rt: &Shared, entries: Vec<Entry>, consumed: Vec<u64>) -> Result<(), StoreError> {
+        let count = entries.len() as u64;
+        let append = Append { first_seq: self.next_seq, entries, consumed };
+        rt.store.append(&self.core.run, self.fence, append).await?;
+        self.next_seq += count;
+        Ok(())
+    }
+
+    /// Appends the terminal entry if the body returned, diverged or ran out of cancellation grace.
+    async fn finish_if_done(&mut self, rt: &Shared) -> Result<Option<RunOutcome>, StoreError> {
+        let divergence = self.core.lock().divergence.clone();
+        if let Some(divergence) = divergence {
+            return self.fail(rt, divergence.failure()).await.map(Some);
+        }
+        let Some(finish) = self.finish.take() else { return Ok(None) };
+        if let Some(divergence) = self.unvisited_ops() {
+            return self.fail(rt, divergence.failure()).await.map(Some);
+        }
+        if self.core.is_cancelled() {
+            return self.end_cancelled(rt).await.map(Some);
+        }
+        match finish {
+            Finish::Returned(Ok(output)) => {
+                self.append_final(rt, Entry::RunCompleted { output: output.clone() }).await?;
+                rt.events.emit(|| RunEvent::Finished { run: self.core.run.clone(), status: RunStatus::Completed });
+                Ok(Some(RunOutcome::Completed(output)))
+            }
+            Finish::Returned(Err(error)) => self.fail(rt, RunFailure::Tool { message: error.message().to_owned() }).await.map(Some),
+            Finish::Panicked(message) => self.fail(rt, RunFailure::Panicked { message }).await.map(Some),
+        }
+    }
+
+    /// A replayed body that returned while the journal still records later ops diverged.
+    fn unvisited_ops(&self) -> Option<crate::error::NonDeterminismError> {
+        if !self.replayed {
+            return None;
+        }
+        let state = self.core.lock();
+        let last = state.index.last_op()?;
+        let op = Op(state.next_op);
+        (op <= last).then(|| crate::error::NonDeterminismError {
+            run: self.core.run.clone(),
+            op,
+            expected: state.index.signatures.get(&op).cloned(),
+            found: None,
+        })
+    }
+
+    async fn fail(&mut self, rt: &Shared, failure: RunFailure) -> Result<RunOutcome, StoreError> {
+        self.body = None;
+        self.append_final(rt, Entry::RunFailed { failure: failure.clone() }).await?;
+        rt.events.emit(|| RunEvent::Finished { run: self.core.run.clone(), status: RunStatus::Failed });
+        Ok(RunOutcome::Failed(failure))
+    }
+
+    async fn end_cancelled(&mut self, rt: &Shared) -> Result<RunOutcome, StoreError> {
+        self.body = None;
+        self.append_final(rt, Entry::RunCancelled {}).await?;
+        rt.events.emit(|| RunEvent::Finished { run: self.core.run.clone(), status: RunStatus::Cancelled });
+        Ok(RunOutcome::Cancelled)
+    }
+
+    /// Prepares a parked driver to run again after the warm cache hands it back.
+    pub fn resumed_from_cache(&mut self, rt: &Shared) {
+        rt.events.emit(|| RunEvent::Resumed { run: self.core.run.clone(), replayed: 0, from_cache: true });
+    }
+}
+
+/// Creates the body future for `tool`, or `None` if the tool is not a workflow.
+fn start_body(core: &Arc<RunCore>, tool: &'static crate::registry::ToolDescriptor, input: Value) -> Option<BodyFuture> {
+    let ctx = crate::context::WorkflowCtx::new(core.clone(), tool.name);
+    match tool.entry {
+        EntryPoint::Workflow(entry) => Some(entry(input, ctx)),
+        EntryPoint::Task(entry) => Some(entry(input, crate::context::TaskCtx::new(ctx, task_id(tool.name, &core.run)))),
+        EntryPoint::Plain(_) | EntryPoint::Serve(_) => None,
+    }
+}
+
+/// The model-facing task id: the tool name and six characters derived from the run id.
+pub(crate) fn task_id(tool: &str, run: &RunId) -> String {
+    const ALPHABET: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut hash = crate::journal::InputHash::of(run.as_str().as_bytes()).0;
+    let mut suffix = String::with_capacity(6);
+    for _ in 0..6 {
+        suffix.push(ALPHABET[(hash % 36) as usize] as char);
+        hash /= 36;
+    }
+    format!("{tool}-{suffix}")
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(message) = panic.downcast_ref::<&str>() {
+        (*message).to_owned()
+    } else if let Some(message) = panic.downcast_ref::<String>() {
+        message.clone()
+    } else {
+        "a panic with a non-string payload".to_owned()
+    }
+}
+
+/// How long a cancelled run may keep unwinding before it ends cancelled regardless.
+pub(crate) const DEFAULT_GRACE: Duration = Duration::from_secs(30);

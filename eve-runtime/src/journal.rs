@@ -1,0 +1,458 @@
+//! The journal: an append-only, densely numbered list of what happened in one run.
+//!
+//! A run's state is a pure function of its journal. Entry `0` is always
+//! [`Entry::RunStarted`]; the last entry of a finished run is one of [`Entry::RunCompleted`],
+//! [`Entry::RunFailed`] or [`Entry::RunCancelled`].
+//!
+//! Every durable operation the body performs (a step call, a sleep, a hook, a recorded clock
+//! read) takes an [`Op`] number in the order the body *creates* it. Entries come in two groups:
+//!
+//! - **Records** describe an operation when it is created: [`Entry::Recorded`],
+//!   [`Entry::TimerScheduled`], [`Entry::HookCreated`], [`Entry::StepRetrying`]. Replay looks them
+//!   up by op number, so where they sit in the journal does not matter.
+//! - **Deliveries** are things the body observes: [`Entry::StepCompleted`],
+//!   [`Entry::TimerFired`], [`Entry::HookReceived`], [`Entry::CancelRequested`]. Replay feeds them
+//!   to the body one at a time in journal order, exactly as the live executor did, so a replay
+//!   sees the interleaving the original run saw.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::time::Timestamp;
+
+/// The identifier of one run: one call of a workflow tool or task.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RunId(String);
+
+impl RunId {
+    /// A fresh random run id such as `run_4f0c2a9d81be7c3e5a6d09b1`.
+    pub fn generate() -> Self {
+        let mut bytes = [0u8; 12];
+        crate::secret::fill_random(&mut bytes);
+        let mut id = String::with_capacity(28);
+        id.push_str("run_");
+        for byte in bytes {
+            id.push_str(&format!("{byte:02x}"));
+        }
+        RunId(id)
+    }
+
+    /// The id as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for RunId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A run id that is empty, longer than 128 bytes or has characters other than ASCII letters,
+/// digits, `-`, `_` and `.`.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid run id {0:?}: use 1 to 128 ASCII letters, digits, `-`, `_` or `.`")]
+pub struct InvalidRunId(String);
+
+impl FromStr for RunId {
+    type Err = InvalidRunId;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+        if s.is_empty() || s.len() > 128 || !s.chars().all(allowed) {
+            return Err(InvalidRunId(s.to_owned()));
+        }
+        Ok(RunId(s.to_owned()))
+    }
+}
+
+/// The number of a durable operation within its run, in creation order starting at 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Op(pub u32);
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "op {}", self.0)
+    }
+}
+
+/// A stable 64-bit hash of an operation's serialized input (xxh3), printed as 16 hex digits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct InputHash(pub u64);
+
+impl InputHash {
+    /// The hash of `bytes`, the same on every platform and build.
+    pub fn of(bytes: &[u8]) -> Self {
+        InputHash(xxhash_rust::xxh3::xxh3_64(bytes))
+    }
+}
+
+impl fmt::Display for InputHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:016x}", self.0)
+    }
+}
+
+impl Serialize for InputHash {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for InputHash {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        u64::from_str_radix(&text, 16).map(InputHash).map_err(serde::de::Error::custom)
+    }
+}
+
+/// The kind of a durable operation, as divergence errors name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpKind {
+    /// A `#[step]` call.
+    Step,
+    /// A durable `sleep`.
+    Sleep,
+    /// A hook or webhook.
+    Hook,
+    /// `ctx.now()`.
+    Now,
+    /// `ctx.random()`.
+    Random,
+    /// `ctx.uuid()`.
+    Uuid,
+}
+
+impl fmt::Display for OpKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = match self {
+            OpKind::Step => "step",
+            OpKind::Sleep => "sleep",
+            OpKind::Hook => "hook",
+            OpKind::Now => "now",
+            OpKind::Random => "random",
+            OpKind::Uuid => "uuid",
+        };
+        f.write_str(name)
+    }
+}
+
+/// What identifies an operation for the divergence check: its kind, name and input hash.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpSignature {
+    /// The kind of operation.
+    pub kind: OpKind,
+    /// The step name, or the kind's name for other operations.
+    pub name: String,
+    /// The hash of the serialized input.
+    pub input_hash: InputHash,
+}
+
+impl fmt::Display for OpSignature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind {
+            OpKind::Step => write!(f, "step `{}` (input hash {})", self.name, self.input_hash),
+            kind => write!(f, "{kind} (input hash {})", self.input_hash),
+        }
+    }
+}
+
+/// How a step ended for good.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum StepOutcome {
+    /// The step returned a value.
+    Ok {
+        /// The serialized output.
+        value: Value,
+    },
+    /// The step failed with a fatal error, or its last permitted attempt failed.
+    Err {
+        /// Whether the error was fatal (no retry was attempted).
+        fatal: bool,
+        /// The error message.
+        message: String,
+    },
+}
+
+/// Why a run failed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RunFailure {
+    /// The body returned an error.
+    Tool {
+        /// The error message.
+        message: String,
+    },
+    /// The body diverged from its journal on replay.
+    NonDeterminism {
+        /// The operation at which it diverged.
+        op: Op,
+        /// What the journal recorded there, or `None` if it recorded nothing.
+        expected: Option<OpSignature>,
+        /// What the body asked for there, or `None` if it asked for nothing more.
+        found: Option<OpSignature>,
+    },
+    /// The binary has no workflow with the run's workflow id.
+    UnknownWorkflow {
+        /// The workflow id recorded when the run started.
+        workflow_id: String,
+    },
+    /// The body panicked.
+    Panicked {
+        /// The panic message.
+        message: String,
+    },
+}
+
+/// The kind of a value recorded so the body sees the same value on replay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordKind {
+    /// A clock read.
+    Now,
+    /// Random bits.
+    Random,
+    /// A random (version 4) UUID.
+    Uuid,
+}
+
+impl RecordKind {
+    /// The kind of operation this record answers.
+    pub fn op_kind(self) -> OpKind {
+        match self {
+            RecordKind::Now => OpKind::Now,
+            RecordKind::Random => OpKind::Random,
+            RecordKind::Uuid => OpKind::Uuid,
+        }
+    }
+}
+
+/// One journal entry. See the module documentation for the two groups of entries.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Entry {
+    /// The run was created with this input.
+    RunStarted {
+        /// The workflow id (module path and fn name) of the body.
+        workflow_id: String,
+        /// The model-facing tool name.
+        tool: String,
+        /// The tool input.
+        input: Value,
+        /// When the run was created.
+        at: Timestamp,
+    },
+    /// A deterministic value (clock, randomness) handed to the body.
+    Recorded {
+        /// The operation.
+        op: Op,
+        /// What was recorded.
+        kind: RecordKind,
+        /// The value.
+        value: Value,
+    },
+    /// A durable sleep was created with this absolute deadline.
+    TimerScheduled {
+        /// The operation.
+        op: Op,
+        /// When the timer fires.
+        deadline: Timestamp,
+    },
+    /// A hook was created. Only the token's hash is journaled.
+    HookCreated {
+        /// The operation.
+        op: Op,
+        /// SHA-256 of the token, hex.
+        token_hash: String,
+        /// For generated tokens, the random nonce the token is derived from with the runtime's
+        /// secret key; `None` for tokens the body chose.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        nonce: Option<String>,
+        /// Whether another run already held the chosen token, so the hook never receives anything.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        conflict: bool,
+    },
+    /// A step attempt failed and another attempt is due at `next_attempt_at`.
+    StepRetrying {
+        /// The operation.
+        op: Op,
+        /// The step name.
+        name: String,
+        /// The hash of the serialized arguments.
+        input_hash: InputHash,
+        /// The attempt that failed, from 1.
+        attempt: u32,
+        /// Its error message.
+        error: String,
+        /// When the next attempt may start.
+        next_attempt_at: Timestamp,
+    },
+    /// A step finished for good (delivery).
+    StepCompleted {
+        /// The operation.
+        op: Op,
+        /// The step name.
+        name: String,
+        /// The hash of the serialized arguments.
+        input_hash: InputHash,
+        /// The attempt that finished, from 1.
+        attempt: u32,
+        /// The result.
+        outcome: StepOutcome,
+    },
+    /// A durable sleep reached its deadline (delivery).
+    TimerFired {
+        /// The operation.
+        op: Op,
+    },
+    /// A hook received a payload (delivery).
+    HookReceived {
+        /// The operation.
+        op: Op,
+        /// The payload.
+        payload: Value,
+    },
+    /// The run's abort signal fired (delivery).
+    CancelRequested {
+        /// Why, for people reading the journal.
+        reason: String,
+    },
+    /// The body returned this output.
+    RunCompleted {
+        /// The serialized output.
+        output: Value,
+    },
+    /// The run failed.
+    RunFailed {
+        /// Why.
+        failure: RunFailure,
+    },
+    /// The run ended cancelled.
+    RunCancelled {},
+}
+
+impl Entry {
+    /// The operation this entry belongs to, if any.
+    pub fn op(&self) -> Option<Op> {
+        match self {
+            Entry::Recorded { op, .. }
+            | Entry::TimerScheduled { op, .. }
+            | Entry::HookCreated { op, .. }
+            | Entry::StepRetrying { op, .. }
+            | Entry::StepCompleted { op, .. }
+            | Entry::TimerFired { op }
+            | Entry::HookReceived { op, .. } => Some(*op),
+            _ => None,
+        }
+    }
+
+    /// Whether this entry ends the run.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self, Entry::RunCompleted { .. } | Entry::RunFailed { .. } | Entry::RunCancelled {})
+    }
+
+    /// Whether the body observes this entry, so replay delivers it in journal order.
+    pub fn is_delivery(&self) -> bool {
+        matches!(
+            self,
+            Entry::StepCompleted { .. }
+                | Entry::TimerFired { .. }
+                | Entry::HookReceived { .. }
+                | Entry::CancelRequested { .. }
+        )
+    }
+
+    /// The signature of the operation this entry records, for the divergence check.
+    pub fn signature(&self) -> Option<OpSignature> {
+        let sig = |kind, name: &str, input_hash| OpSignature { kind, name: name.to_owned(), input_hash };
+        match self {
+            Entry::StepCompleted { name, input_hash, .. } | Entry::StepRetrying { name, input_hash, .. } => {
+                Some(sig(OpKind::Step, name, *input_hash))
+            }
+            Entry::TimerScheduled { .. } => Some(sig(OpKind::Sleep, "sleep", InputHash::default())),
+            Entry::HookCreated { .. } => Some(sig(OpKind::Hook, "hook", InputHash::default())),
+            Entry::Recorded { kind, .. } => {
+                let kind = kind.op_kind();
+                Some(sig(kind, &kind.to_string(), InputHash::default()))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The status of a run as stores index it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Running or parked on a durable wait.
+    Active,
+    /// Returned an output.
+    Completed,
+    /// Failed.
+    Failed,
+    /// Cancelled.
+    Cancelled,
+}
+
+impl RunStatus {
+    /// The status a journal ending in `last` implies.
+    pub fn after(last: &Entry) -> RunStatus {
+        match last {
+            Entry::RunCompleted { .. } => RunStatus::Completed,
+            Entry::RunFailed { .. } => RunStatus::Failed,
+            Entry::RunCancelled {} => RunStatus::Cancelled,
+            _ => RunStatus::Active,
+        }
+    }
+
+    /// Whether the run has ended.
+    pub fn is_finished(self) -> bool {
+        self != RunStatus::Active
+    }
+}
+
+impl fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = match self {
+            RunStatus::Active => "active",
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
+        };
+        f.write_str(name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_round_trip_through_json() {
+        let entry = Entry::StepCompleted {
+            op: Op(3),
+            name: "charge".into(),
+            input_hash: InputHash::of(b"[1]"),
+            attempt: 2,
+            outcome: StepOutcome::Ok { value: serde_json::json!({"ü": "✓"}) },
+        };
+        let text = serde_json::to_string(&entry).unwrap();
+        assert_eq!(serde_json::from_str::<Entry>(&text).unwrap(), entry);
+    }
+
+    #[test]
+    fn run_ids_reject_unsafe_characters() {
+        assert!("run_abc-1.2".parse::<RunId>().is_ok());
+        assert!("".parse::<RunId>().is_err());
+        assert!("a/b".parse::<RunId>().is_err());
+        assert!(RunId::generate().as_str().parse::<RunId>().is_ok());
+    }
+}

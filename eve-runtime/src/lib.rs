@@ -1,0 +1,30 @@
+//! The durable execution engine behind [eve-tools](https://docs.rs/eve-tools).
+//!
+//! Users depend on `eve-tools`, which re-exports what they need from here together with the
+//! macros. This crate holds the machinery: the [`journal`], the [`store`]s, the executor that
+//! replays a run from its journal, durable timers and hooks, and the [`Runtime`] that ties them
+//! together. See `ARCHITECTURE.md` at the repository root for the map and the invariants.
+
+pub mod context;
+pub mod error;
+pub mod events;
+mod executor;
+pub mod journal;
+pub mod registry;
+mod runtime;
+pub mod secret;
+pub mod step;
+pub mod store;
+mod time;
+mod timers;
+pub mod wait;
+
+pub use context::{Receive, ServeCtx, StepCtxSource, TaskCtx, ToolCtx, WorkflowCtx};
+pub use error::{FatalError, NonDeterminismError, RetryableError, StepError, StoreError, ToolError};
+pub use events::RunEvent;
+pub use journal::{Entry, Op, RunId, RunStatus};
+pub use registry::{Manifest, Shape, manifest};
+pub use runtime::{Error, HookDelivery, Phase, RunHandle, RunOutcome, Runtime, RuntimeBuilder};
+pub use step::{Backoff, RetryPolicy, StepCall, StepCtx, StepDef};
+pub use time::{Clock, ManualClock, SystemClock, Timestamp};
+pub use wait::{AbortSignal, Cancelled, Hook, HookError, create_hook, create_hook_with_token, sleep, sleep_until};

@@ -1,0 +1,221 @@
+//! The registry of tools and steps the macros compile into a binary, and the manifest built from it.
+//!
+//! Each `#[tool]`, `#[workflow_tool]` and `#[task]` submits one [`ToolRegistration`] through
+//! `inventory`; each `#[step]` submits one [`StepRegistration`]. The [`Manifest`] lists them sorted
+//! by name, so it is the same on every run of the same binary.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::context::{Receive, ServeCtx, TaskCtx, ToolCtx, WorkflowCtx};
+use crate::error::ToolError;
+use crate::step::{RetryPolicy, StepDef};
+
+/// The future a tool body becomes once its input is decoded and its output encoded.
+pub type BodyFuture = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send>>;
+
+/// Does the call end with the model step, or outlive it as a task?
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Lifetime {
+    /// The call ends within the model step (the turn may park on it).
+    Step,
+    /// The call returns a receipt and its result arrives later.
+    Task,
+}
+
+/// Can the body park without holding compute?
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Suspend {
+    /// No: it runs to completion inside the step.
+    None,
+    /// Yes: it is a durable workflow.
+    Workflow,
+}
+
+/// A tool's cell: lifetime × suspendability, fixed at compile time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct Shape {
+    /// The lifetime axis.
+    pub lifetime: Lifetime,
+    /// The suspendability axis.
+    pub suspend: Suspend,
+}
+
+impl Shape {
+    /// `#[tool]`: step / none.
+    pub const TOOL: Shape = Shape { lifetime: Lifetime::Step, suspend: Suspend::None };
+    /// `#[workflow_tool]`: step / workflow.
+    pub const WORKFLOW_TOOL: Shape = Shape { lifetime: Lifetime::Step, suspend: Suspend::Workflow };
+    /// `#[task]` and `#[task(serve)]`: task / workflow.
+    pub const TASK: Shape = Shape { lifetime: Lifetime::Task, suspend: Suspend::Workflow };
+}
+
+/// How the runtime enters a tool's body.
+#[derive(Clone, Copy)]
+pub enum EntryPoint {
+    /// A plain `#[tool]`.
+    Plain(fn(Value, ToolCtx) -> BodyFuture),
+    /// A `#[workflow_tool]`.
+    Workflow(fn(Value, WorkflowCtx) -> BodyFuture),
+    /// A `#[task]`.
+    Task(fn(Value, TaskCtx) -> BodyFuture),
+    /// A `#[task(serve)]`.
+    Serve(fn(Receive, ServeCtx) -> BodyFuture),
+}
+
+impl fmt::Debug for EntryPoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self {
+            EntryPoint::Plain(_) => "Plain",
+            EntryPoint::Workflow(_) => "Workflow",
+            EntryPoint::Task(_) => "Task",
+            EntryPoint::Serve(_) => "Serve",
+        };
+        f.write_str(kind)
+    }
+}
+
+/// Everything the runtime knows about one tool. `#[tool]`, `#[workflow_tool]` and `#[task]` each
+/// emit one.
+#[derive(Debug)]
+pub struct ToolDescriptor {
+    /// The model-facing name.
+    pub name: &'static str,
+    /// The description the model reads (the fn's doc comment).
+    pub description: &'static str,
+    /// The module path and fn name, stable across rebuilds.
+    pub workflow_id: &'static str,
+    /// The tool's cell.
+    pub shape: Shape,
+    /// The JSON Schema of the input.
+    pub input_schema: fn() -> Value,
+    /// Checks that a JSON value decodes into the input type, saying what is wrong if not.
+    pub validate_input: fn(&Value) -> Result<(), String>,
+    /// How to enter the body.
+    pub entry: EntryPoint,
+}
+
+/// Submits a tool to the registry.
+#[derive(Debug)]
+pub struct ToolRegistration(pub &'static ToolDescriptor);
+
+/// Submits a step to the registry.
+#[derive(Debug)]
+pub struct StepRegistration(pub &'static StepDef);
+
+inventory::collect!(ToolRegistration);
+inventory::collect!(StepRegistration);
+
+/// Every tool compiled into this binary, sorted by name.
+pub fn tools() -> Vec<&'static ToolDescriptor> {
+    let mut tools: Vec<_> = inventory::iter::<ToolRegistration>().map(|registration| registration.0).collect();
+    tools.sort_by_key(|tool| (tool.name, tool.workflow_id));
+    tools
+}
+
+/// The tool with this model-facing name.
+pub fn tool(name: &str) -> Option<&'static ToolDescriptor> {
+    inventory::iter::<ToolRegistration>().map(|registration| registration.0).find(|tool| tool.name == name)
+}
+
+/// The tool whose body has this workflow id.
+pub fn workflow(workflow_id: &str) -> Option<&'static ToolDescriptor> {
+    inventory::iter::<ToolRegistration>()
+        .map(|registration| registration.0)
+        .find(|tool| tool.workflow_id == workflow_id)
+}
+
+/// Every step compiled into this binary, sorted by id.
+pub fn steps() -> Vec<&'static StepDef> {
+    let mut steps: Vec<_> = inventory::iter::<StepRegistration>().map(|registration| registration.0).collect();
+    steps.sort_by_key(|step| step.id());
+    steps
+}
+
+/// The manifest: every tool with its compiled shape, and every step with its policy.
+#[derive(Clone, Debug, Serialize)]
+pub struct Manifest {
+    /// The tools, sorted by name.
+    pub tools: Vec<ToolEntry>,
+    /// The steps, sorted by id.
+    pub steps: Vec<StepEntry>,
+}
+
+/// One tool in the [`Manifest`].
+#[derive(Clone, Debug, Serialize)]
+pub struct ToolEntry {
+    /// The model-facing name.
+    pub name: String,
+    /// The description.
+    pub description: String,
+    /// The input's JSON Schema.
+    pub input_schema: Value,
+    /// The compiled shape.
+    pub shape: Shape,
+    /// The entry point: `execute`, `task` or `serve`.
+    pub entry: &'static str,
+    /// The workflow id.
+    pub workflow_id: String,
+}
+
+/// One step in the [`Manifest`].
+#[derive(Clone, Debug, Serialize)]
+pub struct StepEntry {
+    /// The module path and fn name.
+    pub id: String,
+    /// The journaled name.
+    pub name: String,
+    /// Attempts in all.
+    pub max_attempts: u32,
+    /// The delay after the first failure, in milliseconds.
+    pub backoff_initial_ms: u64,
+    /// The delay after the second failure, in milliseconds (shows whether it grows).
+    pub backoff_second_ms: u64,
+}
+
+/// Builds the manifest of this binary.
+pub fn manifest() -> Manifest {
+    let tools = tools().into_iter().map(|tool| ToolEntry {
+        name: tool.name.to_owned(),
+        description: tool.description.to_owned(),
+        input_schema: (tool.input_schema)(),
+        shape: tool.shape,
+        entry: match tool.entry {
+            EntryPoint::Plain(_) | EntryPoint::Workflow(_) => "execute",
+            EntryPoint::Task(_) => "task",
+            EntryPoint::Serve(_) => "serve",
+        },
+        workflow_id: tool.workflow_id.to_owned(),
+    });
+    let steps = steps().into_iter().map(|step| {
+        let RetryPolicy { max_attempts, backoff } = step.policy();
+        StepEntry {
+            id: step.id().to_owned(),
+            name: step.name().to_owned(),
+            max_attempts,
+            backoff_initial_ms: millis(backoff.delay_after(1)),
+            backoff_second_ms: millis(backoff.delay_after(2)),
+        }
+    });
+    Manifest { tools: tools.collect(), steps: steps.collect() }
+}
+
+fn millis(duration: std::time::Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Tools registered more than once under one name, which would make calls ambiguous.
+pub fn duplicate_names() -> Vec<&'static str> {
+    let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
+    for tool in tools() {
+        *counts.entry(tool.name).or_default() += 1;
+    }
+    counts.into_iter().filter(|(_, count)| *count > 1).map(|(name, _)| name).collect()
+}

@@ -1,0 +1,673 @@
+//! The [`Runtime`]: starts runs, activates them when something happens, parks them when they
+//! wait, and recovers them after a restart.
+//!
+//! # Run states in this process
+//!
+//! - **active**: a task runs the run's executor; messages reach it through its mailbox.
+//! - **parked**: the executor waits on durable waits only. Its body future may sit in the warm
+//!   cache (bounded; resuming from it costs no replay), or nowhere (replayed from the journal when
+//!   next woken). No task is held either way.
+//! - **finished**: the journal ends with a terminal entry.
+//!
+//! Whether a run is active is decided under one lock (`runs`), which also covers moving a parked
+//! executor into the warm cache, so a wake can never start a second executor for a run.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::Value;
+use tokio::sync::{Semaphore, broadcast, mpsc, watch};
+
+use crate::context::ToolCtx;
+use crate::events::{EventBus, RunEvent};
+use crate::executor::{DEFAULT_GRACE, Driver, Exit, Msg, Services};
+use crate::journal::{Entry, RunFailure, RunId, RunStatus};
+use crate::registry::{self, EntryPoint, ToolDescriptor};
+use crate::secret::{SecretKey, TokenHash};
+use crate::store::{Created, Delivered, DeliveryPayload, MemoryStore, NewRun, RunRecord, RunSummary, Store, StoreError, Target, WorkerId};
+use crate::time::{Clock, SystemClock};
+use crate::timers::TimerService;
+
+/// How a run ended.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum RunOutcome {
+    /// The body returned this output.
+    Completed(Value),
+    /// The run failed.
+    Failed(RunFailure),
+    /// The run was cancelled.
+    Cancelled,
+}
+
+impl RunOutcome {
+    /// The outcome a terminal journal entry records, or `None` for any other entry.
+    pub fn from_terminal(entry: &Entry) -> Option<RunOutcome> {
+        match entry {
+            Entry::RunCompleted { output } => Some(RunOutcome::Completed(output.clone())),
+            Entry::RunFailed { failure } => Some(RunOutcome::Failed(failure.clone())),
+            Entry::RunCancelled {} => Some(RunOutcome::Cancelled),
+            _ => None,
+        }
+    }
+
+    /// The output of a completed run.
+    pub fn output(&self) -> Option<&Value> {
+        match self {
+            RunOutcome::Completed(output) => Some(output),
+            _ => None,
+        }
+    }
+}
+
+/// Where a run stands in this process.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Phase {
+    /// Not yet seen by this process since it started.
+    Unknown,
+    /// An executor is advancing it.
+    Running,
+    /// It waits on durable waits only and holds no task.
+    Parked,
+    /// It ended.
+    Finished(RunOutcome),
+}
+
+/// Errors from the [`Runtime`]'s API.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No tool has this name.
+    #[error("no tool named `{name}`; this binary has: {}", .known.join(", "))]
+    UnknownTool {
+        /// The name asked for.
+        name: String,
+        /// The tools this binary has.
+        known: Vec<&'static str>,
+    },
+    /// The input does not decode into the tool's input type.
+    #[error("invalid input for tool `{tool}`: {message}")]
+    InvalidInput {
+        /// The tool.
+        tool: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The tool is not of the kind the call needs.
+    #[error("tool `{tool}` is {actual}; {hint}")]
+    WrongKind {
+        /// The tool.
+        tool: String,
+        /// What kind it is.
+        actual: &'static str,
+        /// What to call instead.
+        hint: &'static str,
+    },
+    /// No unfinished run holds a hook with this token.
+    #[error("no open hook has this token")]
+    UnknownHook,
+    /// No run has this id.
+    #[error("no run with id {0}; list runs to see the ids this store holds")]
+    RunNotFound(RunId),
+    /// The runtime was built outside a Tokio runtime.
+    #[error("the eve runtime must be built inside a Tokio runtime (use #[tokio::main] or Runtime::block_on)")]
+    NoTokioRuntime,
+    /// The secret key could not be read or created.
+    #[error("cannot read or create the secret key at {path}: {source}")]
+    SecretKey {
+        /// Where the key lives.
+        path: PathBuf,
+        /// What went wrong.
+        source: std::io::Error,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What delivering to a hook did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HookDelivery {
+    /// The payload was accepted durably for this run.
+    Accepted(RunId),
+    /// A delivery with the same id was accepted before; nothing changed.
+    Duplicate(RunId),
+}
+
+/// The state shared by the runtime's handles, executors and timer task.
+pub(crate) struct Shared {
+    pub store: Arc<dyn Store>,
+    pub services: Arc<Services>,
+    pub events: EventBus,
+    pub worker: WorkerId,
+    pub lease: Duration,
+    pub grace: Duration,
+    pub timers: TimerService,
+    runs: Mutex<HashMap<RunId, mpsc::UnboundedSender<Msg>>>,
+    cache: Mutex<WarmCache>,
+    phases: Mutex<HashMap<RunId, watch::Sender<Phase>>>,
+    replays: Semaphore,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().expect("runtime mutexes are never poisoned: no code panics while holding them")
+}
+
+impl Shared {
+    /// Sends `msg` to the run's executor, activating the run if it is not active.
+    pub fn wake(self: &Arc<Self>, run: &RunId, msg: Msg) {
+        let mut runs = lock(&self.runs);
+        let msg = match runs.get(run) {
+            Some(mailbox) => match mailbox.send(msg) {
+                Ok(()) => return,
+                Err(mpsc::error::SendError(msg)) => msg,
+            },
+            None => msg,
+        };
+        let (mailbox, receiver) = mpsc::unbounded_channel();
+        let _ = mailbox.send(msg);
+        runs.insert(run.clone(), mailbox);
+        let cached = lock(&self.cache).take(run);
+        drop(runs);
+        let shared = self.clone();
+        let run = run.clone();
+        tokio::spawn(async move { shared.activate(run, cached, receiver).await });
+    }
+
+    /// Runs an executor until its run parks or ends.
+    async fn activate(self: Arc<Self>, run: RunId, cached: Option<Box<Driver>>, mut mailbox: mpsc::UnboundedReceiver<Msg>) {
+        let mut driver = match cached {
+            Some(mut driver) => {
+                driver.resumed_from_cache(&self);
+                driver
+            }
+            None => match self.rebuild(&run).await {
+                Some(driver) => driver,
+                None => return,
+            },
+        };
+        self.publish(&run, Phase::Running);
+        loop {
+            match driver.run(&self, &mut mailbox).await {
+                Exit::Parked(parked) => match self.park(parked, &mailbox) {
+                    Some(again) => driver = again,
+                    None => return,
+                },
+                Exit::Finished(outcome) => return self.finish(&run, outcome),
+                Exit::Lost(error) => return self.lose(&run, error),
+            }
+        }
+    }
+
+    /// Rebuilds an executor from the journal, or settles the run if it has already ended.
+    async fn rebuild(self: &Arc<Self>, run: &RunId) -> Option<Box<Driver>> {
+        let _permit = self.replays.acquire().await.expect("the replay semaphore is never closed");
+        match Driver::cold(self, run).await {
+            Ok(Ok(driver)) => Some(Box::new(driver)),
+            Ok(Err(outcome)) => {
+                self.finish(run, outcome);
+                None
+            }
+            Err(error) => {
+                self.lose(run, error);
+                None
+            }
+        }
+    }
+
+    /// Moves an idle executor into the warm cache, unless a message arrived meanwhile (then it is
+    /// handed back to keep running).
+    fn park(&self, driver: Box<Driver>, mailbox: &mpsc::UnboundedReceiver<Msg>) -> Option<Box<Driver>> {
+        let mut runs = lock(&self.runs);
+        if !mailbox.is_empty() {
+            return Some(driver);
+        }
+        let run = driver.run_id().clone();
+        runs.remove(&run);
+        let evicted = lock(&self.cache).insert(driver);
+        drop(runs);
+        // Dropping an evicted body runs user `Drop` code, so it happens outside the locks.
+        drop(evicted);
+        self.publish(&run, Phase::Parked);
+        self.events.emit(|| RunEvent::Parked { run });
+        None
+    }
+
+    fn finish(&self, run: &RunId, outcome: RunOutcome) {
+        lock(&self.runs).remove(run);
+        let sender = lock(&self.phases).remove(run);
+        if let Some(sender) = sender {
+            sender.send_replace(Phase::Finished(outcome));
+        }
+    }
+
+    fn lose(&self, run: &RunId, error: StoreError) {
+        lock(&self.runs).remove(run);
+        match error {
+            StoreError::Fenced { .. } | StoreError::Leased { .. } => {
+                tracing::debug!(%run, "run is advanced by another claim: {error}");
+            }
+            error => {
+                // Nothing durable was lost; try again later (the store may have recovered).
+                tracing::error!(%run, "cannot advance run, retrying in 5 s: {error}");
+                let due = self.services.clock.now().saturating_add(Duration::from_secs(5));
+                self.timers.add(run.clone(), crate::journal::Op(0), due, crate::store::TimerKind::Retry);
+            }
+        }
+    }
+
+    fn publish(&self, run: &RunId, phase: Phase) {
+        let mut phases = lock(&self.phases);
+        match phases.get(run) {
+            Some(sender) => {
+                sender.send_replace(phase);
+            }
+            None => {
+                phases.insert(run.clone(), watch::channel(phase).0);
+            }
+        }
+    }
+
+    fn subscribe(&self, run: &RunId) -> watch::Receiver<Phase> {
+        let mut phases = lock(&self.phases);
+        phases.entry(run.clone()).or_insert_with(|| watch::channel(Phase::Unknown).0).subscribe()
+    }
+
+    fn forget_phase(&self, run: &RunId) {
+        let mut phases = lock(&self.phases);
+        if phases.get(run).is_some_and(|sender| sender.receiver_count() == 0) {
+            phases.remove(run);
+        }
+    }
+}
+
+/// Parked executors kept in memory so a resume costs no replay; the least recently parked is
+/// evicted first.
+struct WarmCache {
+    capacity: usize,
+    tick: u64,
+    entries: HashMap<RunId, (u64, Box<Driver>)>,
+    order: BTreeMap<u64, RunId>,
+}
+
+impl WarmCache {
+    fn new(capacity: usize) -> Self {
+        WarmCache { capacity, tick: 0, entries: HashMap::new(), order: BTreeMap::new() }
+    }
+
+    /// Inserts a parked executor, returning the one it evicts, if any.
+    fn insert(&mut self, driver: Box<Driver>) -> Option<Box<Driver>> {
+        if self.capacity == 0 {
+            return Some(driver);
+        }
+        self.tick += 1;
+        let run = driver.run_id().clone();
+        self.order.insert(self.tick, run.clone());
+        if let Some((old_tick, old)) = self.entries.insert(run, (self.tick, driver)) {
+            self.order.remove(&old_tick);
+            return Some(old);
+        }
+        if self.entries.len() <= self.capacity {
+            return None;
+        }
+        let (_, oldest) = self.order.pop_first()?;
+        self.entries.remove(&oldest).map(|(_, driver)| driver)
+    }
+
+    fn take(&mut self, run: &RunId) -> Option<Box<Driver>> {
+        let (tick, driver) = self.entries.remove(run)?;
+        self.order.remove(&tick);
+        Some(driver)
+    }
+}
+
+/// Configures and builds a [`Runtime`].
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), eve_runtime::Error> {
+/// use eve_runtime::{Runtime, store::MemoryStore};
+/// let runtime = Runtime::builder().store(MemoryStore::new()).build()?;
+/// assert!(runtime.runs(None, 10).await?.is_empty());
+/// # Ok(())
+/// # }
+/// ```
+pub struct RuntimeBuilder {
+    store: Option<Arc<dyn Store>>,
+    path: PathBuf,
+    clock: Arc<dyn Clock>,
+    key: Option<SecretKey>,
+    cache_capacity: usize,
+    grace: Duration,
+    lease: Duration,
+    event_capacity: usize,
+    replay_concurrency: usize,
+}
+
+impl RuntimeBuilder {
+    /// Uses `store` instead of the default embedded SQLite file.
+    pub fn store(mut self, store: impl Store) -> Self {
+        self.store = Some(Arc::new(store));
+        self
+    }
+
+    /// Uses a store shared with other handles.
+    pub fn shared_store(mut self, store: Arc<dyn Store>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Where the default SQLite store and secret key live (default `.eve`).
+    pub fn data_dir(mut self, path: impl AsRef<Path>) -> Self {
+        self.path = path.as_ref().to_path_buf();
+        self
+    }
+
+    /// Uses `clock` instead of the system clock (tests use a `ManualClock`).
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// Uses `key` to derive hook tokens instead of the key file in the data directory.
+    pub fn secret_key(mut self, key: SecretKey) -> Self {
+        self.key = Some(key);
+        self
+    }
+
+    /// Keeps up to `runs` parked runs in memory so they resume without replay (default 4,096;
+    /// 0 disables the cache, so every resume replays).
+    pub fn warm_cache(mut self, runs: usize) -> Self {
+        self.cache_capacity = runs;
+        self
+    }
+
+    /// How long a cancelled run may unwind before it ends cancelled regardless (default 30 s).
+    pub fn cancellation_grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
+    }
+
+    /// How many buffered events a slow subscriber may fall behind by (default 65,536).
+    pub fn event_capacity(mut self, events: usize) -> Self {
+        self.event_capacity = events.max(1);
+        self
+    }
+
+    /// Builds the runtime. Must be called inside a Tokio runtime.
+    pub fn build(self) -> Result<Runtime, Error> {
+        tokio::runtime::Handle::try_current().map_err(|_| Error::NoTokioRuntime)?;
+        let store = match self.store {
+            Some(store) => store,
+            None => default_store(&self.path)?,
+        };
+        let key = match self.key {
+            Some(key) => key,
+            None if store.is_durable() => {
+                let path = self.path.join("eve.key");
+                SecretKey::load_or_create(&path).map_err(|source| Error::SecretKey { path, source })?
+            }
+            None => SecretKey::generate(),
+        };
+        let services = Arc::new(Services { clock: self.clock.clone(), key });
+        let shared = Arc::new_cyclic(|weak| Shared {
+            store,
+            services,
+            events: EventBus::new(self.event_capacity),
+            worker: WorkerId::generate(),
+            lease: self.lease,
+            grace: self.grace,
+            timers: TimerService::start(self.clock.clone(), weak.clone()),
+            runs: Mutex::new(HashMap::new()),
+            cache: Mutex::new(WarmCache::new(self.cache_capacity)),
+            phases: Mutex::new(HashMap::new()),
+            replays: Semaphore::new(self.replay_concurrency),
+        });
+        Ok(Runtime { shared })
+    }
+}
+
+#[cfg(feature = "sqlite")]
+fn default_store(dir: &Path) -> Result<Arc<dyn Store>, Error> {
+    Ok(Arc::new(crate::store::SqliteStore::open(dir.join("eve.db"))?))
+}
+
+#[cfg(not(feature = "sqlite"))]
+fn default_store(_dir: &Path) -> Result<Arc<dyn Store>, Error> {
+    Ok(Arc::new(MemoryStore::new()))
+}
+
+/// The durable execution runtime: starts runs of the tools compiled into this binary and keeps
+/// them moving across waits, crashes and restarts.
+///
+/// Cloning is cheap; clones share one runtime.
+#[derive(Clone)]
+pub struct Runtime {
+    shared: Arc<Shared>,
+}
+
+impl Runtime {
+    /// A builder with the defaults: embedded SQLite in `.eve/eve.db`, the system clock.
+    pub fn builder() -> RuntimeBuilder {
+        RuntimeBuilder {
+            store: None,
+            path: PathBuf::from(".eve"),
+            clock: Arc::new(SystemClock),
+            key: None,
+            cache_capacity: 4096,
+            grace: DEFAULT_GRACE,
+            lease: Duration::from_secs(60),
+            event_capacity: 65_536,
+            replay_concurrency: 64,
+        }
+    }
+
+    /// A runtime on an in-memory store, for tests and examples.
+    pub fn in_memory() -> Result<Runtime, Error> {
+        Runtime::builder().store(MemoryStore::new()).build()
+    }
+
+    /// Starts a run of the workflow tool or task `tool` with a fresh run id.
+    pub async fn start(&self, tool: &str, input: Value) -> Result<RunHandle, Error> {
+        self.start_with_id(RunId::generate(), tool, input).await
+    }
+
+    /// Starts a run with the given id. If a run with that id exists, returns it unchanged: a run
+    /// is created once, whatever the input of later calls.
+    pub async fn start_with_id(&self, id: RunId, tool: &str, input: Value) -> Result<RunHandle, Error> {
+        let descriptor = workflow_tool(tool)?;
+        (descriptor.validate_input)(&input).map_err(|message| Error::InvalidInput { tool: tool.to_owned(), message })?;
+        let shared = &self.shared;
+        let new = NewRun {
+            id: id.clone(),
+            workflow_id: descriptor.workflow_id.to_owned(),
+            tool: descriptor.name.to_owned(),
+            input: input.clone(),
+            created_at: shared.services.clock.now(),
+        };
+        match shared.store.create_run(new, &shared.worker).await? {
+            Created::New(fence) => {
+                shared.events.emit(|| RunEvent::Started { run: id.clone(), tool: descriptor.name.to_owned() });
+                let driver = Box::new(Driver::fresh(shared, id.clone(), descriptor, input, fence));
+                self.launch(driver);
+            }
+            Created::Existing => shared.wake(&id, Msg::Resume),
+        }
+        Ok(self.handle(id))
+    }
+
+    fn launch(&self, driver: Box<Driver>) {
+        let shared = &self.shared;
+        let run = driver.run_id().clone();
+        let (mailbox, receiver) = mpsc::unbounded_channel();
+        lock(&shared.runs).insert(run.clone(), mailbox);
+        let shared = shared.clone();
+        tokio::spawn(async move { shared.activate(run, Some(driver), receiver).await });
+    }
+
+    /// Picks up every unfinished run in the store, replaying each from its journal, and arms
+    /// every pending timer. Call once after building the runtime. Returns how many runs it found.
+    pub async fn recover(&self) -> Result<usize, Error> {
+        let shared = &self.shared;
+        for timer in shared.store.timers().await? {
+            shared.timers.add(timer.run, timer.op, timer.due, timer.kind);
+        }
+        let runs = shared.store.list_runs(Some(RunStatus::Active), usize::MAX).await?;
+        for run in &runs {
+            shared.wake(&run.id, Msg::Resume);
+        }
+        Ok(runs.len())
+    }
+
+    /// A handle to the run with this id (which need not be active in this process).
+    pub fn handle(&self, run: RunId) -> RunHandle {
+        RunHandle { id: run, shared: self.shared.clone() }
+    }
+
+    /// Delivers `payload` to the hook holding `token`.
+    pub async fn resume_hook(&self, token: &str, payload: Value) -> Result<HookDelivery, Error> {
+        self.deliver_to_hook(token, None, payload).await
+    }
+
+    /// Delivers `payload` to the hook holding `token` at most once per `delivery_id`.
+    pub async fn resume_hook_once(&self, token: &str, delivery_id: &str, payload: Value) -> Result<HookDelivery, Error> {
+        self.deliver_to_hook(token, Some(delivery_id), payload).await
+    }
+
+    async fn deliver_to_hook(&self, token: &str, delivery_id: Option<&str>, payload: Value) -> Result<HookDelivery, Error> {
+        let target = Target::Hook(TokenHash::of(token));
+        match self.shared.store.deliver(target, delivery_id, DeliveryPayload::Hook(payload)).await? {
+            Delivered::Accepted { run, .. } => {
+                self.shared.wake(&run, Msg::Inbox);
+                Ok(HookDelivery::Accepted(run))
+            }
+            Delivered::Duplicate { run } => Ok(HookDelivery::Duplicate(run)),
+            Delivered::NotFound => Err(Error::UnknownHook),
+        }
+    }
+
+    /// Fires the run's abort signal. Its pending waits resolve as cancelled, its cleanup runs, and
+    /// it ends cancelled (after at most the cancellation grace). Cancelling a finished run does nothing.
+    pub async fn cancel(&self, run: &RunId, reason: &str) -> Result<(), Error> {
+        let target = Target::Run(run.clone());
+        let payload = DeliveryPayload::Cancel { reason: reason.to_owned() };
+        match self.shared.store.deliver(target, None, payload).await? {
+            Delivered::Accepted { run, .. } | Delivered::Duplicate { run } => self.shared.wake(&run, Msg::Inbox),
+            Delivered::NotFound => {
+                if self.shared.store.load(run).await?.is_none() {
+                    return Err(Error::RunNotFound(run.clone()));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Calls a plain `#[tool]` directly; it runs to completion and nothing is journaled.
+    pub async fn call_tool(&self, tool: &str, input: Value) -> Result<Value, Error> {
+        let descriptor = registry::tool(tool).ok_or_else(|| unknown_tool(tool))?;
+        let EntryPoint::Plain(entry) = descriptor.entry else {
+            let hint = "start it as a run with Runtime::start";
+            return Err(Error::WrongKind { tool: tool.to_owned(), actual: "a durable tool", hint });
+        };
+        (descriptor.validate_input)(&input).map_err(|message| Error::InvalidInput { tool: tool.to_owned(), message })?;
+        let ctx = ToolCtx::new(RunId::generate().to_string(), descriptor.name);
+        entry(input, ctx).await.map_err(|error| Error::InvalidInput { tool: tool.to_owned(), message: error.to_string() })
+    }
+
+    /// Subscribes to the events of every run.
+    pub fn events(&self) -> broadcast::Receiver<RunEvent> {
+        self.shared.events.subscribe()
+    }
+
+    /// A run with its whole journal.
+    pub async fn journal(&self, run: &RunId) -> Result<RunRecord, Error> {
+        self.shared.store.load(run).await?.ok_or_else(|| Error::RunNotFound(run.clone()))
+    }
+
+    /// Runs, newest first, optionally only those with `status`, at most `limit`.
+    pub async fn runs(&self, status: Option<RunStatus>, limit: usize) -> Result<Vec<RunSummary>, Error> {
+        Ok(self.shared.store.list_runs(status, limit).await?)
+    }
+
+    /// The store this runtime writes to.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.shared.store
+    }
+
+    /// The clock this runtime reads.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.shared.services.clock
+    }
+}
+
+fn workflow_tool(tool: &str) -> Result<&'static ToolDescriptor, Error> {
+    let descriptor = registry::tool(tool).ok_or_else(|| unknown_tool(tool))?;
+    match descriptor.entry {
+        EntryPoint::Workflow(_) | EntryPoint::Task(_) => Ok(descriptor),
+        EntryPoint::Plain(_) => {
+            let hint = "call it with Runtime::call_tool";
+            Err(Error::WrongKind { tool: tool.to_owned(), actual: "a plain tool", hint })
+        }
+        EntryPoint::Serve(_) => {
+            let hint = "resumable tasks are driven by agent sessions, which this runtime does not host yet";
+            Err(Error::WrongKind { tool: tool.to_owned(), actual: "a resumable task (`#[task(serve)]`)", hint })
+        }
+    }
+}
+
+fn unknown_tool(name: &str) -> Error {
+    Error::UnknownTool { name: name.to_owned(), known: registry::tools().iter().map(|tool| tool.name).collect() }
+}
+
+/// A handle to one run.
+#[derive(Clone)]
+pub struct RunHandle {
+    id: RunId,
+    shared: Arc<Shared>,
+}
+
+impl RunHandle {
+    /// The run's id.
+    pub fn id(&self) -> &RunId {
+        &self.id
+    }
+
+    /// Waits until the run ends and returns how it ended.
+    pub async fn outcome(&self) -> Result<RunOutcome, Error> {
+        let phase = self.wait(|phase| matches!(phase, Phase::Finished(_))).await?;
+        match phase {
+            Phase::Finished(outcome) => Ok(outcome),
+            _ => unreachable!("waited for a finished phase"),
+        }
+    }
+
+    /// Waits until the run is parked (waiting on durable waits only) or has ended.
+    pub async fn parked(&self) -> Result<Phase, Error> {
+        self.wait(|phase| matches!(phase, Phase::Parked | Phase::Finished(_))).await
+    }
+
+    async fn wait(&self, done: impl Fn(&Phase) -> bool) -> Result<Phase, Error> {
+        let mut phases = self.shared.subscribe(&self.id);
+        // The journal is the truth: a run that ended before this process saw it is finished.
+        let record = self.shared.store.load(&self.id).await?.ok_or_else(|| Error::RunNotFound(self.id.clone()))?;
+        if let Some(outcome) = record.entries.last().and_then(RunOutcome::from_terminal) {
+            drop(phases);
+            self.shared.forget_phase(&self.id);
+            return Ok(Phase::Finished(outcome));
+        }
+        let phase = phases.wait_for(|phase| done(phase)).await.map(|phase| phase.clone());
+        match phase {
+            Ok(phase) => Ok(phase),
+            // The sender is dropped only after it published the final phase.
+            Err(_) => Ok(phases.borrow().clone()),
+        }
+    }
+}
+
+impl std::fmt::Debug for RunHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunHandle").field("id", &self.id).finish()
+    }
+}

@@ -1,0 +1,314 @@
+//! Steps: the journaled side effects of a workflow.
+//!
+//! A `#[step]` fn returns a [`StepCall`]. Called inside a run's body, the call takes an op number
+//! at once and hashes its serialized arguments; the executor runs attempts only once the body
+//! polls the call, and records the outcome exactly once. A recorded step is never executed again:
+//! replay hands its recorded outcome back. Called outside any run, the call just runs the step
+//! once.
+
+use std::fmt;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::error::{FatalError, StepError};
+use crate::executor::core::{self, RunCore, Slot, StepSlot};
+use crate::journal::{InputHash, Op, OpKind, OpSignature, RunId, StepOutcome};
+
+/// How long to wait between attempts: `initial`, then multiplied by `factor` after each failure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Backoff {
+    initial_millis: u64,
+    factor: u32,
+}
+
+impl Backoff {
+    /// The longest delay any backoff produces: one day.
+    pub const MAX_DELAY: Duration = Duration::from_secs(24 * 3600);
+
+    /// Starts at `initial_millis` and doubles after each failure.
+    pub const fn exponential_millis(initial_millis: u64) -> Self {
+        Backoff { initial_millis, factor: 2 }
+    }
+
+    /// Waits `millis` between every pair of attempts.
+    pub const fn fixed_millis(millis: u64) -> Self {
+        Backoff { initial_millis: millis, factor: 1 }
+    }
+
+    /// The delay after failed attempt number `attempt` (from 1), capped at [`Backoff::MAX_DELAY`].
+    ///
+    /// ```
+    /// # use eve_runtime::Backoff;
+    /// # use std::time::Duration;
+    /// let backoff = Backoff::exponential_millis(1_000);
+    /// assert_eq!(backoff.delay_after(1), Duration::from_secs(1));
+    /// assert_eq!(backoff.delay_after(3), Duration::from_secs(4));
+    /// ```
+    pub fn delay_after(&self, attempt: u32) -> Duration {
+        let factor = u64::from(self.factor).saturating_pow(attempt.saturating_sub(1));
+        Duration::from_millis(self.initial_millis.saturating_mul(factor)).min(Self::MAX_DELAY)
+    }
+}
+
+/// How often a step is attempted and how long to wait in between.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Attempts in all, including the first; at least 1.
+    pub max_attempts: u32,
+    /// The delay between attempts.
+    pub backoff: Backoff,
+}
+
+impl RetryPolicy {
+    /// 3 attempts, waiting 1 s and then 2 s.
+    pub const DEFAULT: RetryPolicy = RetryPolicy { max_attempts: 3, backoff: Backoff::exponential_millis(1_000) };
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy::DEFAULT
+    }
+}
+
+/// A step as `#[step]` declares it: a stable id, a name and a retry policy.
+#[derive(Debug)]
+pub struct StepDef {
+    id: &'static str,
+    name: &'static str,
+    policy: RetryPolicy,
+}
+
+impl StepDef {
+    /// A step definition; `#[step]` emits one `static` per step.
+    pub const fn new(id: &'static str, name: &'static str, policy: RetryPolicy) -> Self {
+        StepDef { id, name, policy }
+    }
+
+    /// The module path and fn name.
+    pub fn id(&self) -> &'static str {
+        self.id
+    }
+
+    /// The step's name, as journaled (the fn name unless `name = "…"` was given).
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The retry policy.
+    pub fn policy(&self) -> RetryPolicy {
+        self.policy
+    }
+}
+
+/// What a step attempt can see: which run and op it belongs to, its attempt number, its stable
+/// idempotency key and the run's abort signal.
+#[derive(Clone)]
+pub struct StepCtx {
+    run: Option<RunId>,
+    op: Option<Op>,
+    attempt: u32,
+    key: String,
+    core: Option<Arc<RunCore>>,
+}
+
+impl StepCtx {
+    pub(crate) fn in_run(core: &Arc<RunCore>, op: Op, attempt: u32) -> Self {
+        StepCtx {
+            run: Some(core.run.clone()),
+            op: Some(op),
+            attempt,
+            key: format!("{}:{}", core.run, op.0),
+            core: Some(core.clone()),
+        }
+    }
+
+    fn detached() -> Self {
+        let mut bytes = [0u8; 16];
+        crate::secret::fill_random(&mut bytes);
+        let key = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
+        StepCtx { run: None, op: None, attempt: 1, key, core: None }
+    }
+
+    /// The run this attempt belongs to, or `None` when the step was called outside any run.
+    pub fn run_id(&self) -> Option<&RunId> {
+        self.run.as_ref()
+    }
+
+    /// The step's op number within its run.
+    pub fn op(&self) -> Option<Op> {
+        self.op
+    }
+
+    /// The attempt number, from 1.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// A key that is the same for every attempt of this step call, including attempts after a
+    /// crash: `{run id}:{op}`. Pass it to external APIs so an effect is applied exactly once.
+    /// Outside any run it is a fresh random key.
+    pub fn idempotency_key(&self) -> &str {
+        &self.key
+    }
+
+    /// Whether the run has been cancelled. Cleanup steps still run after a cancellation.
+    pub fn is_cancelled(&self) -> bool {
+        self.core.as_ref().is_some_and(|core| core.is_cancelled())
+    }
+}
+
+impl fmt::Debug for StepCtx {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StepCtx")
+            .field("run", &self.run)
+            .field("op", &self.op)
+            .field("attempt", &self.attempt)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Runs one attempt of a step and serializes its output.
+pub(crate) type AttemptFn = Box<dyn FnMut(StepCtx) -> BoxFuture<'static, Result<Value, StepError>> + Send>;
+
+/// The future a `#[step]` fn returns. Its output is the step's result, recorded in the journal.
+#[must_use = "a step does nothing unless awaited"]
+pub struct StepCall<T> {
+    state: CallState<T>,
+}
+
+enum CallState<T> {
+    /// Outside any run: the step's own future, run once.
+    Detached(BoxFuture<'static, Result<T, StepError>>),
+    /// Inside a run: waits for the outcome the executor delivers.
+    Durable { core: Arc<RunCore>, op: Op, output: PhantomData<fn() -> T> },
+    /// Creation failed (divergence or unserializable arguments): the error, or pending forever.
+    Failed(Option<StepError>),
+}
+
+impl<T> StepCall<T>
+where
+    T: Serialize + DeserializeOwned + Send + 'static,
+{
+    /// The call of `def` with `args`; `step` runs one attempt. `#[step]` generates this call.
+    pub fn new<A, F, Fut, E>(def: &'static StepDef, args: A, step: F) -> Self
+    where
+        A: Serialize + DeserializeOwned + Send + 'static,
+        F: FnMut(A, StepCtx) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<T, E>> + Send + 'static,
+        E: Into<StepError>,
+    {
+        match core::current() {
+            Some(core) => Self::durable(core, def, args, step),
+            None => Self::detached(args, step),
+        }
+    }
+
+    fn detached<A, F, Fut, E>(args: A, mut step: F) -> Self
+    where
+        F: FnMut(A, StepCtx) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<T, E>> + Send + 'static,
+        E: Into<StepError>,
+    {
+        let future = step(args, StepCtx::detached());
+        StepCall { state: CallState::Detached(Box::pin(async move { future.await.map_err(Into::into) })) }
+    }
+
+    fn durable<A, F, Fut, E>(core: Arc<RunCore>, def: &'static StepDef, args: A, step: F) -> Self
+    where
+        A: Serialize + DeserializeOwned + Send + 'static,
+        F: FnMut(A, StepCtx) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<T, E>> + Send + 'static,
+        E: Into<StepError>,
+    {
+        let bytes = match serde_json::to_vec(&args) {
+            Ok(bytes) => bytes,
+            Err(error) => {
+                let error = FatalError::new(format!("the arguments of step `{}` cannot be serialized: {error}", def.name));
+                return StepCall { state: CallState::Failed(Some(error.into())) };
+            }
+        };
+        let input_hash = InputHash::of(&bytes);
+        let signature = OpSignature { kind: OpKind::Step, name: def.name.to_owned(), input_hash };
+        let slot = StepSlot { def, input_hash, attempt: Some(attempt_fn(args, bytes, step)), polled: false, outcome: None };
+        match core.create(signature, Slot::Step(slot)) {
+            Some(op) => StepCall { state: CallState::Durable { core, op, output: PhantomData } },
+            None => StepCall { state: CallState::Failed(None) },
+        }
+    }
+}
+
+/// Boxes one attempt: the first uses the arguments as given, later ones deserialize a fresh copy.
+fn attempt_fn<A, T, F, Fut, E>(args: A, bytes: Vec<u8>, mut step: F) -> AttemptFn
+where
+    A: DeserializeOwned + Send + 'static,
+    T: Serialize,
+    F: FnMut(A, StepCtx) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<T, E>> + Send + 'static,
+    E: Into<StepError>,
+{
+    let mut first = Some(args);
+    Box::new(move |ctx| {
+        let args = match first.take() {
+            Some(args) => args,
+            None => match serde_json::from_slice(&bytes) {
+                Ok(args) => args,
+                Err(error) => {
+                    let error = FatalError::new(format!("the step's arguments do not deserialize again: {error}"));
+                    return Box::pin(std::future::ready(Err(error.into())));
+                }
+            },
+        };
+        let future = step(args, ctx);
+        Box::pin(async move {
+            let output = future.await.map_err(Into::into)?;
+            serde_json::to_value(output).map_err(|error| FatalError::new(format!("the step's output cannot be serialized: {error}")).into())
+        })
+    })
+}
+
+impl<T: DeserializeOwned> Future for StepCall<T> {
+    type Output = Result<T, StepError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // `StepCall` holds only `Unpin` data (boxed futures, `Arc`s).
+        let this = self.get_mut();
+        match &mut this.state {
+            CallState::Detached(future) => future.as_mut().poll(cx),
+            CallState::Failed(error) => match error.take() {
+                Some(error) => Poll::Ready(Err(error)),
+                None => Poll::Pending,
+            },
+            CallState::Durable { core, op, .. } => poll_durable(core, *op, cx),
+        }
+    }
+}
+
+fn poll_durable<T: DeserializeOwned>(core: &RunCore, op: Op, cx: &mut Context<'_>) -> Poll<Result<T, StepError>> {
+    let mut state = core.lock();
+    let state = &mut *state;
+    let slot = &mut state.ops[op.0 as usize];
+    let Slot::Step(step) = &mut slot.slot else { unreachable!("op {} was created as a step", op.0) };
+    match step.outcome.take() {
+        Some(StepOutcome::Ok { value }) => Poll::Ready(serde_json::from_value(value).map_err(|error| {
+            FatalError::new(format!("the recorded output of step `{}` no longer deserializes: {error}", step.def.name)).into()
+        })),
+        Some(StepOutcome::Err { fatal, message }) => Poll::Ready(Err(StepError::from_record(fatal, message))),
+        None => {
+            if !step.polled {
+                step.polled = true;
+                state.polled.push(op);
+            }
+            slot.waker = Some(cx.waker().clone());
+            Poll::Pending
+        }
+    }
+}

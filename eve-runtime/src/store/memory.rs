@@ -1,0 +1,285 @@
+//! An in-memory [`Store`] for tests and benchmarks. It keeps everything in one mutex and loses
+//! everything when dropped.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::{
+    Append, Claimed, Created, Delivered, Delivery, DeliveryPayload, Fence, IndexChanges, InboxItem, NewRun,
+    RunRecord, RunSummary, Store, StoreError, Target, TimerKind, TimerRow, WorkerId,
+};
+use crate::journal::{Entry, Op, RunId, RunStatus};
+use crate::secret::TokenHash;
+use crate::time::Timestamp;
+
+/// A [`Store`] that lives in memory.
+///
+/// ```
+/// # use eve_runtime::store::{MemoryStore, Store};
+/// let store = MemoryStore::new();
+/// assert!(!store.is_shared());
+/// ```
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    runs: HashMap<RunId, RunState>,
+    /// Creation order, for listings.
+    order: Vec<RunId>,
+    timers: BTreeMap<(RunId, Op, TimerKindKey), Timestamp>,
+    hooks: HashMap<String, (RunId, Op)>,
+    inbox: BTreeMap<u64, InboxItem>,
+    next_inbox_id: u64,
+}
+
+#[derive(Debug)]
+struct RunState {
+    summary: RunSummary,
+    entries: Vec<Entry>,
+    epoch: u64,
+    owner: Option<(WorkerId, Timestamp)>,
+    delivery_ids: HashSet<String>,
+    hooks: Vec<String>,
+}
+
+/// `TimerKind` ordered, for use as a map key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum TimerKindKey {
+    Sleep,
+    Retry,
+}
+
+impl From<TimerKind> for TimerKindKey {
+    fn from(kind: TimerKind) -> Self {
+        match kind {
+            TimerKind::Sleep => TimerKindKey::Sleep,
+            TimerKind::Retry => TimerKindKey::Retry,
+        }
+    }
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        MemoryStore::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().expect("memory store mutex is never poisoned: no code panics while holding it")
+    }
+}
+
+impl State {
+    fn run_mut(&mut self, run: &RunId) -> Result<&mut RunState, StoreError> {
+        self.runs.get_mut(run).ok_or_else(|| StoreError::RunNotFound(run.clone()))
+    }
+
+    fn apply_indexes(&mut self, run: &RunId, changes: IndexChanges) {
+        for (op, due, kind) in changes.timers_added {
+            self.timers.insert((run.clone(), op, kind.into()), due);
+        }
+        for (op, kind) in changes.timers_removed {
+            self.timers.remove(&(run.clone(), op, kind.into()));
+        }
+        for (op, hash) in changes.hooks_added {
+            self.hooks.insert(hash.clone(), (run.clone(), op));
+            if let Some(state) = self.runs.get_mut(run) {
+                state.hooks.push(hash);
+            }
+        }
+        if let Some(status) = changes.status {
+            self.finish(run, status);
+        }
+    }
+
+    /// Marks `run` finished and releases its timers, hooks and pending inbox.
+    fn finish(&mut self, run: &RunId, status: RunStatus) {
+        let hooks = match self.runs.get_mut(run) {
+            Some(state) => {
+                state.summary.status = status;
+                std::mem::take(&mut state.hooks)
+            }
+            None => return,
+        };
+        for hash in hooks {
+            self.hooks.remove(&hash);
+        }
+        self.timers.retain(|(timer_run, _, _), _| timer_run != run);
+        self.inbox.retain(|_, item| &item.run != run);
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    fn is_durable(&self) -> bool {
+        false
+    }
+
+    async fn create_run(&self, run: NewRun, owner: &WorkerId) -> Result<Created, StoreError> {
+        let mut state = self.lock();
+        if state.runs.contains_key(&run.id) {
+            return Ok(Created::Existing);
+        }
+        let summary = RunSummary {
+            id: run.id.clone(),
+            workflow_id: run.workflow_id.clone(),
+            tool: run.tool.clone(),
+            status: RunStatus::Active,
+            created_at: run.created_at,
+            entries: 1,
+        };
+        let run_state = RunState {
+            summary,
+            entries: vec![run.started_entry()],
+            epoch: 1,
+            owner: Some((owner.clone(), Timestamp::from_millis(u64::MAX))),
+            delivery_ids: HashSet::new(),
+            hooks: Vec::new(),
+        };
+        state.order.push(run.id.clone());
+        state.runs.insert(run.id, run_state);
+        Ok(Created::New(Fence { epoch: 1 }))
+    }
+
+    async fn claim(
+        &self,
+        run: &RunId,
+        owner: &WorkerId,
+        _lease: Duration,
+        _now: Timestamp,
+        from_seq: u64,
+    ) -> Result<Claimed, StoreError> {
+        // Leases never expire in a single-process store: every claim comes from this process.
+        let mut state = self.lock();
+        let run_state = state.run_mut(run)?;
+        run_state.epoch += 1;
+        run_state.owner = Some((owner.clone(), Timestamp::from_millis(u64::MAX)));
+        let fence = Fence { epoch: run_state.epoch };
+        let from = usize::try_from(from_seq).unwrap_or(usize::MAX).min(run_state.entries.len());
+        let entries = run_state.entries[from..].to_vec();
+        let next_seq = run_state.entries.len() as u64;
+        let inbox = state.inbox.values().filter(|item| &item.run == run).cloned().collect();
+        Ok(Claimed { fence, entries, next_seq, inbox })
+    }
+
+    async fn release(&self, run: &RunId, fence: Fence) -> Result<(), StoreError> {
+        let mut state = self.lock();
+        let run_state = state.run_mut(run)?;
+        if run_state.epoch == fence.epoch {
+            run_state.owner = None;
+        }
+        Ok(())
+    }
+
+    async fn append(&self, run: &RunId, fence: Fence, append: Append) -> Result<(), StoreError> {
+        let mut state = self.lock();
+        let run_state = state.run_mut(run)?;
+        if run_state.epoch != fence.epoch {
+            return Err(StoreError::Fenced { run: run.clone(), held: fence.epoch, current: run_state.epoch });
+        }
+        if run_state.summary.status.is_finished() {
+            return Err(StoreError::RunFinished(run.clone()));
+        }
+        let actual = run_state.entries.len() as u64;
+        if append.first_seq != actual {
+            return Err(StoreError::SeqConflict { run: run.clone(), expected: append.first_seq, actual });
+        }
+        let changes = IndexChanges::of(&append.entries);
+        for (op, hash) in &changes.hooks_added {
+            if state.hooks.get(hash).is_some_and(|(holder, _)| holder != run) {
+                return Err(StoreError::HookTokenInUse { run: run.clone(), op: *op });
+            }
+        }
+        let run_state = state.run_mut(run)?;
+        run_state.entries.extend(append.entries);
+        run_state.summary.entries = run_state.entries.len() as u64;
+        for id in append.consumed {
+            state.inbox.remove(&id);
+        }
+        state.apply_indexes(run, changes);
+        Ok(())
+    }
+
+    async fn deliver(
+        &self,
+        target: Target,
+        delivery_id: Option<&str>,
+        payload: DeliveryPayload,
+    ) -> Result<Delivered, StoreError> {
+        let mut state = self.lock();
+        let (run, delivery) = match (target, payload) {
+            (Target::Hook(hash), DeliveryPayload::Hook(payload)) => match state.hooks.get(hash.as_str()) {
+                Some((run, op)) => (run.clone(), Delivery::Hook { op: *op, payload }),
+                None => return Ok(Delivered::NotFound),
+            },
+            (Target::Run(run), DeliveryPayload::Cancel { reason }) => (run, Delivery::Cancel { reason }),
+            (Target::Run(_), DeliveryPayload::Hook(_)) | (Target::Hook(_), DeliveryPayload::Cancel { .. }) => {
+                return Err(StoreError::Backend("a hook payload needs a hook target and a cancel a run target".into()));
+            }
+        };
+        let Some(run_state) = state.runs.get_mut(&run) else { return Ok(Delivered::NotFound) };
+        if run_state.summary.status.is_finished() {
+            return Ok(Delivered::NotFound);
+        }
+        if let Some(id) = delivery_id
+            && !run_state.delivery_ids.insert(id.to_owned())
+        {
+            return Ok(Delivered::Duplicate { run });
+        }
+        state.next_inbox_id += 1;
+        let id = state.next_inbox_id;
+        state.inbox.insert(id, InboxItem { id, run: run.clone(), delivery });
+        Ok(Delivered::Accepted { run, id })
+    }
+
+    async fn inbox(&self, run: &RunId) -> Result<Vec<InboxItem>, StoreError> {
+        Ok(self.lock().inbox.values().filter(|item| &item.run == run).cloned().collect())
+    }
+
+    async fn find_hook(&self, token: &TokenHash) -> Result<Option<(RunId, Op)>, StoreError> {
+        Ok(self.lock().hooks.get(token.as_str()).cloned())
+    }
+
+    async fn timers(&self) -> Result<Vec<TimerRow>, StoreError> {
+        let state = self.lock();
+        let rows = state.timers.iter().map(|((run, op, kind), due)| TimerRow {
+            run: run.clone(),
+            op: *op,
+            due: *due,
+            kind: match kind {
+                TimerKindKey::Sleep => TimerKind::Sleep,
+                TimerKindKey::Retry => TimerKind::Retry,
+            },
+        });
+        Ok(rows.collect())
+    }
+
+    async fn load(&self, run: &RunId) -> Result<Option<RunRecord>, StoreError> {
+        let state = self.lock();
+        let record = state
+            .runs
+            .get(run)
+            .map(|run_state| RunRecord { summary: run_state.summary.clone(), entries: run_state.entries.clone() });
+        Ok(record)
+    }
+
+    async fn list_runs(&self, status: Option<RunStatus>, limit: usize) -> Result<Vec<RunSummary>, StoreError> {
+        let state = self.lock();
+        let summaries = state
+            .order
+            .iter()
+            .rev()
+            .filter_map(|id| state.runs.get(id))
+            .map(|run_state| &run_state.summary)
+            .filter(|summary| status.is_none_or(|status| summary.status == status))
+            .take(limit)
+            .cloned();
+        Ok(summaries.collect())
+    }
+}

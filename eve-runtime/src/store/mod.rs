@@ -1,0 +1,338 @@
+//! Stores: the only durable I/O boundary of the runtime.
+//!
+//! A [`Store`] keeps, per run, the journal and a few indexes derived from it:
+//!
+//! - the **runs** index (status, workflow id, owner and epoch);
+//! - **timers**: one row per [`Entry::TimerScheduled`] not yet followed by its
+//!   [`Entry::TimerFired`], and one per [`Entry::StepRetrying`] whose step has not completed;
+//! - **hooks**: the token hash of every [`Entry::HookCreated`] of an unfinished run (so a token is
+//!   released, and may be reused, when its run ends);
+//! - the **inbox**: deliveries from outside (hook payloads, cancellations) accepted durably before
+//!   the run's owner moves them into the journal.
+//!
+//! The indexes change only inside [`Store::append`], in the same transaction as the entries that
+//! imply them, so they always agree with the journal.
+//!
+//! # Ownership and fencing
+//!
+//! A run is advanced by one worker at a time. [`Store::claim`] gives the caller a [`Fence`] whose
+//! epoch is higher than any before it; [`Store::append`] refuses a fence that is no longer
+//! current (a stale writer), and refuses an append that does not start at the journal's next
+//! sequence number, in both cases writing nothing. Single-process stores (memory, SQLite) hold
+//! leases that never expire; a shared store (Postgres) expires them so a dead worker's runs move on.
+
+mod memory;
+#[cfg(feature = "sqlite")]
+mod sqlite;
+
+#[cfg(feature = "testkit")]
+pub mod conformance;
+
+pub use memory::MemoryStore;
+#[cfg(feature = "sqlite")]
+pub use sqlite::{SqliteOptions, SqliteStore};
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use crate::error::StoreError;
+use crate::journal::{Entry, Op, RunId, RunStatus};
+use crate::secret::TokenHash;
+use crate::time::Timestamp;
+
+/// A run to create.
+#[derive(Clone, Debug)]
+pub struct NewRun {
+    /// Its id. Creating a run whose id exists returns the existing run instead.
+    pub id: RunId,
+    /// The workflow id of its body.
+    pub workflow_id: String,
+    /// The model-facing tool name.
+    pub tool: String,
+    /// The validated tool input.
+    pub input: Value,
+    /// When it was created.
+    pub created_at: Timestamp,
+}
+
+impl NewRun {
+    /// The journal's first entry for this run.
+    pub fn started_entry(&self) -> Entry {
+        Entry::RunStarted {
+            workflow_id: self.workflow_id.clone(),
+            tool: self.tool.clone(),
+            input: self.input.clone(),
+            at: self.created_at,
+        }
+    }
+}
+
+/// The result of [`Store::create_run`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum Created {
+    /// The run was created with [`Entry::RunStarted`] at sequence 0, claimed by the caller.
+    New(Fence),
+    /// A run with that id already existed; nothing was changed.
+    Existing,
+}
+
+/// Proof of the right to append to one run: the epoch of the claim that produced it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Fence {
+    /// The claim's epoch; each claim of a run gets a higher one.
+    pub epoch: u64,
+}
+
+/// The identity of a worker process, as leases record it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct WorkerId(pub String);
+
+impl WorkerId {
+    /// A fresh random worker id.
+    pub fn generate() -> Self {
+        let mut bytes = [0u8; 8];
+        crate::secret::fill_random(&mut bytes);
+        WorkerId(format!("worker_{}", u64::from_be_bytes(bytes)))
+    }
+}
+
+/// What [`Store::claim`] returns: a fence and everything needed to advance the run.
+#[derive(Clone, Debug)]
+pub struct Claimed {
+    /// The new fence.
+    pub fence: Fence,
+    /// The journal from the requested sequence number on.
+    pub entries: Vec<Entry>,
+    /// The journal's length (the sequence number of the next append).
+    pub next_seq: u64,
+    /// Inbox deliveries not yet moved into the journal, oldest first.
+    pub inbox: Vec<InboxItem>,
+}
+
+/// One atomic append to a run's journal.
+#[derive(Clone, Debug, Default)]
+pub struct Append {
+    /// The sequence number the first entry must get (the journal's current length).
+    pub first_seq: u64,
+    /// The entries, in order.
+    pub entries: Vec<Entry>,
+    /// Inbox items these entries consume; they are marked consumed in the same transaction.
+    pub consumed: Vec<u64>,
+}
+
+/// A delivery from outside, accepted durably and waiting for the run's owner.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InboxItem {
+    /// Its id, unique within the store.
+    pub id: u64,
+    /// The run it is for.
+    pub run: RunId,
+    /// What was delivered.
+    pub delivery: Delivery,
+}
+
+/// What a delivery carries.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Delivery {
+    /// A payload for a hook.
+    Hook {
+        /// The hook's operation.
+        op: Op,
+        /// The payload.
+        payload: Value,
+    },
+    /// A request to cancel the run.
+    Cancel {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Where a delivery goes.
+#[derive(Clone, Debug)]
+pub enum Target {
+    /// The hook with this token hash, in whichever unfinished run holds it.
+    Hook(TokenHash),
+    /// This run.
+    Run(RunId),
+}
+
+/// The result of [`Store::deliver`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum Delivered {
+    /// The delivery was accepted into the inbox.
+    Accepted {
+        /// The run it is for.
+        run: RunId,
+        /// Its inbox id.
+        id: u64,
+    },
+    /// A delivery with the same delivery id was already accepted for this run; nothing changed.
+    Duplicate {
+        /// The run it is for.
+        run: RunId,
+    },
+    /// No unfinished run holds the hook (or the run has finished); nothing changed.
+    NotFound,
+}
+
+/// A timer index row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TimerRow {
+    /// The run.
+    pub run: RunId,
+    /// The operation.
+    pub op: Op,
+    /// When it is due.
+    pub due: Timestamp,
+    /// Whether it is a durable sleep or a step's next attempt.
+    pub kind: TimerKind,
+}
+
+/// What a timer row is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TimerKind {
+    /// A durable sleep.
+    Sleep,
+    /// A step's next attempt after a failure.
+    Retry,
+}
+
+/// A summary of one run, as listings show it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    /// The run id.
+    pub id: RunId,
+    /// The workflow id of its body.
+    pub workflow_id: String,
+    /// The tool name.
+    pub tool: String,
+    /// Its status.
+    pub status: RunStatus,
+    /// When it was created.
+    pub created_at: Timestamp,
+    /// How many journal entries it has.
+    pub entries: u64,
+}
+
+/// A run with its whole journal.
+#[derive(Clone, Debug)]
+pub struct RunRecord {
+    /// The summary.
+    pub summary: RunSummary,
+    /// The journal, entry 0 first.
+    pub entries: Vec<Entry>,
+}
+
+/// The durable home of runs. See the module documentation for the contract; the `testkit` feature
+/// exports a conformance suite every implementation must pass.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Creates `run` with [`Entry::RunStarted`] and claims it for `owner`, or returns
+    /// [`Created::Existing`] without changing anything if the id is taken.
+    async fn create_run(&self, run: NewRun, owner: &WorkerId) -> Result<Created, StoreError>;
+
+    /// Claims `run` for `owner`, superseding any earlier claim (whose appends are refused from now
+    /// on), and returns the journal from `from_seq` on. Fails with [`StoreError::Leased`] if
+    /// another worker's lease has not expired at `now`.
+    async fn claim(
+        &self,
+        run: &RunId,
+        owner: &WorkerId,
+        lease: Duration,
+        now: Timestamp,
+        from_seq: u64,
+    ) -> Result<Claimed, StoreError>;
+
+    /// Gives up a claim so another worker may take the run at once. A stale fence is ignored.
+    async fn release(&self, run: &RunId, fence: Fence) -> Result<(), StoreError>;
+
+    /// Appends entries atomically and updates the indexes they imply. Refuses, writing nothing,
+    /// a stale fence ([`StoreError::Fenced`]), an append not starting at the journal's length
+    /// ([`StoreError::SeqConflict`]) or an append to a finished run ([`StoreError::RunFinished`]).
+    async fn append(&self, run: &RunId, fence: Fence, append: Append) -> Result<(), StoreError>;
+
+    /// Accepts a delivery into the inbox of the run `target` names. A `delivery_id` seen before
+    /// for the same run is reported as [`Delivered::Duplicate`] and changes nothing.
+    async fn deliver(
+        &self,
+        target: Target,
+        delivery_id: Option<&str>,
+        delivery: DeliveryPayload,
+    ) -> Result<Delivered, StoreError>;
+
+    /// The inbox items of `run` not yet consumed, oldest first.
+    async fn inbox(&self, run: &RunId) -> Result<Vec<InboxItem>, StoreError>;
+
+    /// The run and operation holding the hook with this token hash, if its run is unfinished.
+    async fn find_hook(&self, token: &TokenHash) -> Result<Option<(RunId, Op)>, StoreError>;
+
+    /// Every pending timer.
+    async fn timers(&self) -> Result<Vec<TimerRow>, StoreError>;
+
+    /// A run and its whole journal.
+    async fn load(&self, run: &RunId) -> Result<Option<RunRecord>, StoreError>;
+
+    /// Runs, newest first, optionally only those with `status`, at most `limit`.
+    async fn list_runs(&self, status: Option<RunStatus>, limit: usize) -> Result<Vec<RunSummary>, StoreError>;
+
+    /// Whether several processes share this store, so claims must be released when a run parks.
+    fn is_shared(&self) -> bool {
+        false
+    }
+
+    /// Whether the store survives the process (false only for the in-memory store).
+    fn is_durable(&self) -> bool {
+        true
+    }
+}
+
+/// What a delivery carries before the store resolves its target.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DeliveryPayload {
+    /// A hook payload; the store fills in the hook's run and operation.
+    Hook(Value),
+    /// A cancellation request.
+    Cancel {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Applies the index changes one entry implies; shared by every store so they agree.
+#[derive(Debug, Default)]
+pub(crate) struct IndexChanges {
+    pub timers_added: Vec<(Op, Timestamp, TimerKind)>,
+    pub timers_removed: Vec<(Op, TimerKind)>,
+    pub hooks_added: Vec<(Op, String)>,
+    pub status: Option<RunStatus>,
+}
+
+impl IndexChanges {
+    /// The index changes `entries` imply.
+    pub fn of(entries: &[Entry]) -> Self {
+        let mut changes = IndexChanges::default();
+        for entry in entries {
+            match entry {
+                Entry::TimerScheduled { op, deadline } => {
+                    changes.timers_added.push((*op, *deadline, TimerKind::Sleep));
+                }
+                Entry::TimerFired { op } => changes.timers_removed.push((*op, TimerKind::Sleep)),
+                Entry::StepRetrying { op, next_attempt_at, .. } => {
+                    changes.timers_added.push((*op, *next_attempt_at, TimerKind::Retry));
+                }
+                Entry::StepCompleted { op, .. } => changes.timers_removed.push((*op, TimerKind::Retry)),
+                Entry::HookCreated { op, token_hash, conflict: false, .. } => {
+                    changes.hooks_added.push((*op, token_hash.clone()));
+                }
+                entry if entry.is_terminal() => changes.status = Some(RunStatus::after(entry)),
+                _ => {}
+            }
+        }
+        changes
+    }
+}

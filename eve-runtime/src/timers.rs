@@ -1,0 +1,79 @@
+//! The timer service: one task that wakes runs when their timers fall due.
+//!
+//! The durable record of a timer is its journal entry (and the store's timer index derived from
+//! it); this service only holds the pending deadlines in memory, loaded from the store on
+//! recovery and added to as runs schedule sleeps. A timer that fires while its run is parked
+//! activates the run; the run's executor journals `TimerFired` exactly once.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Weak};
+
+use futures::future::Either;
+use tokio::sync::mpsc;
+
+use crate::executor::Msg;
+use crate::journal::{Op, RunId};
+use crate::runtime::Shared;
+use crate::store::TimerKind;
+use crate::time::{Clock, Timestamp};
+
+/// A handle to the timer task.
+pub(crate) struct TimerService {
+    sender: mpsc::UnboundedSender<Timer>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Timer {
+    due: Timestamp,
+    run: RunId,
+    op: Op,
+    retry: bool,
+}
+
+impl TimerService {
+    /// Starts the timer task; it stops when the runtime is dropped.
+    pub fn start(clock: Arc<dyn Clock>, shared: Weak<Shared>) -> Self {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        tokio::spawn(run(clock, receiver, shared));
+        TimerService { sender }
+    }
+
+    /// Wakes `run` with `Msg::Timer(op, kind)` once the clock reaches `due`.
+    pub fn add(&self, run: RunId, op: Op, due: Timestamp, kind: TimerKind) {
+        let _ = self.sender.send(Timer { due, run, op, retry: kind == TimerKind::Retry });
+    }
+}
+
+async fn run(clock: Arc<dyn Clock>, mut receiver: mpsc::UnboundedReceiver<Timer>, shared: Weak<Shared>) {
+    let mut pending = BTreeSet::new();
+    loop {
+        let sleep = match pending.first() {
+            Some(Timer { due, .. }) => Either::Left(clock.sleep_until(*due)),
+            None => Either::Right(futures::future::pending()),
+        };
+        tokio::select! {
+            timer = receiver.recv() => match timer {
+                Some(timer) => {
+                    pending.insert(timer);
+                }
+                None => return,
+            },
+            () = sleep => {
+                let Some(shared) = shared.upgrade() else { return };
+                fire_due(&*clock, &mut pending, &shared);
+            }
+        }
+    }
+}
+
+fn fire_due(clock: &dyn Clock, pending: &mut BTreeSet<Timer>, shared: &Arc<Shared>) {
+    let now = clock.now();
+    while let Some(timer) = pending.first() {
+        if timer.due > now {
+            return;
+        }
+        let timer = pending.pop_first().expect("the first element exists");
+        let kind = if timer.retry { TimerKind::Retry } else { TimerKind::Sleep };
+        shared.wake(&timer.run, Msg::Timer(timer.op, kind));
+    }
+}

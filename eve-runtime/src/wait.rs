@@ -1,0 +1,306 @@
+//! Durable waits: [`sleep`], hooks ([`create_hook`]) and the abort signal.
+//!
+//! A wait created in a body takes an op number and journals what it needs (a sleep's absolute
+//! deadline, a hook's token hash) before anything outside the body can depend on it. When the body
+//! is pending and only such waits are outstanding, the run parks and holds no task.
+//!
+//! When the run is cancelled, every wait that has not resolved yet resolves at once with
+//! [`Cancelled`], so the code after the await (the body's cleanup) runs.
+
+use std::fmt;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures::Stream;
+use futures::future::BoxFuture;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::executor::core::{self, HookSlot, RunCore, Slot};
+use crate::journal::{Entry, InputHash, Op, OpKind, OpSignature};
+use crate::secret::{self, Token};
+use crate::time::{Clock, SystemClock, Timestamp};
+
+/// The run was cancelled while this wait was pending.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the run was cancelled")]
+pub struct Cancelled;
+
+/// Waits durably for `duration`.
+///
+/// Inside a run the deadline (now + `duration`) is journaled, the run parks holding no task, and
+/// the timer fires exactly once, after a restart too. Outside any run it is an ordinary sleep.
+pub fn sleep(duration: Duration) -> Sleep {
+    Sleep::new(Deadline::After(duration))
+}
+
+/// Waits durably until `deadline` (read it from `ctx.now()` so it replays identically).
+pub fn sleep_until(deadline: Timestamp) -> Sleep {
+    Sleep::new(Deadline::At(deadline))
+}
+
+enum Deadline {
+    After(Duration),
+    At(Timestamp),
+}
+
+/// The future [`sleep`] returns: `Ok(())` when the deadline passes, `Err(Cancelled)` if the run
+/// is cancelled first.
+#[must_use = "a sleep does nothing unless awaited"]
+pub struct Sleep {
+    state: SleepState,
+}
+
+enum SleepState {
+    Detached(BoxFuture<'static, ()>),
+    Durable { core: Arc<RunCore>, op: Op },
+    Diverged,
+}
+
+impl Sleep {
+    fn new(deadline: Deadline) -> Self {
+        let Some(core) = core::current() else {
+            let at = match deadline {
+                Deadline::After(duration) => SystemClock.now().saturating_add(duration),
+                Deadline::At(at) => at,
+            };
+            return Sleep { state: SleepState::Detached(SystemClock.sleep_until(at)) };
+        };
+        let signature = OpSignature { kind: OpKind::Sleep, name: "sleep".into(), input_hash: InputHash::default() };
+        let Some(op) = core.create(signature, Slot::Sleep { fired: false }) else {
+            return Sleep { state: SleepState::Diverged };
+        };
+        let mut state = core.lock();
+        if !state.index.deadlines.contains_key(&op) {
+            let deadline = match deadline {
+                Deadline::After(duration) => core.services.clock.now().saturating_add(duration),
+                Deadline::At(at) => at,
+            };
+            state.outbox.push(Entry::TimerScheduled { op, deadline });
+            state.new_timers.push((op, deadline));
+        }
+        drop(state);
+        Sleep { state: SleepState::Durable { core, op } }
+    }
+}
+
+impl Future for Sleep {
+    type Output = Result<(), Cancelled>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match &mut self.get_mut().state {
+            SleepState::Detached(sleep) => sleep.as_mut().poll(cx).map(Ok),
+            SleepState::Diverged => Poll::Pending,
+            SleepState::Durable { core, op } => {
+                let mut state = core.lock();
+                let cancelled = state.cancelled;
+                let slot = &mut state.ops[op.0 as usize];
+                match slot.slot {
+                    Slot::Sleep { fired: true } => Poll::Ready(Ok(())),
+                    _ if cancelled => Poll::Ready(Err(Cancelled)),
+                    _ => {
+                        slot.waker = Some(cx.waker().clone());
+                        Poll::Pending
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Why a hook yields no payload.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HookError {
+    /// The run was cancelled.
+    #[error("the run was cancelled")]
+    Cancelled,
+    /// Another unfinished run already holds the chosen token, so this hook receives nothing.
+    #[error("another unfinished run holds this hook's token; choose a different token")]
+    TokenInUse,
+    /// A payload did not deserialize into the hook's payload type.
+    #[error("a hook payload does not match the expected type: {0}")]
+    Payload(String),
+    /// The hook was created outside any run, where nothing can deliver to it.
+    #[error("hooks exist only inside a workflow run")]
+    NotInRun,
+}
+
+/// Creates a hook with a fresh 256-bit token. Deliver to it with `Runtime::resume_hook`.
+pub fn create_hook<T: DeserializeOwned>() -> Hook<T> {
+    Hook::create(None)
+}
+
+/// Creates a hook with a token the body chooses, for callers that must know it in advance.
+/// If another unfinished run holds the same token, the hook yields [`HookError::TokenInUse`].
+pub fn create_hook_with_token<T: DeserializeOwned>(token: impl Into<String>) -> Hook<T> {
+    Hook::create(Some(Token::chosen(token)))
+}
+
+/// A durable hook: receives payloads in delivery order, each exactly once, buffered until the
+/// body takes them. It is a [`Stream`]; [`Hook::recv`] takes the next payload.
+pub struct Hook<T> {
+    token: Token,
+    state: HookState,
+    payload: PhantomData<fn() -> T>,
+}
+
+enum HookState {
+    Durable { core: Arc<RunCore>, op: Op },
+    Failed(HookError),
+    /// The body diverged from its journal; the executor fails the run and never polls again.
+    Diverged,
+}
+
+impl<T: DeserializeOwned> Hook<T> {
+    fn create(chosen: Option<Token>) -> Self {
+        let Some(core) = core::current() else {
+            let token = chosen.unwrap_or_else(|| Token::chosen(secret::nonce()));
+            return Hook { token, state: HookState::Failed(HookError::NotInRun), payload: PhantomData };
+        };
+        let signature = OpSignature { kind: OpKind::Hook, name: "hook".into(), input_hash: InputHash::default() };
+        let placeholder = HookSlot { token: Token::chosen(""), queue: Default::default(), conflict: false };
+        let Some(op) = core.create(signature, Slot::Hook(placeholder)) else {
+            let token = chosen.unwrap_or_else(|| Token::chosen(""));
+            return Hook { token, state: HookState::Diverged, payload: PhantomData };
+        };
+        let mut state = core.lock();
+        let recorded = state.index.hooks.get(&op).cloned();
+        let (token, nonce, conflict) = match (chosen, recorded) {
+            (Some(token), recorded) => (token, None, recorded.is_some_and(|record| record.conflict)),
+            (None, Some(record)) => {
+                let nonce = record.nonce.unwrap_or_default();
+                (core.services.key.derive_token(&core.run, op, &nonce), Some(nonce), record.conflict)
+            }
+            (None, None) => {
+                let nonce = secret::nonce();
+                (core.services.key.derive_token(&core.run, op, &nonce), Some(nonce), false)
+            }
+        };
+        if !state.index.hooks.contains_key(&op) {
+            state.outbox.push(Entry::HookCreated { op, token_hash: token.hash().as_str().to_owned(), nonce, conflict });
+        }
+        if let Slot::Hook(hook) = &mut state.ops[op.0 as usize].slot {
+            hook.token = token.clone();
+            hook.conflict = conflict;
+        }
+        drop(state);
+        Hook { token, state: HookState::Durable { core, op }, payload: PhantomData }
+    }
+
+    /// The token that delivers to this hook. Treat it as a secret.
+    pub fn token(&self) -> &Token {
+        &self.token
+    }
+
+    /// Waits for the next payload.
+    pub fn recv(&mut self) -> Recv<'_, T> {
+        Recv { hook: self }
+    }
+
+    fn poll_payload(&mut self, cx: &mut Context<'_>) -> Poll<Result<T, HookError>> {
+        let (core, op) = match &self.state {
+            HookState::Durable { core, op } => (core, *op),
+            HookState::Failed(error) => return Poll::Ready(Err(error.clone())),
+            HookState::Diverged => return Poll::Pending,
+        };
+        let mut state = core.lock();
+        let cancelled = state.cancelled;
+        let slot = &mut state.ops[op.0 as usize];
+        let Slot::Hook(hook) = &mut slot.slot else { unreachable!("op {} was created as a hook", op.0) };
+        if hook.conflict {
+            return Poll::Ready(Err(HookError::TokenInUse));
+        }
+        if let Some(payload) = hook.queue.pop_front() {
+            return Poll::Ready(decode(payload));
+        }
+        if cancelled {
+            return Poll::Ready(Err(HookError::Cancelled));
+        }
+        slot.waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+fn decode<T: DeserializeOwned>(payload: Value) -> Result<T, HookError> {
+    serde_json::from_value(payload).map_err(|error| HookError::Payload(error.to_string()))
+}
+
+impl<T> fmt::Debug for Hook<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Hook").field("token", &self.token).finish_non_exhaustive()
+    }
+}
+
+impl<T: DeserializeOwned> Stream for Hook<T> {
+    type Item = Result<T, HookError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.get_mut().poll_payload(cx).map(Some)
+    }
+}
+
+/// The future [`Hook::recv`] returns.
+#[must_use = "a hook receives nothing unless awaited"]
+pub struct Recv<'a, T> {
+    hook: &'a mut Hook<T>,
+}
+
+impl<T: DeserializeOwned> Future for Recv<'_, T> {
+    type Output = Result<T, HookError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.get_mut().hook.poll_payload(cx)
+    }
+}
+
+/// The run's durable abort signal: fires once when the run is cancelled, the same on replay.
+#[derive(Clone)]
+pub struct AbortSignal {
+    core: Option<Arc<RunCore>>,
+}
+
+impl AbortSignal {
+    pub(crate) fn new(core: Option<Arc<RunCore>>) -> Self {
+        AbortSignal { core }
+    }
+
+    /// Whether the run has been cancelled.
+    pub fn is_aborted(&self) -> bool {
+        self.core.as_ref().is_some_and(|core| core.is_cancelled())
+    }
+
+    /// Resolves when the run is cancelled.
+    pub fn aborted(&self) -> Aborted {
+        Aborted { core: self.core.clone() }
+    }
+}
+
+impl fmt::Debug for AbortSignal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AbortSignal").field("aborted", &self.is_aborted()).finish()
+    }
+}
+
+/// The future [`AbortSignal::aborted`] returns.
+#[must_use = "waiting for the abort signal does nothing unless awaited"]
+pub struct Aborted {
+    core: Option<Arc<RunCore>>,
+}
+
+impl Future for Aborted {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let Some(core) = &self.core else { return Poll::Pending };
+        let mut state = core.lock();
+        if state.cancelled {
+            return Poll::Ready(());
+        }
+        state.cancel_wakers.push(cx.waker().clone());
+        Poll::Pending
+    }
+}

@@ -1,0 +1,137 @@
+//! The only paths generated code names. Not public API: anything here may change in any release.
+//!
+//! `#[step]`, `#[tool]`, `#[workflow_tool]` and `#[task]` expand to code that reaches the runtime
+//! through `::eve_tools::__private::…` (or `<crate>::__private::…` with `crate = "…"`) and names
+//! std items by absolute path, so user code that redefines `Result`, `Box` or `core` cannot
+//! change what the expansion means.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+pub use eve_runtime::context::{Receive, ServeCtx, StepCtxSource, TaskCtx, ToolCtx, WorkflowCtx};
+pub use eve_runtime::error::{StepError, ToolError};
+pub use eve_runtime::registry::{BodyFuture, EntryPoint, Shape, StepRegistration, ToolDescriptor, ToolRegistration};
+pub use eve_runtime::step::{Backoff, RetryPolicy, StepCall, StepCtx, StepDef};
+pub use inventory;
+pub use serde_json::Value;
+
+/// Decodes a tool's JSON input into its input type.
+pub fn decode_input<T: DeserializeOwned>(input: Value) -> ::core::result::Result<T, ToolError> {
+    serde_json::from_value(input).map_err(|error| ToolError::new(format!("invalid tool input: {error}")))
+}
+
+/// Checks that a JSON value decodes into `T`, saying what is wrong if not.
+pub fn validate_input<T: DeserializeOwned>(input: &Value) -> ::core::result::Result<(), String> {
+    if !input.is_object() {
+        return Err(format!("expected a JSON object, found {}", json_kind(input)));
+    }
+    T::deserialize(input).map(drop).map_err(|error| error.to_string())
+}
+
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The JSON Schema of a tool's input type.
+pub fn schema_for<T: schemars::JsonSchema>() -> Value {
+    serde_json::to_value(schemars::schema_for!(T)).expect("a JSON Schema always serializes to JSON")
+}
+
+/// Turns what a tool body returns into the run's output.
+pub fn encode_output<O: ToolOutput>(output: O) -> ::core::result::Result<Value, ToolError> {
+    output.into_output()
+}
+
+/// What a tool body may return: `Result<T, E>` with a serializable `T` and an error that converts
+/// into [`ToolError`].
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be returned from an eve tool",
+    label = "return `Result<T, E>` here",
+    note = "a tool returns `Result<T, E>` where `T: Serialize` and `E: Into<eve_tools::ToolError>`"
+)]
+pub trait ToolOutput {
+    /// Serializes the output or passes the error on.
+    fn into_output(self) -> ::core::result::Result<Value, ToolError>;
+}
+
+impl<T: Serialize, E: Into<ToolError>> ToolOutput for ::core::result::Result<T, E> {
+    fn into_output(self) -> ::core::result::Result<Value, ToolError> {
+        let output = self.map_err(Into::into)?;
+        serde_json::to_value(output).map_err(|error| ToolError::new(format!("the tool's output cannot be serialized: {error}")))
+    }
+}
+
+/// A type that can be a tool's input: it deserializes from JSON and describes itself with a schema.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be an eve tool input",
+    label = "must implement `Deserialize` and `JsonSchema`",
+    note = "add `#[derive(Deserialize, JsonSchema)]` to `{Self}`; the input must be a struct the model fills in as a JSON object"
+)]
+pub trait ToolInput: DeserializeOwned + schemars::JsonSchema {}
+
+impl<T: DeserializeOwned + schemars::JsonSchema> ToolInput for T {}
+
+/// A type that can be a tool's output.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be an eve tool output",
+    label = "must implement `Serialize`",
+    note = "add `#[derive(Serialize)]` to `{Self}`; the output is sent to the model as JSON"
+)]
+pub trait ToolOutputValue: Serialize {}
+
+impl<T: Serialize> ToolOutputValue for T {}
+
+/// A type that can be a step argument.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a `#[step]` argument",
+    label = "must implement `Serialize` and `DeserializeOwned`",
+    note = "step arguments are hashed into the journal and deserialized again for retries: derive `Serialize` and `Deserialize` for `{Self}`, and pass owned values, not references"
+)]
+pub trait StepArg: Serialize + DeserializeOwned + Send + 'static {}
+
+impl<T: Serialize + DeserializeOwned + Send + 'static> StepArg for T {}
+
+/// A type that can be a step's output.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a `#[step]` output",
+    label = "must implement `Serialize` and `DeserializeOwned`",
+    note = "step outputs are recorded in the journal and read back on replay: derive `Serialize` and `Deserialize` for `{Self}`; secrets such as tokens must never be returned from a step"
+)]
+pub trait StepOutput: Serialize + DeserializeOwned + Send + 'static {}
+
+impl<T: Serialize + DeserializeOwned + Send + 'static> StepOutput for T {}
+
+/// A type that can be a step's error.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a `#[step]` error",
+    label = "must convert into `StepError`",
+    note = "return `StepError`, `FatalError`, `RetryableError` or any `std::error::Error + Send + Sync + 'static`"
+)]
+pub trait StepErrorType: Into<StepError> {}
+
+impl<E: Into<StepError>> StepErrorType for E {}
+
+/// Fails to compile unless `T` can be a tool input; `#[tool]` and friends emit a call spanned on the type.
+pub const fn assert_tool_input<T: ToolInput>() {}
+
+/// Fails to compile unless `T` can be a tool output.
+pub const fn assert_tool_output<T: ToolOutputValue>() {}
+
+/// Fails to compile unless `T` can be a step argument.
+pub const fn assert_step_arg<T: StepArg>() {}
+
+/// Fails to compile unless `T` can be a step output.
+pub const fn assert_step_output<T: StepOutput>() {}
+
+/// Fails to compile unless `E` can be a step error.
+pub const fn assert_step_error<E: StepErrorType>() {}
+
+/// Fails to compile unless `R` can be returned from a tool body.
+pub const fn assert_tool_return<R: ToolOutput>() {}
