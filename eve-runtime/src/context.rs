@@ -134,10 +134,24 @@ impl Deref for ServeCtx {
     }
 }
 
-/// The stream of calls a `#[task(serve)]` body receives, one per call of the tool.
-#[derive(Debug)]
-pub struct Receive {
-    _private: (),
+/// The stream of calls a `#[task(serve)]` body receives, one per call of the tool, each with an
+/// input of type `T`.
+pub struct Receive<T = Value> {
+    input: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<T> Receive<T> {
+    /// The same stream, decoding each call's input as `U`. Generated code uses this.
+    #[doc(hidden)]
+    pub fn typed<U>(self) -> Receive<U> {
+        Receive { input: std::marker::PhantomData }
+    }
+}
+
+impl<T> fmt::Debug for Receive<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Receive").finish_non_exhaustive()
+    }
 }
 
 /// The context of a plain `#[tool]`: it runs inside the model step and cannot wait durably.

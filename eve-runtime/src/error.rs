@@ -241,7 +241,9 @@ impl NonDeterminismError {
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The writer's fence is stale: another claim of the run superseded it. Nothing was written.
-    #[error("run {run} is now advanced by another claim (epoch {current}, this writer holds {held}); nothing was written")]
+    #[error(
+        "run {run} is now advanced by another claim (epoch {current}, this writer holds {held}); nothing was written"
+    )]
     Fenced {
         /// The run.
         run: RunId,
@@ -271,7 +273,9 @@ pub enum StoreError {
         until: crate::time::Timestamp,
     },
     /// A hook's chosen token is held by another unfinished run. Nothing was written.
-    #[error("run {run} cannot create the hook at {op}: another unfinished run holds the same token; nothing was written")]
+    #[error(
+        "run {run} cannot create the hook at {op}: another unfinished run holds the same token; nothing was written"
+    )]
     HookTokenInUse {
         /// The run whose append was refused.
         run: RunId,

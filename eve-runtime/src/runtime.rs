@@ -27,7 +27,10 @@ use crate::executor::{DEFAULT_GRACE, Driver, Exit, Msg, Services};
 use crate::journal::{Entry, RunFailure, RunId, RunStatus};
 use crate::registry::{self, EntryPoint, ToolDescriptor};
 use crate::secret::{SecretKey, TokenHash};
-use crate::store::{Created, Delivered, DeliveryPayload, MemoryStore, NewRun, RunRecord, RunSummary, Store, StoreError, Target, WorkerId};
+use crate::store::{
+    Created, Delivered, DeliveryPayload, MemoryStore, NewRun, RunRecord, RunSummary, Store, StoreError, Target,
+    WorkerId,
+};
 use crate::time::{Clock, SystemClock};
 use crate::timers::TimerService;
 
@@ -177,7 +180,12 @@ impl Shared {
     }
 
     /// Runs an executor until its run parks or ends.
-    async fn activate(self: Arc<Self>, run: RunId, cached: Option<Box<Driver>>, mut mailbox: mpsc::UnboundedReceiver<Msg>) {
+    async fn activate(
+        self: Arc<Self>,
+        run: RunId,
+        cached: Option<Box<Driver>>,
+        mut mailbox: mpsc::UnboundedReceiver<Msg>,
+    ) {
         let mut driver = match cached {
             Some(mut driver) => {
                 driver.resumed_from_cache(&self);
@@ -478,7 +486,8 @@ impl Runtime {
     /// is created once, whatever the input of later calls.
     pub async fn start_with_id(&self, id: RunId, tool: &str, input: Value) -> Result<RunHandle, Error> {
         let descriptor = workflow_tool(tool)?;
-        (descriptor.validate_input)(&input).map_err(|message| Error::InvalidInput { tool: tool.to_owned(), message })?;
+        (descriptor.validate_input)(&input)
+            .map_err(|message| Error::InvalidInput { tool: tool.to_owned(), message })?;
         let shared = &self.shared;
         let new = NewRun {
             id: id.clone(),
@@ -532,11 +541,21 @@ impl Runtime {
     }
 
     /// Delivers `payload` to the hook holding `token` at most once per `delivery_id`.
-    pub async fn resume_hook_once(&self, token: &str, delivery_id: &str, payload: Value) -> Result<HookDelivery, Error> {
+    pub async fn resume_hook_once(
+        &self,
+        token: &str,
+        delivery_id: &str,
+        payload: Value,
+    ) -> Result<HookDelivery, Error> {
         self.deliver_to_hook(token, Some(delivery_id), payload).await
     }
 
-    async fn deliver_to_hook(&self, token: &str, delivery_id: Option<&str>, payload: Value) -> Result<HookDelivery, Error> {
+    async fn deliver_to_hook(
+        &self,
+        token: &str,
+        delivery_id: Option<&str>,
+        payload: Value,
+    ) -> Result<HookDelivery, Error> {
         let target = Target::Hook(TokenHash::of(token));
         match self.shared.store.deliver(target, delivery_id, DeliveryPayload::Hook(payload)).await? {
             Delivered::Accepted { run, .. } => {
@@ -571,9 +590,12 @@ impl Runtime {
             let hint = "start it as a run with Runtime::start";
             return Err(Error::WrongKind { tool: tool.to_owned(), actual: "a durable tool", hint });
         };
-        (descriptor.validate_input)(&input).map_err(|message| Error::InvalidInput { tool: tool.to_owned(), message })?;
+        (descriptor.validate_input)(&input)
+            .map_err(|message| Error::InvalidInput { tool: tool.to_owned(), message })?;
         let ctx = ToolCtx::new(RunId::generate().to_string(), descriptor.name);
-        entry(input, ctx).await.map_err(|error| Error::InvalidInput { tool: tool.to_owned(), message: error.to_string() })
+        entry(input, ctx)
+            .await
+            .map_err(|error| Error::InvalidInput { tool: tool.to_owned(), message: error.to_string() })
     }
 
     /// Subscribes to the events of every run.

@@ -232,13 +232,15 @@ where
         let bytes = match serde_json::to_vec(&args) {
             Ok(bytes) => bytes,
             Err(error) => {
-                let error = FatalError::new(format!("the arguments of step `{}` cannot be serialized: {error}", def.name));
+                let error =
+                    FatalError::new(format!("the arguments of step `{}` cannot be serialized: {error}", def.name));
                 return StepCall { state: CallState::Failed(Some(error.into())) };
             }
         };
         let input_hash = InputHash::of(&bytes);
         let signature = OpSignature { kind: OpKind::Step, name: def.name.to_owned(), input_hash };
-        let slot = StepSlot { def, input_hash, attempt: Some(attempt_fn(args, bytes, step)), polled: false, outcome: None };
+        let slot =
+            StepSlot { def, input_hash, attempt: Some(attempt_fn(args, bytes, step)), polled: false, outcome: None };
         match core.create(signature, Slot::Step(slot)) {
             Some(op) => StepCall { state: CallState::Durable { core, op, output: PhantomData } },
             None => StepCall { state: CallState::Failed(None) },
@@ -270,7 +272,8 @@ where
         let future = step(args, ctx);
         Box::pin(async move {
             let output = future.await.map_err(Into::into)?;
-            serde_json::to_value(output).map_err(|error| FatalError::new(format!("the step's output cannot be serialized: {error}")).into())
+            serde_json::to_value(output)
+                .map_err(|error| FatalError::new(format!("the step's output cannot be serialized: {error}")).into())
         })
     })
 }
@@ -299,7 +302,8 @@ fn poll_durable<T: DeserializeOwned>(core: &RunCore, op: Op, cx: &mut Context<'_
     let Slot::Step(step) = &mut slot.slot else { unreachable!("op {} was created as a step", op.0) };
     match step.outcome.take() {
         Some(StepOutcome::Ok { value }) => Poll::Ready(serde_json::from_value(value).map_err(|error| {
-            FatalError::new(format!("the recorded output of step `{}` no longer deserializes: {error}", step.def.name)).into()
+            FatalError::new(format!("the recorded output of step `{}` no longer deserializes: {error}", step.def.name))
+                .into()
         })),
         Some(StepOutcome::Err { fatal, message }) => Poll::Ready(Err(StepError::from_record(fatal, message))),
         None => {

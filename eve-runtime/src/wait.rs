@@ -149,7 +149,10 @@ pub struct Hook<T> {
 }
 
 enum HookState {
-    Durable { core: Arc<RunCore>, op: Op },
+    Durable {
+        core: Arc<RunCore>,
+        op: Op,
+    },
     Failed(HookError),
     /// The body diverged from its journal; the executor fails the run and never polls again.
     Diverged,

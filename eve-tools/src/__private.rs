@@ -64,7 +64,8 @@ pub trait ToolOutput {
 impl<T: Serialize, E: Into<ToolError>> ToolOutput for ::core::result::Result<T, E> {
     fn into_output(self) -> ::core::result::Result<Value, ToolError> {
         let output = self.map_err(Into::into)?;
-        serde_json::to_value(output).map_err(|error| ToolError::new(format!("the tool's output cannot be serialized: {error}")))
+        serde_json::to_value(output)
+            .map_err(|error| ToolError::new(format!("the tool's output cannot be serialized: {error}")))
     }
 }
 

@@ -48,7 +48,10 @@ fn flaky(_ctx: &impl ::eve_tools::__private::StepCtxSource, n: u32) -> ::eve_too
     static __EVE_STEP: ::eve_tools::__private::StepDef = ::eve_tools::__private::StepDef::new(
         ::core::concat!(::core::module_path!(), "::", "flaky"),
         "flaky",
-        ::eve_tools::__private::RetryPolicy { max_attempts: 3, backoff: ::eve_tools::__private::Backoff::exponential_millis(1) },
+        ::eve_tools::__private::RetryPolicy {
+            max_attempts: 3,
+            backoff: ::eve_tools::__private::Backoff::exponential_millis(1),
+        },
     );
     ::eve_tools::__private::StepCall::new(&__EVE_STEP, (n,), |(n,), ctx| async move { __eve_body(&ctx, n).await })
 }

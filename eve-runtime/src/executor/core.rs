@@ -117,7 +117,9 @@ impl ReplayIndex {
 /// What an op's slot holds.
 pub(crate) enum Slot {
     Step(StepSlot),
-    Sleep { fired: bool },
+    Sleep {
+        fired: bool,
+    },
     Hook(HookSlot),
     /// Recorded values resolve at creation; their slot only reserves the number.
     Recorded,

@@ -139,7 +139,13 @@ pub(crate) struct Driver {
 
 impl Driver {
     /// A driver for a run just created: nothing to replay.
-    pub fn fresh(rt: &Shared, run: RunId, tool: &'static crate::registry::ToolDescriptor, input: Value, fence: Fence) -> Self {
+    pub fn fresh(
+        rt: &Shared,
+        run: RunId,
+        tool: &'static crate::registry::ToolDescriptor,
+        input: Value,
+        fence: Fence,
+    ) -> Self {
         let core = Arc::new(RunCore::new(run, rt.services.clone(), ReplayIndex::default(), Mode::Live));
         let body = start_body(&core, tool, input);
         Driver::new(core, body, fence, 1, false)
@@ -206,7 +212,11 @@ impl Driver {
                     break;
                 }
                 if let Entry::StepCompleted { op, name, .. } = entry {
-                    rt.events.emit(|| RunEvent::StepReplayed { run: self.core.run.clone(), op: *op, step: name.clone() });
+                    rt.events.emit(|| RunEvent::StepReplayed {
+                        run: self.core.run.clone(),
+                        op: *op,
+                        step: name.clone(),
+                    });
                 }
                 self.core.deliver(entry);
                 self.poll_body();
@@ -360,11 +370,17 @@ impl Driver {
     }
 
     /// Moves inbox deliveries into journal entries.
-    async fn read_inbox(&mut self, rt: &Shared, entries: &mut Vec<Entry>, consumed: &mut Vec<u64>) -> Result<(), StoreError> {
+    async fn read_inbox(
+        &mut self,
+        rt: &Shared,
+        entries: &mut Vec<Entry>,
+        consumed: &mut Vec<u64>,
+    ) -> Result<(), StoreError> {
         if self.inbox.is_empty() {
             self.inbox.extend(rt.store.inbox(&self.core.run).await?);
         }
-        let mut cancelled = self.core.is_cancelled() || entries.iter().any(|entry| matches!(entry, Entry::CancelRequested { .. }));
+        let mut cancelled =
+            self.core.is_cancelled() || entries.iter().any(|entry| matches!(entry, Entry::CancelRequested { .. }));
         for item in self.inbox.drain(..) {
             if consumed.contains(&item.id) {
                 continue;
@@ -386,9 +402,11 @@ impl Driver {
     fn attempt_finished(&mut self, rt: &Shared, attempt: Attempt) -> Option<Entry> {
         let (op, number, result) = match attempt {
             Attempt::Done { op, attempt, result } => (op, attempt, result),
-            Attempt::CancelledInBackoff { op, attempt } => {
-                (op, attempt, Err(crate::error::FatalError::new("the run was cancelled while the step waited to retry").into()))
-            }
+            Attempt::CancelledInBackoff { op, attempt } => (
+                op,
+                attempt,
+                Err(crate::error::FatalError::new("the run was cancelled while the step waited to retry").into()),
+            ),
         };
         if self.in_flight.get(&op) != Some(&number) {
             return None;
@@ -410,7 +428,14 @@ impl Driver {
             self.in_flight.remove(&op);
             self.execs.remove(&op);
             let message = error.message().to_owned();
-            rt.events.emit(|| RunEvent::StepFailed { run, op, step: name.to_owned(), attempt: number, error: message, retry_at: None });
+            rt.events.emit(|| RunEvent::StepFailed {
+                run,
+                op,
+                step: name.to_owned(),
+                attempt: number,
+                error: message,
+                retry_at: None,
+            });
             let outcome = StepOutcome::Err { fatal: error.is_fatal(), message: error.message().to_owned() };
             return Some(Entry::StepCompleted { op, name: name.to_owned(), input_hash, attempt: number, outcome });
         }
@@ -567,7 +592,9 @@ impl Driver {
                 rt.events.emit(|| RunEvent::Finished { run: self.core.run.clone(), status: RunStatus::Completed });
                 Ok(Some(RunOutcome::Completed(output)))
             }
-            Finish::Returned(Err(error)) => self.fail(rt, RunFailure::Tool { message: error.message().to_owned() }).await.map(Some),
+            Finish::Returned(Err(error)) => {
+                self.fail(rt, RunFailure::Tool { message: error.message().to_owned() }).await.map(Some)
+            }
             Finish::Panicked(message) => self.fail(rt, RunFailure::Panicked { message }).await.map(Some),
         }
     }

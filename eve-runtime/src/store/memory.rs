@@ -8,8 +8,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::{
-    Append, Claimed, Created, Delivered, Delivery, DeliveryPayload, Fence, IndexChanges, InboxItem, NewRun,
-    RunRecord, RunSummary, Store, StoreError, Target, TimerKind, TimerRow, WorkerId,
+    Append, Claimed, Created, Delivered, Delivery, DeliveryPayload, Fence, InboxItem, IndexChanges, NewRun, RunRecord,
+    RunSummary, Store, StoreError, Target, TimerKind, TimerRow, WorkerId,
 };
 use crate::journal::{Entry, Op, RunId, RunStatus};
 use crate::secret::TokenHash;
