@@ -172,26 +172,22 @@ impl Shared {
         let (mailbox, receiver) = mpsc::unbounded_channel();
         let _ = mailbox.send(msg);
         runs.insert(run.clone(), mailbox);
-        let cached = lock(&self.cache).take(run);
+        let start = lock(&self.cache).take(run).map_or(Start::Cold, Start::Cached);
         drop(runs);
         let shared = self.clone();
         let run = run.clone();
-        tokio::spawn(async move { shared.activate(run, cached, receiver).await });
+        tokio::spawn(async move { shared.activate(run, start, receiver).await });
     }
 
     /// Runs an executor until its run parks or ends.
-    async fn activate(
-        self: Arc<Self>,
-        run: RunId,
-        cached: Option<Box<Driver>>,
-        mut mailbox: mpsc::UnboundedReceiver<Msg>,
-    ) {
-        let mut driver = match cached {
-            Some(mut driver) => {
+    async fn activate(self: Arc<Self>, run: RunId, start: Start, mut mailbox: mpsc::UnboundedReceiver<Msg>) {
+        let mut driver = match start {
+            Start::Fresh(driver) => driver,
+            Start::Cached(mut driver) => {
                 driver.resumed_from_cache(&self);
                 driver
             }
-            None => match self.rebuild(&run).await {
+            Start::Cold => match self.rebuild(&run).await {
                 Some(driver) => driver,
                 None => return,
             },
@@ -289,6 +285,16 @@ impl Shared {
             phases.remove(run);
         }
     }
+}
+
+/// Where an activation gets its executor from.
+enum Start {
+    /// A run just created.
+    Fresh(Box<Driver>),
+    /// A parked run from the warm cache: no replay.
+    Cached(Box<Driver>),
+    /// Rebuilt from the journal.
+    Cold,
 }
 
 /// Parked executors kept in memory so a resume costs no replay; the least recently parked is
@@ -513,7 +519,7 @@ impl Runtime {
         let (mailbox, receiver) = mpsc::unbounded_channel();
         lock(&shared.runs).insert(run.clone(), mailbox);
         let shared = shared.clone();
-        tokio::spawn(async move { shared.activate(run, Some(driver), receiver).await });
+        tokio::spawn(async move { shared.activate(run, Start::Fresh(driver), receiver).await });
     }
 
     /// Picks up every unfinished run in the store, replaying each from its journal, and arms
@@ -621,6 +627,11 @@ impl Runtime {
     /// The clock this runtime reads.
     pub fn clock(&self) -> &Arc<dyn Clock> {
         &self.shared.services.clock
+    }
+
+    #[cfg(test)]
+    pub(crate) fn shared_key(&self) -> &SecretKey {
+        &self.shared.services.key
     }
 }
 

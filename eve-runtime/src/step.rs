@@ -296,23 +296,26 @@ impl<T: DeserializeOwned> Future for StepCall<T> {
 }
 
 fn poll_durable<T: DeserializeOwned>(core: &RunCore, op: Op, cx: &mut Context<'_>) -> Poll<Result<T, StepError>> {
-    let mut state = core.lock();
-    let state = &mut *state;
-    let slot = &mut state.ops[op.0 as usize];
-    let Slot::Step(step) = &mut slot.slot else { unreachable!("op {} was created as a step", op.0) };
-    match step.outcome.take() {
-        Some(StepOutcome::Ok { value }) => Poll::Ready(serde_json::from_value(value).map_err(|error| {
-            FatalError::new(format!("the recorded output of step `{}` no longer deserializes: {error}", step.def.name))
-                .into()
-        })),
-        Some(StepOutcome::Err { fatal, message }) => Poll::Ready(Err(StepError::from_record(fatal, message))),
-        None => {
+    let (outcome, name) = {
+        let mut state = core.lock();
+        let state = &mut *state;
+        let slot = &mut state.ops[op.0 as usize];
+        let Slot::Step(step) = &mut slot.slot else { unreachable!("op {} was created as a step", op.0) };
+        let Some(outcome) = step.outcome.take() else {
             if !step.polled {
                 step.polled = true;
                 state.polled.push(op);
             }
             slot.waker = Some(cx.waker().clone());
-            Poll::Pending
-        }
-    }
+            return Poll::Pending;
+        };
+        (outcome, step.def.name)
+    };
+    // Decoding runs user `Deserialize` code, so it happens after the core's lock is released.
+    Poll::Ready(match outcome {
+        StepOutcome::Ok { value } => serde_json::from_value(value).map_err(|error| {
+            FatalError::new(format!("the recorded output of step `{name}` no longer deserializes: {error}")).into()
+        }),
+        StepOutcome::Err { fatal, message } => Err(StepError::from_record(fatal, message)),
+    })
 }

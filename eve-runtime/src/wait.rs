@@ -210,21 +210,25 @@ impl<T: DeserializeOwned> Hook<T> {
             HookState::Failed(error) => return Poll::Ready(Err(error.clone())),
             HookState::Diverged => return Poll::Pending,
         };
-        let mut state = core.lock();
-        let cancelled = state.cancelled;
-        let slot = &mut state.ops[op.0 as usize];
-        let Slot::Hook(hook) = &mut slot.slot else { unreachable!("op {} was created as a hook", op.0) };
-        if hook.conflict {
-            return Poll::Ready(Err(HookError::TokenInUse));
-        }
-        if let Some(payload) = hook.queue.pop_front() {
-            return Poll::Ready(decode(payload));
-        }
-        if cancelled {
-            return Poll::Ready(Err(HookError::Cancelled));
-        }
-        slot.waker = Some(cx.waker().clone());
-        Poll::Pending
+        let payload = {
+            let mut state = core.lock();
+            let cancelled = state.cancelled;
+            let slot = &mut state.ops[op.0 as usize];
+            let Slot::Hook(hook) = &mut slot.slot else { unreachable!("op {} was created as a hook", op.0) };
+            if hook.conflict {
+                return Poll::Ready(Err(HookError::TokenInUse));
+            }
+            match hook.queue.pop_front() {
+                Some(payload) => payload,
+                None if cancelled => return Poll::Ready(Err(HookError::Cancelled)),
+                None => {
+                    slot.waker = Some(cx.waker().clone());
+                    return Poll::Pending;
+                }
+            }
+        };
+        // Decoding runs user `Deserialize` code, so it happens after the core's lock is released.
+        Poll::Ready(decode(payload))
     }
 }
 

@@ -40,7 +40,244 @@
 #[doc(hidden)]
 pub mod __private;
 
-pub use eve_macros::{step, task, tool, workflow_tool};
+/// Makes an `async fn` a step: a side effect whose result is journaled, so that replay after a
+/// crash hands the recorded result back instead of running it again.
+///
+/// `#[step] async fn f(args…) -> Result<T, E>` becomes a plain `fn f(args…) -> StepCall<T>` of the
+/// same name and visibility. Calling it inside a run's body takes the next op number at once (so
+/// `join!` and `select!` replay in program order); awaiting it runs attempts, retrying per the
+/// step's policy, and records the outcome exactly once. Called outside any run, it just runs.
+///
+/// - Arguments are owned values that implement `Serialize` and `Deserialize`: they are hashed into
+///   the journal (a changed argument on replay is a non-determinism error) and read back for retries.
+/// - The output `T` implements `Serialize` and `Deserialize`; it is what the journal records, so a
+///   step never returns a token or other secret.
+/// - The error `E` converts into [`StepError`]: [`FatalError`] stops at once, [`RetryableError`]
+///   may set the delay, anything else is retried.
+/// - A first parameter `ctx: &StepCtx` gives the attempt its [`StepCtx`] (attempt number, a stable
+///   idempotency key, the abort signal). Callers pass the body's own context in its place,
+///   `charge(ctx, cents)`; the macro builds a fresh `StepCtx` per attempt and never journals it.
+///
+/// Arguments of the attribute:
+///
+/// | argument | meaning | default |
+/// |---|---|---|
+/// | `name = "…"` | the journaled name | the fn name |
+/// | `max_attempts = N` | attempts in all, at least 1 | `3` |
+/// | `backoff = "250ms"` | the first delay, doubling; `ms`, `s`, `m` or `h`; `"fixed(1s)"` waits the same each time | `"1s"` |
+/// | `crate = "path"` | where `eve_tools` is, for crates that re-export it | `::eve_tools` |
+///
+/// ```
+/// use std::sync::atomic::{AtomicU32, Ordering};
+///
+/// use eve_tools::prelude::*;
+///
+/// static CALLS: AtomicU32 = AtomicU32::new(0);
+///
+/// /// Charges a card; the payment API deduplicates on the idempotency key.
+/// #[step(max_attempts = 5, backoff = "10ms")]
+/// async fn charge(ctx: &StepCtx, cents: u64) -> Result<String, StepError> {
+///     assert!(!ctx.idempotency_key().is_empty());
+///     if CALLS.fetch_add(1, Ordering::SeqCst) == 0 {
+///         return Err(RetryableError::new("the payment API timed out").into());
+///     }
+///     Ok(format!("charged {cents} on attempt {}", ctx.attempt()))
+/// }
+///
+/// #[derive(serde::Deserialize, schemars::JsonSchema)]
+/// struct Order {
+///     cents: u64,
+/// }
+///
+/// /// Takes payment for an order.
+/// #[workflow_tool]
+/// async fn checkout(order: Order, ctx: &WorkflowCtx) -> Result<String, ToolError> {
+///     Ok(charge(ctx, order.cents).await?)
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let runtime = Runtime::in_memory()?;
+/// let run = runtime.start("checkout", serde_json::json!({ "cents": 1250 })).await?;
+/// assert_eq!(run.outcome().await?.output(), Some(&serde_json::json!("charged 1250 on attempt 2")));
+///
+/// let manifest = eve_tools::manifest();
+/// let step = manifest.steps.iter().find(|step| step.name == "charge").unwrap();
+/// assert_eq!((step.max_attempts, step.backoff_initial_ms, step.backoff_second_ms), (5, 10, 20));
+/// # Ok(())
+/// # }
+/// ```
+pub use eve_macros::step;
+
+/// Makes an `async fn` a plain tool (shape step / none): it runs inside the model step, the model
+/// sees its result, and nothing is journaled.
+///
+/// The signature is `async fn name(input: Input, ctx: &ToolCtx) -> Result<T, E>`:
+///
+/// - `Input` is one struct that derives `Deserialize` and `JsonSchema`; its schema is what the
+///   model fills in, and calls whose JSON does not match are refused before the body runs.
+/// - `ctx: &ToolCtx` is optional, and comes second when present.
+/// - `T: Serialize` is what the model sees; `E` converts into [`ToolError`].
+/// - The doc comment is the description the model reads; the fn name is the tool name, unless
+///   `name = "…"` says otherwise. `crate = "path"` points the generated code at a re-export.
+///
+/// A plain tool cannot wait durably (`ask` and `agent` do not exist on [`ToolCtx`]). The background
+/// plain tool was removed: `#[tool(background)]` is a compile error that points to [`task`].
+///
+/// ```
+/// use eve_tools::prelude::*;
+/// use eve_tools::{Lifetime, Shape, Suspend};
+///
+/// #[derive(serde::Deserialize, schemars::JsonSchema)]
+/// pub struct City {
+///     name: String,
+/// }
+///
+/// /// Look up the weather for a city.
+/// #[tool(name = "weather")]
+/// pub async fn look_up_weather(city: City, ctx: &ToolCtx) -> Result<String, ToolError> {
+///     Ok(format!("{}: sunny (via {})", city.name, ctx.tool_name()))
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let runtime = Runtime::in_memory()?;
+/// let forecast = runtime.call_tool("weather", serde_json::json!({ "name": "Oslo" })).await?;
+/// assert_eq!(forecast, serde_json::json!("Oslo: sunny (via weather)"));
+///
+/// let manifest = eve_tools::manifest();
+/// let tool = manifest.tools.iter().find(|tool| tool.name == "weather").unwrap();
+/// assert_eq!(tool.description, "Look up the weather for a city.");
+/// assert_eq!(tool.shape, Shape { lifetime: Lifetime::Step, suspend: Suspend::None });
+/// assert_eq!(tool.input_schema["properties"]["name"]["type"], "string");
+/// # Ok(())
+/// # }
+/// ```
+pub use eve_macros::tool;
+
+/// Makes an `async fn` a workflow tool (shape step / workflow): a durable workflow whose turn
+/// parks until it settles, surviving restarts while it waits for a person, a webhook or a timer.
+///
+/// The signature is `async fn name(input: Input, ctx: &WorkflowCtx) -> Result<T, E>`, with the
+/// same input, output, name, description and `crate` rules as [`tool`]; the context is a
+/// [`WorkflowCtx`] and is optional. The fn itself stays as written. Its workflow id is its module
+/// path and fn name, stable across rebuilds: moving or renaming the fn makes a new workflow.
+///
+/// The body is replayed from the journal, so it must take the same path every time. Side effects
+/// go in [`step`]s. The macro rejects, with what to use instead: clocks (`SystemTime::now`,
+/// `Instant::now`: use `ctx.now()`), randomness (use `ctx.random()`, `ctx.uuid()`), `tokio::spawn`
+/// and threads, `tokio::time::sleep` and `std::thread::sleep` (use [`sleep`]), `std::env`,
+/// `std::fs`, network clients, `select!` without `biased;`, and `get_token` (call it in a step
+/// that takes `&StepCtx`, so the token never enters the journal).
+///
+/// ```
+/// use eve_tools::prelude::*;
+/// use eve_tools::Phase;
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Deserialize, schemars::JsonSchema)]
+/// pub struct DeployInput {
+///     service: String,
+/// }
+///
+/// #[derive(Serialize, Deserialize)]
+/// struct Plan {
+///     summary: String,
+/// }
+///
+/// #[derive(Deserialize)]
+/// struct Approval {
+///     approved: bool,
+/// }
+///
+/// /// Deploy a service to production. Pauses for a human to approve the plan.
+/// #[workflow_tool]
+/// pub async fn deploy(input: DeployInput, ctx: &WorkflowCtx) -> Result<String, ToolError> {
+///     let plan = plan_deploy(input.service).await?; // a step: journaled
+///     let mut approval = create_hook_with_token::<Approval>(format!("approve-{}", ctx.run_id()));
+///     if !approval.recv().await?.approved {
+///         // The run parked above, holding no thread, until someone answered.
+///         return Ok(format!("{}: rejected", plan.summary));
+///     }
+///     Ok(apply_deploy(plan).await?)
+/// }
+///
+/// #[step]
+/// async fn plan_deploy(service: String) -> Result<Plan, StepError> {
+///     Ok(Plan { summary: format!("deploy {service}") })
+/// }
+///
+/// #[step(max_attempts = 5)]
+/// async fn apply_deploy(plan: Plan) -> Result<String, StepError> {
+///     Ok(format!("{}: done", plan.summary))
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let runtime = Runtime::in_memory()?;
+/// let run = runtime.start("deploy", serde_json::json!({ "service": "api" })).await?;
+/// assert!(matches!(run.parked().await?, Phase::Parked));
+/// runtime.resume_hook(&format!("approve-{}", run.id()), serde_json::json!({ "approved": true })).await?;
+/// assert_eq!(run.outcome().await?.output(), Some(&serde_json::json!("deploy api: done")));
+///
+/// let manifest = eve_tools::manifest();
+/// let tool = manifest.tools.iter().find(|tool| tool.name == "deploy").unwrap();
+/// assert_eq!(tool.description, "Deploy a service to production. Pauses for a human to approve the plan.");
+/// assert!(tool.workflow_id.ends_with("::deploy"));
+/// # Ok(())
+/// # }
+/// ```
+pub use eve_macros::workflow_tool;
+
+/// Makes an `async fn` a task (shape task / workflow): the call returns a receipt at once, and
+/// the result arrives later, while the conversation goes on.
+///
+/// A task is a durable workflow with the rules of [`workflow_tool`], entered with a [`TaskCtx`]
+/// (the workflow context plus the task's id). `#[task(serve)]` makes a resumable task instead: it
+/// takes the stream of its calls, `receive: Receive<Input>`, and a `&ServeCtx`, and its input
+/// schema is `Input`'s. `name = "…"` and `crate = "path"` work as on [`tool`].
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use eve_tools::prelude::*;
+/// use eve_tools::{Receive, ServeCtx, Shape};
+///
+/// #[derive(serde::Deserialize, schemars::JsonSchema)]
+/// pub struct Reminder {
+///     note: String,
+///     delay_ms: u64,
+/// }
+///
+/// /// Remind the user about something after a delay.
+/// #[task]
+/// pub async fn remind(input: Reminder, ctx: &TaskCtx) -> Result<String, ToolError> {
+///     sleep(Duration::from_millis(input.delay_ms)).await?; // a durable timer
+///     Ok(format!("{} (task {})", input.note, ctx.task_id()))
+/// }
+///
+/// /// Answer questions as they come in.
+/// #[task(serve)]
+/// pub async fn concierge(_questions: Receive<Reminder>, _ctx: &ServeCtx) -> Result<(), ToolError> {
+///     Ok(())
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let runtime = Runtime::in_memory()?;
+/// let run = runtime.start("remind", serde_json::json!({ "note": "stand up", "delay_ms": 5 })).await?;
+/// let output = run.outcome().await?.output().cloned().unwrap();
+/// assert!(output.as_str().unwrap().starts_with("stand up (task remind-"));
+///
+/// let manifest = eve_tools::manifest();
+/// for (name, entry) in [("remind", "task"), ("concierge", "serve")] {
+///     let tool = manifest.tools.iter().find(|tool| tool.name == name).unwrap();
+///     assert_eq!((tool.shape, tool.entry), (Shape::TASK, entry));
+/// }
+/// # Ok(())
+/// # }
+/// ```
+pub use eve_macros::task;
 pub use eve_runtime::context::{Receive, ServeCtx, StepCtxSource, TaskCtx, ToolCtx, WorkflowCtx};
 pub use eve_runtime::error::{FatalError, NonDeterminismError, RetryableError, StepError, StoreError, ToolError};
 pub use eve_runtime::events::RunEvent;

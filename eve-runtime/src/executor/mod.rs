@@ -25,6 +25,8 @@
 //! replay the journal.
 
 pub(crate) mod core;
+#[cfg(test)]
+mod tests;
 
 use std::collections::{HashMap, VecDeque};
 use std::panic::AssertUnwindSafe;
@@ -95,10 +97,11 @@ impl Wake for BodyWaker {
     }
 }
 
-/// The result of one step attempt future.
-enum Attempt {
-    Done { op: Op, attempt: u32, result: Result<Value, StepError> },
-    CancelledInBackoff { op: Op, attempt: u32 },
+/// The result of one step attempt.
+struct Attempt {
+    op: Op,
+    attempt: u32,
+    result: Result<Value, StepError>,
 }
 
 /// How the body ended, before it is journaled.
@@ -128,8 +131,11 @@ pub(crate) struct Driver {
     attempts: FuturesUnordered<BoxFuture<'static, Attempt>>,
     /// Attempt functions of steps that started, by op.
     execs: HashMap<Op, AttemptFn>,
-    /// The attempt currently running or waiting in backoff, by op.
+    /// The attempt currently running, by op.
     in_flight: HashMap<Op, u32>,
+    /// Steps waiting out a retry backoff: the next attempt and when it is due. Like a sleep, a
+    /// backoff is a durable wait: the run may park, and the timer service wakes it.
+    retrying: HashMap<Op, (u32, Timestamp)>,
     /// Inbox items read but not yet journaled.
     inbox: VecDeque<InboxItem>,
     grace_until: Option<Timestamp>,
@@ -164,6 +170,7 @@ impl Driver {
             attempts: FuturesUnordered::new(),
             execs: HashMap::new(),
             in_flight: HashMap::new(),
+            retrying: HashMap::new(),
             inbox: VecDeque::new(),
             grace_until: None,
             replayed,
@@ -270,6 +277,10 @@ impl Driver {
             self.flush_outbox(rt).await?;
             self.start_polled_steps(rt);
             let mut events = self.ready_events(mailbox);
+            if events.is_empty() && self.body_waker.woken.load(Ordering::Acquire) {
+                // Appending can wake the body (a hook whose chosen token turned out to be taken).
+                continue;
+            }
             if events.is_empty() {
                 if self.in_flight.is_empty() && self.grace_until.is_none() {
                     return Ok(None);
@@ -324,9 +335,10 @@ impl Driver {
         for event in events {
             match event {
                 Event::Msg(Msg::Timer(op, TimerKind::Sleep)) => entries.extend(self.timer_fired(op, &entries)),
+                Event::Msg(Msg::Timer(op, TimerKind::Retry)) => self.retry_due(rt, op),
                 Event::Msg(Msg::Inbox) => self.read_inbox(rt, &mut entries, &mut consumed).await?,
                 Event::Attempt(attempt) => entries.extend(self.attempt_finished(rt, attempt)),
-                Event::Msg(Msg::Resume | Msg::Timer(_, TimerKind::Retry)) | Event::Woken => {}
+                Event::Msg(Msg::Resume) | Event::Woken => {}
                 Event::GraceOver | Event::Shutdown => unreachable!("handled before journaling"),
             }
         }
@@ -381,7 +393,8 @@ impl Driver {
         }
         let mut cancelled =
             self.core.is_cancelled() || entries.iter().any(|entry| matches!(entry, Entry::CancelRequested { .. }));
-        for item in self.inbox.drain(..) {
+        let items: Vec<InboxItem> = self.inbox.drain(..).collect();
+        for item in items {
             if consumed.contains(&item.id) {
                 continue;
             }
@@ -391,6 +404,7 @@ impl Driver {
                 Delivery::Cancel { reason } if !cancelled => {
                     cancelled = true;
                     entries.push(Entry::CancelRequested { reason });
+                    entries.extend(self.cancel_retries());
                 }
                 Delivery::Cancel { .. } => {}
             }
@@ -399,60 +413,67 @@ impl Driver {
     }
 
     /// The entry recording a finished attempt, scheduling the next attempt if one is due.
-    fn attempt_finished(&mut self, rt: &Shared, attempt: Attempt) -> Option<Entry> {
-        let (op, number, result) = match attempt {
-            Attempt::Done { op, attempt, result } => (op, attempt, result),
-            Attempt::CancelledInBackoff { op, attempt } => (
-                op,
-                attempt,
-                Err(crate::error::FatalError::new("the run was cancelled while the step waited to retry").into()),
-            ),
-        };
-        if self.in_flight.get(&op) != Some(&number) {
+    fn attempt_finished(&mut self, rt: &Shared, Attempt { op, attempt, result }: Attempt) -> Option<Entry> {
+        if self.in_flight.get(&op) != Some(&attempt) {
             return None;
         }
+        self.in_flight.remove(&op);
         let (name, input_hash, policy) = self.step_info(op);
         let run = self.core.run.clone();
+        let step = name.to_owned();
         let error = match result {
             Ok(value) => {
-                self.in_flight.remove(&op);
                 self.execs.remove(&op);
-                rt.events.emit(|| RunEvent::StepSucceeded { run, op, step: name.to_owned(), attempt: number });
+                rt.events.emit(|| RunEvent::StepSucceeded { run, op, step, attempt });
                 let outcome = StepOutcome::Ok { value };
-                return Some(Entry::StepCompleted { op, name: name.to_owned(), input_hash, attempt: number, outcome });
+                return Some(Entry::StepCompleted { op, name: name.to_owned(), input_hash, attempt, outcome });
             }
             Err(error) => error,
         };
-        let retry = !error.is_fatal() && number < policy.max_attempts && !self.core.is_cancelled();
-        if !retry {
-            self.in_flight.remove(&op);
-            self.execs.remove(&op);
-            let message = error.message().to_owned();
-            rt.events.emit(|| RunEvent::StepFailed {
-                run,
-                op,
-                step: name.to_owned(),
-                attempt: number,
-                error: message,
-                retry_at: None,
-            });
-            let outcome = StepOutcome::Err { fatal: error.is_fatal(), message: error.message().to_owned() };
-            return Some(Entry::StepCompleted { op, name: name.to_owned(), input_hash, attempt: number, outcome });
-        }
-        let delay = error.retry_after().unwrap_or_else(|| policy.backoff.delay_after(number));
-        let next_attempt_at = rt.services.clock.now().saturating_add(delay);
         let message = error.message().to_owned();
-        rt.events.emit(|| RunEvent::StepFailed {
-            run,
-            op,
-            step: name.to_owned(),
-            attempt: number,
-            error: message,
-            retry_at: Some(next_attempt_at),
-        });
-        self.start_attempt(rt, op, number + 1, Some(next_attempt_at));
-        let error = error.message().to_owned();
-        Some(Entry::StepRetrying { op, name: name.to_owned(), input_hash, attempt: number, error, next_attempt_at })
+        if error.is_fatal() || attempt >= policy.max_attempts || self.core.is_cancelled() {
+            self.execs.remove(&op);
+            rt.events.emit(|| RunEvent::StepFailed { run, op, step, attempt, error: message, retry_at: None });
+            let outcome = StepOutcome::Err { fatal: error.is_fatal(), message: error.message().to_owned() };
+            return Some(Entry::StepCompleted { op, name: name.to_owned(), input_hash, attempt, outcome });
+        }
+        let delay = error.retry_after().unwrap_or_else(|| policy.backoff.delay_after(attempt));
+        let next_attempt_at = rt.services.clock.now().saturating_add(delay);
+        let retry_at = Some(next_attempt_at);
+        rt.events.emit(|| RunEvent::StepFailed { run, op, step, attempt, error: message.clone(), retry_at });
+        self.wait_to_retry(rt, op, attempt + 1, next_attempt_at);
+        Some(Entry::StepRetrying { op, name: name.to_owned(), input_hash, attempt, error: message, next_attempt_at })
+    }
+
+    /// Parks attempt `next` of the step at `op` until `due`; the timer service wakes the run.
+    fn wait_to_retry(&mut self, rt: &Shared, op: Op, next: u32, due: Timestamp) {
+        self.retrying.insert(op, (next, due));
+        rt.timers.add(self.core.run.clone(), op, due, TimerKind::Retry);
+    }
+
+    /// Starts the next attempt of the step at `op` if its backoff is over.
+    fn retry_due(&mut self, rt: &Shared, op: Op) {
+        let Some(&(next, due)) = self.retrying.get(&op) else { return };
+        if due <= rt.services.clock.now() {
+            self.retrying.remove(&op);
+            self.start_attempt(rt, op, next);
+        }
+    }
+
+    /// Resolves every step waiting to retry as failed: a cancellation stops them at once.
+    fn cancel_retries(&mut self) -> Vec<Entry> {
+        let mut waiting: Vec<(Op, u32)> = self.retrying.drain().map(|(op, (next, _))| (op, next - 1)).collect();
+        waiting.sort();
+        waiting
+            .into_iter()
+            .map(|(op, attempt)| {
+                self.execs.remove(&op);
+                let (name, input_hash, _) = self.step_info(op);
+                let message = "the run was cancelled while the step waited to retry".to_owned();
+                let outcome = StepOutcome::Err { fatal: true, message };
+                Entry::StepCompleted { op, name: name.to_owned(), input_hash, attempt, outcome }
+            })
+            .collect()
     }
 
     fn step_info(&self, op: Op) -> (&'static str, crate::journal::InputHash, crate::step::RetryPolicy) {
@@ -479,36 +500,27 @@ impl Driver {
             let Some(exec) = exec.filter(|_| !completed) else { continue };
             self.execs.insert(op, exec);
             match retry {
-                Some((failed, next_at)) => self.start_attempt(rt, op, failed + 1, Some(next_at)),
-                None => self.start_attempt(rt, op, 1, None),
+                Some((failed, due)) if due > rt.services.clock.now() => self.wait_to_retry(rt, op, failed + 1, due),
+                Some((failed, _)) => self.start_attempt(rt, op, failed + 1),
+                None => self.start_attempt(rt, op, 1),
             }
         }
     }
 
-    /// Queues attempt `number` of the step at `op`, after `not_before` if given.
-    fn start_attempt(&mut self, rt: &Shared, op: Op, number: u32, not_before: Option<Timestamp>) {
+    /// Starts attempt `number` of the step at `op`.
+    fn start_attempt(&mut self, rt: &Shared, op: Op, number: u32) {
         let exec = self.execs.get_mut(&op).expect("a step's attempt function is kept until it completes");
         let future = exec(StepCtx::in_run(&self.core, op, number));
         let (name, _, _) = self.step_info(op);
         self.in_flight.insert(op, number);
-        let events = rt.events.clone();
         let run = self.core.run.clone();
-        let clock = rt.services.clock.clone();
-        let aborted = crate::wait::AbortSignal::new(Some(self.core.clone()));
+        rt.events.emit(|| RunEvent::StepStarted { run, op, step: name.to_owned(), attempt: number });
         self.attempts.push(Box::pin(async move {
-            if let Some(at) = not_before {
-                let backoff = std::pin::pin!(clock.sleep_until(at));
-                let abort = std::pin::pin!(aborted.aborted());
-                if let Either::Right(_) = futures::future::select(backoff, abort).await {
-                    return Attempt::CancelledInBackoff { op, attempt: number };
-                }
-            }
-            events.emit(|| RunEvent::StepStarted { run, op, step: name.to_owned(), attempt: number });
             let result = match AssertUnwindSafe(future).catch_unwind().await {
                 Ok(result) => result,
                 Err(panic) => Err(StepError::msg(format!("the step panicked: {}", panic_message(&*panic)))),
             };
-            Attempt::Done { op, attempt: number, result }
+            Attempt { op, attempt: number, result }
         }));
     }
 

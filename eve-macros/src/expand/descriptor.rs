@@ -1,0 +1,157 @@
+//! The registration every tool macro emits next to the untouched user fn:
+//!
+//! ```text
+//! const _: () = {
+//!     fn __eve_entry(__eve_input: Value, __eve_ctx: WorkflowCtx) -> BodyFuture { … }
+//!     static __EVE_TOOL: ToolDescriptor = ToolDescriptor { name, description, workflow_id, shape, … };
+//!     inventory::submit! { ToolRegistration(&__EVE_TOOL) }
+//!     assert_tool_input::<Input>();
+//!     assert_tool_return::<Result<Output, ToolError>>();
+//! };
+//! ```
+//!
+//! The anonymous `const` keeps every helper out of the user's namespace, and its statements are
+//! checked first, so the assertions' messages lead the error list.
+
+use proc_macro2::{Span, TokenStream};
+use quote::{quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::{LitStr, Type};
+
+use super::ident;
+use crate::model::{DocLine, ToolModel};
+
+/// How the runtime enters a cell's body: the `EntryPoint` variant, the `Shape` constant, and the
+/// entry fn.
+pub struct Entry {
+    /// `Plain`, `Workflow`, `Task` or `Serve`.
+    pub variant: &'static str,
+    /// `TOOL`, `WORKFLOW_TOOL` or `TASK`.
+    pub shape: &'static str,
+    /// `fn __eve_entry(…) -> BodyFuture { … }`.
+    pub function: TokenStream,
+}
+
+/// The user's fn and its registration.
+pub fn expand(model: &ToolModel, entry: Entry) -> TokenStream {
+    let private = model.private();
+    let item = model.func.item;
+    let input = input_type(model, &private);
+    let (name, description) = (model.tool_name(), description(model));
+    let fn_name = LitStr::new(&model.func.name(), Span::call_site());
+    let (variant, shape) =
+        (syn::Ident::new(entry.variant, Span::call_site()), syn::Ident::new(entry.shape, Span::call_site()));
+    let (function, tool, entry_fn) = (entry.function, ident("__EVE_TOOL"), ident("__eve_entry"));
+    let assertions = assertions(model, &private, &input);
+    // The registration exists exactly when the fn does.
+    let cfgs = item.attrs.iter().filter(|attr| attr.path().is_ident("cfg"));
+    quote! {
+        #item
+
+        #(#cfgs)*
+        const _: () = {
+            #function
+
+            static #tool: #private::ToolDescriptor = #private::ToolDescriptor {
+                name: #name,
+                description: #description,
+                workflow_id: ::core::concat!(::core::module_path!(), "::", #fn_name),
+                shape: #private::Shape::#shape,
+                input_schema: #private::schema_for::<#input>,
+                validate_input: #private::validate_input::<#input>,
+                entry: #private::EntryPoint::#variant(#entry_fn),
+            };
+            #private::inventory::submit! {
+                #private::ToolRegistration(&#tool)
+            }
+            #assertions
+        };
+    }
+}
+
+/// The entry of `#[tool]`, `#[workflow_tool]` and `#[task]`: decode the JSON input, call the body
+/// with the context `context` (by reference, if it takes one), encode what it returns.
+pub fn value_entry(model: &ToolModel, context: &str) -> TokenStream {
+    let private = model.private();
+    let name = &model.func.item.sig.ident;
+    let input_ty = model.input_type().expect("validated: a tool has an input");
+    let context_ty = syn::Ident::new(context, Span::call_site());
+    let (entry, input) = (ident("__eve_entry"), ident("__eve_input"));
+    let (context_param, context_arg) = context_parts(model);
+    let encode = encode_output(model, &private, quote!(#name(#input #context_arg).await));
+    quote! {
+        fn #entry(#input: #private::Value, #context_param: #private::#context_ty) -> #private::BodyFuture {
+            ::std::boxed::Box::pin(async move {
+                let #input: #input_ty = #private::decode_input(#input)?;
+                #encode
+            })
+        }
+    }
+}
+
+/// `encode_output(call)`, with the call's value named at the return type: if it cannot be the
+/// tool's output, rustc's error points at that type (after the assertions' clearer messages)
+/// rather than at the attribute.
+pub fn encode_output(model: &ToolModel, private: &TokenStream, call: TokenStream) -> TokenStream {
+    let span = model.func.output.ty.map_or_else(Span::call_site, Spanned::span);
+    let output = ident("__eve_output");
+    let located = syn::Ident::new("__eve_output", Span::mixed_site().located_at(span));
+    quote! {
+        let #output = #call;
+        #private::encode_output(#located)
+    }
+}
+
+/// The entry's context parameter and the argument passing it on: `__eve_ctx` and `, &__eve_ctx`
+/// when the body takes a context, else `_` and nothing.
+pub fn context_parts(model: &ToolModel) -> (TokenStream, TokenStream) {
+    let context = ident("__eve_ctx");
+    match model.context() {
+        Some(_) => (quote!(#context), quote!(, &#context)),
+        None => (quote!(_), TokenStream::new()),
+    }
+}
+
+/// The type the model fills in; a serve task's bare `Receive` takes any JSON value.
+pub fn input_type(model: &ToolModel, private: &TokenStream) -> TokenStream {
+    match model.input_type() {
+        Some(ty) => quote!(#ty),
+        None => quote!(#private::Value),
+    }
+}
+
+/// The doc comment as one string: lines joined with newlines, or a `concat!` when some doc
+/// attribute is computed (`#[doc = include_str!("…")]`).
+fn description(model: &ToolModel) -> TokenStream {
+    if model.description.iter().all(|line| matches!(line, DocLine::Text(_))) {
+        let lines: Vec<&str> = model
+            .description
+            .iter()
+            .map(|line| match line {
+                DocLine::Text(text) => text.as_str(),
+                DocLine::Expr(_) => unreachable!("every line is text"),
+            })
+            .collect();
+        let text = LitStr::new(&lines.join("\n"), Span::call_site());
+        return quote!(#text);
+    }
+    let parts = model.description.iter().map(|line| match line {
+        DocLine::Text(text) => quote!(#text),
+        DocLine::Expr(expr) => quote!(#expr),
+    });
+    quote!(::core::concat!(#(#parts),* ))
+}
+
+/// Trait checks spanned on the user's types, so "`Foo` cannot be an eve tool input" points at `Foo`.
+fn assertions(model: &ToolModel, private: &TokenStream, input: &TokenStream) -> TokenStream {
+    let output = &model.func.output;
+    let input_span = model.input_type().map_or_else(Span::call_site, Spanned::span);
+    let input = quote_spanned!(input_span=> #private::assert_tool_input::<#input>(););
+    let ok = output.ok.map(|ty| quote_spanned!(ty.span()=> #private::assert_tool_output::<#ty>();));
+    let whole = output.ty.map(|ty: &Type| quote_spanned!(ty.span()=> #private::assert_tool_return::<#ty>();));
+    quote! {
+        #input
+        #ok
+        #whole
+    }
+}

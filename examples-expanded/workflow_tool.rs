@@ -1,0 +1,76 @@
+//! What `#[workflow_tool]` expands to, simplified for reading (`cargo expand` shows the exact output).
+//!
+//! You write:
+//!
+//! ```ignore
+//! /// Deploy a service to production.
+//! #[workflow_tool]
+//! pub async fn deploy(input: DeployInput, ctx: &WorkflowCtx) -> Result<String, ToolError> {
+//!     let plan = plan_deploy(input.service).await?;
+//!     Ok(format!("{plan} in run {}", ctx.run_id()))
+//! }
+//! ```
+//!
+//! The fn stays exactly as written. Next to it, an anonymous `const` block registers it: an entry
+//! fn that decodes the JSON input and encodes the output, the `ToolDescriptor` the manifest and
+//! the runtime read, its `inventory` submission, and trait checks spanned on the user's types.
+//! The real expansion spells every path out (`::eve_tools::__private::…`, `::std::boxed::Box`,
+//! `::core::concat!`) and creates the `__eve_` names with `Span::mixed_site()`.
+
+use eve_tools::__private::{BodyFuture, EntryPoint, ToolDescriptor, ToolRegistration, Value};
+use eve_tools::prelude::*;
+use eve_tools::{__private, Shape};
+use serde::Deserialize;
+
+#[derive(Deserialize, schemars::JsonSchema)]
+pub struct DeployInput {
+    service: String,
+}
+
+#[step]
+async fn plan_deploy(service: String) -> Result<String, StepError> {
+    Ok(format!("deploy {service}"))
+}
+
+/// Deploy a service to production.
+pub async fn deploy(input: DeployInput, ctx: &WorkflowCtx) -> Result<String, ToolError> {
+    let plan = plan_deploy(input.service).await?;
+    Ok(format!("{plan} in run {}", ctx.run_id()))
+}
+
+const _: () = {
+    // How the runtime enters the body: JSON in, JSON out.
+    fn __eve_entry(__eve_input: Value, __eve_ctx: WorkflowCtx) -> BodyFuture {
+        Box::pin(async move {
+            let __eve_input: DeployInput = __private::decode_input(__eve_input)?;
+            let __eve_output = deploy(__eve_input, &__eve_ctx).await;
+            __private::encode_output(__eve_output)
+        })
+    }
+    // What the manifest lists and the runtime looks tools up by.
+    static __EVE_TOOL: ToolDescriptor = ToolDescriptor {
+        name: "deploy",                                       // the fn name, or `name = "…"`
+        description: "Deploy a service to production.",       // the doc comment
+        workflow_id: concat!(module_path!(), "::", "deploy"), // stable across rebuilds
+        shape: Shape::WORKFLOW_TOOL,                          // step / workflow
+        input_schema: __private::schema_for::<DeployInput>,
+        validate_input: __private::validate_input::<DeployInput>,
+        entry: EntryPoint::Workflow(__eve_entry),
+    };
+    __private::inventory::submit! {
+        ToolRegistration(&__EVE_TOOL)
+    }
+    // Trait checks, spanned on the user's types: "`DeployInput` cannot be an eve tool input".
+    __private::assert_tool_input::<DeployInput>();
+    __private::assert_tool_output::<String>();
+    __private::assert_tool_return::<Result<String, ToolError>>();
+};
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let runtime = Runtime::in_memory()?;
+    let run = runtime.start("deploy", serde_json::json!({ "service": "api" })).await?;
+    println!("{:?}", run.outcome().await?);
+    println!("{}", serde_json::to_string_pretty(&eve_tools::manifest())?);
+    Ok(())
+}
