@@ -238,7 +238,10 @@ impl NonDeterminismError {
 }
 
 /// An error from a [`Store`](crate::store::Store).
-#[derive(Debug, thiserror::Error)]
+///
+/// It is `Clone` so a store that commits many callers' requests together can give each the same
+/// error when the shared commit fails.
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum StoreError {
     /// The writer's fence is stale: another claim of the run superseded it. Nothing was written.
     #[error(

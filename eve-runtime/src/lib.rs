@@ -5,10 +5,12 @@
 //! replays a run from its journal, durable timers and hooks, and the [`Runtime`] that ties them
 //! together. See `ARCHITECTURE.md` at the repository root for the map and the invariants.
 
+pub mod cli;
 pub mod context;
 pub mod error;
 pub mod events;
 mod executor;
+mod failpoint;
 pub mod journal;
 pub mod registry;
 mod runtime;

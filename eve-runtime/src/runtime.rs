@@ -149,9 +149,16 @@ pub(crate) struct Shared {
     pub grace: Duration,
     pub timers: TimerService,
     runs: Mutex<HashMap<RunId, mpsc::UnboundedSender<Msg>>>,
+    /// How many runs are active (the size of `runs`), for `Runtime::settle`.
+    active: watch::Sender<usize>,
     cache: Mutex<WarmCache>,
     phases: Mutex<HashMap<RunId, watch::Sender<Phase>>>,
     replays: Semaphore,
+}
+
+/// Publishes how many runs are active; called with the `runs` lock held after every change.
+fn count_active(active: &watch::Sender<usize>, runs: &HashMap<RunId, mpsc::UnboundedSender<Msg>>) {
+    active.send_if_modified(|count| std::mem::replace(count, runs.len()) != runs.len());
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -172,6 +179,7 @@ impl Shared {
         let (mailbox, receiver) = mpsc::unbounded_channel();
         let _ = mailbox.send(msg);
         runs.insert(run.clone(), mailbox);
+        count_active(&self.active, &runs);
         let start = lock(&self.cache).take(run).map_or(Start::Cold, Start::Cached);
         drop(runs);
         let shared = self.clone();
@@ -230,6 +238,7 @@ impl Shared {
         }
         let run = driver.run_id().clone();
         runs.remove(&run);
+        count_active(&self.active, &runs);
         let evicted = lock(&self.cache).insert(driver);
         drop(runs);
         // Dropping an evicted body runs user `Drop` code, so it happens outside the locks.
@@ -240,7 +249,7 @@ impl Shared {
     }
 
     fn finish(&self, run: &RunId, outcome: RunOutcome) {
-        lock(&self.runs).remove(run);
+        self.deactivate(run);
         let sender = lock(&self.phases).remove(run);
         if let Some(sender) = sender {
             sender.send_replace(Phase::Finished(outcome));
@@ -248,7 +257,7 @@ impl Shared {
     }
 
     fn lose(&self, run: &RunId, error: StoreError) {
-        lock(&self.runs).remove(run);
+        self.deactivate(run);
         match error {
             StoreError::Fenced { .. } | StoreError::Leased { .. } => {
                 tracing::debug!(%run, "run is advanced by another claim: {error}");
@@ -260,6 +269,12 @@ impl Shared {
                 self.timers.add(run.clone(), crate::journal::Op(0), due, crate::store::TimerKind::Retry);
             }
         }
+    }
+
+    fn deactivate(&self, run: &RunId) {
+        let mut runs = lock(&self.runs);
+        runs.remove(run);
+        count_active(&self.active, &runs);
     }
 
     fn publish(&self, run: &RunId, phase: Phase) {
@@ -435,6 +450,7 @@ impl RuntimeBuilder {
             grace: self.grace,
             timers: TimerService::start(self.clock.clone(), weak.clone()),
             runs: Mutex::new(HashMap::new()),
+            active: watch::channel(0).0,
             cache: Mutex::new(WarmCache::new(self.cache_capacity)),
             phases: Mutex::new(HashMap::new()),
             replays: Semaphore::new(self.replay_concurrency),
@@ -517,7 +533,10 @@ impl Runtime {
         let shared = &self.shared;
         let run = driver.run_id().clone();
         let (mailbox, receiver) = mpsc::unbounded_channel();
-        lock(&shared.runs).insert(run.clone(), mailbox);
+        let mut runs = lock(&shared.runs);
+        runs.insert(run.clone(), mailbox);
+        count_active(&shared.active, &runs);
+        drop(runs);
         let shared = shared.clone();
         tokio::spawn(async move { shared.activate(run, Start::Fresh(driver), receiver).await });
     }
@@ -534,6 +553,24 @@ impl Runtime {
             shared.wake(&run.id, Msg::Resume);
         }
         Ok(runs.len())
+    }
+
+    /// Waits until every timer that is due has fired and every active run has parked or ended.
+    ///
+    /// Tests that drive a [`ManualClock`](crate::ManualClock) call this after moving the clock:
+    /// when it returns, everything the clock made due has happened.
+    pub async fn settle(&self) {
+        let shared = &self.shared;
+        loop {
+            shared.timers.flush().await;
+            let mut active = shared.active.subscribe();
+            let _ = active.wait_for(|count| *count == 0).await;
+            // Runs that parked may have scheduled timers that are already due (a zero sleep).
+            shared.timers.flush().await;
+            if *shared.active.borrow() == 0 {
+                return;
+            }
+        }
     }
 
     /// A handle to the run with this id (which need not be active in this process).

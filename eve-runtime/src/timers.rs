@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Weak};
 
 use futures::future::Either;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::executor::Msg;
 use crate::journal::{Op, RunId};
@@ -19,7 +19,13 @@ use crate::time::{Clock, Timestamp};
 
 /// A handle to the timer task.
 pub(crate) struct TimerService {
-    sender: mpsc::UnboundedSender<Timer>,
+    sender: mpsc::UnboundedSender<Command>,
+}
+
+enum Command {
+    Add(Timer),
+    /// Fire every timer due now, then answer.
+    Flush(oneshot::Sender<()>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -40,11 +46,19 @@ impl TimerService {
 
     /// Wakes `run` with `Msg::Timer(op, kind)` once the clock reaches `due`.
     pub fn add(&self, run: RunId, op: Op, due: Timestamp, kind: TimerKind) {
-        let _ = self.sender.send(Timer { due, run, op, retry: kind == TimerKind::Retry });
+        let _ = self.sender.send(Command::Add(Timer { due, run, op, retry: kind == TimerKind::Retry }));
+    }
+
+    /// Fires every timer that is due now; resolves once their runs have been woken.
+    pub async fn flush(&self) {
+        let (done, flushed) = oneshot::channel();
+        if self.sender.send(Command::Flush(done)).is_ok() {
+            let _ = flushed.await;
+        }
     }
 }
 
-async fn run(clock: Arc<dyn Clock>, mut receiver: mpsc::UnboundedReceiver<Timer>, shared: Weak<Shared>) {
+async fn run(clock: Arc<dyn Clock>, mut receiver: mpsc::UnboundedReceiver<Command>, shared: Weak<Shared>) {
     let mut pending = BTreeSet::new();
     loop {
         let sleep = match pending.first() {
@@ -52,9 +66,14 @@ async fn run(clock: Arc<dyn Clock>, mut receiver: mpsc::UnboundedReceiver<Timer>
             None => Either::Right(futures::future::pending()),
         };
         tokio::select! {
-            timer = receiver.recv() => match timer {
-                Some(timer) => {
+            command = receiver.recv() => match command {
+                Some(Command::Add(timer)) => {
                     pending.insert(timer);
+                }
+                Some(Command::Flush(done)) => {
+                    let Some(shared) = shared.upgrade() else { return };
+                    fire_due(&*clock, &mut pending, &shared);
+                    let _ = done.send(());
                 }
                 None => return,
             },

@@ -291,7 +291,7 @@ pub use eve_runtime::{
     Clock, Error, HookDelivery, ManualClock, Phase, RunHandle, RunOutcome, Runtime, RuntimeBuilder, SystemClock,
     Timestamp,
 };
-pub use eve_runtime::{journal, secret, store};
+pub use eve_runtime::{cli, journal, secret, store};
 
 /// The manifest of every tool and step compiled into this binary, sorted by name.
 ///

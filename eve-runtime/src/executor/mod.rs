@@ -197,12 +197,12 @@ impl Driver {
             driver.core.lock().mode = Mode::Live;
             return driver.fail(rt, failure).await.map(Err);
         }
+        rt.events.emit(|| RunEvent::Resumed { run: run.clone(), replayed: claimed.entries.len(), from_cache: false });
         driver.replay(rt, &claimed.entries[1..]);
         driver.inbox.extend(claimed.inbox);
         if driver.core.is_cancelled() {
             driver.grace_until = Some(now.saturating_add(rt.grace));
         }
-        rt.events.emit(|| RunEvent::Resumed { run: run.clone(), replayed: claimed.entries.len(), from_cache: false });
         Ok(Ok(driver))
     }
 

@@ -347,7 +347,8 @@ async fn a_recorded_result_is_handed_back_even_if_the_step_would_now_return_some
 #[tokio::test]
 async fn divergent_journals_fail_with_a_typed_error() {
     // (what the journal recorded, expected divergence: op, recorded name, found name)
-    let cases: Vec<(Vec<Entry>, (u32, Option<&str>, Option<&str>))> = vec![
+    type Divergence = (u32, Option<&'static str>, Option<&'static str>);
+    let cases: Vec<(Vec<Entry>, Divergence)> = vec![
         // Renamed: the journal's op 0 is a step the code no longer calls.
         (vec![completed(0, "add_v1", json!([1]), json!(2))], (0, Some("add_v1"), Some("add"))),
         // Re-argued: same step, different input hash.

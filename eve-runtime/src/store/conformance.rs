@@ -1,1 +1,577 @@
-//! The store conformance suite (being written).
+//! The store conformance suite: the [`Store`] contract as executable cases.
+//!
+//! Every store runs the same cases, so the runtime can rely on one behaviour whichever store it
+//! is given. Each case is a function taking a fresh, empty store and panicking if the store breaks
+//! the contract; [`conformance_suite!`](crate::conformance_suite) turns them into one
+//! `#[tokio::test]` per case:
+//!
+//! ```
+//! eve_runtime::conformance_suite!(memory, async { eve_runtime::store::MemoryStore::new() });
+//! eve_runtime::conformance_suite!(sqlite, async {
+//!     let dir = tempfile::tempdir().expect("a temporary directory");
+//!     let store = eve_runtime::store::SqliteStore::open(dir.path().join("eve.db")).expect("a fresh store");
+//!     (store, dir) // the directory lives as long as the store
+//! });
+//! ```
+//!
+//! The expression may yield a store or a `(store, guard)` pair (see [`Fixture`]). The crate using
+//! the macro needs `tokio` with the `macros` and `rt` features.
+
+use std::time::Duration;
+
+use futures::future::join_all;
+use serde_json::{Value, json};
+
+use super::{
+    Append, Created, Delivered, Delivery, DeliveryPayload, Fence, InboxItem, MemoryStore, NewRun, Store, StoreError,
+    Target, TimerKind, TimerRow, WorkerId,
+};
+use crate::journal::{Entry, InputHash, Op, RecordKind, RunFailure, RunId, RunStatus, StepOutcome};
+use crate::secret::TokenHash;
+use crate::time::Timestamp;
+
+/// Expands to a module named `$name` with one `#[tokio::test]` per conformance case, each run
+/// against a fresh fixture made by the async expression `$make` (a store, or a `(store, guard)`
+/// pair; see [`Fixture`](crate::store::conformance::Fixture)).
+#[macro_export]
+macro_rules! conformance_suite {
+    ($name:ident, $make:expr $(,)?) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            $crate::__conformance_cases!($make;
+                create_run_is_idempotent,
+                journal_is_densely_numbered_from_run_started,
+                append_at_the_wrong_seq_is_refused,
+                stale_fence_is_refused_and_allocates_nothing,
+                claim_returns_the_journal_and_pending_inbox,
+                concurrent_claims_leave_exactly_one_writer,
+                hook_tokens_are_unique_until_their_run_ends,
+                find_hook_names_the_holder,
+                deliveries_are_deduplicated_and_refused_after_the_end,
+                appends_consume_inbox_items_of_their_own_run,
+                timers_follow_sleeps_and_retries,
+                unicode_and_large_payloads_round_trip_exactly,
+                list_runs_is_newest_first_with_filter_and_limit,
+                finished_runs_refuse_appends,
+                unknown_runs_are_reported,
+            );
+        }
+    };
+}
+
+/// One `#[tokio::test]` per named case; used by [`conformance_suite!`].
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_cases {
+    ($make:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[::tokio::test]
+            async fn $case() {
+                let fixture = $make.await;
+                $crate::store::conformance::$case($crate::store::conformance::Fixture::store(&fixture)).await;
+            }
+        )*
+    };
+}
+
+/// What a suite's expression yields: a store, or a store with something that must outlive it
+/// (such as the temporary directory holding its file).
+pub trait Fixture: Send + Sync {
+    /// The store under test.
+    fn store(&self) -> &dyn Store;
+}
+
+impl Fixture for MemoryStore {
+    fn store(&self) -> &dyn Store {
+        self
+    }
+}
+
+#[cfg(feature = "sqlite")]
+impl Fixture for super::SqliteStore {
+    fn store(&self) -> &dyn Store {
+        self
+    }
+}
+
+impl<S: Store, G: Send + Sync> Fixture for (S, G) {
+    fn store(&self) -> &dyn Store {
+        &self.0
+    }
+}
+
+// ---- Helpers -------------------------------------------------------------------------------
+
+fn run_id(name: &str) -> RunId {
+    name.parse().expect("conformance run ids are valid")
+}
+
+fn worker() -> WorkerId {
+    WorkerId("conformance-worker".into())
+}
+
+fn new_run(name: &str, input: Value, created_at: u64) -> NewRun {
+    NewRun {
+        id: run_id(name),
+        workflow_id: "conformance::workflow".into(),
+        tool: "conformance_tool".into(),
+        input,
+        created_at: Timestamp::from_millis(created_at),
+    }
+}
+
+/// Creates `run`, which must be new, and returns its fence.
+async fn create(store: &dyn Store, run: NewRun) -> Fence {
+    let id = run.id.clone();
+    match store.create_run(run, &worker()).await {
+        Ok(Created::New(fence)) => fence,
+        other => panic!("creating the new run {id} should return Created::New, got {other:?}"),
+    }
+}
+
+async fn claim(store: &dyn Store, run: &RunId, from_seq: u64) -> super::Claimed {
+    let claimed = store.claim(run, &worker(), Duration::from_secs(60), Timestamp::from_millis(0), from_seq).await;
+    claimed.unwrap_or_else(|error| panic!("claiming run {run} should succeed, got {error}"))
+}
+
+async fn append(store: &dyn Store, run: &RunId, fence: Fence, first_seq: u64, entries: Vec<Entry>) {
+    let result = store.append(run, fence, Append { first_seq, entries, consumed: Vec::new() }).await;
+    result.unwrap_or_else(|error| panic!("appending to run {run} at {first_seq} should succeed, got {error}"));
+}
+
+async fn entries(store: &dyn Store, run: &RunId) -> Vec<Entry> {
+    let loaded = store.load(run).await.unwrap_or_else(|error| panic!("loading run {run} failed: {error}"));
+    loaded.unwrap_or_else(|| panic!("run {run} should exist")).entries
+}
+
+async fn timers(store: &dyn Store) -> Vec<(String, u32, &'static str, u64)> {
+    let rows = store.timers().await.unwrap_or_else(|error| panic!("listing timers failed: {error}"));
+    let mut rows: Vec<_> = rows.into_iter().map(timer_key).collect();
+    rows.sort();
+    rows
+}
+
+fn timer_key(row: TimerRow) -> (String, u32, &'static str, u64) {
+    let kind = match row.kind {
+        TimerKind::Sleep => "sleep",
+        TimerKind::Retry => "retry",
+    };
+    (row.run.to_string(), row.op.0, kind, row.due.as_millis())
+}
+
+async fn inbox(store: &dyn Store, run: &RunId) -> Vec<InboxItem> {
+    store.inbox(run).await.unwrap_or_else(|error| panic!("reading run {run}'s inbox failed: {error}"))
+}
+
+async fn find_hook(store: &dyn Store, hash: &TokenHash) -> Option<(RunId, Op)> {
+    store.find_hook(hash).await.unwrap_or_else(|error| panic!("looking up a hook failed: {error}"))
+}
+
+async fn deliver(store: &dyn Store, target: Target, id: Option<&str>, payload: DeliveryPayload) -> Delivered {
+    store.deliver(target, id, payload).await.unwrap_or_else(|error| panic!("delivering failed: {error}"))
+}
+
+fn accepted_id(delivered: Delivered) -> u64 {
+    match delivered {
+        Delivered::Accepted { id, .. } => id,
+        other => panic!("the delivery should be accepted, got {other:?}"),
+    }
+}
+
+fn record(op: u32, value: Value) -> Entry {
+    Entry::Recorded { op: Op(op), kind: RecordKind::Random, value }
+}
+
+fn sleep(op: u32, deadline: u64) -> Entry {
+    Entry::TimerScheduled { op: Op(op), deadline: Timestamp::from_millis(deadline) }
+}
+
+fn hook(op: u32, hash: &TokenHash) -> Entry {
+    Entry::HookCreated { op: Op(op), token_hash: hash.as_str().to_owned(), nonce: None, conflict: false }
+}
+
+fn retrying(op: u32, attempt: u32, next_attempt_at: u64) -> Entry {
+    Entry::StepRetrying {
+        op: Op(op),
+        name: "flaky".into(),
+        input_hash: InputHash::of(b"[]"),
+        attempt,
+        error: "try again".into(),
+        next_attempt_at: Timestamp::from_millis(next_attempt_at),
+    }
+}
+
+fn completed(op: u32, attempt: u32) -> Entry {
+    Entry::StepCompleted {
+        op: Op(op),
+        name: "flaky".into(),
+        input_hash: InputHash::of(b"[]"),
+        attempt,
+        outcome: StepOutcome::Ok { value: json!("done") },
+    }
+}
+
+fn run_completed() -> Entry {
+    Entry::RunCompleted { output: json!({"ok": true}) }
+}
+
+fn hook_payload(value: Value) -> DeliveryPayload {
+    DeliveryPayload::Hook(value)
+}
+
+fn token(name: &str) -> TokenHash {
+    TokenHash::of(&format!("conformance-token-{name}"))
+}
+
+// ---- Cases ---------------------------------------------------------------------------------
+
+/// Creating a run whose id exists returns `Existing` and changes nothing: not the journal, not
+/// the creator's fence.
+pub async fn create_run_is_idempotent(store: &dyn Store) {
+    let original = new_run("run-idempotent", json!({"attempt": 1}), 1_000);
+    let fence = create(store, original.clone()).await;
+    let again = store.create_run(new_run("run-idempotent", json!({"attempt": 2}), 2_000), &worker()).await;
+    assert!(matches!(again, Ok(Created::Existing)), "a second create of one id should be Existing, got {again:?}");
+    let loaded = store.load(&original.id).await.expect("load succeeds").expect("the run exists");
+    assert_eq!(loaded.entries, vec![original.started_entry()], "the second create must not touch the journal");
+    assert_eq!(loaded.summary.created_at, Timestamp::from_millis(1_000));
+    let listed = store.list_runs(None, 10).await.expect("listing succeeds");
+    assert_eq!(listed.len(), 1, "one id is one run");
+    append(store, &original.id, fence, 1, vec![record(0, json!(1))]).await;
+}
+
+/// The journal is numbered densely from 0, entry 0 is `RunStarted`, and appends keep their order.
+pub async fn journal_is_densely_numbered_from_run_started(store: &dyn Store) {
+    let run = new_run("run-dense", json!({"n": 7}), 1_000);
+    let fence = create(store, run.clone()).await;
+    let added = vec![record(0, json!("a")), record(1, json!("b")), record(2, json!("c"))];
+    append(store, &run.id, fence, 1, added[..2].to_vec()).await;
+    append(store, &run.id, fence, 3, added[2..].to_vec()).await;
+    let loaded = store.load(&run.id).await.expect("load succeeds").expect("the run exists");
+    let mut expected = vec![run.started_entry()];
+    expected.extend(added);
+    assert_eq!(loaded.entries, expected);
+    assert_eq!(loaded.summary.entries, 4, "the summary counts the entries");
+    assert_eq!(loaded.summary.status, RunStatus::Active);
+    assert_eq!(claim(store, &run.id, 0).await.next_seq, 4, "the next sequence number is the journal length");
+}
+
+/// An append that does not start at the journal's length is refused with `SeqConflict` and writes
+/// nothing, not even the index rows its entries imply.
+pub async fn append_at_the_wrong_seq_is_refused(store: &dyn Store) {
+    let run = new_run("run-seq", json!(null), 1_000);
+    let fence = create(store, run.clone()).await;
+    append(store, &run.id, fence, 1, vec![record(0, json!(0))]).await;
+    for first_seq in [0, 1, 3, 100] {
+        let refused = Append { first_seq, entries: vec![sleep(1, 5_000)], consumed: Vec::new() };
+        let result = store.append(&run.id, fence, refused).await;
+        assert!(
+            matches!(&result, Err(StoreError::SeqConflict { expected, actual: 2, .. }) if *expected == first_seq),
+            "an append at {first_seq} to a journal of 2 should be a SeqConflict, got {result:?}"
+        );
+    }
+    assert_eq!(entries(store, &run.id).await.len(), 2, "refused appends write no entries");
+    assert!(timers(store).await.is_empty(), "refused appends write no timers");
+}
+
+/// After a new claim, the old fence is refused with `Fenced` and nothing is written or allocated:
+/// no entries, no timers, no hooks, no consumed inbox items.
+pub async fn stale_fence_is_refused_and_allocates_nothing(store: &dyn Store) {
+    let run = new_run("run-stale", json!(null), 1_000);
+    let stale = create(store, run.clone()).await;
+    let cancel = DeliveryPayload::Cancel { reason: "test".into() };
+    let item = accepted_id(deliver(store, Target::Run(run.id.clone()), None, cancel).await);
+    let current = claim(store, &run.id, 0).await.fence;
+    assert!(current.epoch > stale.epoch, "a claim's epoch is higher than any before it");
+    let hash = token("stale");
+    let doomed = vec![sleep(0, 5_000), hook(1, &hash), retrying(2, 1, 6_000)];
+    let result = store.append(&run.id, stale, Append { first_seq: 1, entries: doomed, consumed: vec![item] }).await;
+    assert!(
+        matches!(&result, Err(StoreError::Fenced { held, current: now, .. }) if *held == stale.epoch && *now == current.epoch),
+        "a stale fence should be refused with Fenced, got {result:?}"
+    );
+    assert_eq!(entries(store, &run.id).await.len(), 1, "a fenced append writes no entries");
+    assert!(timers(store).await.is_empty(), "a fenced append writes no timers");
+    assert_eq!(find_hook(store, &hash).await, None, "a fenced append indexes no hook");
+    assert_eq!(inbox(store, &run.id).await.len(), 1, "a fenced append consumes nothing");
+    append(store, &run.id, current, 1, vec![record(0, json!(0))]).await;
+}
+
+/// A claim returns a fresh fence, the journal from `from_seq`, the journal length and the pending
+/// inbox, oldest first.
+pub async fn claim_returns_the_journal_and_pending_inbox(store: &dyn Store) {
+    let run = new_run("run-claim", json!({"x": 1}), 1_000);
+    let created = create(store, run.clone()).await;
+    let hash = token("claim");
+    let added = vec![record(0, json!(0)), hook(1, &hash), record(2, json!(2)), record(3, json!(3))];
+    append(store, &run.id, created, 1, added.clone()).await;
+    let first = accepted_id(deliver(store, Target::Hook(hash.clone()), Some("d1"), hook_payload(json!(1))).await);
+    let second = accepted_id(deliver(store, Target::Hook(hash.clone()), Some("d2"), hook_payload(json!(2))).await);
+    assert!(second > first, "inbox ids grow");
+    let claimed = claim(store, &run.id, 2).await;
+    assert!(claimed.fence.epoch > created.epoch);
+    assert_eq!(claimed.entries, added[1..].to_vec(), "entries from sequence number 2 on");
+    assert_eq!(claimed.next_seq, 5);
+    let pending: Vec<_> = claimed.inbox.iter().map(|item| (item.id, item.delivery.clone())).collect();
+    let expected = vec![
+        (first, Delivery::Hook { op: Op(1), payload: json!(1) }),
+        (second, Delivery::Hook { op: Op(1), payload: json!(2) }),
+    ];
+    assert_eq!(pending, expected, "the pending inbox, oldest first");
+    let beyond = claim(store, &run.id, 99).await;
+    assert!(beyond.entries.is_empty() && beyond.next_seq == 5, "a claim from past the end returns no entries");
+}
+
+/// Of several claims made at once, only the last one's fence may append; every other append at the
+/// same sequence number is refused.
+pub async fn concurrent_claims_leave_exactly_one_writer(store: &dyn Store) {
+    let run = new_run("run-race", json!(null), 1_000);
+    create(store, run.clone()).await;
+    let claims = join_all((0..8).map(|_| claim(store, &run.id, 0))).await;
+    let mut epochs: Vec<u64> = claims.iter().map(|claimed| claimed.fence.epoch).collect();
+    epochs.sort_unstable();
+    epochs.dedup();
+    assert_eq!(epochs.len(), 8, "every claim gets its own epoch");
+    let attempts = claims.iter().enumerate().map(|(index, claimed)| {
+        let append = Append { first_seq: 1, entries: vec![record(0, json!(index))], consumed: Vec::new() };
+        store.append(&run.id, claimed.fence, append)
+    });
+    let results = join_all(attempts).await;
+    let winners: Vec<usize> = (0..results.len()).filter(|index| results[*index].is_ok()).collect();
+    assert_eq!(winners.len(), 1, "exactly one append should succeed, got {results:?}");
+    let latest = claims.iter().map(|claimed| claimed.fence.epoch).max();
+    assert_eq!(Some(claims[winners[0]].fence.epoch), latest, "the winner holds the latest claim");
+    for (index, result) in results.iter().enumerate().filter(|(index, _)| *index != winners[0]) {
+        assert!(matches!(result, Err(StoreError::Fenced { .. })), "claim {index} should be fenced, got {result:?}");
+    }
+    assert_eq!(entries(store, &run.id).await[1], record(0, json!(winners[0])));
+}
+
+/// A token hash held by an unfinished run cannot be created by another run (the whole append is
+/// refused with `HookTokenInUse`); once its run ends, the token is released for reuse.
+pub async fn hook_tokens_are_unique_until_their_run_ends(store: &dyn Store) {
+    let (holder, other) = (new_run("run-holder", json!(null), 1_000), new_run("run-other", json!(null), 2_000));
+    let holder_fence = create(store, holder.clone()).await;
+    let other_fence = create(store, other.clone()).await;
+    let hash = token("unique");
+    append(store, &holder.id, holder_fence, 1, vec![hook(0, &hash)]).await;
+    let clash = vec![record(0, json!(0)), sleep(1, 9_000), hook(2, &hash)];
+    let result =
+        store.append(&other.id, other_fence, Append { first_seq: 1, entries: clash, consumed: Vec::new() }).await;
+    assert!(
+        matches!(&result, Err(StoreError::HookTokenInUse { run, op: Op(2) }) if *run == other.id),
+        "a held token should be refused with HookTokenInUse, got {result:?}"
+    );
+    assert_eq!(entries(store, &other.id).await.len(), 1, "the refused append writes no entries");
+    assert!(timers(store).await.is_empty(), "the refused append writes no timers");
+    let conflicted = Entry::HookCreated { op: Op(0), token_hash: hash.as_str().into(), nonce: None, conflict: true };
+    append(store, &other.id, other_fence, 1, vec![conflicted]).await;
+    assert_eq!(find_hook(store, &hash).await, Some((holder.id.clone(), Op(0))), "a conflicted hook is not indexed");
+    append(store, &holder.id, holder_fence, 2, vec![run_completed()]).await;
+    assert_eq!(find_hook(store, &hash).await, None, "a finished run releases its tokens");
+    append(store, &other.id, other_fence, 2, vec![hook(1, &hash)]).await;
+    assert_eq!(find_hook(store, &hash).await, Some((other.id.clone(), Op(1))), "a released token can be reused");
+}
+
+/// `find_hook` names the run and operation holding a token hash, and nothing for unknown hashes.
+pub async fn find_hook_names_the_holder(store: &dyn Store) {
+    let run = new_run("run-find-hook", json!(null), 1_000);
+    let fence = create(store, run.clone()).await;
+    let (first, second) = (token("find-1"), token("find-2"));
+    assert_eq!(find_hook(store, &first).await, None, "no hook before it is created");
+    append(store, &run.id, fence, 1, vec![hook(3, &first), record(4, json!(4)), hook(5, &second)]).await;
+    assert_eq!(find_hook(store, &first).await, Some((run.id.clone(), Op(3))));
+    assert_eq!(find_hook(store, &second).await, Some((run.id.clone(), Op(5))));
+    assert_eq!(find_hook(store, &token("never-created")).await, None);
+}
+
+/// Deliveries: `NotFound` for an unknown token or run, `Accepted` with a fresh id, `Duplicate` for
+/// a delivery id seen before for the run (even once its item was consumed), and `NotFound` once the
+/// run has finished.
+pub async fn deliveries_are_deduplicated_and_refused_after_the_end(store: &dyn Store) {
+    let hash = token("deliveries");
+    let unknown = deliver(store, Target::Hook(hash.clone()), Some("d1"), hook_payload(json!(0))).await;
+    assert_eq!(unknown, Delivered::NotFound, "no run holds the token yet");
+    let run = new_run("run-deliveries", json!(null), 1_000);
+    let fence = create(store, run.clone()).await;
+    append(store, &run.id, fence, 1, vec![hook(0, &hash)]).await;
+    let to_hook =
+        |id: Option<&'static str>, value: Value| deliver(store, Target::Hook(hash.clone()), id, hook_payload(value));
+    let first = accepted_id(to_hook(Some("d1"), json!(1)).await);
+    assert_eq!(to_hook(Some("d1"), json!("again")).await, Delivered::Duplicate { run: run.id.clone() });
+    let (anonymous_a, anonymous_b) =
+        (accepted_id(to_hook(None, json!(2)).await), accepted_id(to_hook(None, json!(2)).await));
+    assert!(first < anonymous_a && anonymous_a < anonymous_b, "deliveries without an id are never duplicates");
+    let consumed = Append {
+        first_seq: 2,
+        entries: vec![Entry::HookReceived { op: Op(0), payload: json!(1) }],
+        consumed: vec![first],
+    };
+    store.append(&run.id, fence, consumed).await.expect("consuming an inbox item succeeds");
+    assert_eq!(
+        to_hook(Some("d1"), json!(1)).await,
+        Delivered::Duplicate { run: run.id.clone() },
+        "also after consumption"
+    );
+    let cancel = || DeliveryPayload::Cancel { reason: "stop".into() };
+    accepted_id(deliver(store, Target::Run(run.id.clone()), Some("c1"), cancel()).await);
+    let nobody = deliver(store, Target::Run(run_id("run-nobody")), None, cancel()).await;
+    assert_eq!(nobody, Delivered::NotFound, "a cancel for an unknown run");
+    let mismatched = store.deliver(Target::Run(run.id.clone()), None, hook_payload(json!(0))).await;
+    assert!(mismatched.is_err(), "a hook payload for a run target is an error, got {mismatched:?}");
+    append(store, &run.id, fence, 3, vec![Entry::RunCancelled {}]).await;
+    assert_eq!(to_hook(Some("d9"), json!(9)).await, Delivered::NotFound, "a finished run's hook accepts nothing");
+    assert_eq!(deliver(store, Target::Run(run.id.clone()), None, cancel()).await, Delivered::NotFound);
+    assert!(inbox(store, &run.id).await.is_empty(), "a finished run has no pending inbox");
+}
+
+/// `Append::consumed` removes the named items from the run's pending inbox in the same
+/// transaction; an id belonging to another run is left alone.
+pub async fn appends_consume_inbox_items_of_their_own_run(store: &dyn Store) {
+    let (run, other) = (new_run("run-consumer", json!(null), 1_000), new_run("run-bystander", json!(null), 2_000));
+    let fence = create(store, run.clone()).await;
+    let other_fence = create(store, other.clone()).await;
+    let (hash, other_hash) = (token("consume"), token("bystander"));
+    append(store, &run.id, fence, 1, vec![hook(0, &hash)]).await;
+    append(store, &other.id, other_fence, 1, vec![hook(0, &other_hash)]).await;
+    let mut ids = Vec::new();
+    for value in 1..=3 {
+        ids.push(accepted_id(deliver(store, Target::Hook(hash.clone()), None, hook_payload(json!(value))).await));
+    }
+    let foreign = accepted_id(deliver(store, Target::Hook(other_hash), None, hook_payload(json!("b"))).await);
+    let received = |value| Entry::HookReceived { op: Op(0), payload: json!(value) };
+    let consume =
+        Append { first_seq: 2, entries: vec![received(1), received(3)], consumed: vec![ids[0], ids[2], foreign] };
+    store.append(&run.id, fence, consume).await.expect("consuming inbox items succeeds");
+    let pending: Vec<u64> = inbox(store, &run.id).await.iter().map(|item| item.id).collect();
+    assert_eq!(pending, vec![ids[1]], "consumed items leave the inbox, the rest stay in order");
+    let untouched: Vec<u64> = inbox(store, &other.id).await.iter().map(|item| item.id).collect();
+    assert_eq!(untouched, vec![foreign], "another run's item is not consumed by this run's append");
+    let claimed: Vec<u64> = claim(store, &run.id, 0).await.inbox.iter().map(|item| item.id).collect();
+    assert_eq!(claimed, vec![ids[1]], "a claim sees the same pending inbox");
+}
+
+/// The timer index holds one row per pending sleep and per pending retry (a later retry of the
+/// same step replaces the earlier row), drops rows when the sleep fires or the step completes, and
+/// drops a run's rows when it ends.
+pub async fn timers_follow_sleeps_and_retries(store: &dyn Store) {
+    let (run, other) = (new_run("run-timers", json!(null), 1_000), new_run("run-timers-other", json!(null), 2_000));
+    let fence = create(store, run.clone()).await;
+    let other_fence = create(store, other.clone()).await;
+    let row = |run: &NewRun, op, kind, due| (run.id.to_string(), op, kind, due);
+    append(store, &run.id, fence, 1, vec![sleep(0, 5_000), retrying(1, 1, 6_000)]).await;
+    assert_eq!(timers(store).await, vec![row(&run, 0, "sleep", 5_000), row(&run, 1, "retry", 6_000)]);
+    append(store, &run.id, fence, 3, vec![retrying(1, 2, 9_000), sleep(2, 7_000)]).await;
+    let expected = vec![row(&run, 0, "sleep", 5_000), row(&run, 1, "retry", 9_000), row(&run, 2, "sleep", 7_000)];
+    assert_eq!(timers(store).await, expected, "a second retry of one step replaces the first");
+    append(store, &run.id, fence, 5, vec![Entry::TimerFired { op: Op(0) }, completed(1, 3)]).await;
+    assert_eq!(timers(store).await, vec![row(&run, 2, "sleep", 7_000)], "fired and completed operations leave");
+    append(store, &other.id, other_fence, 1, vec![sleep(0, 8_000)]).await;
+    append(store, &run.id, fence, 7, vec![run_completed()]).await;
+    assert_eq!(timers(store).await, vec![row(&other, 0, "sleep", 8_000)], "a finished run's timers leave");
+}
+
+/// Text survives byte for byte: non-ASCII and astral-plane characters, NUL inside strings, extreme
+/// numbers, and a payload of over 1 MiB, in the run's input, its entries and its inbox.
+pub async fn unicode_and_large_payloads_round_trip_exactly(store: &dyn Store) {
+    let text = "héllo wörld ✓ — 𝄞 𝕏 😀 \u{10FFFF} nul:\u{0}:end \"quoted\" \\ \n\t";
+    let large: String = (0..(1 << 20) / 5).map(|index| if index % 64 == 0 { "🦀𝄞" } else { "eve-rs" }).collect();
+    assert!(large.len() > 1 << 20);
+    let input = json!({"text": text, "keys": {text: [text, 0.1, -0.0, 1e300, u64::MAX, i64::MIN]}});
+    let mut run = new_run("run-unicode", input, 1_000);
+    run.workflow_id = format!("conformance::wörkflow::{text}");
+    run.tool = "tøøl_𝄞".into();
+    let fence = create(store, run.clone()).await;
+    let hash = token("unicode");
+    let added = vec![record(0, json!({"large": large})), record(1, json!(text)), hook(2, &hash)];
+    append(store, &run.id, fence, 1, added.clone()).await;
+    let loaded = store.load(&run.id).await.expect("load succeeds").expect("the run exists");
+    let mut expected = vec![run.started_entry()];
+    expected.extend(added);
+    assert!(loaded.entries == expected, "the journal should read back exactly as written");
+    assert_eq!(
+        (loaded.summary.workflow_id.as_str(), loaded.summary.tool.as_str()),
+        (run.workflow_id.as_str(), "tøøl_𝄞")
+    );
+    let payload = json!({"text": text, "large": large});
+    deliver(store, Target::Hook(hash), None, hook_payload(payload.clone())).await;
+    let items = inbox(store, &run.id).await;
+    assert!(
+        matches!(&items[..], [InboxItem { delivery: Delivery::Hook { payload: got, .. }, .. }] if *got == payload),
+        "the delivery should read back exactly as written"
+    );
+}
+
+/// `list_runs` returns runs newest first, filtered by status, at most `limit`, with their counts.
+pub async fn list_runs_is_newest_first_with_filter_and_limit(store: &dyn Store) {
+    let runs = [
+        new_run("run-list-1", json!(1), 1_000),
+        new_run("run-list-2", json!(2), 2_000),
+        new_run("run-list-3", json!(3), 3_000),
+    ];
+    let mut fences = Vec::new();
+    for run in &runs {
+        fences.push(create(store, run.clone()).await);
+    }
+    append(store, &runs[1].id, fences[1], 1, vec![run_completed()]).await;
+    let failure = RunFailure::Tool { message: "no".into() };
+    append(store, &runs[2].id, fences[2], 1, vec![record(0, json!(0)), Entry::RunFailed { failure }]).await;
+    let ids = |summaries: Vec<super::RunSummary>| {
+        summaries.into_iter().map(|summary| summary.id.to_string()).collect::<Vec<_>>()
+    };
+    let all = store.list_runs(None, 10).await.expect("listing succeeds");
+    let shape: Vec<_> = all.iter().map(|summary| (summary.id.to_string(), summary.status, summary.entries)).collect();
+    let expected = vec![
+        ("run-list-3".to_owned(), RunStatus::Failed, 3),
+        ("run-list-2".to_owned(), RunStatus::Completed, 2),
+        ("run-list-1".to_owned(), RunStatus::Active, 1),
+    ];
+    assert_eq!(shape, expected, "newest first, with status and entry count");
+    assert_eq!(all[2].created_at, Timestamp::from_millis(1_000));
+    assert_eq!(ids(store.list_runs(Some(RunStatus::Active), 10).await.expect("listing succeeds")), ["run-list-1"]);
+    assert_eq!(ids(store.list_runs(Some(RunStatus::Completed), 10).await.expect("listing succeeds")), ["run-list-2"]);
+    assert!(store.list_runs(Some(RunStatus::Cancelled), 10).await.expect("listing succeeds").is_empty());
+    assert_eq!(ids(store.list_runs(None, 2).await.expect("listing succeeds")), ["run-list-3", "run-list-2"]);
+    assert!(store.list_runs(None, 0).await.expect("listing succeeds").is_empty());
+}
+
+/// A finished run's journal is closed: appends are refused with `RunFinished`, even under a new
+/// claim, and nothing is written.
+pub async fn finished_runs_refuse_appends(store: &dyn Store) {
+    let run = new_run("run-finished", json!(null), 1_000);
+    let fence = create(store, run.clone()).await;
+    append(store, &run.id, fence, 1, vec![run_completed()]).await;
+    let loaded = store.load(&run.id).await.expect("load succeeds").expect("the run exists");
+    assert_eq!(loaded.summary.status, RunStatus::Completed);
+    let late = store
+        .append(&run.id, fence, Append { first_seq: 2, entries: vec![record(0, json!(0))], consumed: Vec::new() })
+        .await;
+    assert!(matches!(&late, Err(StoreError::RunFinished(id)) if *id == run.id), "got {late:?}");
+    let reclaimed = claim(store, &run.id, 0).await;
+    assert_eq!(reclaimed.entries.last(), Some(&run_completed()), "a claim still reads a finished journal");
+    let again = store
+        .append(&run.id, reclaimed.fence, Append { first_seq: 2, entries: vec![sleep(0, 1)], consumed: Vec::new() })
+        .await;
+    assert!(matches!(&again, Err(StoreError::RunFinished(_))), "got {again:?}");
+    assert_eq!(entries(store, &run.id).await.len(), 2, "nothing was written after the end");
+    assert!(timers(store).await.is_empty());
+}
+
+/// An unknown run loads as `None`, and claiming, releasing or appending to it is `RunNotFound`.
+pub async fn unknown_runs_are_reported(store: &dyn Store) {
+    let ghost = run_id("run-ghost");
+    assert!(store.load(&ghost).await.expect("load succeeds").is_none(), "an unknown run loads as None");
+    let claimed = store.claim(&ghost, &worker(), Duration::from_secs(1), Timestamp::from_millis(0), 0).await;
+    assert!(matches!(&claimed, Err(StoreError::RunNotFound(id)) if *id == ghost), "claim: got {:?}", claimed.err());
+    let released = store.release(&ghost, Fence { epoch: 1 }).await;
+    assert!(matches!(&released, Err(StoreError::RunNotFound(_))), "release: got {released:?}");
+    let appended = store.append(&ghost, Fence { epoch: 1 }, Append { first_seq: 1, ..Append::default() }).await;
+    assert!(matches!(&appended, Err(StoreError::RunNotFound(_))), "append: got {appended:?}");
+    let run = new_run("run-known", json!(null), 1_000);
+    let fence = create(store, run.clone()).await;
+    store.release(&run.id, fence).await.expect("releasing a current claim succeeds");
+    store.release(&run.id, Fence { epoch: 0 }).await.expect("releasing a stale claim is ignored");
+    assert!(store.inbox(&ghost).await.expect("inbox succeeds").is_empty());
+}

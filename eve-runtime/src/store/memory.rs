@@ -200,7 +200,10 @@ impl Store for MemoryStore {
         run_state.entries.extend(append.entries);
         run_state.summary.entries = run_state.entries.len() as u64;
         for id in append.consumed {
-            state.inbox.remove(&id);
+            // Only this run's items: an id naming another run's delivery must not drop it.
+            if state.inbox.get(&id).is_some_and(|item| &item.run == run) {
+                state.inbox.remove(&id);
+            }
         }
         state.apply_indexes(run, changes);
         Ok(())

@@ -26,6 +26,7 @@ use eve_tools::prelude::*;
 use eve_tools::{Backoff, RetryPolicy};
 use serde::{Deserialize, Serialize};
 
+/// A deploy plan.
 #[derive(Serialize, Deserialize)]
 pub struct Plan {
     service: String,

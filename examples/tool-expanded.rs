@@ -18,6 +18,7 @@ use eve_tools::prelude::*;
 use eve_tools::{__private, Shape};
 use serde::Deserialize;
 
+/// The tool's input.
 #[derive(Deserialize, schemars::JsonSchema)]
 pub struct City {
     name: String,

@@ -25,14 +25,17 @@ use eve_tools::prelude::*;
 use eve_tools::{__private, Receive, ServeCtx, Shape};
 use serde::Deserialize;
 
+/// The task's input.
 #[derive(Deserialize, schemars::JsonSchema)]
 pub struct Reminder {
     note: String,
     delay_ms: u64,
 }
 
+/// The serve task's call input.
 #[derive(Deserialize, schemars::JsonSchema)]
 pub struct Question {
+    /// The question.
     pub text: String,
 }
 

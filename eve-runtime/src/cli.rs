@@ -1,0 +1,251 @@
+//! The host CLI: what a user's binary gets from a few lines.
+//!
+//! ```no_run
+//! #[tokio::main]
+//! async fn main() -> std::process::ExitCode {
+//!     eve_runtime::cli::Host::from_env().main().await
+//! }
+//! ```
+//!
+//! Commands: `manifest`, `call`, `runs`, `inspect`, `cancel`, `resume-hook` and `serve`. Every
+//! error is one sentence saying what went wrong and what to do next, and the exit code is
+//! non-zero.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use serde_json::Value;
+
+use crate::events::RunEvent;
+use crate::journal::{Entry, RunId, RunStatus, StepOutcome};
+use crate::registry::{self, EntryPoint};
+use crate::runtime::{Phase, RunOutcome, Runtime};
+
+/// A binary hosting the tools compiled into it.
+#[derive(Debug, Parser)]
+#[command(about = "Run and inspect the durable tools compiled into this binary", version)]
+pub struct Host {
+    /// Where the embedded store and secret key live.
+    #[arg(long, env = "EVE_DATA_DIR", default_value = ".eve", global = true)]
+    data_dir: PathBuf,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print the manifest of every tool and step as JSON.
+    Manifest,
+    /// Call a tool: start a run of a workflow tool or task and follow it until it parks or ends,
+    /// or run a plain tool.
+    Call {
+        /// The tool name.
+        tool: String,
+        /// The input, a JSON object.
+        #[arg(default_value = "{}")]
+        input: String,
+        /// Use this run id (a run with this id is created once).
+        #[arg(long)]
+        id: Option<String>,
+    },
+    /// List runs, newest first.
+    Runs {
+        /// Only runs with this status: active, completed, failed or cancelled.
+        #[arg(long)]
+        status: Option<String>,
+        /// At most this many.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+    },
+    /// Print a run's journal.
+    Inspect {
+        /// The run id.
+        run: String,
+        /// Print the raw entries as JSON lines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cancel a run: its waits resolve as cancelled and its cleanup runs.
+    Cancel {
+        /// The run id.
+        run: String,
+        /// Why, recorded in the journal.
+        #[arg(long, default_value = "cancelled from the command line")]
+        reason: String,
+    },
+    /// Deliver a JSON payload to the hook holding a token.
+    ResumeHook {
+        /// The hook token.
+        token: String,
+        /// The payload, JSON.
+        payload: String,
+    },
+    /// Recover every unfinished run and keep runs moving until interrupted.
+    Serve,
+}
+
+impl Host {
+    /// The host configured from the command line and environment.
+    pub fn from_env() -> Self {
+        Host::parse()
+    }
+
+    /// Runs the command and reports errors on stderr.
+    pub async fn main(self) -> ExitCode {
+        match self.run().await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(message) => {
+                eprintln!("error: {message}");
+                ExitCode::FAILURE
+            }
+        }
+    }
+
+    async fn run(self) -> Result<(), String> {
+        if let Command::Manifest = self.command {
+            let manifest = serde_json::to_string_pretty(&registry::manifest()).map_err(|error| error.to_string())?;
+            println!("{manifest}");
+            return Ok(());
+        }
+        let runtime = Runtime::builder().data_dir(&self.data_dir).build().map_err(|error| error.to_string())?;
+        match self.command {
+            Command::Manifest => unreachable!("handled without a runtime"),
+            Command::Call { tool, input, id } => call(&runtime, &tool, &input, id.as_deref()).await,
+            Command::Runs { status, limit } => runs(&runtime, status.as_deref(), limit).await,
+            Command::Inspect { run, json } => inspect(&runtime, &run, json).await,
+            Command::Cancel { run, reason } => {
+                runtime.cancel(&parse_run(&run)?, &reason).await.map_err(|error| error.to_string())?;
+                println!("cancellation of {run} recorded; run `serve` to let its cleanup finish");
+                Ok(())
+            }
+            Command::ResumeHook { token, payload } => {
+                let payload = parse_json(&payload, "payload")?;
+                let delivered = runtime.resume_hook(&token, payload).await.map_err(|error| error.to_string())?;
+                println!("{delivered:?}");
+                Ok(())
+            }
+            Command::Serve => serve(&runtime).await,
+        }
+    }
+}
+
+fn parse_run(run: &str) -> Result<RunId, String> {
+    run.parse().map_err(|error: crate::journal::InvalidRunId| error.to_string())
+}
+
+fn parse_json(text: &str, what: &str) -> Result<Value, String> {
+    serde_json::from_str(text)
+        .map_err(|error| format!("the {what} is not valid JSON ({error}); quote it for your shell"))
+}
+
+async fn call(runtime: &Runtime, tool: &str, input: &str, id: Option<&str>) -> Result<(), String> {
+    let input = parse_json(input, "input")?;
+    let plain = registry::tool(tool).is_some_and(|descriptor| matches!(descriptor.entry, EntryPoint::Plain(_)));
+    if plain {
+        let output = runtime.call_tool(tool, input).await.map_err(|error| error.to_string())?;
+        println!("{output}");
+        return Ok(());
+    }
+    runtime.recover().await.map_err(|error| error.to_string())?;
+    let id = id.map(parse_run).transpose()?.unwrap_or_else(RunId::generate);
+    let handle = runtime.start_with_id(id, tool, input).await.map_err(|error| error.to_string())?;
+    match handle.parked().await.map_err(|error| error.to_string())? {
+        Phase::Finished(outcome) => print_outcome(handle.id(), &outcome),
+        _ => {
+            println!("run {} is parked on a durable wait; `serve` keeps it moving", handle.id());
+            Ok(())
+        }
+    }
+}
+
+fn print_outcome(run: &RunId, outcome: &RunOutcome) -> Result<(), String> {
+    match outcome {
+        RunOutcome::Completed(output) => {
+            println!("{output}");
+            Ok(())
+        }
+        RunOutcome::Failed(failure) => Err(format!("run {run} failed: {failure:?}")),
+        RunOutcome::Cancelled => Err(format!("run {run} was cancelled")),
+    }
+}
+
+async fn runs(runtime: &Runtime, status: Option<&str>, limit: usize) -> Result<(), String> {
+    let status = status.map(parse_status).transpose()?;
+    let runs = runtime.runs(status, limit).await.map_err(|error| error.to_string())?;
+    if runs.is_empty() {
+        println!("no runs");
+    }
+    for run in runs {
+        println!("{}  {:<9}  {:<24}  {:>5} entries  {}", run.id, run.status, run.tool, run.entries, run.created_at);
+    }
+    Ok(())
+}
+
+fn parse_status(status: &str) -> Result<RunStatus, String> {
+    serde_json::from_value(Value::from(status))
+        .map_err(|_| format!("unknown status `{status}`; use active, completed, failed or cancelled"))
+}
+
+async fn inspect(runtime: &Runtime, run: &str, json: bool) -> Result<(), String> {
+    let record = runtime.journal(&parse_run(run)?).await.map_err(|error| error.to_string())?;
+    let summary = &record.summary;
+    if !json {
+        println!(
+            "run {}  tool {}  status {}  workflow {}",
+            summary.id, summary.tool, summary.status, summary.workflow_id
+        );
+    }
+    for (seq, entry) in record.entries.iter().enumerate() {
+        let line =
+            if json { serde_json::to_string(entry).map_err(|error| error.to_string())? } else { describe(entry) };
+        println!("{seq:>4}  {line}");
+    }
+    Ok(())
+}
+
+/// One journal entry in words.
+pub fn describe(entry: &Entry) -> String {
+    let mut text = String::new();
+    let _ = match entry {
+        Entry::RunStarted { tool, input, at, .. } => write!(text, "started {tool} with {input} at {at}"),
+        Entry::Recorded { op, kind, value } => write!(text, "{op}: recorded {kind:?} = {value}"),
+        Entry::TimerScheduled { op, deadline } => write!(text, "{op}: sleep until {deadline}"),
+        Entry::HookCreated { op, conflict, .. } => match conflict {
+            true => write!(text, "{op}: hook not created, its token is held by another run"),
+            false => write!(text, "{op}: hook created"),
+        },
+        Entry::StepRetrying { op, name, attempt, error, next_attempt_at, .. } => {
+            write!(text, "{op}: step {name} attempt {attempt} failed ({error}); next attempt at {next_attempt_at}")
+        }
+        Entry::StepCompleted { op, name, attempt, outcome, .. } => match outcome {
+            StepOutcome::Ok { value } => write!(text, "{op}: step {name} returned {value} (attempt {attempt})"),
+            StepOutcome::Err { message, .. } => write!(text, "{op}: step {name} failed: {message} (attempt {attempt})"),
+        },
+        Entry::TimerFired { op } => write!(text, "{op}: timer fired"),
+        Entry::HookReceived { op, payload } => write!(text, "{op}: hook received {payload}"),
+        Entry::CancelRequested { reason } => write!(text, "cancel requested: {reason}"),
+        Entry::RunCompleted { output } => write!(text, "completed with {output}"),
+        Entry::RunFailed { failure } => write!(text, "failed: {failure:?}"),
+        Entry::RunCancelled {} => write!(text, "cancelled"),
+    };
+    text
+}
+
+async fn serve(runtime: &Runtime) -> Result<(), String> {
+    let mut events = runtime.events();
+    let recovered = runtime.recover().await.map_err(|error| error.to_string())?;
+    println!("serving: recovered {recovered} unfinished runs; press Ctrl-C to stop");
+    loop {
+        tokio::select! {
+            event = events.recv() => match event {
+                Ok(RunEvent::Finished { run, status }) => println!("run {run} {status}"),
+                Ok(_) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => eprintln!("missed {missed} events"),
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(()),
+            },
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+        }
+    }
+}

@@ -1,1 +1,0 @@
-//! The embedded SQLite store (being written).

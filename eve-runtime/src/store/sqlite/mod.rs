@@ -1,0 +1,225 @@
+//! The embedded SQLite store: one file, WAL, `synchronous=FULL`, by default `.eve/eve.db`.
+//!
+//! # Threads
+//!
+//! - One **writer** thread owns the only write connection. Every write (creating, claiming,
+//!   releasing, appending, delivering) is a request queued to it; it commits all requests queued at
+//!   that moment in one transaction, each in its own savepoint, and answers each caller after the
+//!   commit is durable (group commit; see [`writer`]). A lone request costs one commit; many
+//!   concurrent requests share one.
+//! - A few **reader** threads own read-only connections and answer loads, listings, timers, the
+//!   inbox and hook look-ups without waiting behind a write batch (WAL readers never block). A claim
+//!   is a write (a new epoch) followed by a read of the journal up to the length it saw.
+//!
+//! # Invariants
+//!
+//! - Indexes (timers, hooks, inbox, run status) change only through [`IndexChanges`], in the same
+//!   transaction as the entries that imply them, exactly as in the memory store.
+//! - A refused request writes nothing: its savepoint is rolled back.
+//! - No caller hears "ok" before the commit holding its writes has returned; if a commit fails,
+//!   nothing of its batch is in the file and every caller of the batch gets the error.
+//! - One process at a time: [`SqliteStore::open`] takes an exclusive lock on `<path>.lock` and
+//!   fails if another process holds it. That makes every claim recorded in the file dead at open,
+//!   so open clears them; while the process lives, claims never expire.
+//! - A file is checked (`PRAGMA quick_check`) and its schema version verified at open, so a damaged
+//!   or foreign file is refused before anything is written to it.
+
+mod codec;
+mod open;
+mod readers;
+mod reads;
+mod schema;
+mod writer;
+mod writes;
+
+use std::fs::File;
+use std::path::Path;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use self::readers::Readers;
+use self::writer::Writer;
+use self::writes::{AppendRows, NewRunRow};
+use super::{
+    Append, Claimed, Created, Delivered, DeliveryPayload, Fence, InboxItem, IndexChanges, NewRun, RunRecord,
+    RunSummary, Store, StoreError, Target, TimerRow, WorkerId,
+};
+use crate::journal::{Op, RunId, RunStatus};
+use crate::secret::TokenHash;
+use crate::time::Timestamp;
+
+/// Settings of a [`SqliteStore`].
+///
+/// ```
+/// # use eve_runtime::store::SqliteOptions;
+/// let options = SqliteOptions { max_entry_bytes: 1 << 20, ..SqliteOptions::default() };
+/// assert_eq!(options.read_connections, 2);
+/// ```
+#[derive(Clone, Debug)]
+pub struct SqliteOptions {
+    /// The largest journal entry or delivery accepted, in bytes of JSON; a larger one is refused
+    /// with [`StoreError::TooLarge`] and nothing is written. Default 8 MiB.
+    pub max_entry_bytes: usize,
+    /// Caps the file at this many pages (`PRAGMA max_page_count`; a page is 4 KiB), so writes
+    /// past it fail with [`StoreError::DiskFull`] as on a full disk. For tests; default `None`.
+    pub max_page_count: Option<u64>,
+    /// How many read-only connections, each on its own thread, answer reads. Default 2.
+    pub read_connections: usize,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        SqliteOptions { max_entry_bytes: 8 << 20, max_page_count: None, read_connections: 2 }
+    }
+}
+
+/// The embedded [`Store`]: durable, for one process at a time. See the module documentation.
+///
+/// ```
+/// # use eve_runtime::store::{SqliteStore, Store};
+/// let dir = tempfile::tempdir()?;
+/// let store = SqliteStore::open(dir.path().join("eve.db"))?;
+/// assert!(store.is_durable());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct SqliteStore {
+    // Fields drop in order: the threads finish and close their connections before the lock is released.
+    writer: Writer,
+    readers: Readers,
+    options: SqliteOptions,
+    path: String,
+    _lock: File,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore").field("path", &self.path).field("options", &self.options).finish_non_exhaustive()
+    }
+}
+
+impl SqliteStore {
+    /// Where the runtime keeps its store unless told otherwise, relative to the working directory.
+    pub const DEFAULT_PATH: &'static str = ".eve/eve.db";
+
+    /// Opens (creating if needed) the store at `path` with default [`SqliteOptions`].
+    ///
+    /// Fails with [`StoreError::Open`] if the path cannot hold a database or another process uses
+    /// it, and with [`StoreError::Corrupt`] if the file is damaged.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        SqliteStore::open_with(path, SqliteOptions::default())
+    }
+
+    /// Opens (creating if needed) the store at `path`, creating its parent directories.
+    pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self, StoreError> {
+        let path = path.as_ref();
+        let shown = path.display().to_string();
+        open::prepare_path(path)?;
+        let lock = open::lock(path)?;
+        let mut conn = open::writer_connection(path, &options)?;
+        schema::check_integrity(&conn, &shown)?;
+        schema::prepare(&mut conn, &shown)?;
+        open::clear_claims(&conn, path)?;
+        let readers = Readers::start(path, options.read_connections)?;
+        let writer = Writer::start(conn, shown.clone())?;
+        Ok(SqliteStore { writer, readers, options, path: shown, _lock: lock })
+    }
+
+    /// The file this store lives in.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    fn encode_new_run(&self, run: NewRun, owner: &WorkerId) -> Result<NewRunRow, StoreError> {
+        let entry = run.started_entry();
+        Ok(NewRunRow {
+            entry: codec::encode_entry(&entry, self.options.max_entry_bytes)?,
+            changes: IndexChanges::of(std::slice::from_ref(&entry)),
+            id: run.id,
+            workflow_id: run.workflow_id,
+            tool: run.tool,
+            created_at: run.created_at.as_millis(),
+            owner: owner.0.clone(),
+        })
+    }
+
+    fn encode_append(&self, run: &RunId, fence: Fence, append: Append) -> Result<AppendRows, StoreError> {
+        let limit = self.options.max_entry_bytes;
+        let entries = append.entries.iter().map(|entry| codec::encode_entry(entry, limit)).collect::<Result<_, _>>()?;
+        Ok(AppendRows {
+            run: run.clone(),
+            fence,
+            first_seq: append.first_seq,
+            entries,
+            consumed: append.consumed,
+            changes: IndexChanges::of(&append.entries),
+        })
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn create_run(&self, run: NewRun, owner: &WorkerId) -> Result<Created, StoreError> {
+        let row = self.encode_new_run(run, owner)?;
+        self.writer.submit(move |conn| writes::create_run(conn, &row)).await
+    }
+
+    async fn claim(
+        &self,
+        run: &RunId,
+        owner: &WorkerId,
+        _lease: Duration,
+        _now: Timestamp,
+        from_seq: u64,
+    ) -> Result<Claimed, StoreError> {
+        // Leases never expire in a single-process store: every claim comes from this process.
+        let (claimed_run, owner) = (run.clone(), owner.0.clone());
+        let (fence, next_seq) = self.writer.submit(move |conn| writes::claim(conn, &claimed_run, &owner)).await?;
+        let run = run.clone();
+        let (entries, inbox) = self.readers.read(move |conn| reads::claimed(conn, &run, from_seq, next_seq)).await?;
+        Ok(Claimed { fence, entries, next_seq, inbox })
+    }
+
+    async fn release(&self, run: &RunId, fence: Fence) -> Result<(), StoreError> {
+        let run = run.clone();
+        self.writer.submit(move |conn| writes::release(conn, &run, fence)).await
+    }
+
+    async fn append(&self, run: &RunId, fence: Fence, append: Append) -> Result<(), StoreError> {
+        let rows = self.encode_append(run, fence, append)?;
+        self.writer.submit(move |conn| writes::append(conn, &rows)).await
+    }
+
+    async fn deliver(
+        &self,
+        target: Target,
+        delivery_id: Option<&str>,
+        payload: DeliveryPayload,
+    ) -> Result<Delivered, StoreError> {
+        let (delivery_id, limit) = (delivery_id.map(str::to_owned), self.options.max_entry_bytes);
+        self.writer.submit(move |conn| writes::deliver(conn, target, delivery_id.as_deref(), payload, limit)).await
+    }
+
+    async fn inbox(&self, run: &RunId) -> Result<Vec<InboxItem>, StoreError> {
+        let run = run.clone();
+        self.readers.read(move |conn| reads::inbox(conn, &run)).await
+    }
+
+    async fn find_hook(&self, token: &TokenHash) -> Result<Option<(RunId, Op)>, StoreError> {
+        let token = token.clone();
+        self.readers.read(move |conn| reads::find_hook(conn, token.as_str())).await
+    }
+
+    async fn timers(&self) -> Result<Vec<TimerRow>, StoreError> {
+        self.readers.read(|conn| reads::timers(conn)).await
+    }
+
+    async fn load(&self, run: &RunId) -> Result<Option<RunRecord>, StoreError> {
+        let run = run.clone();
+        self.readers.read(move |conn| reads::load(conn, &run)).await
+    }
+
+    async fn list_runs(&self, status: Option<RunStatus>, limit: usize) -> Result<Vec<RunSummary>, StoreError> {
+        self.readers.read(move |conn| reads::list_runs(conn, status, limit)).await
+    }
+}

@@ -1,0 +1,91 @@
+//! The reader threads: a few read-only connections that answer queries without waiting for the
+//! writer.
+//!
+//! In WAL mode a reader sees the last commit made before its read transaction began and never
+//! blocks, or is blocked by, the writer. Since a caller is answered only after its write commits,
+//! a read it issues afterwards always sees that write.
+//!
+//! The threads share one queue; each takes the next query when it is free, so a slow query (a long
+//! journal) holds up one thread, not every read.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
+use std::thread::JoinHandle;
+
+use rusqlite::Connection;
+use tokio::sync::oneshot;
+
+use super::codec::Failure;
+use super::open::reader_connection;
+use crate::store::StoreError;
+
+type ReadJob = Box<dyn FnOnce(&mut Connection) + Send>;
+
+/// The handle to the reader threads. Dropping it lets them finish the queued queries and exit,
+/// and waits for that.
+pub(super) struct Readers {
+    path: String,
+    sender: Option<mpsc::Sender<ReadJob>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Readers {
+    /// Opens `count` read connections (at least one), each served by its own thread.
+    pub(super) fn start(path: &Path, count: usize) -> Result<Self, StoreError> {
+        let (sender, receiver) = mpsc::channel::<ReadJob>();
+        let receiver = Arc::new(Mutex::new(receiver));
+        let mut readers = Readers { path: path.display().to_string(), sender: Some(sender), threads: Vec::new() };
+        for index in 0..count.max(1) {
+            let conn = reader_connection(path)?;
+            let receiver = receiver.clone();
+            let thread = std::thread::Builder::new()
+                .name(format!("eve-sqlite-reader-{index}"))
+                .spawn(move || serve(conn, &receiver))
+                .map_err(|error| StoreError::Backend(format!("cannot start a SQLite reader thread: {error}")))?;
+            readers.threads.push(thread);
+        }
+        Ok(readers)
+    }
+
+    /// Runs `work` on the next free read connection.
+    pub(super) async fn read<T, F>(&self, work: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, Failure> + Send + 'static,
+    {
+        let (reply, answer) = oneshot::channel();
+        let job: ReadJob = Box::new(move |conn| {
+            // The caller may have stopped waiting; a read changes nothing, so there is nothing to undo.
+            let _ = reply.send(work(conn));
+        });
+        let sender = self.sender.as_ref().ok_or_else(stopped)?;
+        sender.send(job).map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?.map_err(|failure| failure.into_store_error(&self.path))
+    }
+}
+
+impl Drop for Readers {
+    fn drop(&mut self) {
+        drop(self.sender.take());
+        for thread in self.threads.drain(..) {
+            // A reader that panicked has already failed its caller; there is nothing left to report.
+            let _ = thread.join();
+        }
+    }
+}
+
+fn stopped() -> StoreError {
+    StoreError::Backend("the SQLite reader threads have stopped; restart the process".into())
+}
+
+fn serve(mut conn: Connection, receiver: &Mutex<mpsc::Receiver<ReadJob>>) {
+    while let Some(job) = next_job(receiver) {
+        job(&mut conn);
+    }
+}
+
+/// The next query, or `None` once the store is dropped. The lock is held while waiting, so exactly
+/// one idle thread waits on the queue and the others wait for it.
+fn next_job(receiver: &Mutex<mpsc::Receiver<ReadJob>>) -> Option<ReadJob> {
+    receiver.lock().unwrap_or_else(PoisonError::into_inner).recv().ok()
+}

@@ -1,0 +1,130 @@
+//! The SQL of every read, run by the reader threads. Queries that read several tables do so in one
+//! read transaction, so what they return is one consistent snapshot (a run's summary always
+//! counts exactly the entries returned with it).
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::codec::{self, Failure, int};
+use crate::journal::{Entry, Op, RunId, RunStatus};
+use crate::store::{InboxItem, RunRecord, RunSummary, TimerRow};
+
+/// A run and its whole journal.
+pub(super) fn load(conn: &mut Connection, run: &RunId) -> Result<Option<RunRecord>, Failure> {
+    let tx = conn.transaction()?;
+    let Some(summary) = summary(&tx, run)? else { return Ok(None) };
+    let entries = journal(&tx, run, 0, summary.entries)?;
+    Ok(Some(RunRecord { summary, entries }))
+}
+
+/// What a claim returns besides its fence: the journal from `from_seq` up to the length the claim
+/// saw, and the pending inbox.
+pub(super) fn claimed(
+    conn: &mut Connection,
+    run: &RunId,
+    from_seq: u64,
+    next_seq: u64,
+) -> Result<(Vec<Entry>, Vec<InboxItem>), Failure> {
+    let tx = conn.transaction()?;
+    let entries = journal(&tx, run, from_seq, next_seq)?;
+    let inbox = inbox(&tx, run)?;
+    Ok((entries, inbox))
+}
+
+type SummaryRow = (String, String, String, String, i64, i64);
+
+fn summary_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SummaryRow> {
+    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?))
+}
+
+fn decode_summary((id, workflow_id, tool, status, created_at, entries): SummaryRow) -> Result<RunSummary, Failure> {
+    Ok(RunSummary {
+        id: codec::run_id(&id)?,
+        workflow_id,
+        tool,
+        status: codec::status(&status)?,
+        created_at: codec::timestamp(created_at)?,
+        entries: codec::uint(entries)?,
+    })
+}
+
+fn summary(conn: &Connection, run: &RunId) -> Result<Option<RunSummary>, Failure> {
+    let sql = "SELECT id, workflow_id, tool, status, created_at, entries FROM runs WHERE id = ?1";
+    let row = conn.prepare_cached(sql)?.query_row([run.as_str()], summary_row).optional()?;
+    row.map(decode_summary).transpose()
+}
+
+/// Entries `from..to` of the run's journal.
+fn journal(conn: &Connection, run: &RunId, from: u64, to: u64) -> Result<Vec<Entry>, Failure> {
+    let sql = "SELECT seq, entry FROM journal WHERE run_id = ?1 AND seq >= ?2 AND seq < ?3 ORDER BY seq";
+    let mut statement = conn.prepare_cached(sql)?;
+    let rows = statement.query_map(params![run.as_str(), int(from), int(to)], |row| {
+        Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
+    })?;
+    rows.map(|row| {
+        let (seq, text) = row?;
+        codec::decode_entry(run, seq, &text)
+    })
+    .collect()
+}
+
+/// Runs, newest first (latest created first), optionally only those with `status`.
+pub(super) fn list_runs(
+    conn: &Connection,
+    status: Option<RunStatus>,
+    limit: usize,
+) -> Result<Vec<RunSummary>, Failure> {
+    let limit = int(limit as u64);
+    let rows: Vec<SummaryRow> = match status {
+        Some(status) => {
+            let sql = "SELECT id, workflow_id, tool, status, created_at, entries FROM runs \
+                       WHERE status = ?1 ORDER BY rowid DESC LIMIT ?2";
+            let mut statement = conn.prepare_cached(sql)?;
+            statement.query_map(params![codec::status_name(status), limit], summary_row)?.collect::<Result<_, _>>()?
+        }
+        None => {
+            let sql =
+                "SELECT id, workflow_id, tool, status, created_at, entries FROM runs ORDER BY rowid DESC LIMIT ?1";
+            let mut statement = conn.prepare_cached(sql)?;
+            statement.query_map([limit], summary_row)?.collect::<Result<_, _>>()?
+        }
+    };
+    rows.into_iter().map(decode_summary).collect()
+}
+
+/// The run's inbox items not yet consumed, oldest first.
+pub(super) fn inbox(conn: &Connection, run: &RunId) -> Result<Vec<InboxItem>, Failure> {
+    let sql = "SELECT id, delivery FROM inbox WHERE run_id = ?1 AND consumed = 0 ORDER BY id";
+    let mut statement = conn.prepare_cached(sql)?;
+    let rows = statement.query_map([run.as_str()], |row| Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?)))?;
+    rows.map(|row| {
+        let (id, text) = row?;
+        let delivery = serde_json::from_str(&text).map_err(|error| {
+            Failure::Decode(format!("inbox item {id} of run {run} is not a valid delivery: {error}"))
+        })?;
+        Ok(InboxItem { id: codec::uint(id)?, run: run.clone(), delivery })
+    })
+    .collect()
+}
+
+/// Every pending timer, ordered by run, operation and kind (sleep before retry) like the memory store.
+pub(super) fn timers(conn: &Connection) -> Result<Vec<TimerRow>, Failure> {
+    let sql = "SELECT run_id, op, kind, due FROM timers ORDER BY run_id, op, kind DESC";
+    let mut statement = conn.prepare_cached(sql)?;
+    let rows = statement.query_map([], |row| {
+        Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?, row.get::<_, String>(2)?, row.get::<_, i64>(3)?))
+    })?;
+    rows.map(|row| {
+        let (run, op, kind, due) = row?;
+        let op: Op = codec::op(op)?;
+        Ok(TimerRow { run: codec::run_id(&run)?, op, due: codec::timestamp(due)?, kind: codec::kind(&kind)? })
+    })
+    .collect()
+}
+
+/// The run and operation holding a hook token hash (only unfinished runs hold one).
+pub(super) fn find_hook(conn: &Connection, token_hash: &str) -> Result<Option<(RunId, Op)>, Failure> {
+    let sql = "SELECT run_id, op FROM hooks WHERE token_hash = ?1";
+    let row: Option<(String, i64)> =
+        conn.prepare_cached(sql)?.query_row([token_hash], |row| Ok((row.get(0)?, row.get(1)?))).optional()?;
+    row.map(|(run, op)| Ok((codec::run_id(&run)?, codec::op(op)?))).transpose()
+}

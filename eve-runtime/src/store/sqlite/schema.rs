@@ -1,0 +1,151 @@
+//! The schema of an eve SQLite file, and the checks made on it when it is opened.
+//!
+//! An eve file carries `PRAGMA application_id` [`APPLICATION_ID`] and `PRAGMA user_version`
+//! [`VERSION`]. Opening a file that is empty creates the schema (in one transaction, so a crash
+//! leaves either nothing or everything); a file from a newer eve, or a SQLite file that eve did not
+//! create, is refused without being touched.
+//!
+//! Tables (all keyed by the run id first, so a run's rows sit together):
+//!
+//! - `runs`: one row per run; `entries` is the journal length, `epoch` the current fence, `owner`
+//!   and `lease_until` the current claim (cleared at open: only one process uses a file).
+//!   Listings order by `rowid`, which grows with creation since runs are never deleted.
+//! - `journal`: `(run_id, seq) -> entry` JSON, dense from 0.
+//! - `timers`: pending sleeps and retries, one row per `(run_id, op, kind)`.
+//! - `hooks`: `token_hash -> (run_id, op)` for unfinished runs only; never a token.
+//! - `inbox`: deliveries, `UNIQUE (run_id, delivery_id)` so a repeated delivery id is a duplicate
+//!   even after its item was consumed. `AUTOINCREMENT` keeps ids unique over the file's life, as
+//!   callers name items by id. A finished run's rows are deleted (it accepts no deliveries).
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use super::codec::open_error;
+use crate::store::StoreError;
+
+/// `PRAGMA application_id` of an eve store: "EVE1" in ASCII.
+pub(super) const APPLICATION_ID: i64 = 0x4556_4531;
+
+/// The schema version this build writes and understands.
+pub(super) const VERSION: i64 = 1;
+
+const CREATE: &str = "
+CREATE TABLE runs (
+    id          TEXT PRIMARY KEY NOT NULL,
+    workflow_id TEXT NOT NULL,
+    tool        TEXT NOT NULL,
+    status      TEXT NOT NULL CHECK (status IN ('active', 'completed', 'failed', 'cancelled')),
+    created_at  INTEGER NOT NULL,
+    entries     INTEGER NOT NULL,
+    epoch       INTEGER NOT NULL,
+    owner       TEXT,
+    lease_until INTEGER
+);
+CREATE INDEX runs_by_status ON runs (status);
+
+CREATE TABLE journal (
+    run_id TEXT NOT NULL,
+    seq    INTEGER NOT NULL,
+    entry  TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+
+CREATE TABLE timers (
+    run_id TEXT NOT NULL,
+    op     INTEGER NOT NULL,
+    kind   TEXT NOT NULL CHECK (kind IN ('sleep', 'retry')),
+    due    INTEGER NOT NULL,
+    PRIMARY KEY (run_id, op, kind)
+) WITHOUT ROWID;
+
+CREATE TABLE hooks (
+    token_hash TEXT PRIMARY KEY NOT NULL,
+    run_id     TEXT NOT NULL,
+    op         INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX hooks_by_run ON hooks (run_id);
+
+CREATE TABLE inbox (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id      TEXT NOT NULL,
+    delivery_id TEXT,
+    delivery    TEXT NOT NULL,
+    consumed    INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (run_id, delivery_id)
+);
+CREATE INDEX inbox_pending ON inbox (run_id, id) WHERE consumed = 0;
+";
+
+/// What identifies the file's contents.
+struct Identity {
+    application_id: i64,
+    version: i64,
+    objects: i64,
+}
+
+/// Makes sure the file holds this version's schema, creating it in an empty file.
+pub(super) fn prepare(conn: &mut Connection, path: &str) -> Result<(), StoreError> {
+    let identity = identify(conn).map_err(|error| open_error(&error, path))?;
+    match identity {
+        Identity { application_id: APPLICATION_ID, version: VERSION, .. } => Ok(()),
+        Identity { application_id: APPLICATION_ID, version, .. } if version > VERSION => Err(refuse(
+            path,
+            format!(
+                "it was written by a newer eve (schema version {version}; this build understands {VERSION}); \
+                 upgrade eve or use another data_dir"
+            ),
+        )),
+        Identity { application_id: APPLICATION_ID, version, .. } => Err(refuse(
+            path,
+            format!(
+                "it has eve schema version {version}, which this build (version {VERSION}) cannot read; \
+                 open it with the eve release that wrote it"
+            ),
+        )),
+        Identity { application_id: 0, version: 0, objects: 0 } => {
+            create(conn).map_err(|error| open_error(&error, path))
+        }
+        Identity { application_id, version, .. } => Err(refuse(
+            path,
+            format!(
+                "it is a SQLite file that this eve did not create (application id {application_id:#x}, \
+                 schema version {version}); use another data_dir or move the file away"
+            ),
+        )),
+    }
+}
+
+fn identify(conn: &Connection) -> rusqlite::Result<Identity> {
+    Ok(Identity {
+        application_id: conn.pragma_query_value(None, "application_id", |row| row.get(0))?,
+        version: conn.pragma_query_value(None, "user_version", |row| row.get(0))?,
+        objects: conn.query_row("SELECT count(*) FROM sqlite_schema", [], |row| row.get(0))?,
+    })
+}
+
+fn create(conn: &mut Connection) -> rusqlite::Result<()> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    tx.execute_batch(CREATE)?;
+    tx.pragma_update(None, "application_id", APPLICATION_ID)?;
+    tx.pragma_update(None, "user_version", VERSION)?;
+    tx.commit()
+}
+
+fn refuse(path: &str, reason: String) -> StoreError {
+    StoreError::Open { path: path.to_owned(), reason }
+}
+
+/// Runs SQLite's quick integrity check, which reads every page, so damage is found at open rather
+/// than in the middle of a run.
+pub(super) fn check_integrity(conn: &Connection, path: &str) -> Result<(), StoreError> {
+    let problems = quick_check(conn).map_err(|error| open_error(&error, path))?;
+    if problems.iter().all(|line| line == "ok") {
+        return Ok(());
+    }
+    Err(StoreError::Corrupt { path: path.to_owned(), reason: format!("integrity check: {}", problems.join("; ")) })
+}
+
+fn quick_check(conn: &Connection) -> rusqlite::Result<Vec<String>> {
+    let mut statement = conn.prepare("PRAGMA quick_check(5)")?;
+    let lines = statement.query_map([], |row| row.get(0))?;
+    lines.collect()
+}

@@ -1,0 +1,231 @@
+//! The SQL of every write, run by the writer thread inside a request's savepoint.
+//!
+//! Each function either succeeds or returns the refusal the [`Store`](crate::store::Store)
+//! contract names; the savepoint then undoes whatever it wrote, so "refused" always means "nothing
+//! written". The checks happen in the same order as in the memory store (run exists, fence, run
+//! unfinished, sequence number, hook tokens), so both report the same error for the same request.
+//!
+//! The hot path of an append is one `UPDATE runs` that both checks the fence, status and journal
+//! length and advances them, one `INSERT` per entry, and index rows only for entries that imply
+//! them. The checks are only spelled out when that `UPDATE` matches no row, to say why.
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::codec::{self, Failure, int, kind_name, status_name};
+use crate::journal::{Op, RunId};
+use crate::store::{Created, Delivered, Delivery, DeliveryPayload, Fence, IndexChanges, StoreError, Target};
+
+/// A claim's `lease_until`: single-process leases never expire.
+const FOREVER: i64 = i64::MAX;
+
+/// A run to create, encoded.
+pub(super) struct NewRunRow {
+    pub id: RunId,
+    pub workflow_id: String,
+    pub tool: String,
+    pub created_at: u64,
+    pub owner: String,
+    /// The `RunStarted` entry as JSON.
+    pub entry: String,
+    /// The index changes it implies (none today; applied so indexes cannot drift from the journal).
+    pub changes: IndexChanges,
+}
+
+/// An append, encoded.
+pub(super) struct AppendRows {
+    pub run: RunId,
+    pub fence: Fence,
+    pub first_seq: u64,
+    /// The entries as JSON, in order.
+    pub entries: Vec<String>,
+    pub consumed: Vec<u64>,
+    pub changes: IndexChanges,
+}
+
+/// Creates the run claimed by its creator at epoch 1, or reports that the id is taken.
+pub(super) fn create_run(conn: &Connection, row: &NewRunRow) -> Result<Created, Failure> {
+    let sql = "INSERT INTO runs (id, workflow_id, tool, status, created_at, entries, epoch, owner, lease_until) \
+               VALUES (?1, ?2, ?3, 'active', ?4, 1, 1, ?5, ?6) ON CONFLICT (id) DO NOTHING";
+    let params = params![row.id.as_str(), row.workflow_id, row.tool, int(row.created_at), row.owner, FOREVER];
+    if conn.prepare_cached(sql)?.execute(params)? == 0 {
+        return Ok(Created::Existing);
+    }
+    insert_entries(conn, &row.id, 0, std::slice::from_ref(&row.entry))?;
+    apply_indexes(conn, &row.id, &row.changes)?;
+    Ok(Created::New(Fence { epoch: 1 }))
+}
+
+/// Supersedes any claim of `run`, returning the new fence and the journal's length.
+pub(super) fn claim(conn: &Connection, run: &RunId, owner: &str) -> Result<(Fence, u64), Failure> {
+    let sql = "UPDATE runs SET epoch = epoch + 1, owner = ?2, lease_until = ?3 WHERE id = ?1 RETURNING epoch, entries";
+    let row = conn
+        .prepare_cached(sql)?
+        .query_row(params![run.as_str(), owner, FOREVER], |row| Ok((row.get(0)?, row.get(1)?)))
+        .optional()?;
+    let Some((epoch, entries)) = row else { return Err(StoreError::RunNotFound(run.clone()).into()) };
+    Ok((Fence { epoch: codec::uint(epoch)? }, codec::uint(entries)?))
+}
+
+/// Gives up the claim `fence` names, if it is still the current one.
+pub(super) fn release(conn: &Connection, run: &RunId, fence: Fence) -> Result<(), Failure> {
+    let sql = "UPDATE runs SET owner = NULL, lease_until = NULL WHERE id = ?1 AND epoch = ?2";
+    if conn.prepare_cached(sql)?.execute(params![run.as_str(), int(fence.epoch)])? == 0 {
+        current(conn, run)?;
+    }
+    Ok(())
+}
+
+/// Appends the entries and applies the index changes they imply.
+pub(super) fn append(conn: &Connection, rows: &AppendRows) -> Result<(), Failure> {
+    advance_run(conn, rows)?;
+    insert_entries(conn, &rows.run, rows.first_seq, &rows.entries)?;
+    consume(conn, &rows.run, &rows.consumed)?;
+    apply_indexes(conn, &rows.run, &rows.changes)
+}
+
+/// Checks the fence, status and length of the run and advances them in one statement.
+fn advance_run(conn: &Connection, rows: &AppendRows) -> Result<(), Failure> {
+    let sql = "UPDATE runs SET entries = entries + ?4, status = coalesce(?5, status) \
+               WHERE id = ?1 AND epoch = ?2 AND entries = ?3 AND status = 'active'";
+    let added = int(rows.entries.len() as u64);
+    let status = rows.changes.status.map(status_name);
+    let params = params![rows.run.as_str(), int(rows.fence.epoch), int(rows.first_seq), added, status];
+    if conn.prepare_cached(sql)?.execute(params)? == 1 {
+        return Ok(());
+    }
+    Err(why_refused(conn, rows)?.into())
+}
+
+/// Why [`advance_run`] matched no row, checked in the memory store's order.
+fn why_refused(conn: &Connection, rows: &AppendRows) -> Result<StoreError, Failure> {
+    let run = &rows.run;
+    let (epoch, status, actual) = current(conn, run)?;
+    let error = if epoch != rows.fence.epoch {
+        StoreError::Fenced { run: run.clone(), held: rows.fence.epoch, current: epoch }
+    } else if status != "active" {
+        StoreError::RunFinished(run.clone())
+    } else if actual != rows.first_seq {
+        StoreError::SeqConflict { run: run.clone(), expected: rows.first_seq, actual }
+    } else {
+        StoreError::Backend(format!("run {run}'s append matched no row although every check passes"))
+    };
+    Ok(error)
+}
+
+/// The epoch, status and journal length of `run`, or [`StoreError::RunNotFound`].
+fn current(conn: &Connection, run: &RunId) -> Result<(u64, String, u64), Failure> {
+    let sql = "SELECT epoch, status, entries FROM runs WHERE id = ?1";
+    let row: Option<(i64, String, i64)> = conn
+        .prepare_cached(sql)?
+        .query_row([run.as_str()], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+        .optional()?;
+    let Some((epoch, status, entries)) = row else { return Err(StoreError::RunNotFound(run.clone()).into()) };
+    Ok((codec::uint(epoch)?, status, codec::uint(entries)?))
+}
+
+fn insert_entries(conn: &Connection, run: &RunId, first_seq: u64, entries: &[String]) -> Result<(), Failure> {
+    let mut insert = conn.prepare_cached("INSERT INTO journal (run_id, seq, entry) VALUES (?1, ?2, ?3)")?;
+    for (seq, entry) in (first_seq..).zip(entries) {
+        insert.execute(params![run.as_str(), int(seq), entry])?;
+    }
+    Ok(())
+}
+
+/// Marks inbox items consumed; ids of other runs' items are ignored.
+fn consume(conn: &Connection, run: &RunId, ids: &[u64]) -> Result<(), Failure> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let mut update = conn.prepare_cached("UPDATE inbox SET consumed = 1 WHERE id = ?1 AND run_id = ?2")?;
+    for id in ids {
+        update.execute(params![int(*id), run.as_str()])?;
+    }
+    Ok(())
+}
+
+/// Applies `changes` in the memory store's order: timers added, timers removed, hooks, finish.
+fn apply_indexes(conn: &Connection, run: &RunId, changes: &IndexChanges) -> Result<(), Failure> {
+    for (op, due, kind) in &changes.timers_added {
+        let sql = "INSERT INTO timers (run_id, op, kind, due) VALUES (?1, ?2, ?3, ?4) \
+                   ON CONFLICT (run_id, op, kind) DO UPDATE SET due = excluded.due";
+        conn.prepare_cached(sql)?.execute(params![run.as_str(), op.0, kind_name(*kind), int(due.as_millis())])?;
+    }
+    for (op, kind) in &changes.timers_removed {
+        let sql = "DELETE FROM timers WHERE run_id = ?1 AND op = ?2 AND kind = ?3";
+        conn.prepare_cached(sql)?.execute(params![run.as_str(), op.0, kind_name(*kind)])?;
+    }
+    for (op, token_hash) in &changes.hooks_added {
+        add_hook(conn, run, *op, token_hash)?;
+    }
+    if changes.status.is_some() {
+        finish(conn, run)?;
+    }
+    Ok(())
+}
+
+/// Indexes the hook, refusing a token hash another (necessarily unfinished) run holds.
+fn add_hook(conn: &Connection, run: &RunId, op: Op, token_hash: &str) -> Result<(), Failure> {
+    // The upsert updates only a row of the same run, so zero changed rows means another run holds it.
+    let sql = "INSERT INTO hooks (token_hash, run_id, op) VALUES (?1, ?2, ?3) \
+               ON CONFLICT (token_hash) DO UPDATE SET op = excluded.op WHERE hooks.run_id = excluded.run_id";
+    if conn.prepare_cached(sql)?.execute(params![token_hash, run.as_str(), op.0])? == 0 {
+        return Err(StoreError::HookTokenInUse { run: run.clone(), op }.into());
+    }
+    Ok(())
+}
+
+/// Releases what only an unfinished run holds: its timers, hook tokens and inbox.
+fn finish(conn: &Connection, run: &RunId) -> Result<(), Failure> {
+    for sql in [
+        "DELETE FROM timers WHERE run_id = ?1",
+        "DELETE FROM hooks WHERE run_id = ?1",
+        "DELETE FROM inbox WHERE run_id = ?1",
+    ] {
+        conn.prepare_cached(sql)?.execute([run.as_str()])?;
+    }
+    Ok(())
+}
+
+/// Accepts a delivery into the inbox of the unfinished run `target` names.
+pub(super) fn deliver(
+    conn: &Connection,
+    target: Target,
+    delivery_id: Option<&str>,
+    payload: DeliveryPayload,
+    limit: usize,
+) -> Result<Delivered, Failure> {
+    let Some((run, delivery)) = resolve(conn, target, payload)? else { return Ok(Delivered::NotFound) };
+    if !is_active(conn, &run)? {
+        return Ok(Delivered::NotFound);
+    }
+    let text = codec::encode(&delivery, "a delivery (SqliteOptions::max_entry_bytes)", limit)?;
+    let sql = "INSERT INTO inbox (run_id, delivery_id, delivery) VALUES (?1, ?2, ?3) \
+               ON CONFLICT (run_id, delivery_id) DO NOTHING RETURNING id";
+    let id: Option<i64> =
+        conn.prepare_cached(sql)?.query_row(params![run.as_str(), delivery_id, text], |row| row.get(0)).optional()?;
+    match id {
+        Some(id) => Ok(Delivered::Accepted { run, id: codec::uint(id)? }),
+        None => Ok(Delivered::Duplicate { run }),
+    }
+}
+
+/// The run a delivery is for and what it carries, or `None` if no unfinished run holds the hook.
+fn resolve(conn: &Connection, target: Target, payload: DeliveryPayload) -> Result<Option<(RunId, Delivery)>, Failure> {
+    match (target, payload) {
+        (Target::Hook(hash), DeliveryPayload::Hook(payload)) => {
+            let holder = super::reads::find_hook(conn, hash.as_str())?;
+            Ok(holder.map(|(run, op)| (run, Delivery::Hook { op, payload })))
+        }
+        (Target::Run(run), DeliveryPayload::Cancel { reason }) => Ok(Some((run, Delivery::Cancel { reason }))),
+        (Target::Run(_), DeliveryPayload::Hook(_)) | (Target::Hook(_), DeliveryPayload::Cancel { .. }) => {
+            let reason = "a hook payload needs a hook target and a cancel a run target";
+            Err(StoreError::Backend(reason.into()).into())
+        }
+    }
+}
+
+fn is_active(conn: &Connection, run: &RunId) -> Result<bool, Failure> {
+    let sql = "SELECT status = 'active' FROM runs WHERE id = ?1";
+    let active = conn.prepare_cached(sql)?.query_row([run.as_str()], |row| row.get(0)).optional()?;
+    Ok(active.unwrap_or(false))
+}

@@ -1,0 +1,144 @@
+//! Steps: at-least-once attempts, exactly-once recording, retry policies and idempotency keys.
+
+use std::time::Duration;
+
+use eve_tests::{World, executed, executions};
+use eve_tools::prelude::*;
+use eve_tools::{Entry, RunEvent, RunFailure, RunOutcome};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+/// How many times `flaky` should fail before it succeeds.
+#[derive(Deserialize, JsonSchema)]
+pub struct Failures {
+    failures: u32,
+}
+
+#[step]
+async fn flaky(ctx: &StepCtx, failures: u32) -> Result<String, StepError> {
+    executed(ctx, "flaky");
+    if ctx.attempt() <= failures {
+        return Err(StepError::msg(format!("attempt {} failed", ctx.attempt())));
+    }
+    Ok(format!("{} on attempt {}", ctx.idempotency_key(), ctx.attempt()))
+}
+
+/// Calls a step that fails a given number of times under the default policy.
+#[workflow_tool]
+pub async fn default_policy(input: Failures, ctx: &WorkflowCtx) -> Result<String, ToolError> {
+    Ok(flaky(ctx, input.failures).await?)
+}
+
+#[tokio::test]
+async fn the_default_policy_tries_three_times_with_doubling_backoff() {
+    let world = World::in_memory();
+    let runtime = world.runtime(16);
+    let mut events = runtime.events();
+    let run = runtime.start("default_policy", json!({ "failures": 2 })).await.unwrap();
+    runtime.settle().await;
+    assert_eq!(executions(run.id(), "flaky"), [1]);
+    world.clock.advance(Duration::from_millis(999));
+    runtime.settle().await;
+    assert_eq!(executions(run.id(), "flaky"), [1], "the first backoff is 1 s");
+    world.clock.advance(Duration::from_millis(1));
+    runtime.settle().await;
+    let failed_twice = std::iter::from_fn(|| events.try_recv().ok())
+        .any(|event| matches!(event, RunEvent::StepFailed { attempt: 2, retry_at: Some(_), .. }));
+    assert!(failed_twice);
+    world.clock.advance(Duration::from_millis(1_999));
+    runtime.settle().await;
+    assert_eq!(executions(run.id(), "flaky"), [1, 2], "the second backoff is 2 s");
+    world.clock.advance(Duration::from_millis(1));
+    let outcome = run.outcome().await.unwrap();
+    let key = format!("{}:0", run.id());
+    assert_eq!(outcome, RunOutcome::Completed(json!(format!("{key} on attempt 3"))));
+    let retries: Vec<_> = runtime
+        .journal(run.id())
+        .await
+        .unwrap()
+        .entries
+        .into_iter()
+        .filter_map(|entry| match entry {
+            Entry::StepRetrying { attempt, next_attempt_at, .. } => Some((attempt, next_attempt_at)),
+            _ => None,
+        })
+        .collect();
+    let at = |millis| eve_tests::START.saturating_add(Duration::from_millis(millis));
+    assert_eq!(retries, [(1, at(1_000)), (2, at(3_000))], "attempts and next-attempt times are journaled");
+}
+
+#[tokio::test]
+async fn a_step_that_keeps_failing_fails_the_run_after_its_last_attempt() {
+    let world = World::in_memory();
+    let runtime = world.runtime(16);
+    let run = runtime.start("default_policy", json!({ "failures": 5 })).await.unwrap();
+    for _ in 0..2 {
+        runtime.settle().await;
+        world.clock.advance(Duration::from_secs(10));
+    }
+    let outcome = run.outcome().await.unwrap();
+    assert_eq!(outcome, RunOutcome::Failed(RunFailure::Tool { message: "attempt 3 failed".into() }));
+    assert_eq!(executions(run.id(), "flaky"), [1, 2, 3]);
+}
+
+#[step(max_attempts = 5, backoff = "fixed(10ms)")]
+async fn rate_limited(ctx: &StepCtx) -> Result<u32, StepError> {
+    executed(ctx, "rate_limited");
+    if ctx.attempt() == 1 {
+        return Err(RetryableError::new("429 too many requests").retry_after(Duration::from_secs(30)).into());
+    }
+    Ok(ctx.attempt())
+}
+
+#[step(max_attempts = 5)]
+async fn declined(ctx: &StepCtx) -> Result<u32, StepError> {
+    executed(ctx, "declined");
+    Err(FatalError::new("card declined").into())
+}
+
+/// Shows `RetryableError::retry_after` and `FatalError`.
+#[workflow_tool]
+pub async fn policies(_input: Failures, ctx: &WorkflowCtx) -> Result<serde_json::Value, ToolError> {
+    let attempt = rate_limited(ctx).await?;
+    let declined = declined(ctx).await.unwrap_err();
+    Ok(json!({ "attempt": attempt, "declined": declined.message(), "fatal": declined.is_fatal() }))
+}
+
+#[tokio::test]
+async fn retry_after_sets_the_delay_and_a_fatal_error_stops_at_once() {
+    let world = World::in_memory();
+    let runtime = world.runtime(16);
+    let run = runtime.start("policies", json!({ "failures": 0 })).await.unwrap();
+    runtime.settle().await;
+    world.clock.advance(Duration::from_secs(29));
+    runtime.settle().await;
+    assert_eq!(executions(run.id(), "rate_limited"), [1], "retry_after overrides the 10 ms backoff");
+    world.clock.advance(Duration::from_secs(1));
+    let outcome = run.outcome().await.unwrap();
+    assert_eq!(outcome, RunOutcome::Completed(json!({ "attempt": 2, "declined": "card declined", "fatal": true })));
+    assert_eq!(executions(run.id(), "declined"), [1], "a fatal error is not retried");
+}
+
+#[tokio::test]
+async fn a_step_called_outside_any_run_just_runs() {
+    let value = rate_limited_free(41).await.unwrap();
+    assert_eq!(value, 42);
+}
+
+#[step]
+async fn rate_limited_free(x: u32) -> Result<u32, StepError> {
+    Ok(x + 1)
+}
+
+#[tokio::test]
+async fn cancelling_a_step_waiting_to_retry_resolves_it_at_once() {
+    let world = World::in_memory();
+    let runtime = world.runtime(16);
+    let run = runtime.start("default_policy", json!({ "failures": 5 })).await.unwrap();
+    runtime.settle().await;
+    runtime.cancel(run.id(), "stop").await.unwrap();
+    // No clock movement: the backoff is not waited out.
+    assert_eq!(run.outcome().await.unwrap(), RunOutcome::Cancelled);
+    assert_eq!(executions(run.id(), "flaky"), [1]);
+}

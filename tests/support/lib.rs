@@ -1,0 +1,55 @@
+//! Helpers shared by the integration tests: a runtime over a shared store and a manual clock,
+//! and a log of step executions so tests can prove what ran and what was replayed.
+
+use std::sync::{Arc, Mutex};
+
+use eve_tools::store::{MemoryStore, Store};
+use eve_tools::{ManualClock, RunId, Runtime, StepCtx, Timestamp};
+
+/// The instant every test clock starts at.
+pub const START: Timestamp = Timestamp::from_millis(1_700_000_000_000);
+
+/// A store and a clock that outlive any one runtime, as a database and the wall clock outlive a
+/// process. Each `runtime()` is a fresh "process" over them.
+pub struct World {
+    /// The store every runtime of this world shares.
+    pub store: Arc<dyn Store>,
+    /// The clock every runtime of this world reads.
+    pub clock: ManualClock,
+}
+
+impl World {
+    /// A world with an in-memory store.
+    pub fn in_memory() -> Self {
+        World { store: Arc::new(MemoryStore::new()), clock: ManualClock::new(START) }
+    }
+
+    /// A new runtime (a new "process") over this world; `warm_cache` 0 makes every resume replay.
+    pub fn runtime(&self, warm_cache: usize) -> Runtime {
+        Runtime::builder()
+            .shared_store(self.store.clone())
+            .clock(self.clock.clone())
+            .secret_key(KEY.clone())
+            .warm_cache(warm_cache)
+            .build()
+            .expect("a runtime builds inside a Tokio runtime")
+    }
+}
+
+/// One secret key for every runtime of the test binary, as one deployment keeps one key file.
+static KEY: std::sync::LazyLock<eve_tools::secret::SecretKey> =
+    std::sync::LazyLock::new(eve_tools::secret::SecretKey::generate);
+
+static EXECUTIONS: Mutex<Vec<(String, String, u32)>> = Mutex::new(Vec::new());
+
+/// Records that a step attempt executed (call it first thing in a test step).
+pub fn executed(ctx: &StepCtx, step: &str) {
+    let run = ctx.run_id().map(ToString::to_string).unwrap_or_default();
+    EXECUTIONS.lock().unwrap().push((run, step.to_owned(), ctx.attempt()));
+}
+
+/// The attempt numbers of every execution of `step` in `run`, in order.
+pub fn executions(run: &RunId, step: &str) -> Vec<u32> {
+    let log = EXECUTIONS.lock().unwrap();
+    log.iter().filter(|(r, s, _)| r == run.as_str() && s == step).map(|(_, _, attempt)| *attempt).collect()
+}
