@@ -211,11 +211,12 @@ fn millis(duration: std::time::Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// Tools registered more than once under one name, which would make calls ambiguous.
-pub fn duplicate_names() -> Vec<&'static str> {
-    let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
+/// Names that more than one tool claims, each with the workflow ids claiming it, sorted. A call
+/// by such a name would be ambiguous, so the runtime refuses to build.
+pub fn duplicate_names() -> Vec<(&'static str, Vec<&'static str>)> {
+    let mut claims: BTreeMap<&'static str, Vec<&'static str>> = BTreeMap::new();
     for tool in tools() {
-        *counts.entry(tool.name).or_default() += 1;
+        claims.entry(tool.name).or_default().push(tool.workflow_id);
     }
-    counts.into_iter().filter(|(_, count)| *count > 1).map(|(name, _)| name).collect()
+    claims.into_iter().filter(|(_, ids)| ids.len() > 1).collect()
 }

@@ -108,6 +108,18 @@ pub enum Error {
         /// What to call instead.
         hint: &'static str,
     },
+    /// Two tools compiled into the binary share a name.
+    #[error(
+        "{} tools are named `{name}` ({}); give all but one another name with `name = \"…\"`",
+        .workflow_ids.len(),
+        .workflow_ids.join(", ")
+    )]
+    DuplicateTool {
+        /// The shared name.
+        name: &'static str,
+        /// The workflow ids of the tools claiming it.
+        workflow_ids: Vec<&'static str>,
+    },
     /// No unfinished run holds a hook with this token.
     #[error("no open hook has this token")]
     UnknownHook,
@@ -428,6 +440,9 @@ impl RuntimeBuilder {
     /// Builds the runtime. Must be called inside a Tokio runtime.
     pub fn build(self) -> Result<Runtime, Error> {
         tokio::runtime::Handle::try_current().map_err(|_| Error::NoTokioRuntime)?;
+        if let Some((name, workflow_ids)) = registry::duplicate_names().into_iter().next() {
+            return Err(Error::DuplicateTool { name, workflow_ids });
+        }
         let store = match self.store {
             Some(store) => store,
             None => default_store(&self.path)?,

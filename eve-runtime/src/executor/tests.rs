@@ -378,6 +378,16 @@ async fn divergent_journals_fail_with_a_typed_error() {
 }
 
 #[tokio::test]
+async fn a_run_of_a_workflow_this_binary_lacks_fails_naming_it() {
+    let harness = Harness::new();
+    let run = harness.journal("t.gone", json!({}), Vec::new()).await;
+    let runtime = harness.runtime(16);
+    runtime.recover().await.unwrap();
+    let outcome = runtime.handle(run).outcome().await.unwrap();
+    assert_eq!(outcome, RunOutcome::Failed(RunFailure::UnknownWorkflow { workflow_id: "tests::t.gone".into() }));
+}
+
+#[tokio::test]
 async fn a_retry_schedule_survives_a_restart() {
     let harness = Harness::new();
     let next = START.saturating_add(Duration::from_secs(2));

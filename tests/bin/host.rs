@@ -1,0 +1,41 @@
+//! A binary hosting tools with the eve CLI, as a user's binary does.
+
+use eve_tools::prelude::*;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+/// Who to greet.
+#[derive(Deserialize, JsonSchema)]
+pub struct Greeting {
+    /// Their name.
+    name: String,
+}
+
+/// Greet someone, at once.
+#[tool]
+pub async fn greet(input: Greeting) -> Result<String, ToolError> {
+    Ok(format!("hello, {}", input.name))
+}
+
+/// Greet someone durably: the greeting is composed in a step.
+#[workflow_tool]
+pub async fn greet_durably(input: Greeting, _ctx: &WorkflowCtx) -> Result<String, ToolError> {
+    Ok(compose(input.name).await?)
+}
+
+/// Greet someone after a long durable wait.
+#[task]
+pub async fn greet_later(input: Greeting, _ctx: &TaskCtx) -> Result<String, ToolError> {
+    sleep(std::time::Duration::from_secs(3600)).await?;
+    Ok(compose(input.name).await?)
+}
+
+#[step(max_attempts = 4, backoff = "250ms")]
+async fn compose(name: String) -> Result<String, StepError> {
+    Ok(format!("hello, {name}"))
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    eve_tools::cli::Host::from_env().main().await
+}
