@@ -225,12 +225,31 @@ pub fn describe(entry: &Entry) -> String {
         },
         Entry::TimerFired { op } => write!(text, "{op}: timer fired"),
         Entry::HookReceived { op, payload } => write!(text, "{op}: hook received {payload}"),
+        Entry::AskCreated { op, request_id, request } => {
+            write!(text, "{op}: asked {:?} ({request_id})", request.prompt)
+        }
+        Entry::AskResolved { op, outcome } => write!(text, "{op}: question {}", describe_outcome(outcome)),
+        Entry::AuthRequired { op, provider, attempt, .. } => {
+            write!(text, "{op}: attempt {attempt} waits for a sign-in with {provider}")
+        }
+        Entry::AuthCompleted { op } => write!(text, "{op}: sign-in completed; the step runs again"),
         Entry::CancelRequested { reason } => write!(text, "cancel requested: {reason}"),
         Entry::RunCompleted { output } => write!(text, "completed with {output}"),
         Entry::RunFailed { failure } => write!(text, "failed: {failure:?}"),
         Entry::RunCancelled {} => write!(text, "cancelled"),
     };
     text
+}
+
+fn describe_outcome(outcome: &crate::ask::AskOutcome) -> String {
+    match outcome {
+        crate::ask::AskOutcome::Answered { option_id, text } => {
+            let chosen = option_id.as_deref().map(|id| format!(" `{id}`")).unwrap_or_default();
+            let typed = text.as_deref().map(|text| format!(" {text:?}")).unwrap_or_default();
+            format!("answered{chosen}{typed}")
+        }
+        other => other.status().to_owned(),
+    }
 }
 
 async fn serve(runtime: &Runtime) -> Result<(), String> {

@@ -10,8 +10,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::executor::core::RunCore;
-use crate::journal::{RecordKind, RunId};
+use crate::ask::{self, Ask, AskOutcome, Pending};
+use crate::executor::core::{RunCore, Slot};
+use crate::journal::{Entry, OpKind, OpSignature, RecordKind, RunId};
 use crate::time::Timestamp;
 use crate::wait::AbortSignal;
 
@@ -65,6 +66,26 @@ impl WorkflowCtx {
     /// The run's durable abort signal.
     pub fn abort_signal(&self) -> AbortSignal {
         AbortSignal::new(Some(self.core.clone()))
+    }
+
+    /// Asks a person a question and returns the pending answer; see [`crate::ask`].
+    ///
+    /// The question is journaled and published as `input.requested` once the body yields. Await
+    /// the result (or `&mut` it inside a `select!` to keep it open across several waits).
+    pub fn ask(&self, request: Ask) -> Pending {
+        let core = &self.core;
+        let signature = OpSignature { kind: OpKind::Ask, name: "ask".into(), input_hash: ask::hash(&request) };
+        let unresolved = Slot::Ask { outcome: (!core.interactive).then_some(AskOutcome::Unavailable) };
+        let Some(op) = core.create(signature, unresolved) else { return Pending::diverged() };
+        let mut state = core.lock();
+        if !state.index.asks_created.contains_key(&op) {
+            state.outbox.push(Entry::AskCreated { op, request_id: ask::request_id(op), request: request.clone() });
+            if core.interactive {
+                state.new_asks.push((op, request));
+            }
+        }
+        drop(state);
+        if core.interactive { Pending::durable(core.clone(), op) } else { Pending::resolved(AskOutcome::Unavailable) }
     }
 
     /// Whether the run has been cancelled; cleanup code checks this after a wait returns `Cancelled`.

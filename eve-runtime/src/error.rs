@@ -18,12 +18,14 @@ pub struct StepError {
     message: String,
     fatal: bool,
     retry_after: Option<Duration>,
+    /// Set by `StepCtx::get_token`/`require_auth`: the attempt ends waiting for this provider's sign-in.
+    auth: Option<String>,
 }
 
 impl StepError {
     /// A retryable error with this message.
     pub fn msg(message: impl fmt::Display) -> Self {
-        StepError { message: message.to_string(), fatal: false, retry_after: None }
+        StepError { message: message.to_string(), fatal: false, retry_after: None, auth: None }
     }
 
     /// The error message.
@@ -41,8 +43,19 @@ impl StepError {
         self.retry_after
     }
 
+    /// The attempt must wait for a sign-in with `provider`; propagate it with `?`.
+    pub(crate) fn auth_required(provider: &str) -> Self {
+        let message = format!("sign-in with `{provider}` is required");
+        StepError { message, fatal: false, retry_after: None, auth: Some(provider.to_owned()) }
+    }
+
+    /// The provider whose sign-in the attempt waits for, if it ended that way.
+    pub fn auth_provider(&self) -> Option<&str> {
+        self.auth.as_deref()
+    }
+
     pub(crate) fn from_record(fatal: bool, message: String) -> Self {
-        StepError { message, fatal, retry_after: None }
+        StepError { message, fatal, retry_after: None, auth: None }
     }
 }
 
@@ -105,7 +118,7 @@ impl fmt::Display for FatalError {
 
 impl From<FatalError> for StepError {
     fn from(error: FatalError) -> Self {
-        StepError { message: error.0, fatal: true, retry_after: None }
+        StepError { message: error.0, fatal: true, retry_after: None, auth: None }
     }
 }
 
@@ -144,7 +157,7 @@ impl fmt::Display for RetryableError {
 
 impl From<RetryableError> for StepError {
     fn from(error: RetryableError) -> Self {
-        StepError { message: error.message, fatal: false, retry_after: error.retry_after }
+        StepError { message: error.message, fatal: false, retry_after: error.retry_after, auth: None }
     }
 }
 

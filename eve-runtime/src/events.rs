@@ -103,6 +103,60 @@ pub enum RunEvent {
         /// The run.
         run: RunId,
     },
+    /// The body asked a person a question.
+    #[serde(rename = "input.requested", rename_all = "camelCase")]
+    InputRequested {
+        /// The run.
+        run: RunId,
+        /// The id to answer it by.
+        request_id: String,
+        /// The task id, when the run is a task.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        task_id: Option<String>,
+        /// The question.
+        request: crate::ask::Ask,
+    },
+    /// A question resolved: answered, withdrawn or cancelled.
+    #[serde(rename = "input.resolved", rename_all = "camelCase")]
+    InputResolved {
+        /// The run.
+        run: RunId,
+        /// The question's id.
+        request_id: String,
+        /// The task id, when the run is a task.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        task_id: Option<String>,
+        /// How it resolved.
+        outcome: crate::ask::AskOutcome,
+    },
+    /// A step waits for a person to sign in at `url`.
+    #[serde(rename = "authorization.required", rename_all = "camelCase")]
+    AuthorizationRequired {
+        /// The run.
+        run: RunId,
+        /// The step's op number.
+        op: Op,
+        /// The task id, when the run is a task.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        task_id: Option<String>,
+        /// The provider id.
+        provider: String,
+        /// Where to sign in.
+        url: String,
+    },
+    /// The sign-in a step waited for completed; the step runs again.
+    #[serde(rename = "authorization.completed", rename_all = "camelCase")]
+    AuthorizationCompleted {
+        /// The run.
+        run: RunId,
+        /// The step's op number.
+        op: Op,
+        /// The task id, when the run is a task.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        task_id: Option<String>,
+        /// The provider id.
+        provider: String,
+    },
     /// The body can make no progress until a durable wait resolves; the run holds no task.
     Parked {
         /// The run.
@@ -131,6 +185,10 @@ impl RunEvent {
             | RunEvent::TimerFired { run, .. }
             | RunEvent::HookReceived { run, .. }
             | RunEvent::CancelRequested { run }
+            | RunEvent::InputRequested { run, .. }
+            | RunEvent::InputResolved { run, .. }
+            | RunEvent::AuthorizationRequired { run, .. }
+            | RunEvent::AuthorizationCompleted { run, .. }
             | RunEvent::Parked { run }
             | RunEvent::Finished { run, .. } => run,
         }

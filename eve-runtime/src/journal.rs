@@ -128,6 +128,8 @@ pub enum OpKind {
     Random,
     /// `ctx.uuid()`.
     Uuid,
+    /// `ctx.ask()`.
+    Ask,
 }
 
 impl fmt::Display for OpKind {
@@ -139,6 +141,7 @@ impl fmt::Display for OpKind {
             OpKind::Now => "now",
             OpKind::Random => "random",
             OpKind::Uuid => "uuid",
+            OpKind::Ask => "ask",
         };
         f.write_str(name)
     }
@@ -249,6 +252,12 @@ pub enum Entry {
         input: Value,
         /// When the run was created.
         at: Timestamp,
+        /// The identity that started the run; tokens resolve under it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        principal: Option<String>,
+        /// Whether someone can answer the run's asks (false for, say, a scheduled run).
+        #[serde(default = "yes", skip_serializing_if = "is_yes")]
+        interactive: bool,
     },
     /// A deterministic value (clock, randomness) handed to the body.
     Recorded {
@@ -279,6 +288,44 @@ pub enum Entry {
         /// Whether another run already held the chosen token, so the hook never receives anything.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         conflict: bool,
+        /// For a webhook, how the runtime answers its HTTP requests.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        webhook: Option<crate::webhook::Respond>,
+    },
+    /// A question for a person was asked.
+    AskCreated {
+        /// The operation.
+        op: Op,
+        /// The id people answer it by.
+        request_id: String,
+        /// The question.
+        request: crate::ask::Ask,
+    },
+    /// A question resolved (delivery).
+    AskResolved {
+        /// The operation.
+        op: Op,
+        /// How.
+        outcome: crate::ask::AskOutcome,
+    },
+    /// A step attempt needs a sign-in; the run waits for the provider's callback. Only the hash of
+    /// the callback's `state` is kept (in the store's hook index), never a token or code.
+    AuthRequired {
+        /// The step's operation.
+        op: Op,
+        /// The provider id.
+        provider: String,
+        /// The attempt that was interrupted (it is retried after sign-in, with the same number).
+        attempt: u32,
+        /// The nonce the callback's `state` is derived from with the runtime's secret key.
+        nonce: String,
+        /// SHA-256 of the `state`, hex.
+        state_hash: String,
+    },
+    /// The sign-in a step waited for completed; the provider holds the token. A marker only.
+    AuthCompleted {
+        /// The step's operation.
+        op: Op,
     },
     /// A step attempt failed and another attempt is due at `next_attempt_at`.
     StepRetrying {
@@ -349,7 +396,11 @@ impl Entry {
             | Entry::StepRetrying { op, .. }
             | Entry::StepCompleted { op, .. }
             | Entry::TimerFired { op }
-            | Entry::HookReceived { op, .. } => Some(*op),
+            | Entry::HookReceived { op, .. }
+            | Entry::AskCreated { op, .. }
+            | Entry::AskResolved { op, .. }
+            | Entry::AuthRequired { op, .. }
+            | Entry::AuthCompleted { op } => Some(*op),
             _ => None,
         }
     }
@@ -366,6 +417,7 @@ impl Entry {
             Entry::StepCompleted { .. }
                 | Entry::TimerFired { .. }
                 | Entry::HookReceived { .. }
+                | Entry::AskResolved { .. }
                 | Entry::CancelRequested { .. }
         )
     }
@@ -379,6 +431,7 @@ impl Entry {
             }
             Entry::TimerScheduled { .. } => Some(sig(OpKind::Sleep, "sleep", InputHash::default())),
             Entry::HookCreated { .. } => Some(sig(OpKind::Hook, "hook", InputHash::default())),
+            Entry::AskCreated { request, .. } => Some(sig(OpKind::Ask, "ask", crate::ask::hash(request))),
             Entry::Recorded { kind, .. } => {
                 let kind = kind.op_kind();
                 Some(sig(kind, &kind.to_string(), InputHash::default()))
@@ -386,6 +439,14 @@ impl Entry {
             _ => None,
         }
     }
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_yes(value: &bool) -> bool {
+    *value
 }
 
 /// The status of a run as stores index it.

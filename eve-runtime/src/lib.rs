@@ -5,8 +5,11 @@
 //! replays a run from its journal, durable timers and hooks, and the [`Runtime`] that ties them
 //! together. See `ARCHITECTURE.md` at the repository root for the map and the invariants.
 
+pub mod ask;
+pub mod auth;
 pub mod cli;
 pub mod context;
+mod deliver;
 pub mod error;
 pub mod events;
 mod executor;
@@ -20,13 +23,18 @@ pub mod store;
 mod time;
 mod timers;
 pub mod wait;
+pub mod webhook;
 
+pub use ask::{Answer, Ask, AskOutcome};
+pub use auth::{AccessToken, AuthProvider, Principal, Provider};
 pub use context::{Receive, ServeCtx, StepCtxSource, TaskCtx, ToolCtx, WorkflowCtx};
+pub use deliver::{OpenQuestion, WebhookReply};
 pub use error::{FatalError, NonDeterminismError, RetryableError, StepError, StoreError, ToolError};
 pub use events::RunEvent;
 pub use journal::{Entry, Op, RunId, RunStatus};
 pub use registry::{Manifest, Shape, manifest};
-pub use runtime::{Error, HookDelivery, Phase, RunHandle, RunOutcome, Runtime, RuntimeBuilder};
+pub use runtime::{Error, HookDelivery, Phase, RunHandle, RunOutcome, Runtime, RuntimeBuilder, StartOptions};
 pub use step::{Backoff, RetryPolicy, StepCall, StepCtx, StepDef};
 pub use time::{Clock, ManualClock, SystemClock, Timestamp};
 pub use wait::{AbortSignal, Cancelled, Hook, HookError, create_hook, create_hook_with_token, sleep, sleep_until};
+pub use webhook::{Respond, Webhook, WebhookRequest, WebhookResponse, create_webhook, create_webhook_with};

@@ -21,18 +21,60 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::{Semaphore, broadcast, mpsc, watch};
 
+use crate::auth::AuthProvider;
 use crate::context::ToolCtx;
 use crate::events::{EventBus, RunEvent};
+use crate::executor::core::Started;
 use crate::executor::{DEFAULT_GRACE, Driver, Exit, Msg, Services};
 use crate::journal::{Entry, RunFailure, RunId, RunStatus};
 use crate::registry::{self, EntryPoint, ToolDescriptor};
-use crate::secret::{SecretKey, TokenHash};
+use crate::secret::SecretKey;
 use crate::store::{
-    Created, Delivered, DeliveryPayload, MemoryStore, NewRun, RunRecord, RunSummary, Store, StoreError, Target,
-    WorkerId,
+    Created, Delivered, Delivery, DeliveryPayload, MemoryStore, NewRun, RunRecord, RunSummary, Store, StoreError,
+    Target, WorkerId,
 };
 use crate::time::{Clock, SystemClock};
 use crate::timers::TimerService;
+
+/// How to start a run: see [`Runtime::start_with`].
+#[derive(Clone, Debug)]
+pub struct StartOptions {
+    id: Option<RunId>,
+    principal: Option<String>,
+    interactive: bool,
+}
+
+impl StartOptions {
+    /// A fresh run id, an anonymous caller, and someone to answer questions.
+    pub fn new() -> Self {
+        StartOptions { id: None, principal: None, interactive: true }
+    }
+
+    /// Uses this run id; a run with an existing id is returned unchanged.
+    pub fn id(mut self, id: RunId) -> Self {
+        self.id = Some(id);
+        self
+    }
+
+    /// The identity starting the run; steps' tokens resolve under it.
+    pub fn principal(mut self, principal: impl Into<String>) -> Self {
+        self.principal = Some(principal.into());
+        self
+    }
+
+    /// Nobody can answer this run's questions (a scheduled run, say): `ctx.ask` resolves
+    /// `unavailable` at once.
+    pub fn non_interactive(mut self) -> Self {
+        self.interactive = false;
+        self
+    }
+}
+
+impl Default for StartOptions {
+    fn default() -> Self {
+        StartOptions::new()
+    }
+}
 
 /// How a run ended.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -123,6 +165,15 @@ pub enum Error {
     /// No unfinished run holds a hook with this token.
     #[error("no open hook has this token")]
     UnknownHook,
+    /// No step waits for a sign-in with this callback `state` and provider.
+    #[error("no sign-in is waiting for this callback")]
+    UnknownCallback,
+    /// An answer was refused.
+    #[error(transparent)]
+    Answer(#[from] crate::ask::AnswerError),
+    /// An auth provider failed.
+    #[error(transparent)]
+    Auth(crate::auth::AuthError),
     /// No run has this id.
     #[error("no run with id {0}; list runs to see the ids this store holds")]
     RunNotFound(RunId),
@@ -166,6 +217,7 @@ pub(crate) struct Shared {
     cache: Mutex<WarmCache>,
     phases: Mutex<HashMap<RunId, watch::Sender<Phase>>>,
     replays: Semaphore,
+    pub callbacks: crate::deliver::Callbacks,
 }
 
 /// Publishes how many runs are active; called with the `runs` lock held after every change.
@@ -385,9 +437,24 @@ pub struct RuntimeBuilder {
     lease: Duration,
     event_capacity: usize,
     replay_concurrency: usize,
+    providers: HashMap<String, Arc<dyn AuthProvider>>,
+    public_url: String,
 }
 
 impl RuntimeBuilder {
+    /// Registers the auth provider that `Provider::new(id)` handles in steps name.
+    pub fn auth_provider(mut self, id: impl Into<String>, provider: impl AuthProvider) -> Self {
+        self.providers.insert(id.into(), Arc::new(provider));
+        self
+    }
+
+    /// The base URL people and systems reach this runtime's HTTP server at, for webhook and
+    /// sign-in callback URLs (default `http://127.0.0.1:7700`).
+    pub fn public_url(mut self, url: impl Into<String>) -> Self {
+        self.public_url = url.into().trim_end_matches('/').to_owned();
+        self
+    }
+
     /// Uses `store` instead of the default embedded SQLite file.
     pub fn store(mut self, store: impl Store) -> Self {
         self.store = Some(Arc::new(store));
@@ -455,7 +522,7 @@ impl RuntimeBuilder {
             }
             None => SecretKey::generate(),
         };
-        let services = Arc::new(Services { clock: self.clock.clone(), key });
+        let services = Arc::new(Services::new(self.clock.clone(), key, self.providers, self.public_url));
         let shared = Arc::new_cyclic(|weak| Shared {
             store,
             services,
@@ -469,6 +536,7 @@ impl RuntimeBuilder {
             cache: Mutex::new(WarmCache::new(self.cache_capacity)),
             phases: Mutex::new(HashMap::new()),
             replays: Semaphore::new(self.replay_concurrency),
+            callbacks: Default::default(),
         });
         Ok(Runtime { shared })
     }
@@ -484,13 +552,16 @@ fn default_store(_dir: &Path) -> Result<Arc<dyn Store>, Error> {
     Ok(Arc::new(MemoryStore::new()))
 }
 
+/// The public URL the runtime assumes unless told otherwise: its default HTTP address.
+pub const DEFAULT_PUBLIC_URL: &str = "http://127.0.0.1:7700";
+
 /// The durable execution runtime: starts runs of the tools compiled into this binary and keeps
 /// them moving across waits, crashes and restarts.
 ///
 /// Cloning is cheap; clones share one runtime.
 #[derive(Clone)]
 pub struct Runtime {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
 }
 
 impl Runtime {
@@ -506,6 +577,8 @@ impl Runtime {
             lease: Duration::from_secs(60),
             event_capacity: 65_536,
             replay_concurrency: 64,
+            providers: HashMap::new(),
+            public_url: DEFAULT_PUBLIC_URL.to_owned(),
         }
     }
 
@@ -516,27 +589,37 @@ impl Runtime {
 
     /// Starts a run of the workflow tool or task `tool` with a fresh run id.
     pub async fn start(&self, tool: &str, input: Value) -> Result<RunHandle, Error> {
-        self.start_with_id(RunId::generate(), tool, input).await
+        self.start_with(tool, input, StartOptions::new()).await
     }
 
     /// Starts a run with the given id. If a run with that id exists, returns it unchanged: a run
     /// is created once, whatever the input of later calls.
     pub async fn start_with_id(&self, id: RunId, tool: &str, input: Value) -> Result<RunHandle, Error> {
+        self.start_with(tool, input, StartOptions::new().id(id)).await
+    }
+
+    /// Starts a run of `tool` as `options` say (its id, the identity starting it, whether anyone
+    /// can answer its questions).
+    pub async fn start_with(&self, tool: &str, input: Value, options: StartOptions) -> Result<RunHandle, Error> {
         let descriptor = workflow_tool(tool)?;
         (descriptor.validate_input)(&input)
             .map_err(|message| Error::InvalidInput { tool: tool.to_owned(), message })?;
         let shared = &self.shared;
+        let id = options.id.unwrap_or_else(RunId::generate);
+        let started = Started { principal: options.principal, interactive: options.interactive };
         let new = NewRun {
             id: id.clone(),
             workflow_id: descriptor.workflow_id.to_owned(),
             tool: descriptor.name.to_owned(),
             input: input.clone(),
             created_at: shared.services.clock.now(),
+            principal: started.principal.clone(),
+            interactive: started.interactive,
         };
         match shared.store.create_run(new, &shared.worker).await? {
             Created::New(fence) => {
                 shared.events.emit(|| RunEvent::Started { run: id.clone(), tool: descriptor.name.to_owned() });
-                let driver = Box::new(Driver::fresh(shared, id.clone(), descriptor, input, fence));
+                let driver = Box::new(Driver::fresh(shared, id.clone(), descriptor, input, &started, fence));
                 self.launch(driver);
             }
             Created::Existing => shared.wake(&id, Msg::Resume),
@@ -608,28 +691,11 @@ impl Runtime {
         self.deliver_to_hook(token, Some(delivery_id), payload).await
     }
 
-    async fn deliver_to_hook(
-        &self,
-        token: &str,
-        delivery_id: Option<&str>,
-        payload: Value,
-    ) -> Result<HookDelivery, Error> {
-        let target = Target::Hook(TokenHash::of(token));
-        match self.shared.store.deliver(target, delivery_id, DeliveryPayload::Hook(payload)).await? {
-            Delivered::Accepted { run, .. } => {
-                self.shared.wake(&run, Msg::Inbox);
-                Ok(HookDelivery::Accepted(run))
-            }
-            Delivered::Duplicate { run } => Ok(HookDelivery::Duplicate(run)),
-            Delivered::NotFound => Err(Error::UnknownHook),
-        }
-    }
-
     /// Fires the run's abort signal. Its pending waits resolve as cancelled, its cleanup runs, and
     /// it ends cancelled (after at most the cancellation grace). Cancelling a finished run does nothing.
     pub async fn cancel(&self, run: &RunId, reason: &str) -> Result<(), Error> {
         let target = Target::Run(run.clone());
-        let payload = DeliveryPayload::Cancel { reason: reason.to_owned() };
+        let payload = DeliveryPayload::Run(Delivery::Cancel { reason: reason.to_owned() });
         match self.shared.store.deliver(target, None, payload).await? {
             Delivered::Accepted { run, .. } | Delivered::Duplicate { run } => self.shared.wake(&run, Msg::Inbox),
             Delivered::NotFound => {

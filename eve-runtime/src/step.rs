@@ -19,9 +19,11 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::auth::{AccessToken, AuthProvider, Provider};
 use crate::error::{FatalError, StepError};
 use crate::executor::core::{self, RunCore, Slot, StepSlot};
 use crate::journal::{InputHash, Op, OpKind, OpSignature, RunId, StepOutcome};
+use crate::webhook::{WebhookRequest, WebhookResponse};
 
 /// How long to wait between attempts: `initial`, then multiplied by `factor` after each failure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -163,6 +165,56 @@ impl StepCtx {
     /// Whether the run has been cancelled. Cleanup steps still run after a cancellation.
     pub fn is_cancelled(&self) -> bool {
         self.core.as_ref().is_some_and(|core| core.is_cancelled())
+    }
+
+    /// The token of the identity that started the run, from `provider`.
+    ///
+    /// When there is none, the error this returns ends the attempt without counting as a failure:
+    /// propagate it with `?`. The run parks until the person signs in (`authorization.required`
+    /// carries the URL), then retries the whole step; earlier steps are not rerun. Resolve tokens
+    /// before other side effects in the step, since everything before this call runs again.
+    pub async fn get_token(&self, provider: &Provider) -> Result<AccessToken, StepError> {
+        let (core, auth) = self.provider(provider)?;
+        match auth.token(&core.principal).await {
+            Ok(Some(token)) => Ok(token),
+            Ok(None) => Err(StepError::auth_required(provider.id())),
+            Err(error) => Err(StepError::msg(error)),
+        }
+    }
+
+    /// Forgets the identity's token (the API rejected it) and returns the error that asks for a
+    /// new sign-in: `return Err(ctx.require_auth(&GITHUB).await)`. If the token was rejected right
+    /// after a sign-in, the step fails instead of prompting again.
+    pub async fn require_auth(&self, provider: &Provider) -> StepError {
+        let (core, auth) = match self.provider(provider) {
+            Ok(found) => found,
+            Err(error) => return error,
+        };
+        if let Err(error) = auth.forget(&core.principal).await {
+            tracing::warn!(provider = provider.id(), "could not forget a rejected token: {error}");
+        }
+        StepError::auth_required(provider.id())
+    }
+
+    fn provider(&self, provider: &Provider) -> Result<(&Arc<RunCore>, Arc<dyn AuthProvider>), StepError> {
+        let core = self.core.as_ref().ok_or_else(|| {
+            FatalError::new("`get_token` needs a run: call the step from a workflow body with its context")
+        })?;
+        let auth = core.services.providers.get(provider.id()).cloned().ok_or_else(|| {
+            FatalError::new(format!(
+                "no auth provider `{}` is registered; add it with Runtime::builder().auth_provider(\"{}\", ..)",
+                provider.id(),
+                provider.id()
+            ))
+        })?;
+        Ok((core, auth))
+    }
+
+    /// Answers a webhook request received by a webhook created with `Respond::Manual`. Returns
+    /// whether the HTTP request was still waiting (it times out otherwise, or was answered).
+    pub fn respond(&self, request: &WebhookRequest, response: WebhookResponse) -> bool {
+        let Some(core) = &self.core else { return false };
+        core.services.respond(&request.delivery, response)
     }
 }
 

@@ -131,13 +131,13 @@ pub enum HookError {
 
 /// Creates a hook with a fresh 256-bit token. Deliver to it with `Runtime::resume_hook`.
 pub fn create_hook<T: DeserializeOwned>() -> Hook<T> {
-    Hook::create(None)
+    Hook::create(None, None)
 }
 
 /// Creates a hook with a token the body chooses, for callers that must know it in advance.
 /// If another unfinished run holds the same token, the hook yields [`HookError::TokenInUse`].
 pub fn create_hook_with_token<T: DeserializeOwned>(token: impl Into<String>) -> Hook<T> {
-    Hook::create(Some(Token::chosen(token)))
+    Hook::create(Some(Token::chosen(token)), None)
 }
 
 /// A durable hook: receives payloads in delivery order, each exactly once, buffered until the
@@ -158,8 +158,27 @@ enum HookState {
     Diverged,
 }
 
+impl Hook<crate::webhook::WebhookRequest> {
+    /// A webhook's hook: a generated token, answered over HTTP as `respond` says.
+    pub(crate) fn create_webhook(respond: crate::webhook::Respond) -> Self {
+        Hook::create(None, Some(respond))
+    }
+}
+
+impl<T> Hook<T> {
+    /// The URL a webhook with this token is served at (empty outside a run).
+    pub(crate) fn url(&self) -> String {
+        match &self.state {
+            HookState::Durable { core, .. } => {
+                format!("{}{}{}", core.services.public_url, crate::webhook::WEBHOOK_PATH, self.token.expose())
+            }
+            _ => String::new(),
+        }
+    }
+}
+
 impl<T: DeserializeOwned> Hook<T> {
-    fn create(chosen: Option<Token>) -> Self {
+    fn create(chosen: Option<Token>, webhook: Option<crate::webhook::Respond>) -> Self {
         let Some(core) = core::current() else {
             let token = chosen.unwrap_or_else(|| Token::chosen(secret::nonce()));
             return Hook { token, state: HookState::Failed(HookError::NotInRun), payload: PhantomData };
@@ -184,7 +203,8 @@ impl<T: DeserializeOwned> Hook<T> {
             }
         };
         if !state.index.hooks.contains_key(&op) {
-            state.outbox.push(Entry::HookCreated { op, token_hash: token.hash().as_str().to_owned(), nonce, conflict });
+            let token_hash = token.hash().as_str().to_owned();
+            state.outbox.push(Entry::HookCreated { op, token_hash, nonce, conflict, webhook });
         }
         if let Slot::Hook(hook) = &mut state.ops[op.0 as usize].slot {
             hook.token = token.clone();

@@ -19,6 +19,8 @@ fn new_run(id: &str, input: Value) -> NewRun {
         tool: "failures_tool".into(),
         input,
         created_at: Timestamp::from_millis(1_000),
+        principal: None,
+        interactive: true,
     }
 }
 
@@ -231,7 +233,8 @@ async fn an_oversized_entry_is_refused_and_nothing_is_written() {
     let run = new_run("run-small", json!(null));
     let fence = create(&store, &run).await;
     let hash = TokenHash::of("large");
-    let hook = Entry::HookCreated { op: Op(0), token_hash: hash.as_str().into(), nonce: None, conflict: false };
+    let hook =
+        Entry::HookCreated { op: Op(0), token_hash: hash.as_str().into(), nonce: None, conflict: false, webhook: None };
     let entries = vec![hook.clone(), filler(1, 2_000)];
     let appended = store.append(&run.id, fence, Append { first_seq: 1, entries, consumed: vec![] }).await;
     assert_too_large(appended);

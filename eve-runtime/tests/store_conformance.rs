@@ -33,6 +33,8 @@ mod sqlite_reopen {
             tool: "reopen_tool".into(),
             input: json!({"city": "Zürich"}),
             created_at: Timestamp::from_millis(1_000),
+            principal: None,
+            interactive: true,
         }
     }
 
@@ -50,7 +52,13 @@ mod sqlite_reopen {
             let Ok(Created::New(fence)) = store.create_run(active.clone(), &worker).await else { panic!("a new run") };
             let entries = vec![
                 Entry::TimerScheduled { op: Op(0), deadline: Timestamp::from_millis(50_000) },
-                Entry::HookCreated { op: Op(1), token_hash: hash.as_str().into(), nonce: None, conflict: false },
+                Entry::HookCreated {
+                    op: Op(1),
+                    token_hash: hash.as_str().into(),
+                    nonce: None,
+                    conflict: false,
+                    webhook: None,
+                },
             ];
             let append = Append { first_seq: 1, entries: entries.clone(), consumed: Vec::new() };
             store.append(&active.id, fence, append).await.expect("the append is acknowledged");
@@ -77,7 +85,8 @@ mod sqlite_reopen {
             (timers[0].op, timers[0].kind, timers[0].due),
             (Op(0), TimerKind::Sleep, Timestamp::from_millis(50_000))
         );
-        assert_eq!(store.find_hook(&hash).await.expect("find_hook succeeds"), Some((active.id.clone(), Op(1))));
+        let hook = store.find_hook(&hash).await.expect("find_hook succeeds").map(|hook| (hook.run, hook.op));
+        assert_eq!(hook, Some((active.id.clone(), Op(1))));
         let inbox = store.inbox(&active.id).await.expect("inbox succeeds");
         assert_eq!(inbox.iter().map(|item| item.id).collect::<Vec<_>>(), [item]);
         let again = store.deliver(Target::Hook(hash), Some("d1"), DeliveryPayload::Hook(json!("hi"))).await;

@@ -51,6 +51,24 @@ impl Drop for EnterGuard {
     }
 }
 
+/// What a run was started with, from its first journal entry.
+#[derive(Clone, Debug)]
+pub(crate) struct Started {
+    pub principal: Option<String>,
+    pub interactive: bool,
+}
+
+impl Started {
+    pub fn of(entry: &Entry) -> Started {
+        match entry {
+            Entry::RunStarted { principal, interactive, .. } => {
+                Started { principal: principal.clone(), interactive: *interactive }
+            }
+            _ => Started { principal: None, interactive: true },
+        }
+    }
+}
+
 /// Whether the executor is feeding recorded entries or running live.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Mode {
@@ -65,9 +83,24 @@ pub(crate) struct ReplayIndex {
     pub recorded: HashMap<Op, Value>,
     pub deadlines: HashMap<Op, Timestamp>,
     pub hooks: HashMap<Op, HookRecord>,
-    /// The last failed attempt of each step that has not completed: (attempt, next attempt time).
-    pub retries: HashMap<Op, (u32, Timestamp)>,
+    /// What each started but unfinished step was doing when the journal ends.
+    pub resume: HashMap<Op, Resume>,
     pub completed: HashMap<Op, ()>,
+    /// Asks whose resolution is recorded.
+    pub asks_resolved: HashMap<Op, ()>,
+    /// Asks whose creation is recorded.
+    pub asks_created: HashMap<Op, ()>,
+}
+
+/// Where an unfinished step stands at the end of the journal.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Resume {
+    /// Attempt `next` is due at `due`.
+    Retry { next: u32, due: Timestamp },
+    /// Attempt `attempt` ended waiting for a sign-in with `provider`.
+    AwaitAuth { attempt: u32, provider: String, nonce: String },
+    /// The sign-in completed; attempt `attempt` runs again.
+    AfterSignIn { attempt: u32 },
 }
 
 /// A journaled hook creation.
@@ -96,11 +129,27 @@ impl ReplayIndex {
                     index.hooks.insert(op, HookRecord { nonce: nonce.clone(), conflict: *conflict });
                 }
                 Entry::StepRetrying { attempt, next_attempt_at, .. } => {
-                    index.retries.insert(op, (*attempt, *next_attempt_at));
+                    index.resume.insert(op, Resume::Retry { next: attempt + 1, due: *next_attempt_at });
+                }
+                Entry::AuthRequired { attempt, provider, nonce, .. } => {
+                    let (attempt, provider, nonce) = (*attempt, provider.clone(), nonce.clone());
+                    index.resume.insert(op, Resume::AwaitAuth { attempt, provider, nonce });
+                }
+                Entry::AuthCompleted { .. } => {
+                    if let Some(Resume::AwaitAuth { attempt, .. }) = index.resume.get(&op) {
+                        let attempt = *attempt;
+                        index.resume.insert(op, Resume::AfterSignIn { attempt });
+                    }
                 }
                 Entry::StepCompleted { .. } => {
-                    index.retries.remove(&op);
+                    index.resume.remove(&op);
                     index.completed.insert(op, ());
+                }
+                Entry::AskCreated { .. } => {
+                    index.asks_created.insert(op, ());
+                }
+                Entry::AskResolved { .. } => {
+                    index.asks_resolved.insert(op, ());
                 }
                 _ => {}
             }
@@ -123,6 +172,10 @@ pub(crate) enum Slot {
     Hook(HookSlot),
     /// Recorded values resolve at creation; their slot only reserves the number.
     Recorded,
+    /// A question for a person, and how it resolved.
+    Ask {
+        outcome: Option<crate::ask::AskOutcome>,
+    },
 }
 
 /// A step call's state.
@@ -165,17 +218,34 @@ pub(crate) struct CoreState {
     pub cancelled: bool,
     /// Futures waiting on the abort signal itself.
     pub cancel_wakers: Vec<Waker>,
+    /// Asks created since the executor last looked, for `input.requested`.
+    pub new_asks: Vec<(Op, crate::ask::Ask)>,
+    /// Asks the body withdrew, for the executor to resolve.
+    pub withdrawals: Vec<Op>,
 }
 
 /// The state one run's body shares with its executor.
 pub(crate) struct RunCore {
     pub run: RunId,
     pub services: Arc<Services>,
+    /// Who started the run; tokens resolve under this identity.
+    pub principal: crate::auth::Principal,
+    /// Whether someone can answer the run's asks.
+    pub interactive: bool,
+    /// The model-facing task id, if the run is a task.
+    pub task_id: Option<String>,
     state: Mutex<CoreState>,
 }
 
 impl RunCore {
-    pub fn new(run: RunId, services: Arc<Services>, index: ReplayIndex, mode: Mode) -> Self {
+    pub fn new(
+        run: RunId,
+        services: Arc<Services>,
+        started: &Started,
+        task_id: Option<String>,
+        index: ReplayIndex,
+        mode: Mode,
+    ) -> Self {
         let state = CoreState {
             mode,
             next_op: 0,
@@ -187,8 +257,12 @@ impl RunCore {
             divergence: None,
             cancelled: false,
             cancel_wakers: Vec::new(),
+            new_asks: Vec::new(),
+            withdrawals: Vec::new(),
         };
-        RunCore { run, services, state: Mutex::new(state) }
+        let principal =
+            started.principal.clone().map_or_else(crate::auth::Principal::anonymous, crate::auth::Principal::new);
+        RunCore { run, services, principal, interactive: started.interactive, task_id, state: Mutex::new(state) }
     }
 
     pub fn lock(&self) -> MutexGuard<'_, CoreState> {
@@ -261,10 +335,19 @@ impl RunCore {
             (Slot::Step(step), Entry::StepCompleted { outcome, .. }) => step.outcome = Some(outcome.clone()),
             (Slot::Sleep { fired }, Entry::TimerFired { .. }) => *fired = true,
             (Slot::Hook(hook), Entry::HookReceived { payload, .. }) => hook.queue.push_back(payload.clone()),
+            (Slot::Ask { outcome }, Entry::AskResolved { outcome: resolved, .. }) => *outcome = Some(resolved.clone()),
             _ => return,
         }
         if let Some(waker) = slot.waker.take() {
             waker.wake();
+        }
+    }
+
+    /// Asks the executor to withdraw the ask at `op` (once); an answer that arrived first wins.
+    pub fn withdraw_ask(&self, op: Op) {
+        let mut state = self.lock();
+        if !state.withdrawals.contains(&op) {
+            state.withdrawals.push(op);
         }
     }
 

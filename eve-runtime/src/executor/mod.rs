@@ -24,11 +24,13 @@
 //! or is rebuilt cold: claim the run (a fresh fence), create the body from the registry, and
 //! replay the journal.
 
+mod attempts;
 pub(crate) mod core;
+mod inbox;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -39,23 +41,83 @@ use futures::future::{BoxFuture, Either};
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 use serde_json::Value;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::{Notify, mpsc, oneshot};
 
-use self::core::{Mode, ReplayIndex, RunCore, Slot};
+use self::core::{Mode, ReplayIndex, RunCore, Slot, Started};
+use crate::auth::{AUTH_CALLBACK_PATH, AuthError, AuthProvider, Principal};
 use crate::error::{StepError, StoreError, ToolError};
 use crate::events::RunEvent;
-use crate::journal::{Entry, Op, RunFailure, RunId, RunStatus, StepOutcome};
+use crate::journal::{Entry, Op, RunFailure, RunId, RunStatus};
 use crate::registry::{BodyFuture, EntryPoint};
 use crate::runtime::{RunOutcome, Shared};
-use crate::secret::SecretKey;
-use crate::step::{AttemptFn, StepCtx};
-use crate::store::{Append, Delivery, Fence, InboxItem, TimerKind};
+use crate::secret::{SecretKey, Token};
+use crate::step::AttemptFn;
+use crate::store::{Append, Fence, InboxItem, TimerKind};
 use crate::time::{Clock, Timestamp};
+use crate::webhook::WebhookResponse;
 
 /// What the body's primitives need from the runtime.
 pub(crate) struct Services {
     pub clock: Arc<dyn Clock>,
     pub key: SecretKey,
+    /// Auth providers by id.
+    pub providers: HashMap<String, Arc<dyn AuthProvider>>,
+    /// The base URL webhook and callback URLs start with, such as `http://127.0.0.1:7700`.
+    pub public_url: String,
+    /// Manual webhook requests waiting for a step's response, by delivery id.
+    responses: std::sync::Mutex<HashMap<String, oneshot::Sender<WebhookResponse>>>,
+}
+
+impl Services {
+    pub fn new(
+        clock: Arc<dyn Clock>,
+        key: SecretKey,
+        providers: HashMap<String, Arc<dyn AuthProvider>>,
+        public_url: String,
+    ) -> Self {
+        Services { clock, key, providers, public_url, responses: Default::default() }
+    }
+
+    /// The `state` of the sign-in callback a step at `op` waits for.
+    pub fn auth_state(&self, run: &RunId, op: Op, nonce: &str) -> Token {
+        self.key.derive_token(run, op, &format!("auth:{nonce}"))
+    }
+
+    /// Where a provider sends people back after they sign in.
+    pub fn redirect_uri(&self, provider: &str) -> String {
+        format!("{}{AUTH_CALLBACK_PATH}{provider}/callback", self.public_url)
+    }
+
+    /// The URL that starts a sign-in with `provider` for `principal`.
+    pub fn authorization_url(&self, provider: &str, principal: &Principal, state: &str) -> Result<String, AuthError> {
+        let Some(auth) = self.providers.get(provider) else {
+            let reason = "no such provider is registered".to_owned();
+            return Err(AuthError::Config { provider: provider.to_owned(), reason });
+        };
+        auth.authorization_url(principal, state, &self.redirect_uri(provider))
+    }
+
+    /// Registers a manual webhook request waiting for a step's response.
+    pub fn expect_response(&self, delivery: String) -> oneshot::Receiver<WebhookResponse> {
+        let (respond, response) = oneshot::channel();
+        self.lock_responses().insert(delivery, respond);
+        response
+    }
+
+    /// Hands a step's response to the waiting request; false if none waits.
+    pub fn respond(&self, delivery: &str, response: WebhookResponse) -> bool {
+        let waiting = self.lock_responses().remove(delivery);
+        waiting.is_some_and(|respond| respond.send(response).is_ok())
+    }
+
+    /// Forgets a request that stopped waiting.
+    pub fn forget_response(&self, delivery: &str) {
+        self.lock_responses().remove(delivery);
+    }
+
+    fn lock_responses(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<WebhookResponse>>> {
+        self.responses.lock().expect("the responses mutex is never poisoned: no code panics while holding it")
+    }
 }
 
 /// Why a run is being activated or poked.
@@ -133,6 +195,12 @@ pub(crate) struct Driver {
     execs: HashMap<Op, AttemptFn>,
     /// The attempt currently running, by op.
     in_flight: HashMap<Op, u32>,
+    /// Steps waiting for a sign-in callback.
+    awaiting_auth: HashMap<Op, attempts::AwaitingAuth>,
+    /// Steps whose current attempt started right after a sign-in (a rejection then is fatal).
+    signed_in: HashSet<Op>,
+    /// Attempts to restart once their `AuthCompleted` is durable: (op, attempt, provider).
+    restart_after_append: Vec<(Op, u32, String)>,
     /// Steps waiting out a retry backoff: the next attempt and when it is due. Like a sleep, a
     /// backoff is a durable wait: the run may park, and the timer service wakes it.
     retrying: HashMap<Op, (u32, Timestamp)>,
@@ -150,9 +218,11 @@ impl Driver {
         run: RunId,
         tool: &'static crate::registry::ToolDescriptor,
         input: Value,
+        started: &Started,
         fence: Fence,
     ) -> Self {
-        let core = Arc::new(RunCore::new(run, rt.services.clone(), ReplayIndex::default(), Mode::Live));
+        let task = task_of(tool, &run);
+        let core = Arc::new(RunCore::new(run, rt.services.clone(), started, task, ReplayIndex::default(), Mode::Live));
         let body = start_body(&core, tool, input);
         Driver::new(core, body, fence, 1, false)
     }
@@ -170,6 +240,9 @@ impl Driver {
             attempts: FuturesUnordered::new(),
             execs: HashMap::new(),
             in_flight: HashMap::new(),
+            awaiting_auth: HashMap::new(),
+            signed_in: HashSet::new(),
+            restart_after_append: Vec::new(),
             retrying: HashMap::new(),
             inbox: VecDeque::new(),
             grace_until: None,
@@ -189,8 +262,11 @@ impl Driver {
             return Err(StoreError::Corrupt { path: "the journal".into(), reason });
         };
         let index = ReplayIndex::build(&claimed.entries);
-        let core = Arc::new(RunCore::new(run.clone(), rt.services.clone(), index, Mode::Replaying));
-        let body = crate::registry::workflow(workflow_id).and_then(|tool| start_body(&core, tool, input.clone()));
+        let tool = crate::registry::workflow(workflow_id);
+        let task = tool.and_then(|tool| task_of(tool, run));
+        let started = Started::of(&claimed.entries[0]);
+        let core = Arc::new(RunCore::new(run.clone(), rt.services.clone(), &started, task, index, Mode::Replaying));
+        let body = tool.and_then(|tool| start_body(&core, tool, input.clone()));
         let mut driver = Driver::new(core, body, claimed.fence, claimed.next_seq, true);
         if driver.body.is_none() {
             let failure = RunFailure::UnknownWorkflow { workflow_id: workflow_id.clone() };
@@ -307,7 +383,8 @@ impl Driver {
         while let Some(Some(attempt)) = self.attempts.next().now_or_never() {
             events.push(Event::Attempt(attempt));
         }
-        if !self.inbox.is_empty() {
+        if !self.inbox.is_empty() || !self.core.lock().withdrawals.is_empty() {
+            // Withdrawals are resolved after the inbox is read, so answers that arrived first win.
             events.push(Event::Msg(Msg::Inbox));
         }
         events
@@ -342,10 +419,12 @@ impl Driver {
                 Event::GraceOver | Event::Shutdown => unreachable!("handled before journaling"),
             }
         }
+        self.withdrawals(&mut entries);
         if entries.is_empty() && consumed.is_empty() {
             return Ok(());
         }
         self.append(rt, entries.clone(), consumed).await?;
+        self.restart_signed_in(rt);
         for entry in &entries {
             if !entry.is_delivery() {
                 continue;
@@ -369,166 +448,23 @@ impl Driver {
             Entry::TimerFired { op } => rt.events.emit(|| RunEvent::TimerFired { run: run(), op: *op }),
             Entry::HookReceived { op, .. } => rt.events.emit(|| RunEvent::HookReceived { run: run(), op: *op }),
             Entry::CancelRequested { .. } => rt.events.emit(|| RunEvent::CancelRequested { run: run() }),
+            Entry::AskResolved { op, outcome } => {
+                let (request_id, task_id) = (crate::ask::request_id(*op), self.core.task_id.clone());
+                rt.events.emit(|| RunEvent::InputResolved { run: run(), request_id, task_id, outcome: outcome.clone() })
+            }
             _ => {}
         }
     }
 
-    /// `TimerFired` for a sleep that has not fired yet (a timer fires exactly once).
-    fn timer_fired(&self, op: Op, pending: &[Entry]) -> Option<Entry> {
-        let state = self.core.lock();
-        let unfired = matches!(state.ops.get(op.0 as usize).map(|slot| &slot.slot), Some(Slot::Sleep { fired: false }));
-        let queued = pending.iter().any(|entry| matches!(entry, Entry::TimerFired { op: queued } if *queued == op));
-        (unfired && !queued).then_some(Entry::TimerFired { op })
-    }
-
-    /// Moves inbox deliveries into journal entries.
-    async fn read_inbox(
-        &mut self,
-        rt: &Shared,
-        entries: &mut Vec<Entry>,
-        consumed: &mut Vec<u64>,
-    ) -> Result<(), StoreError> {
-        if self.inbox.is_empty() {
-            self.inbox.extend(rt.store.inbox(&self.core.run).await?);
-        }
-        let mut cancelled =
-            self.core.is_cancelled() || entries.iter().any(|entry| matches!(entry, Entry::CancelRequested { .. }));
-        let items: Vec<InboxItem> = self.inbox.drain(..).collect();
-        for item in items {
-            if consumed.contains(&item.id) {
-                continue;
-            }
-            consumed.push(item.id);
-            match item.delivery {
-                Delivery::Hook { op, payload } => entries.push(Entry::HookReceived { op, payload }),
-                Delivery::Cancel { reason } if !cancelled => {
-                    cancelled = true;
-                    entries.push(Entry::CancelRequested { reason });
-                    entries.extend(self.cancel_retries());
-                }
-                Delivery::Cancel { .. } => {}
-            }
-        }
-        Ok(())
-    }
-
-    /// The entry recording a finished attempt, scheduling the next attempt if one is due.
-    fn attempt_finished(&mut self, rt: &Shared, Attempt { op, attempt, result }: Attempt) -> Option<Entry> {
-        if self.in_flight.get(&op) != Some(&attempt) {
-            return None;
-        }
-        self.in_flight.remove(&op);
-        let (name, input_hash, policy) = self.step_info(op);
-        let run = self.core.run.clone();
-        let step = name.to_owned();
-        let error = match result {
-            Ok(value) => {
-                self.execs.remove(&op);
-                rt.events.emit(|| RunEvent::StepSucceeded { run, op, step, attempt });
-                let outcome = StepOutcome::Ok { value };
-                return Some(Entry::StepCompleted { op, name: name.to_owned(), input_hash, attempt, outcome });
-            }
-            Err(error) => error,
-        };
-        let message = error.message().to_owned();
-        if error.is_fatal() || attempt >= policy.max_attempts || self.core.is_cancelled() {
-            self.execs.remove(&op);
-            rt.events.emit(|| RunEvent::StepFailed { run, op, step, attempt, error: message, retry_at: None });
-            let outcome = StepOutcome::Err { fatal: error.is_fatal(), message: error.message().to_owned() };
-            return Some(Entry::StepCompleted { op, name: name.to_owned(), input_hash, attempt, outcome });
-        }
-        let delay = error.retry_after().unwrap_or_else(|| policy.backoff.delay_after(attempt));
-        let next_attempt_at = rt.services.clock.now().saturating_add(delay);
-        let retry_at = Some(next_attempt_at);
-        rt.events.emit(|| RunEvent::StepFailed { run, op, step, attempt, error: message.clone(), retry_at });
-        self.wait_to_retry(rt, op, attempt + 1, next_attempt_at);
-        Some(Entry::StepRetrying { op, name: name.to_owned(), input_hash, attempt, error: message, next_attempt_at })
-    }
-
-    /// Parks attempt `next` of the step at `op` until `due`; the timer service wakes the run.
-    fn wait_to_retry(&mut self, rt: &Shared, op: Op, next: u32, due: Timestamp) {
-        self.retrying.insert(op, (next, due));
-        rt.timers.add(self.core.run.clone(), op, due, TimerKind::Retry);
-    }
-
-    /// Starts the next attempt of the step at `op` if its backoff is over.
-    fn retry_due(&mut self, rt: &Shared, op: Op) {
-        let Some(&(next, due)) = self.retrying.get(&op) else { return };
-        if due <= rt.services.clock.now() {
-            self.retrying.remove(&op);
-            self.start_attempt(rt, op, next);
-        }
-    }
-
-    /// Resolves every step waiting to retry as failed: a cancellation stops them at once.
-    fn cancel_retries(&mut self) -> Vec<Entry> {
-        let mut waiting: Vec<(Op, u32)> = self.retrying.drain().map(|(op, (next, _))| (op, next - 1)).collect();
-        waiting.sort();
-        waiting
-            .into_iter()
-            .map(|(op, attempt)| {
-                self.execs.remove(&op);
-                let (name, input_hash, _) = self.step_info(op);
-                let message = "the run was cancelled while the step waited to retry".to_owned();
-                let outcome = StepOutcome::Err { fatal: true, message };
-                Entry::StepCompleted { op, name: name.to_owned(), input_hash, attempt, outcome }
-            })
-            .collect()
-    }
-
-    fn step_info(&self, op: Op) -> (&'static str, crate::journal::InputHash, crate::step::RetryPolicy) {
-        let state = self.core.lock();
-        let Some(Slot::Step(step)) = state.ops.get(op.0 as usize).map(|slot| &slot.slot) else {
-            unreachable!("attempts run only for ops created as steps")
-        };
-        (step.def.name(), step.input_hash, step.def.policy())
-    }
-
-    /// Starts the steps the body polled for the first time, resuming any recorded retry schedule.
-    fn start_polled_steps(&mut self, rt: &Shared) {
-        let polled = std::mem::take(&mut self.core.lock().polled);
-        for op in polled {
-            let (exec, retry, completed) = {
-                let mut state = self.core.lock();
-                let completed = state.index.completed.contains_key(&op);
-                let retry = state.index.retries.get(&op).copied();
-                let Some(Slot::Step(step)) = state.ops.get_mut(op.0 as usize).map(|slot| &mut slot.slot) else {
-                    continue;
-                };
-                (step.attempt.take(), retry, completed || step.outcome.is_some())
-            };
-            let Some(exec) = exec.filter(|_| !completed) else { continue };
-            self.execs.insert(op, exec);
-            match retry {
-                Some((failed, due)) if due > rt.services.clock.now() => self.wait_to_retry(rt, op, failed + 1, due),
-                Some((failed, _)) => self.start_attempt(rt, op, failed + 1),
-                None => self.start_attempt(rt, op, 1),
-            }
-        }
-    }
-
-    /// Starts attempt `number` of the step at `op`.
-    fn start_attempt(&mut self, rt: &Shared, op: Op, number: u32) {
-        let exec = self.execs.get_mut(&op).expect("a step's attempt function is kept until it completes");
-        let future = exec(StepCtx::in_run(&self.core, op, number));
-        let (name, _, _) = self.step_info(op);
-        self.in_flight.insert(op, number);
-        let run = self.core.run.clone();
-        rt.events.emit(|| RunEvent::StepStarted { run, op, step: name.to_owned(), attempt: number });
-        self.attempts.push(Box::pin(async move {
-            let result = match AssertUnwindSafe(future).catch_unwind().await {
-                Ok(result) => result,
-                Err(panic) => Err(StepError::msg(format!("the step panicked: {}", panic_message(&*panic)))),
-            };
-            Attempt { op, attempt: number, result }
-        }));
-    }
-
     /// Appends the records the body produced since the last append.
     async fn flush_outbox(&mut self, rt: &Shared) -> Result<(), StoreError> {
-        let (outbox, timers) = {
+        let (outbox, timers, asks) = {
             let mut state = self.core.lock();
-            (std::mem::take(&mut state.outbox), std::mem::take(&mut state.new_timers))
+            (
+                std::mem::take(&mut state.outbox),
+                std::mem::take(&mut state.new_timers),
+                std::mem::take(&mut state.new_asks),
+            )
         };
         if outbox.is_empty() {
             return Ok(());
@@ -538,6 +474,11 @@ impl Driver {
             rt.events.emit(|| RunEvent::TimerScheduled { run: self.core.run.clone(), op, deadline });
             rt.timers.add(self.core.run.clone(), op, deadline, TimerKind::Sleep);
         }
+        for (op, request) in asks {
+            let (run, request_id, task_id) =
+                (self.core.run.clone(), crate::ask::request_id(op), self.core.task_id.clone());
+            rt.events.emit(|| RunEvent::InputRequested { run, request_id, task_id, request });
+        }
         Ok(())
     }
 
@@ -545,7 +486,19 @@ impl Driver {
     async fn append_final(&mut self, rt: &Shared, terminal: Entry) -> Result<(), StoreError> {
         let mut entries = std::mem::take(&mut self.core.lock().outbox);
         entries.push(terminal);
-        self.append_records(rt, entries).await
+        self.append_records(rt, entries).await?;
+        // Ending the run withdraws its open questions; channels stop offering them.
+        for op in self.open_asks() {
+            let (run, request_id, task_id) =
+                (self.core.run.clone(), crate::ask::request_id(op), self.core.task_id.clone());
+            rt.events.emit(|| RunEvent::InputResolved {
+                run,
+                request_id,
+                task_id,
+                outcome: crate::ask::AskOutcome::Cancelled,
+            });
+        }
+        Ok(())
     }
 
     /// Appends records, marking any hook whose chosen token another run holds as conflicting.
@@ -652,9 +605,17 @@ fn start_body(core: &Arc<RunCore>, tool: &'static crate::registry::ToolDescripto
     let ctx = crate::context::WorkflowCtx::new(core.clone(), tool.name);
     match tool.entry {
         EntryPoint::Workflow(entry) => Some(entry(input, ctx)),
-        EntryPoint::Task(entry) => Some(entry(input, crate::context::TaskCtx::new(ctx, task_id(tool.name, &core.run)))),
+        EntryPoint::Task(entry) => {
+            let task_id = core.task_id.clone().unwrap_or_else(|| task_id(tool.name, &core.run));
+            Some(entry(input, crate::context::TaskCtx::new(ctx, task_id)))
+        }
         EntryPoint::Plain(_) | EntryPoint::Serve(_) => None,
     }
+}
+
+/// The task id of a run of `tool`, if it is a task.
+fn task_of(tool: &crate::registry::ToolDescriptor, run: &RunId) -> Option<String> {
+    matches!(tool.entry, EntryPoint::Task(_) | EntryPoint::Serve(_)).then(|| task_id(tool.name, run))
 }
 
 /// The model-facing task id: the tool name and six characters derived from the run id.

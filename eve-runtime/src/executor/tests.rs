@@ -282,6 +282,8 @@ impl Harness {
             tool: tool.into(),
             input,
             created_at: START,
+            principal: None,
+            interactive: true,
         };
         let Created::New(fence) = self.store.create_run(new, &WorkerId::generate()).await.unwrap() else {
             unreachable!("fresh id")

@@ -23,8 +23,8 @@ use futures::future::join_all;
 use serde_json::{Value, json};
 
 use super::{
-    Append, Created, Delivered, Delivery, DeliveryPayload, Fence, InboxItem, MemoryStore, NewRun, Store, StoreError,
-    Target, TimerKind, TimerRow, WorkerId,
+    Append, Created, Delivered, Delivery, DeliveryPayload, Fence, HookMeta, InboxItem, MemoryStore, NewRun, Store,
+    StoreError, Target, TimerKind, TimerRow, WorkerId,
 };
 use crate::journal::{Entry, InputHash, Op, RecordKind, RunFailure, RunId, RunStatus, StepOutcome};
 use crate::secret::TokenHash;
@@ -56,6 +56,8 @@ macro_rules! conformance_suite {
                 list_runs_is_newest_first_with_filter_and_limit,
                 finished_runs_refuse_appends,
                 unknown_runs_are_reported,
+                hook_kinds_round_trip_and_sign_in_callbacks_are_released,
+                answers_and_sign_in_markers_reach_the_right_inbox,
             );
         }
     };
@@ -119,6 +121,8 @@ fn new_run(name: &str, input: Value, created_at: u64) -> NewRun {
         tool: "conformance_tool".into(),
         input,
         created_at: Timestamp::from_millis(created_at),
+        principal: None,
+        interactive: true,
     }
 }
 
@@ -166,7 +170,8 @@ async fn inbox(store: &dyn Store, run: &RunId) -> Vec<InboxItem> {
 }
 
 async fn find_hook(store: &dyn Store, hash: &TokenHash) -> Option<(RunId, Op)> {
-    store.find_hook(hash).await.unwrap_or_else(|error| panic!("looking up a hook failed: {error}"))
+    let hook = store.find_hook(hash).await.unwrap_or_else(|error| panic!("looking up a hook failed: {error}"));
+    hook.map(|hook| (hook.run, hook.op))
 }
 
 async fn deliver(store: &dyn Store, target: Target, id: Option<&str>, payload: DeliveryPayload) -> Delivered {
@@ -189,7 +194,7 @@ fn sleep(op: u32, deadline: u64) -> Entry {
 }
 
 fn hook(op: u32, hash: &TokenHash) -> Entry {
-    Entry::HookCreated { op: Op(op), token_hash: hash.as_str().to_owned(), nonce: None, conflict: false }
+    Entry::HookCreated { op: Op(op), token_hash: hash.as_str().to_owned(), nonce: None, conflict: false, webhook: None }
 }
 
 fn retrying(op: u32, attempt: u32, next_attempt_at: u64) -> Entry {
@@ -281,7 +286,7 @@ pub async fn append_at_the_wrong_seq_is_refused(store: &dyn Store) {
 pub async fn stale_fence_is_refused_and_allocates_nothing(store: &dyn Store) {
     let run = new_run("run-stale", json!(null), 1_000);
     let stale = create(store, run.clone()).await;
-    let cancel = DeliveryPayload::Cancel { reason: "test".into() };
+    let cancel = DeliveryPayload::Run(Delivery::Cancel { reason: "test".into() });
     let item = accepted_id(deliver(store, Target::Run(run.id.clone()), None, cancel).await);
     let current = claim(store, &run.id, 0).await.fence;
     assert!(current.epoch > stale.epoch, "a claim's epoch is higher than any before it");
@@ -366,7 +371,8 @@ pub async fn hook_tokens_are_unique_until_their_run_ends(store: &dyn Store) {
     );
     assert_eq!(entries(store, &other.id).await.len(), 1, "the refused append writes no entries");
     assert!(timers(store).await.is_empty(), "the refused append writes no timers");
-    let conflicted = Entry::HookCreated { op: Op(0), token_hash: hash.as_str().into(), nonce: None, conflict: true };
+    let conflicted =
+        Entry::HookCreated { op: Op(0), token_hash: hash.as_str().into(), nonce: None, conflict: true, webhook: None };
     append(store, &other.id, other_fence, 1, vec![conflicted]).await;
     assert_eq!(find_hook(store, &hash).await, Some((holder.id.clone(), Op(0))), "a conflicted hook is not indexed");
     append(store, &holder.id, holder_fence, 2, vec![run_completed()]).await;
@@ -415,7 +421,7 @@ pub async fn deliveries_are_deduplicated_and_refused_after_the_end(store: &dyn S
         Delivered::Duplicate { run: run.id.clone() },
         "also after consumption"
     );
-    let cancel = || DeliveryPayload::Cancel { reason: "stop".into() };
+    let cancel = || DeliveryPayload::Run(Delivery::Cancel { reason: "stop".into() });
     accepted_id(deliver(store, Target::Run(run.id.clone()), Some("c1"), cancel()).await);
     let nobody = deliver(store, Target::Run(run_id("run-nobody")), None, cancel()).await;
     assert_eq!(nobody, Delivered::NotFound, "a cancel for an unknown run");
@@ -574,4 +580,71 @@ pub async fn unknown_runs_are_reported(store: &dyn Store) {
     store.release(&run.id, fence).await.expect("releasing a current claim succeeds");
     store.release(&run.id, Fence { epoch: 0 }).await.expect("releasing a stale claim is ignored");
     assert!(store.inbox(&ghost).await.expect("inbox succeeds").is_empty());
+}
+
+/// A hook's kind (hook, webhook with its response, sign-in callback) is stored with its hash, and
+/// a completed sign-in releases its callback while the run's other hooks stay.
+pub async fn hook_kinds_round_trip_and_sign_in_callbacks_are_released(store: &dyn Store) {
+    let run = run_id("kinds");
+    let fence = create(store, new_run("kinds", json!({}), 1)).await;
+    let (plain, webhook, callback) = (TokenHash::of("hook"), TokenHash::of("webhook"), TokenHash::of("state"));
+    let respond = crate::webhook::Respond::Static(crate::webhook::WebhookResponse::status(201).body("thanks ✓"));
+    let entries = vec![
+        hook(0, &plain),
+        Entry::HookCreated {
+            op: Op(1),
+            token_hash: webhook.as_str().into(),
+            nonce: None,
+            conflict: false,
+            webhook: Some(respond.clone()),
+        },
+        Entry::AuthRequired {
+            op: Op(2),
+            provider: "github".into(),
+            attempt: 1,
+            nonce: "n".into(),
+            state_hash: callback.as_str().into(),
+        },
+    ];
+    append(store, &run, fence, 1, entries).await;
+    let meta = |hash| async move { store.find_hook(&hash).await.unwrap().map(|row| row.meta) };
+    assert_eq!(meta(plain.clone()).await, Some(HookMeta::Hook));
+    assert_eq!(meta(webhook.clone()).await, Some(HookMeta::Webhook { respond }));
+    assert_eq!(meta(callback.clone()).await, Some(HookMeta::Auth { provider: "github".into() }));
+    append(store, &run, fence, 4, vec![Entry::AuthCompleted { op: Op(2) }]).await;
+    assert_eq!(meta(callback).await, None, "a completed sign-in's callback is released");
+    assert!(meta(plain).await.is_some() && meta(webhook).await.is_some(), "the run's other hooks stay");
+}
+
+/// Answers go to the run named, sign-in markers to the run holding the callback, and a payload
+/// sent to the wrong kind of target is refused without changes.
+pub async fn answers_and_sign_in_markers_reach_the_right_inbox(store: &dyn Store) {
+    let run = run_id("asker");
+    let fence = create(store, new_run("asker", json!({}), 1)).await;
+    let state = TokenHash::of("callback-state");
+    let required = Entry::AuthRequired {
+        op: Op(1),
+        provider: "github".into(),
+        attempt: 1,
+        nonce: "n".into(),
+        state_hash: state.as_str().into(),
+    };
+    append(store, &run, fence, 1, vec![required]).await;
+    let answer = crate::ask::Answer::option("approve");
+    let payload = DeliveryPayload::Run(Delivery::Answer { op: Op(0), answer: answer.clone() });
+    assert!(matches!(
+        deliver(store, Target::Run(run.clone()), Some("ask-0"), payload.clone()).await,
+        Delivered::Accepted { .. }
+    ));
+    assert!(matches!(
+        deliver(store, Target::Run(run.clone()), Some("ask-0"), payload).await,
+        Delivered::Duplicate { .. }
+    ));
+    let marker = deliver(store, Target::Hook(state.clone()), Some("auth"), DeliveryPayload::AuthCompleted).await;
+    assert!(matches!(marker, Delivered::Accepted { .. }));
+    let items: Vec<Delivery> = inbox(store, &run).await.into_iter().map(|item| item.delivery).collect();
+    assert_eq!(items, [Delivery::Answer { op: Op(0), answer }, Delivery::AuthCompleted { op: Op(1) }]);
+    let wrong = store.deliver(Target::Run(run.clone()), None, DeliveryPayload::Hook(json!(1))).await;
+    assert!(wrong.is_err(), "a hook payload sent to a run target is refused");
+    assert_eq!(inbox(store, &run).await.len(), 2, "and changes nothing");
 }

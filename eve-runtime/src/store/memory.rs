@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::{
-    Append, Claimed, Created, Delivered, Delivery, DeliveryPayload, Fence, InboxItem, IndexChanges, NewRun, RunRecord,
+    Append, Claimed, Created, Delivered, DeliveryPayload, Fence, HookRow, InboxItem, IndexChanges, NewRun, RunRecord,
     RunSummary, Store, StoreError, Target, TimerKind, TimerRow, WorkerId,
 };
 use crate::journal::{Entry, Op, RunId, RunStatus};
@@ -33,7 +33,7 @@ struct State {
     /// Creation order, for listings.
     order: Vec<RunId>,
     timers: BTreeMap<(RunId, Op, TimerKindKey), Timestamp>,
-    hooks: HashMap<String, (RunId, Op)>,
+    hooks: HashMap<String, HookRow>,
     inbox: BTreeMap<u64, InboxItem>,
     next_inbox_id: u64,
 }
@@ -87,11 +87,14 @@ impl State {
         for (op, kind) in changes.timers_removed {
             self.timers.remove(&(run.clone(), op, kind.into()));
         }
-        for (op, hash) in changes.hooks_added {
-            self.hooks.insert(hash.clone(), (run.clone(), op));
+        for (op, hash, meta) in changes.hooks_added {
+            self.hooks.insert(hash.clone(), HookRow { run: run.clone(), op, meta });
             if let Some(state) = self.runs.get_mut(run) {
                 state.hooks.push(hash);
             }
+        }
+        if !changes.hooks_removed.is_empty() {
+            self.hooks.retain(|_, hook| &hook.run != run || !changes.hooks_removed.contains(&hook.op));
         }
         if let Some(status) = changes.status {
             self.finish(run, status);
@@ -113,6 +116,11 @@ impl State {
         self.timers.retain(|(timer_run, _, _), _| timer_run != run);
         self.inbox.retain(|_, item| &item.run != run);
     }
+}
+
+/// A payload sent to the wrong kind of target: a caller bug, refused without changes.
+pub(crate) fn mismatched_target() -> StoreError {
+    StoreError::Backend("a hook payload needs a hook target, and a run delivery a run target".into())
 }
 
 #[async_trait]
@@ -191,8 +199,8 @@ impl Store for MemoryStore {
             return Err(StoreError::SeqConflict { run: run.clone(), expected: append.first_seq, actual });
         }
         let changes = IndexChanges::of(&append.entries);
-        for (op, hash) in &changes.hooks_added {
-            if state.hooks.get(hash).is_some_and(|(holder, _)| holder != run) {
+        for (op, hash, _) in &changes.hooks_added {
+            if state.hooks.get(hash).is_some_and(|holder| &holder.run != run) {
                 return Err(StoreError::HookTokenInUse { run: run.clone(), op: *op });
             }
         }
@@ -217,14 +225,12 @@ impl Store for MemoryStore {
     ) -> Result<Delivered, StoreError> {
         let mut state = self.lock();
         let (run, delivery) = match (target, payload) {
-            (Target::Hook(hash), DeliveryPayload::Hook(payload)) => match state.hooks.get(hash.as_str()) {
-                Some((run, op)) => (run.clone(), Delivery::Hook { op: *op, payload }),
+            (Target::Hook(hash), payload) => match state.hooks.get(hash.as_str()) {
+                Some(hook) => (hook.run.clone(), payload.for_hook(hook.op).ok_or_else(mismatched_target)?),
                 None => return Ok(Delivered::NotFound),
             },
-            (Target::Run(run), DeliveryPayload::Cancel { reason }) => (run, Delivery::Cancel { reason }),
-            (Target::Run(_), DeliveryPayload::Hook(_)) | (Target::Hook(_), DeliveryPayload::Cancel { .. }) => {
-                return Err(StoreError::Backend("a hook payload needs a hook target and a cancel a run target".into()));
-            }
+            (Target::Run(run), DeliveryPayload::Run(delivery)) => (run, delivery),
+            (Target::Run(_), _) => return Err(mismatched_target()),
         };
         let Some(run_state) = state.runs.get_mut(&run) else { return Ok(Delivered::NotFound) };
         if run_state.summary.status.is_finished() {
@@ -245,7 +251,7 @@ impl Store for MemoryStore {
         Ok(self.lock().inbox.values().filter(|item| &item.run == run).cloned().collect())
     }
 
-    async fn find_hook(&self, token: &TokenHash) -> Result<Option<(RunId, Op)>, StoreError> {
+    async fn find_hook(&self, token: &TokenHash) -> Result<Option<HookRow>, StoreError> {
         Ok(self.lock().hooks.get(token.as_str()).cloned())
     }
 

@@ -56,6 +56,10 @@ pub struct NewRun {
     pub input: Value,
     /// When it was created.
     pub created_at: Timestamp,
+    /// The identity that started it, if known.
+    pub principal: Option<String>,
+    /// Whether someone can answer its asks.
+    pub interactive: bool,
 }
 
 impl NewRun {
@@ -66,6 +70,8 @@ impl NewRun {
             tool: self.tool.clone(),
             input: self.input.clone(),
             at: self.created_at,
+            principal: self.principal.clone(),
+            interactive: self.interactive,
         }
     }
 }
@@ -149,6 +155,18 @@ pub enum Delivery {
     Cancel {
         /// Why.
         reason: String,
+    },
+    /// A person's answer to an ask.
+    Answer {
+        /// The ask's operation.
+        op: Op,
+        /// The answer.
+        answer: crate::ask::Answer,
+    },
+    /// The sign-in a step waits for completed (a marker: the provider holds the token).
+    AuthCompleted {
+        /// The step's operation.
+        op: Op,
     },
 }
 
@@ -268,8 +286,8 @@ pub trait Store: Send + Sync + 'static {
     /// The inbox items of `run` not yet consumed, oldest first.
     async fn inbox(&self, run: &RunId) -> Result<Vec<InboxItem>, StoreError>;
 
-    /// The run and operation holding the hook with this token hash, if its run is unfinished.
-    async fn find_hook(&self, token: &TokenHash) -> Result<Option<(RunId, Op)>, StoreError>;
+    /// The hook holding this token hash, if its run is unfinished.
+    async fn find_hook(&self, token: &TokenHash) -> Result<Option<HookRow>, StoreError>;
 
     /// Every pending timer.
     async fn timers(&self) -> Result<Vec<TimerRow>, StoreError>;
@@ -294,13 +312,52 @@ pub trait Store: Send + Sync + 'static {
 /// What a delivery carries before the store resolves its target.
 #[derive(Clone, Debug, PartialEq)]
 pub enum DeliveryPayload {
-    /// A hook payload; the store fills in the hook's run and operation.
+    /// For a [`Target::Hook`]: a payload for the hook; the store fills in its run and op.
     Hook(Value),
-    /// A cancellation request.
-    Cancel {
-        /// Why.
-        reason: String,
+    /// For a [`Target::Hook`] of a sign-in: the callback completed; the store fills in run and op.
+    AuthCompleted,
+    /// For a [`Target::Run`]: a delivery whose op (if any) the caller already knows.
+    Run(Delivery),
+}
+
+impl DeliveryPayload {
+    /// The delivery for the hook at `op`, or `None` if this payload needs a run target.
+    pub fn for_hook(self, op: Op) -> Option<Delivery> {
+        match self {
+            DeliveryPayload::Hook(payload) => Some(Delivery::Hook { op, payload }),
+            DeliveryPayload::AuthCompleted => Some(Delivery::AuthCompleted { op }),
+            DeliveryPayload::Run(_) => None,
+        }
+    }
+}
+
+/// What a hook index row is for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum HookMeta {
+    /// A hook resumed with `Runtime::resume_hook`.
+    Hook,
+    /// A webhook, answered over HTTP as `respond` says.
+    Webhook {
+        /// How its HTTP requests are answered.
+        respond: crate::webhook::Respond,
     },
+    /// The callback of a sign-in a step waits for.
+    Auth {
+        /// The provider id.
+        provider: String,
+    },
+}
+
+/// A hook index row: which run and op hold a token, and what kind of hook it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HookRow {
+    /// The run.
+    pub run: RunId,
+    /// The op.
+    pub op: Op,
+    /// What it is for.
+    pub meta: HookMeta,
 }
 
 /// Applies the index changes one entry implies; shared by every store so they agree.
@@ -308,7 +365,9 @@ pub enum DeliveryPayload {
 pub(crate) struct IndexChanges {
     pub timers_added: Vec<(Op, Timestamp, TimerKind)>,
     pub timers_removed: Vec<(Op, TimerKind)>,
-    pub hooks_added: Vec<(Op, String)>,
+    pub hooks_added: Vec<(Op, String, HookMeta)>,
+    /// Hooks of the run that stop accepting deliveries (a completed sign-in's callback).
+    pub hooks_removed: Vec<Op>,
     pub status: Option<RunStatus>,
 }
 
@@ -326,9 +385,17 @@ impl IndexChanges {
                     changes.timers_added.push((*op, *next_attempt_at, TimerKind::Retry));
                 }
                 Entry::StepCompleted { op, .. } => changes.timers_removed.push((*op, TimerKind::Retry)),
-                Entry::HookCreated { op, token_hash, conflict: false, .. } => {
-                    changes.hooks_added.push((*op, token_hash.clone()));
+                Entry::HookCreated { op, token_hash, conflict: false, webhook, .. } => {
+                    let meta = match webhook {
+                        Some(respond) => HookMeta::Webhook { respond: respond.clone() },
+                        None => HookMeta::Hook,
+                    };
+                    changes.hooks_added.push((*op, token_hash.clone(), meta));
                 }
+                Entry::AuthRequired { op, provider, state_hash, .. } => {
+                    changes.hooks_added.push((*op, state_hash.clone(), HookMeta::Auth { provider: provider.clone() }));
+                }
+                Entry::AuthCompleted { op } => changes.hooks_removed.push(*op),
                 entry if entry.is_terminal() => changes.status = Some(RunStatus::after(entry)),
                 _ => {}
             }

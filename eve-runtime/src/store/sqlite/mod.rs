@@ -42,10 +42,10 @@ use self::readers::Readers;
 use self::writer::Writer;
 use self::writes::{AppendRows, NewRunRow};
 use super::{
-    Append, Claimed, Created, Delivered, DeliveryPayload, Fence, InboxItem, IndexChanges, NewRun, RunRecord,
+    Append, Claimed, Created, Delivered, DeliveryPayload, Fence, HookRow, InboxItem, IndexChanges, NewRun, RunRecord,
     RunSummary, Store, StoreError, Target, TimerRow, WorkerId,
 };
-use crate::journal::{Op, RunId, RunStatus};
+use crate::journal::{RunId, RunStatus};
 use crate::secret::TokenHash;
 use crate::time::Timestamp;
 
@@ -205,7 +205,7 @@ impl Store for SqliteStore {
         self.readers.read(move |conn| reads::inbox(conn, &run)).await
     }
 
-    async fn find_hook(&self, token: &TokenHash) -> Result<Option<(RunId, Op)>, StoreError> {
+    async fn find_hook(&self, token: &TokenHash) -> Result<Option<HookRow>, StoreError> {
         let token = token.clone();
         self.readers.read(move |conn| reads::find_hook(conn, token.as_str())).await
     }

@@ -6,7 +6,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::codec::{self, Failure, int};
 use crate::journal::{Entry, Op, RunId, RunStatus};
-use crate::store::{InboxItem, RunRecord, RunSummary, TimerRow};
+use crate::store::{HookRow, InboxItem, RunRecord, RunSummary, StoreError, TimerRow};
 
 /// A run and its whole journal.
 pub(super) fn load(conn: &mut Connection, run: &RunId) -> Result<Option<RunRecord>, Failure> {
@@ -121,10 +121,19 @@ pub(super) fn timers(conn: &Connection) -> Result<Vec<TimerRow>, Failure> {
     .collect()
 }
 
-/// The run and operation holding a hook token hash (only unfinished runs hold one).
-pub(super) fn find_hook(conn: &Connection, token_hash: &str) -> Result<Option<(RunId, Op)>, Failure> {
-    let sql = "SELECT run_id, op FROM hooks WHERE token_hash = ?1";
-    let row: Option<(String, i64)> =
-        conn.prepare_cached(sql)?.query_row([token_hash], |row| Ok((row.get(0)?, row.get(1)?))).optional()?;
-    row.map(|(run, op)| Ok((codec::run_id(&run)?, codec::op(op)?))).transpose()
+/// The hook holding a token hash (only unfinished runs hold one).
+pub(super) fn find_hook(conn: &Connection, token_hash: &str) -> Result<Option<HookRow>, Failure> {
+    let sql = "SELECT run_id, op, meta FROM hooks WHERE token_hash = ?1";
+    let row: Option<(String, i64, String)> = conn
+        .prepare_cached(sql)?
+        .query_row([token_hash], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+        .optional()?;
+    row.map(|(run, op, meta)| {
+        let meta = serde_json::from_str(&meta).map_err(|error| StoreError::Corrupt {
+            path: "the hooks table".into(),
+            reason: format!("unreadable hook metadata: {error}"),
+        })?;
+        Ok(HookRow { run: codec::run_id(&run)?, op: codec::op(op)?, meta })
+    })
+    .transpose()
 }

@@ -12,7 +12,8 @@
 //!   Listings order by `rowid`, which grows with creation since runs are never deleted.
 //! - `journal`: `(run_id, seq) -> entry` JSON, dense from 0.
 //! - `timers`: pending sleeps and retries, one row per `(run_id, op, kind)`.
-//! - `hooks`: `token_hash -> (run_id, op)` for unfinished runs only; never a token.
+//! - `hooks`: `token_hash -> (run_id, op, meta)` for unfinished runs only (meta: hook, webhook with
+//!   its response mode, or sign-in callback); never a token.
 //! - `inbox`: deliveries, `UNIQUE (run_id, delivery_id)` so a repeated delivery id is a duplicate
 //!   even after its item was consumed. `AUTOINCREMENT` keeps ids unique over the file's life, as
 //!   callers name items by id. A finished run's rows are deleted (it accepts no deliveries).
@@ -60,7 +61,8 @@ CREATE TABLE timers (
 CREATE TABLE hooks (
     token_hash TEXT PRIMARY KEY NOT NULL,
     run_id     TEXT NOT NULL,
-    op         INTEGER NOT NULL
+    op         INTEGER NOT NULL,
+    meta       TEXT NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX hooks_by_run ON hooks (run_id);
 

@@ -13,7 +13,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::codec::{self, Failure, int, kind_name, status_name};
 use crate::journal::{Op, RunId};
-use crate::store::{Created, Delivered, Delivery, DeliveryPayload, Fence, IndexChanges, StoreError, Target};
+use crate::store::{Created, Delivered, Delivery, DeliveryPayload, Fence, HookMeta, IndexChanges, StoreError, Target};
 
 /// A claim's `lease_until`: single-process leases never expire.
 const FOREVER: i64 = i64::MAX;
@@ -154,8 +154,12 @@ fn apply_indexes(conn: &Connection, run: &RunId, changes: &IndexChanges) -> Resu
         let sql = "DELETE FROM timers WHERE run_id = ?1 AND op = ?2 AND kind = ?3";
         conn.prepare_cached(sql)?.execute(params![run.as_str(), op.0, kind_name(*kind)])?;
     }
-    for (op, token_hash) in &changes.hooks_added {
-        add_hook(conn, run, *op, token_hash)?;
+    for (op, token_hash, meta) in &changes.hooks_added {
+        add_hook(conn, run, *op, token_hash, meta)?;
+    }
+    for op in &changes.hooks_removed {
+        let sql = "DELETE FROM hooks WHERE run_id = ?1 AND op = ?2";
+        conn.prepare_cached(sql)?.execute(params![run.as_str(), op.0])?;
     }
     if changes.status.is_some() {
         finish(conn, run)?;
@@ -164,11 +168,13 @@ fn apply_indexes(conn: &Connection, run: &RunId, changes: &IndexChanges) -> Resu
 }
 
 /// Indexes the hook, refusing a token hash another (necessarily unfinished) run holds.
-fn add_hook(conn: &Connection, run: &RunId, op: Op, token_hash: &str) -> Result<(), Failure> {
+fn add_hook(conn: &Connection, run: &RunId, op: Op, token_hash: &str, meta: &HookMeta) -> Result<(), Failure> {
     // The upsert updates only a row of the same run, so zero changed rows means another run holds it.
-    let sql = "INSERT INTO hooks (token_hash, run_id, op) VALUES (?1, ?2, ?3) \
-               ON CONFLICT (token_hash) DO UPDATE SET op = excluded.op WHERE hooks.run_id = excluded.run_id";
-    if conn.prepare_cached(sql)?.execute(params![token_hash, run.as_str(), op.0])? == 0 {
+    let sql = "INSERT INTO hooks (token_hash, run_id, op, meta) VALUES (?1, ?2, ?3, ?4) \
+               ON CONFLICT (token_hash) DO UPDATE SET op = excluded.op, meta = excluded.meta \
+               WHERE hooks.run_id = excluded.run_id";
+    let meta = serde_json::to_string(meta).expect("hook metadata always serializes");
+    if conn.prepare_cached(sql)?.execute(params![token_hash, run.as_str(), op.0, meta])? == 0 {
         return Err(StoreError::HookTokenInUse { run: run.clone(), op }.into());
     }
     Ok(())
@@ -212,15 +218,13 @@ pub(super) fn deliver(
 /// The run a delivery is for and what it carries, or `None` if no unfinished run holds the hook.
 fn resolve(conn: &Connection, target: Target, payload: DeliveryPayload) -> Result<Option<(RunId, Delivery)>, Failure> {
     match (target, payload) {
-        (Target::Hook(hash), DeliveryPayload::Hook(payload)) => {
-            let holder = super::reads::find_hook(conn, hash.as_str())?;
-            Ok(holder.map(|(run, op)| (run, Delivery::Hook { op, payload })))
+        (Target::Hook(hash), payload) => {
+            let Some(hook) = super::reads::find_hook(conn, hash.as_str())? else { return Ok(None) };
+            let delivery = payload.for_hook(hook.op).ok_or_else(crate::store::memory::mismatched_target)?;
+            Ok(Some((hook.run, delivery)))
         }
-        (Target::Run(run), DeliveryPayload::Cancel { reason }) => Ok(Some((run, Delivery::Cancel { reason }))),
-        (Target::Run(_), DeliveryPayload::Hook(_)) | (Target::Hook(_), DeliveryPayload::Cancel { .. }) => {
-            let reason = "a hook payload needs a hook target and a cancel a run target";
-            Err(StoreError::Backend(reason.into()).into())
-        }
+        (Target::Run(run), DeliveryPayload::Run(delivery)) => Ok(Some((run, delivery))),
+        (Target::Run(_), _) => Err(crate::store::memory::mismatched_target().into()),
     }
 }
 

@@ -1,0 +1,194 @@
+//! Deliveries from people and systems: answers to asks, webhook requests and sign-in callbacks.
+//!
+//! Every delivery is accepted durably into the run's inbox before the caller hears back, and is
+//! refused (changing nothing) when it targets an unknown run, a finished run, an unknown or
+//! already-answered question, or a token no unfinished run holds.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+use tokio::sync::oneshot;
+
+use crate::ask::{self, Answer, AnswerError, Ask};
+use crate::executor::Msg;
+use crate::journal::{Entry, RunId};
+use crate::runtime::{Error, Runtime};
+use crate::secret::TokenHash;
+use crate::store::{Delivered, Delivery, DeliveryPayload, HookMeta, HookRow, Target};
+use crate::webhook::{Respond, WebhookRequest, WebhookResponse};
+
+/// A question a run has open.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct OpenQuestion {
+    /// The id to answer it by.
+    pub request_id: String,
+    /// The question.
+    pub request: Ask,
+}
+
+/// How to answer the HTTP request a webhook received.
+#[derive(Debug)]
+pub enum WebhookReply {
+    /// Answer now with this response.
+    Now(WebhookResponse),
+    /// Wait for the response a step writes (`StepCtx::respond`).
+    Later(oneshot::Receiver<WebhookResponse>),
+}
+
+/// Sign-in callbacks being handled or done, so a duplicate never exchanges a code twice.
+#[derive(Debug, Default)]
+pub(crate) struct Callbacks(Mutex<HashSet<String>>);
+
+impl Callbacks {
+    /// Claims the callback with this state hash; false if it was claimed before.
+    fn claim(&self, state_hash: &str) -> bool {
+        self.0.lock().expect("the callbacks mutex is never poisoned").insert(state_hash.to_owned())
+    }
+
+    /// Releases a claim whose exchange failed, so the person can try again.
+    fn release(&self, state_hash: &str) {
+        self.0.lock().expect("the callbacks mutex is never poisoned").remove(state_hash);
+    }
+}
+
+impl Runtime {
+    /// Answers the question `request_id` of `run`. The answer is checked against the question and
+    /// accepted once; a refused answer changes nothing.
+    pub async fn answer(&self, run: &RunId, request_id: &str, answer: Answer) -> Result<(), Error> {
+        let not_open = || Error::Answer(AnswerError::NotOpen { run: run.clone(), request: request_id.to_owned() });
+        let question = self.open_questions(run).await?.into_iter().find(|open| open.request_id == request_id);
+        let question = question.ok_or_else(not_open)?;
+        question.request.check(&answer)?;
+        let op = ask::request_op(request_id).ok_or_else(not_open)?;
+        let payload = DeliveryPayload::Run(Delivery::Answer { op, answer });
+        match self.shared.store.deliver(Target::Run(run.clone()), Some(request_id), payload).await? {
+            Delivered::Accepted { run, .. } => {
+                self.shared.wake(&run, Msg::Inbox);
+                Ok(())
+            }
+            Delivered::Duplicate { .. } | Delivered::NotFound => Err(not_open()),
+        }
+    }
+
+    /// The questions `run` has open, oldest first.
+    pub async fn open_questions(&self, run: &RunId) -> Result<Vec<OpenQuestion>, Error> {
+        let record = self.journal(run).await?;
+        if record.summary.status.is_finished() {
+            return Ok(Vec::new());
+        }
+        let resolved: HashSet<_> = record
+            .entries
+            .iter()
+            .filter_map(|entry| match entry {
+                Entry::AskResolved { op, .. } => Some(*op),
+                _ => None,
+            })
+            .collect();
+        let open = record.entries.into_iter().filter_map(|entry| match entry {
+            Entry::AskCreated { op, request_id, request } if !resolved.contains(&op) => {
+                Some(OpenQuestion { request_id, request })
+            }
+            _ => None,
+        });
+        Ok(open.collect())
+    }
+
+    /// Delivers a payload to the hook holding `token` (not a webhook or sign-in callback).
+    pub(crate) async fn deliver_to_hook(
+        &self,
+        token: &str,
+        delivery_id: Option<&str>,
+        payload: serde_json::Value,
+    ) -> Result<crate::runtime::HookDelivery, Error> {
+        let hash = TokenHash::of(token);
+        self.hook(&hash, |meta| matches!(meta, HookMeta::Hook)).await?;
+        match self.shared.store.deliver(Target::Hook(hash), delivery_id, DeliveryPayload::Hook(payload)).await? {
+            Delivered::Accepted { run, .. } => {
+                self.shared.wake(&run, Msg::Inbox);
+                Ok(crate::runtime::HookDelivery::Accepted(run))
+            }
+            Delivered::Duplicate { run } => Ok(crate::runtime::HookDelivery::Duplicate(run)),
+            Delivered::NotFound => Err(Error::UnknownHook),
+        }
+    }
+
+    /// Delivers one HTTP request to the webhook holding `token` and says how to answer it. A
+    /// repeated `delivery_id` is answered the same way without being delivered again.
+    pub async fn deliver_webhook(
+        &self,
+        token: &str,
+        delivery_id: Option<&str>,
+        request: WebhookRequest,
+    ) -> Result<WebhookReply, Error> {
+        let hash = TokenHash::of(token);
+        let hook = self.hook(&hash, |meta| matches!(meta, HookMeta::Webhook { .. })).await?;
+        let HookMeta::Webhook { respond } = hook.meta else { unreachable!("checked to be a webhook") };
+        let services = &self.shared.services;
+        let waiting = matches!(respond, Respond::Manual).then(|| services.expect_response(request.delivery.clone()));
+        let delivery = request.delivery.clone();
+        let payload = serde_json::to_value(&request).expect("a webhook request always serializes");
+        let delivered =
+            self.shared.store.deliver(Target::Hook(hash), delivery_id, DeliveryPayload::Hook(payload)).await;
+        match delivered {
+            Ok(Delivered::Accepted { run, .. }) => self.shared.wake(&run, Msg::Inbox),
+            Ok(Delivered::Duplicate { .. }) => {}
+            Ok(Delivered::NotFound) => {
+                services.forget_response(&delivery);
+                return Err(Error::UnknownHook);
+            }
+            Err(error) => {
+                services.forget_response(&delivery);
+                return Err(error.into());
+            }
+        }
+        Ok(match (respond, waiting) {
+            (Respond::Manual, Some(waiting)) => WebhookReply::Later(waiting),
+            (Respond::Static(response), _) => WebhookReply::Now(response),
+            _ => WebhookReply::Now(WebhookResponse::status(202)),
+        })
+    }
+
+    /// Completes the sign-in a step waits for: exchanges the one-time `code` with `provider`
+    /// (the token stays with the provider; only a marker is journaled), then retries the step.
+    /// An unknown `state`, another provider's callback, or a repeated callback is refused with
+    /// [`Error::UnknownCallback`] and changes nothing.
+    pub async fn complete_authorization(&self, provider: &str, state: &str, code: &str) -> Result<RunId, Error> {
+        let hash = TokenHash::of(state);
+        let is_this_provider = |meta: &HookMeta| matches!(meta, HookMeta::Auth { provider: p } if p == provider);
+        let hook = self.hook(&hash, is_this_provider).await.map_err(|_| Error::UnknownCallback)?;
+        let callbacks = &self.shared.callbacks;
+        if !callbacks.claim(hash.as_str()) {
+            return Err(Error::UnknownCallback);
+        }
+        if let Err(error) = self.exchange(&hook, provider, code).await {
+            callbacks.release(hash.as_str());
+            return Err(error);
+        }
+        let delivery_id = format!("auth:{}", hash.as_str());
+        match self.shared.store.deliver(Target::Hook(hash), Some(&delivery_id), DeliveryPayload::AuthCompleted).await? {
+            Delivered::Accepted { run, .. } => {
+                self.shared.wake(&run, Msg::Inbox);
+                Ok(run)
+            }
+            Delivered::Duplicate { .. } | Delivered::NotFound => Err(Error::UnknownCallback),
+        }
+    }
+
+    /// Exchanges the code under the identity that started the hook's run.
+    async fn exchange(&self, hook: &HookRow, provider: &str, code: &str) -> Result<(), Error> {
+        let record = self.journal(&hook.run).await?;
+        let started = crate::executor::core::Started::of(&record.entries[0]);
+        let principal = started.principal.map_or_else(crate::auth::Principal::anonymous, crate::auth::Principal::new);
+        let services = &self.shared.services;
+        let auth = services.providers.get(provider).ok_or(Error::UnknownCallback)?;
+        auth.exchange(&principal, code, &services.redirect_uri(provider)).await.map_err(Error::Auth)
+    }
+
+    /// The hook holding `hash`, if it exists and is of the kind `wanted` accepts.
+    async fn hook(&self, hash: &TokenHash, wanted: impl Fn(&HookMeta) -> bool) -> Result<HookRow, Error> {
+        match self.shared.store.find_hook(hash).await? {
+            Some(hook) if wanted(&hook.meta) => Ok(hook),
+            _ => Err(Error::UnknownHook),
+        }
+    }
+}

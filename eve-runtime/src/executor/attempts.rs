@@ -1,0 +1,226 @@
+//! Step attempts: starting them, recording how they end, and the two durable waits between
+//! attempts: a retry backoff, and a sign-in.
+//!
+//! A step whose body polled it starts attempt 1, or resumes what the journal says it was doing
+//! ([`Resume`]). An attempt that fails with attempts left journals `StepRetrying` and waits for
+//! its retry timer; one that ends needing a sign-in journals `AuthRequired` (not a failure) and
+//! waits for the callback, after which the same attempt number runs again. While a step waits in
+//! either way nothing runs for it, so the run may park.
+
+use std::panic::AssertUnwindSafe;
+
+use futures::FutureExt;
+
+use super::core::{Resume, Slot};
+use super::{Attempt, Driver};
+use crate::error::{FatalError, StepError};
+use crate::events::RunEvent;
+use crate::journal::{Entry, InputHash, Op, StepOutcome};
+use crate::runtime::Shared;
+use crate::step::{RetryPolicy, StepCtx};
+use crate::store::TimerKind;
+use crate::time::Timestamp;
+
+/// A step waiting for a sign-in callback.
+pub(super) struct AwaitingAuth {
+    pub attempt: u32,
+    pub provider: String,
+}
+
+impl Driver {
+    /// Starts the steps the body polled for the first time, resuming what the journal records.
+    pub(super) fn start_polled_steps(&mut self, rt: &Shared) {
+        let polled = std::mem::take(&mut self.core.lock().polled);
+        for op in polled {
+            let (exec, resume, completed) = {
+                let mut state = self.core.lock();
+                let completed = state.index.completed.contains_key(&op);
+                let resume = state.index.resume.get(&op).cloned();
+                let Some(Slot::Step(step)) = state.ops.get_mut(op.0 as usize).map(|slot| &mut slot.slot) else {
+                    continue;
+                };
+                (step.attempt.take(), resume, completed || step.outcome.is_some())
+            };
+            let Some(exec) = exec.filter(|_| !completed) else { continue };
+            self.execs.insert(op, exec);
+            match resume {
+                Some(Resume::Retry { next, due }) if due > rt.services.clock.now() => {
+                    self.wait_to_retry(rt, op, next, due)
+                }
+                Some(Resume::Retry { next, .. }) => self.start_attempt(rt, op, next),
+                Some(Resume::AwaitAuth { attempt, provider, nonce }) => {
+                    self.await_auth(rt, op, attempt, provider, &nonce)
+                }
+                Some(Resume::AfterSignIn { attempt }) => {
+                    self.signed_in.insert(op);
+                    self.start_attempt(rt, op, attempt);
+                }
+                None => self.start_attempt(rt, op, 1),
+            }
+        }
+    }
+
+    /// Starts attempt `number` of the step at `op`.
+    pub(super) fn start_attempt(&mut self, rt: &Shared, op: Op, number: u32) {
+        let exec = self.execs.get_mut(&op).expect("a step's attempt function is kept until it completes");
+        let future = exec(StepCtx::in_run(&self.core, op, number));
+        let (name, _, _) = self.step_info(op);
+        self.in_flight.insert(op, number);
+        let run = self.core.run.clone();
+        rt.events.emit(|| RunEvent::StepStarted { run, op, step: name.to_owned(), attempt: number });
+        self.attempts.push(Box::pin(async move {
+            let result = match AssertUnwindSafe(future).catch_unwind().await {
+                Ok(result) => result,
+                Err(panic) => Err(StepError::msg(format!("the step panicked: {}", super::panic_message(&*panic)))),
+            };
+            Attempt { op, attempt: number, result }
+        }));
+    }
+
+    /// The entry recording a finished attempt, and what the step waits for next, if anything.
+    pub(super) fn attempt_finished(&mut self, rt: &Shared, Attempt { op, attempt, result }: Attempt) -> Option<Entry> {
+        if self.in_flight.get(&op) != Some(&attempt) {
+            return None;
+        }
+        self.in_flight.remove(&op);
+        let signed_in = self.signed_in.remove(&op);
+        let error = match result {
+            Ok(value) => return Some(self.complete(rt, op, attempt, StepOutcome::Ok { value })),
+            Err(error) => error,
+        };
+        match error.auth_provider() {
+            Some(provider) if signed_in => {
+                let message = format!("`{provider}` rejected the token right after sign-in");
+                Some(self.fail_step(rt, op, attempt, FatalError::new(message).into()))
+            }
+            Some(provider) if !rt.services.providers.contains_key(provider) => {
+                let message = format!("no auth provider `{provider}` is registered with the runtime");
+                Some(self.fail_step(rt, op, attempt, FatalError::new(message).into()))
+            }
+            Some(provider) => Some(self.require_sign_in(rt, op, attempt, provider.to_owned())),
+            None => Some(self.failed_attempt(rt, op, attempt, error)),
+        }
+    }
+
+    /// A failed attempt: retried after its backoff if attempts are left, else the step fails.
+    fn failed_attempt(&mut self, rt: &Shared, op: Op, attempt: u32, error: StepError) -> Entry {
+        let (name, input_hash, policy) = self.step_info(op);
+        if error.is_fatal() || attempt >= policy.max_attempts || self.core.is_cancelled() {
+            return self.fail_step(rt, op, attempt, error);
+        }
+        let delay = error.retry_after().unwrap_or_else(|| policy.backoff.delay_after(attempt));
+        let next_attempt_at = rt.services.clock.now().saturating_add(delay);
+        let message = error.message().to_owned();
+        let (run, step, retry_at) = (self.core.run.clone(), name.to_owned(), Some(next_attempt_at));
+        rt.events.emit(|| RunEvent::StepFailed { run, op, step, attempt, error: message.clone(), retry_at });
+        self.wait_to_retry(rt, op, attempt + 1, next_attempt_at);
+        Entry::StepRetrying { op, name: name.to_owned(), input_hash, attempt, error: message, next_attempt_at }
+    }
+
+    /// The step's final failure.
+    fn fail_step(&mut self, rt: &Shared, op: Op, attempt: u32, error: StepError) -> Entry {
+        let (run, step, message) = (self.core.run.clone(), self.step_info(op).0.to_owned(), error.message().to_owned());
+        rt.events.emit(|| RunEvent::StepFailed { run, op, step, attempt, error: message, retry_at: None });
+        let outcome = StepOutcome::Err { fatal: error.is_fatal(), message: error.message().to_owned() };
+        self.complete(rt, op, attempt, outcome)
+    }
+
+    /// Records the step's outcome for good.
+    fn complete(&mut self, rt: &Shared, op: Op, attempt: u32, outcome: StepOutcome) -> Entry {
+        self.execs.remove(&op);
+        let (name, input_hash, _) = self.step_info(op);
+        if let StepOutcome::Ok { .. } = outcome {
+            let (run, step) = (self.core.run.clone(), name.to_owned());
+            rt.events.emit(|| RunEvent::StepSucceeded { run, op, step, attempt });
+        }
+        Entry::StepCompleted { op, name: name.to_owned(), input_hash, attempt, outcome }
+    }
+
+    /// Parks attempt `next` of the step at `op` until `due`; the timer service wakes the run.
+    pub(super) fn wait_to_retry(&mut self, rt: &Shared, op: Op, next: u32, due: Timestamp) {
+        self.retrying.insert(op, (next, due));
+        rt.timers.add(self.core.run.clone(), op, due, TimerKind::Retry);
+    }
+
+    /// Starts the next attempt of the step at `op` if its backoff is over.
+    pub(super) fn retry_due(&mut self, rt: &Shared, op: Op) {
+        let Some(&(next, due)) = self.retrying.get(&op) else { return };
+        if due <= rt.services.clock.now() {
+            self.retrying.remove(&op);
+            self.start_attempt(rt, op, next);
+        }
+    }
+
+    /// Ends the attempt waiting for a sign-in: journals `AuthRequired` with a fresh nonce.
+    fn require_sign_in(&mut self, rt: &Shared, op: Op, attempt: u32, provider: String) -> Entry {
+        let nonce = crate::secret::nonce();
+        let state_hash = rt.services.auth_state(&self.core.run, op, &nonce).hash().as_str().to_owned();
+        self.await_auth(rt, op, attempt, provider.clone(), &nonce);
+        Entry::AuthRequired { op, provider, attempt, nonce, state_hash }
+    }
+
+    /// Waits for the sign-in callback of the step at `op`, telling people where to sign in.
+    fn await_auth(&mut self, rt: &Shared, op: Op, attempt: u32, provider: String, nonce: &str) {
+        let state = rt.services.auth_state(&self.core.run, op, nonce);
+        match rt.services.authorization_url(&provider, &self.core.principal, state.expose()) {
+            Ok(url) => {
+                let run = self.core.run.clone();
+                let task_id = self.core.task_id.clone();
+                let provider = provider.clone();
+                rt.events.emit(|| RunEvent::AuthorizationRequired { run, op, task_id, provider, url });
+            }
+            Err(error) => tracing::error!(run = %self.core.run, provider, "cannot build the sign-in URL: {error}"),
+        }
+        self.awaiting_auth.insert(op, AwaitingAuth { attempt, provider });
+    }
+
+    /// `AuthCompleted` for a step waiting for this sign-in; its attempt restarts after the append.
+    pub(super) fn sign_in_completed(&mut self, op: Op) -> Option<Entry> {
+        let waiting = self.awaiting_auth.remove(&op)?;
+        self.restart_after_append.push((op, waiting.attempt, waiting.provider));
+        Some(Entry::AuthCompleted { op })
+    }
+
+    /// Restarts the attempts whose sign-in completed, now that `AuthCompleted` is durable.
+    pub(super) fn restart_signed_in(&mut self, rt: &Shared) {
+        for (op, attempt, provider) in std::mem::take(&mut self.restart_after_append) {
+            let (run, task_id) = (self.core.run.clone(), self.core.task_id.clone());
+            rt.events.emit(|| RunEvent::AuthorizationCompleted { run, op, task_id, provider });
+            self.signed_in.insert(op);
+            self.start_attempt(rt, op, attempt);
+        }
+    }
+
+    /// Fails every step waiting to retry or to sign in: a cancellation stops them at once.
+    pub(super) fn cancel_waiting_steps(&mut self) -> Vec<Entry> {
+        let mut waiting: Vec<(Op, u32, &str)> = self
+            .retrying
+            .drain()
+            .map(|(op, (next, _))| (op, next - 1, "the run was cancelled while the step waited to retry"))
+            .collect();
+        let signing_in = self
+            .awaiting_auth
+            .drain()
+            .map(|(op, waiting)| (op, waiting.attempt, "the run was cancelled while the step waited for a sign-in"));
+        waiting.extend(signing_in);
+        waiting.sort_by_key(|(op, _, _)| *op);
+        waiting
+            .into_iter()
+            .map(|(op, attempt, message)| {
+                self.execs.remove(&op);
+                let (name, input_hash, _) = self.step_info(op);
+                let outcome = StepOutcome::Err { fatal: true, message: message.to_owned() };
+                Entry::StepCompleted { op, name: name.to_owned(), input_hash, attempt, outcome }
+            })
+            .collect()
+    }
+
+    /// The step's name, input hash and policy.
+    pub(super) fn step_info(&self, op: Op) -> (&'static str, InputHash, RetryPolicy) {
+        let state = self.core.lock();
+        let Some(Slot::Step(step)) = state.ops.get(op.0 as usize).map(|slot| &slot.slot) else {
+            unreachable!("attempts run only for ops created as steps")
+        };
+        (step.def.name(), step.input_hash, step.def.policy())
+    }
+}

@@ -1,0 +1,87 @@
+//! Deliveries from outside, and the body's withdrawals, turned into journal entries.
+//!
+//! The inbox holds what arrived durably while the run may not have been active: hook payloads,
+//! answers, sign-in completions and cancellations. Reading it yields entries in arrival order.
+//! A withdrawal of an ask is resolved only after the inbox is read, so an answer that reached
+//! the runtime before the withdrawal wins.
+
+use super::Driver;
+use super::core::Slot;
+use crate::ask::AskOutcome;
+use crate::journal::{Entry, Op};
+use crate::runtime::Shared;
+use crate::store::{Delivery, InboxItem, StoreError};
+
+impl Driver {
+    /// Moves inbox deliveries into journal entries.
+    pub(super) async fn read_inbox(
+        &mut self,
+        rt: &Shared,
+        entries: &mut Vec<Entry>,
+        consumed: &mut Vec<u64>,
+    ) -> Result<(), StoreError> {
+        if self.inbox.is_empty() {
+            self.inbox.extend(rt.store.inbox(&self.core.run).await?);
+        }
+        let mut cancelled =
+            self.core.is_cancelled() || entries.iter().any(|entry| matches!(entry, Entry::CancelRequested { .. }));
+        let items: Vec<InboxItem> = self.inbox.drain(..).collect();
+        for item in items {
+            if consumed.contains(&item.id) {
+                continue;
+            }
+            consumed.push(item.id);
+            match item.delivery {
+                Delivery::Hook { op, payload } => entries.push(Entry::HookReceived { op, payload }),
+                Delivery::Answer { op, answer } => {
+                    if self.ask_is_open(op, entries) {
+                        entries.push(Entry::AskResolved { op, outcome: answer.into() });
+                    }
+                }
+                Delivery::AuthCompleted { op } => entries.extend(self.sign_in_completed(op)),
+                Delivery::Cancel { reason } if !cancelled => {
+                    cancelled = true;
+                    entries.push(Entry::CancelRequested { reason });
+                    entries.extend(self.cancel_waiting_steps());
+                }
+                Delivery::Cancel { .. } => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Resolves the asks the body withdrew as cancelled, unless they resolved otherwise first.
+    pub(super) fn withdrawals(&mut self, entries: &mut Vec<Entry>) {
+        let withdrawn = std::mem::take(&mut self.core.lock().withdrawals);
+        for op in withdrawn {
+            let recorded = self.core.lock().index.asks_resolved.contains_key(&op);
+            if !recorded && self.ask_is_open(op, entries) {
+                entries.push(Entry::AskResolved { op, outcome: AskOutcome::Cancelled });
+            }
+        }
+    }
+
+    /// Whether the ask at `op` has not resolved, counting entries about to be appended.
+    fn ask_is_open(&self, op: Op, pending: &[Entry]) -> bool {
+        let state = self.core.lock();
+        let open = matches!(state.ops.get(op.0 as usize).map(|slot| &slot.slot), Some(Slot::Ask { outcome: None }));
+        let resolving =
+            pending.iter().any(|entry| matches!(entry, Entry::AskResolved { op: resolved, .. } if *resolved == op));
+        open && !resolving
+    }
+
+    /// `TimerFired` for a sleep that has not fired yet (a timer fires exactly once).
+    pub(super) fn timer_fired(&self, op: Op, pending: &[Entry]) -> Option<Entry> {
+        let state = self.core.lock();
+        let unfired = matches!(state.ops.get(op.0 as usize).map(|slot| &slot.slot), Some(Slot::Sleep { fired: false }));
+        let queued = pending.iter().any(|entry| matches!(entry, Entry::TimerFired { op: queued } if *queued == op));
+        (unfired && !queued).then_some(Entry::TimerFired { op })
+    }
+
+    /// The asks still open, for withdrawing them when the run ends.
+    pub(super) fn open_asks(&self) -> Vec<Op> {
+        let state = self.core.lock();
+        let open = state.ops.iter().enumerate().filter(|(_, slot)| matches!(slot.slot, Slot::Ask { outcome: None }));
+        open.map(|(op, _)| Op(op as u32)).collect()
+    }
+}
