@@ -22,9 +22,11 @@ fn the_manifest_lists_every_tool_with_its_shape_and_every_step_with_its_policy()
     let (ok, stdout, _) = host(dir.path(), &["manifest"]);
     assert!(ok);
     let manifest: Value = serde_json::from_str(&stdout).unwrap();
-    let tools = manifest["tools"].as_array().unwrap();
-    let names: Vec<_> = tools.iter().map(|tool| tool["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["greet", "greet_durably", "greet_later"], "sorted by name");
+    let all = manifest["tools"].as_array().unwrap();
+    let names: Vec<_> = all.iter().map(|tool| tool["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["ask_question", "greet", "greet_durably", "greet_later", "sleep"], "sorted by name");
+    assert_eq!(all[0]["shape"], json!({ "lifetime": "step", "suspend": "workflow" }), "the provided ask_question");
+    let tools = &all[1..4];
     assert_eq!(tools[0]["shape"], json!({ "lifetime": "step", "suspend": "none" }));
     assert_eq!(tools[1]["shape"], json!({ "lifetime": "step", "suspend": "workflow" }));
     assert_eq!(tools[2]["shape"], json!({ "lifetime": "task", "suspend": "workflow" }));
@@ -70,7 +72,7 @@ fn calls_runs_and_journals_survive_between_invocations() {
 fn mistakes_get_one_clear_sentence_and_a_failing_exit_code() {
     let dir = tempfile::tempdir().unwrap();
     let cases: [(&[&str], &str); 5] = [
-        (&["call", "nope"], "error: no tool named `nope`; this binary has: greet, greet_durably, greet_later"),
+        (&["call", "nope"], "error: no tool named `nope`; this binary has: ask_question, greet, greet_durably, greet_later, sleep"),
         (&["call", "greet", "{name: Ada}"], "error: the input is not valid JSON (key must be a string"),
         (&["call", "greet", r#"{"nom":"Ada"}"#], "error: invalid input for tool `greet`: missing field `name`"),
         (&["inspect", "no-such-run"], "error: no run with id no-such-run; list runs to see the ids this store holds"),

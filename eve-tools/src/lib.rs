@@ -39,6 +39,7 @@
 
 #[doc(hidden)]
 pub mod __private;
+pub mod builtin;
 
 /// Makes an `async fn` a step: a side effect whose result is journaled, so that replay after a
 /// crash hands the recorded result back instead of running it again.
@@ -278,6 +279,9 @@ pub use eve_macros::workflow_tool;
 /// # }
 /// ```
 pub use eve_macros::task;
+pub use eve_runtime::ask::{Answer, Ask, AskOption, AskOutcome, AnswerError, Display, Pending, Style};
+pub use eve_runtime::auth::{AccessToken, AuthError, AuthProvider, Principal, Provider};
+pub use eve_runtime::webhook::{Respond, Webhook, WebhookRequest, WebhookResponse, create_webhook, create_webhook_with};
 pub use eve_runtime::context::{Receive, ServeCtx, StepCtxSource, TaskCtx, ToolCtx, WorkflowCtx};
 pub use eve_runtime::error::{FatalError, NonDeterminismError, RetryableError, StepError, StoreError, ToolError};
 pub use eve_runtime::events::RunEvent;
@@ -288,8 +292,8 @@ pub use eve_runtime::wait::{
     AbortSignal, Cancelled, Hook, HookError, create_hook, create_hook_with_token, sleep, sleep_until,
 };
 pub use eve_runtime::{
-    Clock, Error, HookDelivery, ManualClock, Phase, RunHandle, RunOutcome, Runtime, RuntimeBuilder, SystemClock,
-    Timestamp,
+    Clock, Error, HookDelivery, ManualClock, OpenQuestion, Phase, RunHandle, RunOutcome, Runtime, RuntimeBuilder,
+    StartOptions, SystemClock, Timestamp, WebhookReply,
 };
 pub use eve_runtime::{cli, journal, secret, store};
 
@@ -306,8 +310,9 @@ pub fn manifest() -> Manifest {
 /// What most tool modules need: `use eve_tools::prelude::*;`.
 pub mod prelude {
     pub use crate::{
-        AbortSignal, Cancelled, FatalError, Hook, HookError, RetryableError, Runtime, StepCtx, StepError, TaskCtx,
-        ToolCtx, ToolError, WorkflowCtx, create_hook, create_hook_with_token, sleep, sleep_until, step, task, tool,
-        workflow_tool,
+        AbortSignal, Ask, AskOutcome, Cancelled, FatalError, Hook, HookError, Provider, Respond, RetryableError,
+        Runtime, StepCtx, StepError, TaskCtx, ToolCtx, ToolError, WebhookRequest, WebhookResponse, WorkflowCtx,
+        create_hook, create_hook_with_token, create_webhook, create_webhook_with, sleep, sleep_until, step, task,
+        tool, workflow_tool,
     };
 }

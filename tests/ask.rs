@@ -1,0 +1,268 @@
+//! Questions to people: `ctx.ask`, answered once, withdrawn on a signal, refused when the answer
+//! does not fit, and replayed identically when raced against a timer.
+
+use std::time::Duration;
+
+use eve_tests::{World, executed, executions};
+use eve_tools::prelude::*;
+use eve_tools::{Answer, AnswerError, Error, RunEvent, RunOutcome, StartOptions};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// Nothing.
+#[derive(Deserialize, JsonSchema)]
+pub struct Nothing {}
+
+fn deploy_question() -> Ask {
+    Ask::confirmation("Deploy api?").option("approve", "Deploy").primary().option("cancel", "Cancel")
+}
+
+/// Asks once and returns the outcome.
+#[workflow_tool]
+pub async fn ask_once(_input: Nothing, ctx: &WorkflowCtx) -> Result<AskOutcome, ToolError> {
+    Ok(ctx.ask(deploy_question()).await)
+}
+
+/// Asks two questions at once and returns both answers, in order.
+#[workflow_tool]
+pub async fn ask_two(_input: Nothing, ctx: &WorkflowCtx) -> Result<Vec<AskOutcome>, ToolError> {
+    let first = ctx.ask(Ask::text("Your name?"));
+    let second = ctx.ask(deploy_question());
+    let (first, second) = futures::join!(first, second);
+    Ok(vec![first, second])
+}
+
+async fn request_ids(runtime: &Runtime, run: &eve_tools::RunId) -> Vec<String> {
+    runtime.open_questions(run).await.unwrap().into_iter().map(|question| question.request_id).collect()
+}
+
+#[tokio::test]
+async fn an_answer_resolves_the_ask_and_the_events_say_so() {
+    let world = World::in_memory();
+    let runtime = world.runtime(16);
+    let mut events = runtime.events();
+    let run = runtime.start("ask_once", json!({})).await.unwrap();
+    run.parked().await.unwrap();
+    let questions = runtime.open_questions(run.id()).await.unwrap();
+    assert_eq!(questions.len(), 1);
+    assert_eq!(questions[0].request, deploy_question());
+    runtime.answer(run.id(), &questions[0].request_id, Answer::option("approve")).await.unwrap();
+    let outcome = run.outcome().await.unwrap();
+    assert_eq!(outcome, RunOutcome::Completed(json!({ "status": "answered", "option_id": "approve" })));
+    let seen: Vec<Value> = std::iter::from_fn(|| events.try_recv().ok())
+        .filter(|event| matches!(event, RunEvent::InputRequested { .. } | RunEvent::InputResolved { .. }))
+        .map(|event| serde_json::to_value(event).unwrap())
+        .collect();
+    assert_eq!(seen[0]["event"], "input.requested");
+    assert_eq!(seen[0]["requestId"], json!(questions[0].request_id));
+    assert_eq!(seen[0]["request"]["prompt"], "Deploy api?");
+    assert_eq!(seen[1]["event"], "input.resolved");
+    assert_eq!(seen[1]["outcome"], json!({ "status": "answered", "option_id": "approve" }));
+}
+
+#[tokio::test]
+async fn several_questions_may_be_open_and_each_is_answered_once() {
+    let world = World::in_memory();
+    let runtime = world.runtime(16);
+    let run = runtime.start("ask_two", json!({})).await.unwrap();
+    run.parked().await.unwrap();
+    let ids = request_ids(&runtime, run.id()).await;
+    assert_eq!(ids.len(), 2, "both questions are open at once");
+    runtime.answer(run.id(), &ids[1], Answer::option("cancel")).await.unwrap();
+    let again = runtime.answer(run.id(), &ids[1], Answer::option("approve")).await.unwrap_err();
+    assert!(matches!(again, Error::Answer(AnswerError::NotOpen { .. })), "answered once: {again}");
+    runtime.answer(run.id(), &ids[0], Answer::text("Ada")).await.unwrap();
+    let outcome = run.outcome().await.unwrap();
+    let expected = json!([{ "status": "answered", "text": "Ada" }, { "status": "answered", "option_id": "cancel" }]);
+    assert_eq!(outcome, RunOutcome::Completed(expected));
+}
+
+#[tokio::test]
+async fn answers_that_do_not_fit_are_refused_and_change_nothing() {
+    let world = World::in_memory();
+    let runtime = world.runtime(16);
+    let run = runtime.start("ask_once", json!({})).await.unwrap();
+    let other = runtime.start("ask_once", json!({})).await.unwrap();
+    run.parked().await.unwrap();
+    other.parked().await.unwrap();
+    let id = request_ids(&runtime, run.id()).await.remove(0);
+    let refusals = [
+        runtime.answer(run.id(), &id, Answer::option("yes")).await.unwrap_err().to_string(),
+        runtime.answer(run.id(), &id, Answer::text("sure")).await.unwrap_err().to_string(),
+        runtime.answer(run.id(), &id, Answer::default()).await.unwrap_err().to_string(),
+        runtime.answer(run.id(), "ask-99", Answer::option("approve")).await.unwrap_err().to_string(),
+        runtime.answer(run.id(), "no-such-request", Answer::option("approve")).await.unwrap_err().to_string(),
+    ];
+    assert_eq!(refusals[0], "`option_id` \"yes\" is not one of the question's options (approve, cancel)");
+    assert_eq!(refusals[1], "`text` is not accepted: this question only takes one of its options");
+    assert_eq!(refusals[2], "the answer is empty: give `option_id`, `text`, or both");
+    assert!(refusals[3].contains("has no open question ask-99"), "{}", refusals[3]);
+    assert!(refusals[4].contains("has no open question no-such-request"), "{}", refusals[4]);
+    let unknown_run: eve_tools::RunId = "run_nobody".parse().unwrap();
+    let error = runtime.answer(&unknown_run, &id, Answer::option("approve")).await.unwrap_err();
+    assert!(matches!(error, Error::RunNotFound(_)), "{error}");
+    assert_eq!(request_ids(&runtime, run.id()).await, [id.clone()], "the question is still open");
+    runtime.answer(other.id(), &id, Answer::option("cancel")).await.unwrap();
+    assert_eq!(other.outcome().await.unwrap().output().unwrap()["option_id"], "cancel");
+    assert_eq!(request_ids(&runtime, run.id()).await, [id.clone()], "answering the other run changed nothing here");
+    runtime.answer(run.id(), &id, Answer::option("approve")).await.unwrap();
+    assert_eq!(run.outcome().await.unwrap().output().unwrap()["option_id"], "approve");
+}
+
+/// Asks, but withdraws the question after an hour without an answer.
+#[workflow_tool]
+pub async fn ask_for_an_hour(_input: Nothing, ctx: &WorkflowCtx) -> Result<AskOutcome, ToolError> {
+    Ok(ctx.ask(deploy_question()).until(Box::pin(sleep(Duration::from_secs(3600)))).await)
+}
+
+#[tokio::test]
+async fn a_withdrawn_ask_resolves_cancelled_and_refuses_later_answers() {
+    let world = World::in_memory();
+    let runtime = world.runtime(16);
+    let mut events = runtime.events();
+    let run = runtime.start("ask_for_an_hour", json!({})).await.unwrap();
+    run.parked().await.unwrap();
+    let id = request_ids(&runtime, run.id()).await.remove(0);
+    world.clock.advance(Duration::from_secs(3600));
+    assert_eq!(run.outcome().await.unwrap(), RunOutcome::Completed(json!({ "status": "cancelled" })));
+    let resolved = std::iter::from_fn(|| events.try_recv().ok()).find_map(|event| match event {
+        RunEvent::InputResolved { outcome, .. } => Some(outcome),
+        _ => None,
+    });
+    assert_eq!(resolved, Some(AskOutcome::Cancelled), "channels are told to stop offering the question");
+    assert!(runtime.answer(run.id(), &id, Answer::option("approve")).await.is_err());
+}
+
+/// Asks, waits for a signal on a hook, then withdraws the question.
+#[workflow_tool]
+pub async fn ask_then_withdraw(_input: Nothing, ctx: &WorkflowCtx) -> Result<AskOutcome, ToolError> {
+    let pending = ctx.ask(deploy_question());
+    let mut signal = create_hook_with_token::<bool>(format!("withdraw-{}", ctx.run_id()));
+    signal.recv().await?;
+    Ok(pending.withdraw().await)
+}
+
+#[tokio::test]
+async fn an_answer_that_reached_the_runtime_before_the_withdrawal_wins() {
+    let world = World::in_memory();
+    let runtime = world.runtime(0);
+    let run = runtime.start("ask_then_withdraw", json!({})).await.unwrap();
+    let id = run.id().clone();
+    run.parked().await.unwrap();
+    let request = request_ids(&runtime, &id).await.remove(0);
+    // The person answers; then the body is told to withdraw. The answer is already in the inbox.
+    runtime.answer(&id, &request, Answer::option("approve")).await.unwrap();
+    runtime.resume_hook(&format!("withdraw-{id}"), json!(true)).await.unwrap();
+    let outcome = runtime.handle(id).outcome().await.unwrap();
+    assert_eq!(outcome, RunOutcome::Completed(json!({ "status": "answered", "option_id": "approve" })));
+}
+
+#[tokio::test]
+async fn a_withdrawal_before_any_answer_cancels_the_question() {
+    let world = World::in_memory();
+    let runtime = world.runtime(16);
+    let run = runtime.start("ask_then_withdraw", json!({})).await.unwrap();
+    run.parked().await.unwrap();
+    let request = request_ids(&runtime, run.id()).await.remove(0);
+    runtime.resume_hook(&format!("withdraw-{}", run.id()), json!(true)).await.unwrap();
+    assert_eq!(run.outcome().await.unwrap(), RunOutcome::Completed(json!({ "status": "cancelled" })));
+    assert!(runtime.answer(run.id(), &request, Answer::option("approve")).await.is_err(), "too late");
+}
+
+#[tokio::test]
+async fn a_run_nobody_can_answer_gets_unavailable_at_once() {
+    let world = World::in_memory();
+    let runtime = world.runtime(16);
+    let options = StartOptions::new().non_interactive();
+    let run = runtime.start_with("ask_once", json!({}), options).await.unwrap();
+    assert_eq!(run.outcome().await.unwrap(), RunOutcome::Completed(json!({ "status": "unavailable" })));
+}
+
+/// Asks without waiting for the answer and returns at once.
+#[workflow_tool]
+pub async fn ask_and_leave(_input: Nothing, ctx: &WorkflowCtx) -> Result<(), ToolError> {
+    let _pending = ctx.ask(deploy_question());
+    note(ctx, "leaving".into()).await?;
+    Ok(())
+}
+
+#[step]
+async fn note(ctx: &StepCtx, text: String) -> Result<String, StepError> {
+    executed(ctx, "note");
+    Ok(text)
+}
+
+#[tokio::test]
+async fn ending_the_run_withdraws_its_open_questions() {
+    let world = World::in_memory();
+    let runtime = world.runtime(16);
+    let mut events = runtime.events();
+    let run = runtime.start("ask_and_leave", json!({})).await.unwrap();
+    run.outcome().await.unwrap();
+    let resolved = std::iter::from_fn(|| events.try_recv().ok()).find_map(|event| match event {
+        RunEvent::InputResolved { outcome, request_id, .. } => Some((request_id, outcome)),
+        _ => None,
+    });
+    assert_eq!(resolved, Some(("ask-0".to_owned(), AskOutcome::Cancelled)));
+    assert!(runtime.open_questions(run.id()).await.unwrap().is_empty());
+    assert!(runtime.answer(run.id(), "ask-0", Answer::option("approve")).await.is_err());
+}
+
+/// Races a question against a one-minute deadline, then notes the winner.
+#[workflow_tool]
+pub async fn ask_or_deadline(_input: Nothing, ctx: &WorkflowCtx) -> Result<String, ToolError> {
+    let mut pending = ctx.ask(deploy_question());
+    let winner = tokio::select! {
+        biased;
+        answer = &mut pending => format!("answer: {}", answer.status()),
+        fired = sleep(Duration::from_secs(60)) => { fired?; "deadline".to_owned() }
+    };
+    let winner = note(ctx, winner).await?;
+    let mut release = create_hook_with_token::<bool>(format!("release-{}", ctx.run_id()));
+    release.recv().await?;
+    Ok(winner)
+}
+
+#[tokio::test]
+async fn racing_an_ask_against_a_sleep_replays_to_the_same_winner() {
+    let world = World::in_memory();
+    let runtime = world.runtime(0);
+    let run = runtime.start("ask_or_deadline", json!({})).await.unwrap();
+    let id = run.id().clone();
+    run.parked().await.unwrap();
+    let request = request_ids(&runtime, &id).await.remove(0);
+    world.clock.advance(Duration::from_secs(60));
+    runtime.settle().await;
+    // The answer arrives after the deadline fired; the question is still open, so it is accepted.
+    runtime.answer(&id, &request, Answer::option("approve")).await.unwrap();
+    runtime.settle().await;
+    drop(runtime);
+    let runtime = world.runtime(0);
+    runtime.recover().await.unwrap();
+    runtime.resume_hook(&format!("release-{id}"), json!(true)).await.unwrap();
+    assert_eq!(runtime.handle(id.clone()).outcome().await.unwrap(), RunOutcome::Completed(json!("deadline")));
+    assert_eq!(executions(&id, "note"), [1]);
+}
+
+#[tokio::test]
+async fn the_provided_ask_question_and_sleep_tools_work() {
+    let world = World::in_memory();
+    let runtime = world.runtime(16);
+    let input = json!({ "prompt": "Pick a color", "display": "select", "options": [
+        { "id": "red", "label": "Red" }, { "id": "blue", "label": "Blue", "description": "calm" }
+    ]});
+    let run = runtime.start("ask_question", input).await.unwrap();
+    run.parked().await.unwrap();
+    let question = runtime.open_questions(run.id()).await.unwrap().remove(0);
+    assert_eq!(question.request.options[1].description.as_deref(), Some("calm"));
+    runtime.answer(run.id(), &question.request_id, Answer::option("blue")).await.unwrap();
+    assert_eq!(run.outcome().await.unwrap().output().unwrap()["option_id"], "blue");
+
+    let nap = runtime.start("sleep", json!({ "seconds": 90 })).await.unwrap();
+    nap.parked().await.unwrap();
+    world.clock.advance(Duration::from_secs(90));
+    assert_eq!(nap.outcome().await.unwrap(), RunOutcome::Completed(json!({ "slept": 90 })));
+    let error = runtime.start("sleep", json!({ "seconds": -1 })).await.unwrap_err();
+    assert!(error.to_string().starts_with("invalid input for tool `sleep`"), "{error}");
+}
