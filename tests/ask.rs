@@ -177,6 +177,11 @@ async fn a_run_nobody_can_answer_gets_unavailable_at_once() {
     let options = StartOptions::new().non_interactive();
     let run = runtime.start_with("ask_once", json!({}), options).await.unwrap();
     assert_eq!(run.outcome().await.unwrap(), RunOutcome::Completed(json!({ "status": "unavailable" })));
+    let entries = runtime.journal(run.id()).await.unwrap().entries;
+    let resolved = entries.iter().any(|entry| {
+        matches!(entry, eve_tools::Entry::AskResolved { outcome: AskOutcome::Unavailable, .. })
+    });
+    assert!(resolved, "the journal records that nobody could answer");
 }
 
 /// Asks without waiting for the answer and returns at once.

@@ -82,6 +82,9 @@ impl WorkflowCtx {
             state.outbox.push(Entry::AskCreated { op, request_id: ask::request_id(op), request: request.clone() });
             if core.interactive {
                 state.new_asks.push((op, request));
+            } else {
+                // Nobody can answer: the question resolves at once, and the journal says so.
+                state.outbox.push(Entry::AskResolved { op, outcome: AskOutcome::Unavailable });
             }
         }
         drop(state);
