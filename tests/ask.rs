@@ -102,10 +102,14 @@ async fn answers_that_do_not_fit_are_refused_and_change_nothing() {
     let unknown_run: eve_tools::RunId = "run_nobody".parse().unwrap();
     let error = runtime.answer(&unknown_run, &id, Answer::option("approve")).await.unwrap_err();
     assert!(matches!(error, Error::RunNotFound(_)), "{error}");
-    assert_eq!(request_ids(&runtime, run.id()).await, [id.clone()], "the question is still open");
+    assert_eq!(request_ids(&runtime, run.id()).await, std::slice::from_ref(&id), "the question is still open");
     runtime.answer(other.id(), &id, Answer::option("cancel")).await.unwrap();
     assert_eq!(other.outcome().await.unwrap().output().unwrap()["option_id"], "cancel");
-    assert_eq!(request_ids(&runtime, run.id()).await, [id.clone()], "answering the other run changed nothing here");
+    assert_eq!(
+        request_ids(&runtime, run.id()).await,
+        std::slice::from_ref(&id),
+        "answering the other run changed nothing here"
+    );
     runtime.answer(run.id(), &id, Answer::option("approve")).await.unwrap();
     assert_eq!(run.outcome().await.unwrap().output().unwrap()["option_id"], "approve");
 }
@@ -178,9 +182,9 @@ async fn a_run_nobody_can_answer_gets_unavailable_at_once() {
     let run = runtime.start_with("ask_once", json!({}), options).await.unwrap();
     assert_eq!(run.outcome().await.unwrap(), RunOutcome::Completed(json!({ "status": "unavailable" })));
     let entries = runtime.journal(run.id()).await.unwrap().entries;
-    let resolved = entries.iter().any(|entry| {
-        matches!(entry, eve_tools::Entry::AskResolved { outcome: AskOutcome::Unavailable, .. })
-    });
+    let resolved = entries
+        .iter()
+        .any(|entry| matches!(entry, eve_tools::Entry::AskResolved { outcome: AskOutcome::Unavailable, .. }));
     assert!(resolved, "the journal records that nobody could answer");
 }
 

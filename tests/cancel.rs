@@ -51,12 +51,12 @@ async fn cancelling_resolves_every_parked_wait_and_runs_cleanup_steps() {
     assert_eq!(executions(run.id(), "clean_up"), [1]);
     let entries = runtime.journal(run.id()).await.unwrap().entries;
     let cancel = entries.iter().position(|entry| matches!(entry, Entry::CancelRequested { .. })).unwrap();
-    let cleanup = entries.iter().position(|entry| matches!(entry, Entry::StepCompleted { name, .. } if name == "clean_up"));
+    let cleanup =
+        entries.iter().position(|entry| matches!(entry, Entry::StepCompleted { name, .. } if name == "clean_up"));
     assert!(cleanup.unwrap() > cancel, "the cleanup step completed after the journaled cancellation");
     assert!(matches!(entries.last(), Some(Entry::RunCancelled {})));
-    let resolved = std::iter::from_fn(|| events.try_recv().ok()).any(|event| {
-        matches!(event, eve_tools::RunEvent::InputResolved { outcome: AskOutcome::Cancelled, .. })
-    });
+    let resolved = std::iter::from_fn(|| events.try_recv().ok())
+        .any(|event| matches!(event, eve_tools::RunEvent::InputResolved { outcome: AskOutcome::Cancelled, .. }));
     assert!(resolved, "the open question resolved cancelled");
 }
 

@@ -72,7 +72,10 @@ fn calls_runs_and_journals_survive_between_invocations() {
 fn mistakes_get_one_clear_sentence_and_a_failing_exit_code() {
     let dir = tempfile::tempdir().unwrap();
     let cases: [(&[&str], &str); 5] = [
-        (&["call", "nope"], "error: no tool named `nope`; this binary has: ask_question, greet, greet_durably, greet_later, sleep"),
+        (
+            &["call", "nope"],
+            "error: no tool named `nope`; this binary has: ask_question, greet, greet_durably, greet_later, sleep",
+        ),
         (&["call", "greet", "{name: Ada}"], "error: the input is not valid JSON (key must be a string"),
         (&["call", "greet", r#"{"nom":"Ada"}"#], "error: invalid input for tool `greet`: missing field `name`"),
         (&["inspect", "no-such-run"], "error: no run with id no-such-run; list runs to see the ids this store holds"),

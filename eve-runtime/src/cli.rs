@@ -30,6 +30,10 @@ pub struct Host {
     /// Where the embedded store and secret key live.
     #[arg(long, env = "EVE_DATA_DIR", default_value = ".eve", global = true)]
     data_dir: PathBuf,
+    /// The base URL people and systems reach the HTTP server at, for webhook and sign-in callback
+    /// URLs (default: the `serve` address).
+    #[arg(long, env = "EVE_PUBLIC_URL", global = true)]
+    public_url: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -82,8 +86,14 @@ enum Command {
         /// The payload, JSON.
         payload: String,
     },
-    /// Recover every unfinished run and keep runs moving until interrupted.
-    Serve,
+    /// Recover every unfinished run, serve HTTP (webhooks, hook resumes, answers, sign-in
+    /// callbacks and the run API) and keep runs moving until interrupted.
+    Serve {
+        /// The address the HTTP server listens on.
+        #[cfg(feature = "http")]
+        #[arg(long, env = "EVE_ADDR", default_value = "127.0.0.1:7700")]
+        addr: String,
+    },
 }
 
 impl Host {
@@ -109,7 +119,12 @@ impl Host {
             println!("{manifest}");
             return Ok(());
         }
-        let runtime = Runtime::builder().data_dir(&self.data_dir).build().map_err(|error| error.to_string())?;
+        let listener = Listener::bind(&self.command).await?;
+        let mut builder = Runtime::builder().data_dir(&self.data_dir);
+        if let Some(url) = self.public_url.clone().or_else(|| listener.public_url()) {
+            builder = builder.public_url(url);
+        }
+        let runtime = builder.build().map_err(|error| error.to_string())?;
         match self.command {
             Command::Manifest => unreachable!("handled without a runtime"),
             Command::Call { tool, input, id } => call(&runtime, &tool, &input, id.as_deref()).await,
@@ -126,9 +141,74 @@ impl Host {
                 println!("{delivered:?}");
                 Ok(())
             }
-            Command::Serve => serve(&runtime).await,
+            Command::Serve { .. } => serve(&runtime, listener).await,
         }
     }
+}
+
+/// The HTTP listener of `serve`, bound before the runtime is built so that the runtime's webhook
+/// and callback URLs carry the real address. Empty for other commands and without the `http` feature.
+struct Listener {
+    #[cfg(feature = "http")]
+    listener: Option<tokio::net::TcpListener>,
+}
+
+/// The HTTP server `serve` runs, if any.
+struct Serving {
+    #[cfg(feature = "http")]
+    server: Option<crate::http::ServerHandle>,
+}
+
+#[cfg(feature = "http")]
+impl Listener {
+    async fn bind(command: &Command) -> Result<Self, String> {
+        let Command::Serve { addr } = command else { return Ok(Listener { listener: None }) };
+        let listener = tokio::net::TcpListener::bind(addr.as_str())
+            .await
+            .map_err(|error| format!("cannot listen on {addr} ({error}); pick another address with --addr"))?;
+        Ok(Listener { listener: Some(listener) })
+    }
+
+    fn public_url(&self) -> Option<String> {
+        let addr = self.listener.as_ref()?.local_addr().ok()?;
+        Some(format!("http://{addr}"))
+    }
+
+    fn start(self, runtime: &Runtime) -> Result<Serving, String> {
+        let Some(listener) = self.listener else { return Ok(Serving { server: None }) };
+        let server = crate::http::Server::new(runtime.clone()).serve(listener).map_err(|error| error.to_string())?;
+        println!("listening on http://{}", server.local_addr());
+        Ok(Serving { server: Some(server) })
+    }
+}
+
+#[cfg(feature = "http")]
+impl Serving {
+    async fn stop(self) {
+        if let Some(server) = self.server {
+            server.shutdown().await;
+        }
+    }
+}
+
+#[cfg(not(feature = "http"))]
+impl Listener {
+    async fn bind(_command: &Command) -> Result<Self, String> {
+        Ok(Listener {})
+    }
+
+    fn public_url(&self) -> Option<String> {
+        None
+    }
+
+    fn start(self, _runtime: &Runtime) -> Result<Serving, String> {
+        Ok(Serving {})
+    }
+}
+
+#[cfg(not(feature = "http"))]
+impl Serving {
+    async fn stop(self) {}
 }
 
 fn parse_run(run: &str) -> Result<RunId, String> {
@@ -252,10 +332,18 @@ fn describe_outcome(outcome: &crate::ask::AskOutcome) -> String {
     }
 }
 
-async fn serve(runtime: &Runtime) -> Result<(), String> {
+async fn serve(runtime: &Runtime, listener: Listener) -> Result<(), String> {
     let mut events = runtime.events();
     let recovered = runtime.recover().await.map_err(|error| error.to_string())?;
+    let serving = listener.start(runtime)?;
     println!("serving: recovered {recovered} unfinished runs; press Ctrl-C to stop");
+    let result = follow(&mut events).await;
+    serving.stop().await;
+    result
+}
+
+/// Prints each run that finishes until Ctrl-C.
+async fn follow(events: &mut tokio::sync::broadcast::Receiver<RunEvent>) -> Result<(), String> {
     loop {
         tokio::select! {
             event = events.recv() => match event {

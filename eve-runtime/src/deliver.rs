@@ -32,7 +32,43 @@ pub enum WebhookReply {
     /// Answer now with this response.
     Now(WebhookResponse),
     /// Wait for the response a step writes (`StepCtx::respond`).
-    Later(oneshot::Receiver<WebhookResponse>),
+    Later(PendingResponse),
+}
+
+/// The response a step will write to a manual webhook's request. Await it (with a timeout);
+/// dropping it stops the wait, so a step that responds later finds no one waiting.
+pub struct PendingResponse {
+    receiver: oneshot::Receiver<WebhookResponse>,
+    delivery: String,
+    services: std::sync::Arc<crate::executor::Services>,
+}
+
+impl std::future::Future for PendingResponse {
+    /// The response, or `None` if the runtime stopped waiting.
+    type Output = Option<WebhookResponse>;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.receiver).poll(cx).map(Result::ok)
+    }
+}
+
+impl std::fmt::Debug for PendingResponse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PendingResponse").field("delivery", &self.delivery).finish_non_exhaustive()
+    }
+}
+
+impl Drop for PendingResponse {
+    fn drop(&mut self) {
+        self.services.forget_response(&self.delivery);
+    }
+}
+
+/// The delivery id a caller's id stands for at the hook with `hash`. A run keeps one set of
+/// delivery ids for all its hooks, questions and callbacks, so each caller id is scoped to the
+/// hook it was sent to: it can neither collide with another hook's nor block an answer.
+fn scoped(hash: &TokenHash, id: &str) -> String {
+    format!("hook:{}:{id}", hash.as_str())
 }
 
 /// Sign-in callbacks being handled or done, so a duplicate never exchanges a code twice.
@@ -61,7 +97,8 @@ impl Runtime {
         question.request.check(&answer)?;
         let op = ask::request_op(request_id).ok_or_else(not_open)?;
         let payload = DeliveryPayload::Run(Delivery::Answer { op, answer });
-        match self.shared.store.deliver(Target::Run(run.clone()), Some(request_id), payload).await? {
+        let delivery_id = format!("answer:{request_id}");
+        match self.shared.store.deliver(Target::Run(run.clone()), Some(&delivery_id), payload).await? {
             Delivered::Accepted { run, .. } => {
                 self.shared.wake(&run, Msg::Inbox);
                 Ok(())
@@ -102,7 +139,9 @@ impl Runtime {
     ) -> Result<crate::runtime::HookDelivery, Error> {
         let hash = TokenHash::of(token);
         self.hook(&hash, |meta| matches!(meta, HookMeta::Hook)).await?;
-        match self.shared.store.deliver(Target::Hook(hash), delivery_id, DeliveryPayload::Hook(payload)).await? {
+        let delivery_id = delivery_id.map(|id| scoped(&hash, id));
+        let payload = DeliveryPayload::Hook(payload);
+        match self.shared.store.deliver(Target::Hook(hash), delivery_id.as_deref(), payload).await? {
             Delivered::Accepted { run, .. } => {
                 self.shared.wake(&run, Msg::Inbox);
                 Ok(crate::runtime::HookDelivery::Accepted(run))
@@ -124,11 +163,16 @@ impl Runtime {
         let hook = self.hook(&hash, |meta| matches!(meta, HookMeta::Webhook { .. })).await?;
         let HookMeta::Webhook { respond } = hook.meta else { unreachable!("checked to be a webhook") };
         let services = &self.shared.services;
-        let waiting = matches!(respond, Respond::Manual).then(|| services.expect_response(request.delivery.clone()));
+        let waiting = matches!(respond, Respond::Manual).then(|| PendingResponse {
+            receiver: services.expect_response(request.delivery.clone()),
+            delivery: request.delivery.clone(),
+            services: self.shared.services.clone(),
+        });
         let delivery = request.delivery.clone();
-        let payload = serde_json::to_value(&request).expect("a webhook request always serializes");
-        let delivered =
-            self.shared.store.deliver(Target::Hook(hash), delivery_id, DeliveryPayload::Hook(payload)).await;
+        let payload =
+            DeliveryPayload::Hook(serde_json::to_value(&request).expect("a webhook request always serializes"));
+        let delivery_id = delivery_id.map(|id| scoped(&hash, id));
+        let delivered = self.shared.store.deliver(Target::Hook(hash), delivery_id.as_deref(), payload).await;
         match delivered {
             Ok(Delivered::Accepted { run, .. }) => self.shared.wake(&run, Msg::Inbox),
             Ok(Delivered::Duplicate { .. }) => {}
@@ -160,7 +204,7 @@ impl Runtime {
         if !callbacks.claim(hash.as_str()) {
             return Err(Error::UnknownCallback);
         }
-        if let Err(error) = self.exchange(&hook, provider, code).await {
+        if let Err(error) = self.exchange(&hook, provider, state, code).await {
             callbacks.release(hash.as_str());
             return Err(error);
         }
@@ -175,13 +219,13 @@ impl Runtime {
     }
 
     /// Exchanges the code under the identity that started the hook's run.
-    async fn exchange(&self, hook: &HookRow, provider: &str, code: &str) -> Result<(), Error> {
+    async fn exchange(&self, hook: &HookRow, provider: &str, state: &str, code: &str) -> Result<(), Error> {
         let record = self.journal(&hook.run).await?;
         let started = crate::executor::core::Started::of(&record.entries[0]);
         let principal = started.principal.map_or_else(crate::auth::Principal::anonymous, crate::auth::Principal::new);
         let services = &self.shared.services;
         let auth = services.providers.get(provider).ok_or(Error::UnknownCallback)?;
-        auth.exchange(&principal, code, &services.redirect_uri(provider)).await.map_err(Error::Auth)
+        auth.exchange_callback(&principal, state, code, &services.redirect_uri(provider)).await.map_err(Error::Auth)
     }
 
     /// The hook holding `hash`, if it exists and is of the kind `wanted` accepts.

@@ -19,7 +19,16 @@ pub struct StepError {
     fatal: bool,
     retry_after: Option<Duration>,
     /// Set by `StepCtx::get_token`/`require_auth`: the attempt ends waiting for this provider's sign-in.
-    auth: Option<String>,
+    auth: Option<AuthNeed>,
+}
+
+/// Why a step attempt needs a sign-in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct AuthNeed {
+    /// The provider id.
+    pub provider: String,
+    /// True when the API rejected the token (`require_auth`); false when there was none.
+    pub rejected: bool,
 }
 
 impl StepError {
@@ -43,15 +52,25 @@ impl StepError {
         self.retry_after
     }
 
-    /// The attempt must wait for a sign-in with `provider`; propagate it with `?`.
-    pub(crate) fn auth_required(provider: &str) -> Self {
+    /// The attempt must wait for a sign-in with `provider`, because it had no token or (when
+    /// `rejected`) the API refused the one it had; propagate it with `?`.
+    pub(crate) fn auth_required(provider: &str, rejected: bool) -> Self {
         let message = format!("sign-in with `{provider}` is required");
-        StepError { message, fatal: false, retry_after: None, auth: Some(provider.to_owned()) }
+        StepError {
+            message,
+            fatal: false,
+            retry_after: None,
+            auth: Some(AuthNeed { provider: provider.to_owned(), rejected }),
+        }
     }
 
     /// The provider whose sign-in the attempt waits for, if it ended that way.
     pub fn auth_provider(&self) -> Option<&str> {
-        self.auth.as_deref()
+        self.auth.as_ref().map(|need| need.provider.as_str())
+    }
+
+    pub(crate) fn auth_need(&self) -> Option<&AuthNeed> {
+        self.auth.as_ref()
     }
 
     pub(crate) fn from_record(fatal: bool, message: String) -> Self {

@@ -14,6 +14,8 @@ pub mod error;
 pub mod events;
 mod executor;
 mod failpoint;
+#[cfg(feature = "http")]
+pub mod http;
 pub mod journal;
 pub mod registry;
 mod runtime;
@@ -28,7 +30,7 @@ pub mod webhook;
 pub use ask::{Answer, Ask, AskOutcome};
 pub use auth::{AccessToken, AuthProvider, Principal, Provider};
 pub use context::{Receive, ServeCtx, StepCtxSource, TaskCtx, ToolCtx, WorkflowCtx};
-pub use deliver::{OpenQuestion, WebhookReply};
+pub use deliver::{OpenQuestion, PendingResponse, WebhookReply};
 pub use error::{FatalError, NonDeterminismError, RetryableError, StepError, StoreError, ToolError};
 pub use events::RunEvent;
 pub use journal::{Entry, Op, RunId, RunStatus};

@@ -76,9 +76,9 @@ impl Default for StartOptions {
     }
 }
 
-/// How a run ended.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(tag = "status", rename_all = "snake_case")]
+/// How a run ended. Serializes as `{"status": "completed", "output": …}`,
+/// `{"status": "failed", "failure": …}` or `{"status": "cancelled"}`.
+#[derive(Clone, Debug, PartialEq)]
 pub enum RunOutcome {
     /// The body returned this output.
     Completed(Value),
@@ -86,6 +86,25 @@ pub enum RunOutcome {
     Failed(RunFailure),
     /// The run was cancelled.
     Cancelled,
+}
+
+impl Serialize for RunOutcome {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        match self {
+            RunOutcome::Completed(output) => {
+                map.serialize_entry("status", "completed")?;
+                map.serialize_entry("output", output)?;
+            }
+            RunOutcome::Failed(failure) => {
+                map.serialize_entry("status", "failed")?;
+                map.serialize_entry("failure", failure)?;
+            }
+            RunOutcome::Cancelled => map.serialize_entry("status", "cancelled")?,
+        }
+        map.end()
+    }
 }
 
 impl RunOutcome {

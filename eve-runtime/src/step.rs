@@ -177,7 +177,7 @@ impl StepCtx {
         let (core, auth) = self.provider(provider)?;
         match auth.token(&core.principal).await {
             Ok(Some(token)) => Ok(token),
-            Ok(None) => Err(StepError::auth_required(provider.id())),
+            Ok(None) => Err(StepError::auth_required(provider.id(), false)),
             Err(error) => Err(StepError::msg(error)),
         }
     }
@@ -193,7 +193,7 @@ impl StepCtx {
         if let Err(error) = auth.forget(&core.principal).await {
             tracing::warn!(provider = provider.id(), "could not forget a rejected token: {error}");
         }
-        StepError::auth_required(provider.id())
+        StepError::auth_required(provider.id(), true)
     }
 
     fn provider(&self, provider: &Provider) -> Result<(&Arc<RunCore>, Arc<dyn AuthProvider>), StepError> {

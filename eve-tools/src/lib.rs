@@ -279,17 +279,26 @@ pub use eve_macros::workflow_tool;
 /// # }
 /// ```
 pub use eve_macros::task;
-pub use eve_runtime::ask::{Answer, Ask, AskOption, AskOutcome, AnswerError, Display, Pending, Style};
+pub use eve_runtime::ask::{Answer, AnswerError, Ask, AskOption, AskOutcome, Display, Pending, Style};
 pub use eve_runtime::auth::{AccessToken, AuthError, AuthProvider, Principal, Provider};
-pub use eve_runtime::webhook::{Respond, Webhook, WebhookRequest, WebhookResponse, create_webhook, create_webhook_with};
+pub use eve_runtime::auth::{MemoryTokenStore, TokenSet, TokenStore, TokenStoreError};
+// Sign-in with OAuth 2.0 (cargo feature `oauth2`, on by default).
+#[cfg(feature = "oauth2")]
+pub use eve_runtime::auth::{ClientAuth, OAuth2Provider, OAuth2ProviderBuilder};
 pub use eve_runtime::context::{Receive, ServeCtx, StepCtxSource, TaskCtx, ToolCtx, WorkflowCtx};
 pub use eve_runtime::error::{FatalError, NonDeterminismError, RetryableError, StepError, StoreError, ToolError};
 pub use eve_runtime::events::RunEvent;
+/// The HTTP server: webhooks, hook resumes, answers to asks, sign-in callbacks and the run API.
+#[cfg(feature = "http")]
+pub use eve_runtime::http;
 pub use eve_runtime::journal::{Entry, Op, RunFailure, RunId, RunStatus};
 pub use eve_runtime::registry::{Lifetime, Manifest, Shape, Suspend};
 pub use eve_runtime::step::{Backoff, RetryPolicy, StepCall, StepCtx};
 pub use eve_runtime::wait::{
     AbortSignal, Cancelled, Hook, HookError, create_hook, create_hook_with_token, sleep, sleep_until,
+};
+pub use eve_runtime::webhook::{
+    Respond, Webhook, WebhookRequest, WebhookResponse, create_webhook, create_webhook_with,
 };
 pub use eve_runtime::{
     Clock, Error, HookDelivery, ManualClock, OpenQuestion, Phase, RunHandle, RunOutcome, Runtime, RuntimeBuilder,
@@ -312,7 +321,7 @@ pub mod prelude {
     pub use crate::{
         AbortSignal, Ask, AskOutcome, Cancelled, FatalError, Hook, HookError, Provider, Respond, RetryableError,
         Runtime, StepCtx, StepError, TaskCtx, ToolCtx, ToolError, WebhookRequest, WebhookResponse, WorkflowCtx,
-        create_hook, create_hook_with_token, create_webhook, create_webhook_with, sleep, sleep_until, step, task,
-        tool, workflow_tool,
+        create_hook, create_hook_with_token, create_webhook, create_webhook_with, sleep, sleep_until, step, task, tool,
+        workflow_tool,
     };
 }

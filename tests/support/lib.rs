@@ -4,7 +4,9 @@
 use std::sync::{Arc, Mutex};
 
 use eve_tools::store::{MemoryStore, Store};
-use eve_tools::{ManualClock, RunId, Runtime, StepCtx, Timestamp};
+use eve_tools::{ManualClock, RunId, Runtime, RuntimeBuilder, StepCtx, Timestamp};
+
+pub mod oauth_server;
 
 /// The instant every test clock starts at.
 pub const START: Timestamp = Timestamp::from_millis(1_700_000_000_000);
@@ -26,13 +28,16 @@ impl World {
 
     /// A new runtime (a new "process") over this world; `warm_cache` 0 makes every resume replay.
     pub fn runtime(&self, warm_cache: usize) -> Runtime {
+        self.builder(warm_cache).build().expect("a runtime builds inside a Tokio runtime")
+    }
+
+    /// The builder of [`World::runtime`], for tests that configure more (auth providers, say).
+    pub fn builder(&self, warm_cache: usize) -> RuntimeBuilder {
         Runtime::builder()
             .shared_store(self.store.clone())
             .clock(self.clock.clone())
             .secret_key(KEY.clone())
             .warm_cache(warm_cache)
-            .build()
-            .expect("a runtime builds inside a Tokio runtime")
     }
 }
 

@@ -27,6 +27,15 @@ pub(super) struct AwaitingAuth {
     pub provider: String,
 }
 
+/// When the sign-in before a step's current attempt completed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum SignedIn {
+    /// In this process: the provider just stored a token.
+    Here,
+    /// Before a restart: an in-memory token store may have lost the token since.
+    BeforeRestart,
+}
+
 impl Driver {
     /// Starts the steps the body polled for the first time, resuming what the journal records.
     pub(super) fn start_polled_steps(&mut self, rt: &Shared) {
@@ -49,10 +58,12 @@ impl Driver {
                 }
                 Some(Resume::Retry { next, .. }) => self.start_attempt(rt, op, next),
                 Some(Resume::AwaitAuth { attempt, provider, nonce }) => {
-                    self.await_auth(rt, op, attempt, provider, &nonce)
+                    // The journal holds the wait, so the sign-in URL can be published again now.
+                    self.announce_sign_in(rt, op, &provider, &nonce);
+                    self.awaiting_auth.insert(op, AwaitingAuth { attempt, provider });
                 }
                 Some(Resume::AfterSignIn { attempt }) => {
-                    self.signed_in.insert(op);
+                    self.signed_in.insert(op, SignedIn::BeforeRestart);
                     self.start_attempt(rt, op, attempt);
                 }
                 None => self.start_attempt(rt, op, 1),
@@ -88,17 +99,20 @@ impl Driver {
             Ok(value) => return Some(self.complete(rt, op, attempt, StepOutcome::Ok { value })),
             Err(error) => error,
         };
-        match error.auth_provider() {
-            Some(provider) if signed_in => {
-                let message = format!("`{provider}` rejected the token right after sign-in");
-                Some(self.fail_step(rt, op, attempt, FatalError::new(message).into()))
+        let Some(need) = error.auth_need() else { return Some(self.failed_attempt(rt, op, attempt, error)) };
+        let provider = need.provider.clone();
+        let fatal = match signed_in {
+            // No second prompt: a token refused right after signing in will be refused again.
+            Some(_) if need.rejected => Some(format!("`{provider}` rejected the token right after sign-in")),
+            Some(SignedIn::Here) => Some(format!("`{provider}` kept no token after the sign-in")),
+            _ if !rt.services.providers.contains_key(&provider) => {
+                Some(format!("no auth provider `{provider}` is registered with the runtime"))
             }
-            Some(provider) if !rt.services.providers.contains_key(provider) => {
-                let message = format!("no auth provider `{provider}` is registered with the runtime");
-                Some(self.fail_step(rt, op, attempt, FatalError::new(message).into()))
-            }
-            Some(provider) => Some(self.require_sign_in(rt, op, attempt, provider.to_owned())),
-            None => Some(self.failed_attempt(rt, op, attempt, error)),
+            _ => None,
+        };
+        match fatal {
+            Some(message) => Some(self.fail_step(rt, op, attempt, FatalError::new(message).into())),
+            None => Some(self.require_sign_in(op, attempt, provider)),
         }
     }
 
@@ -151,27 +165,26 @@ impl Driver {
         }
     }
 
-    /// Ends the attempt waiting for a sign-in: journals `AuthRequired` with a fresh nonce.
-    fn require_sign_in(&mut self, rt: &Shared, op: Op, attempt: u32, provider: String) -> Entry {
+    /// Ends the attempt waiting for a sign-in: journals `AuthRequired` with a fresh nonce. The
+    /// sign-in URL is published once that entry is durable, so its callback is always accepted.
+    fn require_sign_in(&mut self, op: Op, attempt: u32, provider: String) -> Entry {
         let nonce = crate::secret::nonce();
-        let state_hash = rt.services.auth_state(&self.core.run, op, &nonce).hash().as_str().to_owned();
-        self.await_auth(rt, op, attempt, provider.clone(), &nonce);
+        let state_hash = self.core.services.auth_state(&self.core.run, op, &nonce).hash().as_str().to_owned();
+        self.awaiting_auth.insert(op, AwaitingAuth { attempt, provider: provider.clone() });
+        self.announce_after_append.push((op, provider.clone(), nonce.clone()));
         Entry::AuthRequired { op, provider, attempt, nonce, state_hash }
     }
 
-    /// Waits for the sign-in callback of the step at `op`, telling people where to sign in.
-    fn await_auth(&mut self, rt: &Shared, op: Op, attempt: u32, provider: String, nonce: &str) {
+    /// Publishes `authorization.required` with the URL that starts the sign-in for `op`.
+    fn announce_sign_in(&self, rt: &Shared, op: Op, provider: &str, nonce: &str) {
         let state = rt.services.auth_state(&self.core.run, op, nonce);
-        match rt.services.authorization_url(&provider, &self.core.principal, state.expose()) {
+        match rt.services.authorization_url(provider, &self.core.principal, state.expose()) {
             Ok(url) => {
-                let run = self.core.run.clone();
-                let task_id = self.core.task_id.clone();
-                let provider = provider.clone();
+                let (run, task_id, provider) = (self.core.run.clone(), self.core.task_id.clone(), provider.to_owned());
                 rt.events.emit(|| RunEvent::AuthorizationRequired { run, op, task_id, provider, url });
             }
             Err(error) => tracing::error!(run = %self.core.run, provider, "cannot build the sign-in URL: {error}"),
         }
-        self.awaiting_auth.insert(op, AwaitingAuth { attempt, provider });
     }
 
     /// `AuthCompleted` for a step waiting for this sign-in; its attempt restarts after the append.
@@ -181,12 +194,16 @@ impl Driver {
         Some(Entry::AuthCompleted { op })
     }
 
-    /// Restarts the attempts whose sign-in completed, now that `AuthCompleted` is durable.
-    pub(super) fn restart_signed_in(&mut self, rt: &Shared) {
+    /// What waits for the last append to be durable: publishing new sign-in URLs, and restarting
+    /// the attempts whose sign-in completed.
+    pub(super) fn after_append(&mut self, rt: &Shared) {
+        for (op, provider, nonce) in std::mem::take(&mut self.announce_after_append) {
+            self.announce_sign_in(rt, op, &provider, &nonce);
+        }
         for (op, attempt, provider) in std::mem::take(&mut self.restart_after_append) {
             let (run, task_id) = (self.core.run.clone(), self.core.task_id.clone());
             rt.events.emit(|| RunEvent::AuthorizationCompleted { run, op, task_id, provider });
-            self.signed_in.insert(op);
+            self.signed_in.insert(op, SignedIn::Here);
             self.start_attempt(rt, op, attempt);
         }
     }

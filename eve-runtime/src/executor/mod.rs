@@ -30,7 +30,7 @@ mod inbox;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -198,7 +198,9 @@ pub(crate) struct Driver {
     /// Steps waiting for a sign-in callback.
     awaiting_auth: HashMap<Op, attempts::AwaitingAuth>,
     /// Steps whose current attempt started right after a sign-in (a rejection then is fatal).
-    signed_in: HashSet<Op>,
+    signed_in: HashMap<Op, attempts::SignedIn>,
+    /// Sign-in URLs to publish once their `AuthRequired` is durable: (op, provider, nonce).
+    announce_after_append: Vec<(Op, String, String)>,
     /// Attempts to restart once their `AuthCompleted` is durable: (op, attempt, provider).
     restart_after_append: Vec<(Op, u32, String)>,
     /// Steps waiting out a retry backoff: the next attempt and when it is due. Like a sleep, a
@@ -241,7 +243,8 @@ impl Driver {
             execs: HashMap::new(),
             in_flight: HashMap::new(),
             awaiting_auth: HashMap::new(),
-            signed_in: HashSet::new(),
+            signed_in: HashMap::new(),
+            announce_after_append: Vec::new(),
             restart_after_append: Vec::new(),
             retrying: HashMap::new(),
             inbox: VecDeque::new(),
@@ -424,7 +427,7 @@ impl Driver {
             return Ok(());
         }
         self.append(rt, entries.clone(), consumed).await?;
-        self.restart_signed_in(rt);
+        self.after_append(rt);
         for entry in &entries {
             if !entry.is_delivery() {
                 continue;

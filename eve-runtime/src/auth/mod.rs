@@ -26,6 +26,10 @@
 //! An [`AccessToken`] implements neither `Serialize` nor `Display`, so it cannot be returned from
 //! a step (whose result is journaled) or printed by accident.
 //!
+//! [`OAuth2Provider`] (cargo feature `oauth2`, on by default) is the OAuth 2.0 authorization-code
+//! provider, with PKCE and refresh tokens; it keeps tokens in a [`TokenStore`] (by default
+//! [`MemoryTokenStore`]).
+//!
 //! [`Entry::AuthRequired`]: crate::journal::Entry::AuthRequired
 //! [`Entry::AuthCompleted`]: crate::journal::Entry::AuthCompleted
 
@@ -34,6 +38,14 @@ use std::fmt;
 use async_trait::async_trait;
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
+
+#[cfg(feature = "oauth2")]
+mod oauth2;
+mod tokens;
+
+#[cfg(feature = "oauth2")]
+pub use self::oauth2::{ClientAuth, OAuth2Provider, OAuth2ProviderBuilder};
+pub use self::tokens::{MemoryTokenStore, TokenSet, TokenStore, TokenStoreError};
 
 /// The path prefix of sign-in callbacks: `{prefix}{provider}/callback`.
 pub const AUTH_CALLBACK_PATH: &str = "/.well-known/workflow/v1/auth/";
@@ -152,4 +164,20 @@ pub trait AuthProvider: Send + Sync + 'static {
 
     /// Exchanges a callback's one-time `code` for a token and stores it for `principal`.
     async fn exchange(&self, principal: &Principal, code: &str, redirect_uri: &str) -> Result<(), AuthError>;
+
+    /// Exchanges the `code` of the callback that carried `state` (the value
+    /// [`authorization_url`](AuthProvider::authorization_url) put in the URL) and stores the token
+    /// for `principal`. The runtime calls this one; by default it calls
+    /// [`exchange`](AuthProvider::exchange). Providers whose exchange depends on the sign-in it
+    /// completes, such as a PKCE code verifier, override it.
+    async fn exchange_callback(
+        &self,
+        principal: &Principal,
+        state: &str,
+        code: &str,
+        redirect_uri: &str,
+    ) -> Result<(), AuthError> {
+        let _ = state;
+        self.exchange(principal, code, redirect_uri).await
+    }
 }

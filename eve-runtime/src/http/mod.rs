@@ -1,0 +1,222 @@
+//! The HTTP server: how people and systems reach a [`Runtime`] from outside.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use eve_runtime::{Runtime, http::Server, store::MemoryStore};
+//! // Bind first, so the runtime's webhook and callback URLs carry the real port.
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+//! let addr = listener.local_addr()?;
+//! let runtime = Runtime::builder().store(MemoryStore::new()).public_url(format!("http://{addr}")).build()?;
+//! let server = Server::new(runtime).serve(listener)?;
+//! assert_eq!(server.local_addr(), addr);
+//! // ... webhooks, answers and sign-in callbacks now reach the runtime ...
+//! server.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Routes
+//!
+//! | Route | Runtime call | Reply |
+//! | --- | --- | --- |
+//! | `ANY /.well-known/workflow/v1/webhook/{token}` | [`Runtime::deliver_webhook`] | the webhook's response (default `202`), or `504` |
+//! | `POST /.well-known/workflow/v1/hook/{token}` (JSON) | [`Runtime::resume_hook`] | `202` |
+//! | `GET /.well-known/workflow/v1/auth/{provider}/callback` | [`Runtime::complete_authorization`] | `200` HTML |
+//! | `POST /v1/tools/{tool}/runs` | [`Runtime::start_with`] | `201 {"runId"}` |
+//! | `GET /v1/runs/{run}` | [`Runtime::journal`] | `{runId, tool, status, outcome?}` |
+//! | `POST /v1/runs/{run}/cancel` | [`Runtime::cancel`] | `202` |
+//! | `GET /v1/runs/{run}/questions` | [`Runtime::open_questions`] | `{questions: [...]}` |
+//! | `POST /v1/runs/{run}/questions/{request}` | [`Runtime::answer`] | `204` |
+//! | `GET /v1/events` | [`Runtime::events`] | server-sent events, one per [`RunEvent`](crate::RunEvent) |
+//!
+//! # Invariants
+//!
+//! - **One 404 for every token that opens nothing.** An unknown token, a token of a finished run,
+//!   a used sign-in callback, another provider's callback, an over-long or undecodable path
+//!   segment, and any unrouted path all get the same response: `404` with an empty body and the
+//!   same headers. Bodies are read and checked *before* a token is looked up, so no refusal of a
+//!   body depends on whether its token is live.
+//! - **Secrets go to the runtime only.** Tokens, callback `state`s and `code`s are never logged
+//!   (the request log names the route template, never the path or query) and never echoed in a
+//!   response; an auth provider's error message is redacted of both before it is returned.
+//! - **Bad input gets a 4xx with a JSON error**, `{"error": {"message", "field"}}`, naming the field
+//!   at fault: malformed JSON `400`, a wrong type or a refused value `422`, a body over the limit
+//!   `413`, a body that does not arrive in time `408`, a body that is not JSON `415`. A panic in a
+//!   handler becomes a `500` without details, never a dropped connection.
+//! - **Bounded waiting.** A request's headers and body must arrive within the body timeout; a
+//!   manual webhook waits for its step's response at most the response timeout, then gets `504`.
+//!
+//! Shutting down stops accepting connections, ends event streams, lets requests in flight finish,
+//! and closes idle keep-alive connections.
+
+mod auth;
+mod body;
+mod errors;
+mod events;
+mod routes;
+mod runs;
+mod serve;
+#[cfg(test)]
+mod tests;
+mod webhook;
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::{TcpListener, ToSocketAddrs};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+pub use crate::auth::AUTH_CALLBACK_PATH;
+use crate::runtime::Runtime;
+pub use crate::webhook::WEBHOOK_PATH;
+
+/// The path prefix of hook resumes: `POST {HOOK_PATH}{token}` with a JSON body.
+pub const HOOK_PATH: &str = "/.well-known/workflow/v1/hook/";
+
+/// The default cap on a request body: 1 MiB.
+pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
+
+/// The default time a request's headers and body have to arrive: 10 s.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The default time a manual webhook waits for its step's response: 30 s.
+pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The limits every request is held to.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Limits {
+    /// The largest body accepted, in bytes.
+    pub body: usize,
+    /// How long the headers, and then the whole body, may take to arrive.
+    pub body_timeout: Duration,
+    /// How long a manual webhook waits for its step's response.
+    pub response_timeout: Duration,
+}
+
+/// What every handler shares.
+#[derive(Clone)]
+pub(crate) struct AppState(Arc<Shared>);
+
+pub(crate) struct Shared {
+    pub runtime: Runtime,
+    pub limits: Limits,
+    /// Becomes `true` when the server shuts down.
+    pub stop: watch::Receiver<bool>,
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// An HTTP server over a [`Runtime`]; see the [module documentation](self) for its routes.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let runtime = eve_runtime::Runtime::in_memory()?;
+/// use std::time::Duration;
+/// let server = eve_runtime::http::Server::new(runtime)
+///     .body_limit(256 * 1024)
+///     .body_timeout(Duration::from_secs(5))
+///     .response_timeout(Duration::from_secs(10))
+///     .bind("127.0.0.1:0")
+///     .await?;
+/// assert!(server.local_addr().port() > 0);
+/// server.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Server {
+    runtime: Runtime,
+    limits: Limits,
+}
+
+impl Server {
+    /// A server over `runtime` with the default limits: 1 MiB bodies that arrive within 10 s, and
+    /// 30 s for a manual webhook's step to respond.
+    pub fn new(runtime: Runtime) -> Self {
+        let limits = Limits {
+            body: DEFAULT_BODY_LIMIT,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
+            response_timeout: DEFAULT_RESPONSE_TIMEOUT,
+        };
+        Server { runtime, limits }
+    }
+
+    /// Refuses request bodies over `bytes` with `413`.
+    pub fn body_limit(mut self, bytes: usize) -> Self {
+        self.limits.body = bytes;
+        self
+    }
+
+    /// Refuses requests whose headers, or whose whole body, take longer than `timeout` to arrive
+    /// (`408`, or the connection is closed). Keep-alive connections idle for longer are closed too.
+    pub fn body_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.body_timeout = timeout;
+        self
+    }
+
+    /// How long a request to a manual webhook waits for its step's response before `504`.
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.response_timeout = timeout;
+        self
+    }
+
+    /// Binds `addr` and serves on it. Must be called inside a Tokio runtime.
+    pub async fn bind(self, addr: impl ToSocketAddrs) -> io::Result<ServerHandle> {
+        self.serve(TcpListener::bind(addr).await?)
+    }
+
+    /// Serves on `listener` in a background task until [`ServerHandle::shutdown`]. Must be
+    /// called inside a Tokio runtime.
+    pub fn serve(self, listener: TcpListener) -> io::Result<ServerHandle> {
+        let addr = listener.local_addr()?;
+        let (stop, stopped) = watch::channel(false);
+        let state = AppState(Arc::new(Shared { runtime: self.runtime, limits: self.limits, stop: stopped.clone() }));
+        let router = routes::router(state);
+        let task = tokio::spawn(serve::accept(listener, router, self.limits.body_timeout, stopped));
+        Ok(ServerHandle { addr, stop, task })
+    }
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server").field("limits", &self.limits).finish_non_exhaustive()
+    }
+}
+
+/// A running [`Server`]. Dropping it shuts the server down as [`ServerHandle::shutdown`] does,
+/// without waiting.
+#[derive(Debug)]
+pub struct ServerHandle {
+    addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl ServerHandle {
+    /// The address the server listens on (with the real port when bound to port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops accepting connections, ends event streams, lets requests in flight finish and closes
+    /// idle connections; returns when every connection has closed.
+    pub async fn shutdown(self) {
+        self.stop.send_replace(true);
+        if let Err(error) = self.task.await
+            && error.is_panic()
+        {
+            tracing::error!("the HTTP server task panicked");
+        }
+    }
+}

@@ -1,0 +1,70 @@
+//! The route table, the layers every response passes through, and path segments as opaque strings.
+
+use axum::Router;
+use axum::extract::{MatchedPath, Request};
+use axum::http::{HeaderValue, Uri, header};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::routing::{any, get, post};
+use tokio::time::Instant;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::set_header::SetResponseHeaderLayer;
+
+use super::errors::{fallback, method_not_allowed, panicked};
+use super::{AppState, HOOK_PATH, auth, events, runs, webhook};
+use crate::auth::AUTH_CALLBACK_PATH;
+use crate::webhook::WEBHOOK_PATH;
+
+/// Path segments longer than this name nothing (tokens are 43 characters).
+pub(crate) const MAX_SEGMENT: usize = 256;
+
+/// Every route, with the layers that log requests (by route template only) and harden responses.
+pub(crate) fn router(state: AppState) -> Router {
+    Router::new()
+        .route(&format!("{WEBHOOK_PATH}{{token}}"), any(webhook::deliver))
+        .route(&format!("{HOOK_PATH}{{token}}"), post(webhook::resume))
+        .route(&format!("{AUTH_CALLBACK_PATH}{{provider}}/callback"), get(auth::callback))
+        .route("/v1/tools/{tool}/runs", post(runs::start))
+        .route("/v1/runs/{run}", get(runs::status))
+        .route("/v1/runs/{run}/cancel", post(runs::cancel))
+        .route("/v1/runs/{run}/questions", get(runs::questions))
+        .route("/v1/runs/{run}/questions/{request}", post(runs::answer))
+        .route("/v1/events", get(events::stream))
+        .fallback(fallback)
+        .method_not_allowed_fallback(method_not_allowed)
+        // Innermost first: a panic becomes a 500 that is still logged and still hardened.
+        .layer(CatchPanicLayer::custom(panicked))
+        .layer(middleware::from_fn(log))
+        .layer(SetResponseHeaderLayer::if_not_present(header::CACHE_CONTROL, HeaderValue::from_static("no-store")))
+        .layer(SetResponseHeaderLayer::overriding(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer")))
+        .layer(SetResponseHeaderLayer::overriding(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")))
+        .with_state(state)
+}
+
+/// Logs each request by its route template (`/.well-known/workflow/v1/webhook/{token}`), never by
+/// its path or query, which may hold a token, a callback `state` or a `code`.
+async fn log(route: Option<MatchedPath>, request: Request, next: Next) -> Response {
+    let method = request.method().clone();
+    let started = Instant::now();
+    let response = next.run(request).await;
+    tracing::debug!(
+        %method,
+        route = route.as_ref().map_or("(unrouted)", MatchedPath::as_str),
+        status = response.status().as_u16(),
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "HTTP request"
+    );
+    response
+}
+
+/// The path segment at `index` (0 is the first after `/`), percent-decoded. `None` if it is
+/// missing, longer than [`MAX_SEGMENT`] bytes, or not UTF-8 once decoded: such a segment names
+/// nothing, whatever it holds.
+pub(crate) fn segment(uri: &Uri, index: usize) -> Option<String> {
+    let raw = uri.path().split('/').nth(index + 1)?;
+    if raw.is_empty() || raw.len() > MAX_SEGMENT * 3 {
+        return None;
+    }
+    let decoded = percent_encoding::percent_decode_str(raw).decode_utf8().ok()?;
+    (decoded.len() <= MAX_SEGMENT).then(|| decoded.into_owned())
+}

@@ -1,0 +1,359 @@
+//! Sign-in inside steps with an OAuth 2.0 provider, end to end against a fake OAuth server.
+//!
+//! `who_am_i` runs `prepare` (no auth), then `read_me`, which gets a token with
+//! `ctx.get_token(&FAKE)` and calls the fake server's `/api/me` with it. A run without a token
+//! parks on its sign-in; following the published URL and completing the callback retries only
+//! `read_me`.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use eve_tests::oauth_server::{FakeOAuth, no_redirects};
+use eve_tests::{World, executed, executions};
+use eve_tools::prelude::*;
+use eve_tools::store::Store;
+use eve_tools::{
+    Entry, Error, ManualClock, Op, Phase, RunEvent, RunFailure, RunHandle, RunId, RunOutcome, StartOptions, http,
+};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use tokio::sync::broadcast;
+
+const FAKE: Provider = Provider::new("fake");
+
+/// Where the fake server is.
+#[derive(Deserialize, JsonSchema)]
+pub struct Api {
+    api: String,
+}
+
+/// Who `/api/me` says the token belongs to, and which token it was.
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+pub struct Me {
+    user: String,
+    serial: u64,
+}
+
+#[step]
+async fn prepare(ctx: &StepCtx, api: String) -> Result<String, StepError> {
+    executed(ctx, "prepare");
+    Ok(format!("{api}/api/me"))
+}
+
+#[step(backoff = "1s")]
+async fn read_me(ctx: &StepCtx, url: String) -> Result<Me, StepError> {
+    executed(ctx, "read_me");
+    let token = ctx.get_token(&FAKE).await?;
+    let response = reqwest::Client::new().get(&url).bearer_auth(token.expose_secret()).send().await?;
+    match response.status().as_u16() {
+        200 => Ok(serde_json::from_slice(&response.bytes().await?)?),
+        401 => Err(ctx.require_auth(&FAKE).await),
+        status => Err(StepError::msg(format!("/api/me answered {status}"))),
+    }
+}
+
+/// Prepares, then asks the API who signed in.
+#[workflow_tool]
+pub async fn who_am_i(input: Api, ctx: &WorkflowCtx) -> Result<Me, ToolError> {
+    let url = prepare(ctx, input.api).await?;
+    Ok(read_me(ctx, url).await?)
+}
+
+const PUBLIC_URL: &str = "https://agent.example";
+
+/// A world, a fake OAuth server, and a runtime with the fake registered as `fake`.
+struct Setup {
+    world: World,
+    fake: FakeOAuth,
+    runtime: Runtime,
+    events: broadcast::Receiver<RunEvent>,
+}
+
+impl Setup {
+    async fn new() -> Setup {
+        let world = World::in_memory();
+        let fake = FakeOAuth::start("CANARY0auth").await;
+        let provider = fake.provider("fake", world.clock.clone()).build().unwrap();
+        let runtime = world.builder(16).auth_provider("fake", provider).public_url(PUBLIC_URL).build().unwrap();
+        let events = runtime.events();
+        Setup { world, fake, runtime, events }
+    }
+
+    async fn start(&self, principal: &str) -> RunHandle {
+        let input = json!({ "api": self.fake.base() });
+        self.runtime.start_with("who_am_i", input, StartOptions::new().principal(principal)).await.unwrap()
+    }
+
+    /// Starts a run as `principal` and returns it parked with its sign-in URL.
+    async fn parked_on_sign_in(&mut self, principal: &str) -> (RunHandle, String) {
+        let run = self.start(principal).await;
+        assert_eq!(run.parked().await.unwrap(), Phase::Parked);
+        let urls = sign_in_urls(&mut self.events, run.id());
+        assert_eq!(urls.len(), 1, "one authorization.required");
+        (run, urls.into_iter().next().unwrap())
+    }
+
+    /// Signs in as `login` at `url` and completes the callback through the runtime's API.
+    async fn sign_in(&self, url: &str, login: &str) -> RunId {
+        let redirect = self.fake.follow(url, login).await;
+        self.runtime.complete_authorization("fake", &redirect.state, &redirect.code).await.unwrap()
+    }
+}
+
+/// The sign-in URLs published for `run` since the last call.
+fn sign_in_urls(events: &mut broadcast::Receiver<RunEvent>, run: &RunId) -> Vec<String> {
+    std::iter::from_fn(|| events.try_recv().ok())
+        .filter_map(|event| match event {
+            RunEvent::AuthorizationRequired { run: of, url, provider, .. } if of == *run => {
+                assert_eq!(provider, "fake");
+                Some(url)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn me(user: &str, serial: u64) -> RunOutcome {
+    RunOutcome::Completed(json!({ "user": user, "serial": serial }))
+}
+
+/// The journal of `run` as JSON text, and its sign-in entries.
+async fn journal(runtime: &Runtime, run: &RunId) -> (String, Vec<Entry>) {
+    let entries = runtime.journal(run).await.unwrap().entries;
+    let text = serde_json::to_string(&entries).unwrap();
+    let sign_ins = entries
+        .into_iter()
+        .filter(|entry| matches!(entry, Entry::AuthRequired { .. } | Entry::AuthCompleted { .. }))
+        .collect();
+    (text, sign_ins)
+}
+
+#[tokio::test]
+async fn a_sign_in_parks_the_run_then_retries_only_the_interrupted_step() {
+    let mut setup = Setup::new().await;
+    let (run, url) = setup.parked_on_sign_in("ada").await;
+    assert!(url.starts_with(&format!("{}/authorize?", setup.fake.base())), "{url}");
+    assert_eq!((executions(run.id(), "prepare"), executions(run.id(), "read_me")), (vec![1], vec![1]));
+
+    let redirect = setup.fake.follow(&url, "ada").await;
+    assert_eq!(redirect.callback, format!("{PUBLIC_URL}/.well-known/workflow/v1/auth/fake/callback"));
+    let completed = setup.runtime.complete_authorization("fake", &redirect.state, &redirect.code).await.unwrap();
+    assert_eq!(&completed, run.id());
+
+    assert_eq!(run.outcome().await.unwrap(), me("ada", 1));
+    assert_eq!(executions(run.id(), "prepare"), [1], "the earlier step is not rerun");
+    assert_eq!(executions(run.id(), "read_me"), [1, 1], "the interrupted attempt runs again, not counted as a failure");
+    assert_eq!(setup.fake.exchanges(), 1);
+    let (text, sign_ins) = journal(&setup.runtime, run.id()).await;
+    assert!(matches!(
+        sign_ins.as_slice(),
+        [Entry::AuthRequired { op: Op(1), provider, attempt: 1, .. }, Entry::AuthCompleted { op: Op(1) }]
+            if provider == "fake"
+    ));
+    assert!(!text.contains("CANARY0auth"), "no token or code in the journal: {text}");
+    let completed = std::iter::from_fn(|| setup.events.try_recv().ok())
+        .filter(|event| matches!(event, RunEvent::AuthorizationCompleted { run: of, .. } if of == run.id()))
+        .count();
+    assert_eq!(completed, 1);
+}
+
+#[tokio::test]
+async fn a_token_rejected_right_after_sign_in_fails_the_step_without_a_second_prompt() {
+    let mut setup = Setup::new().await;
+    setup.fake.reject_tokens(true);
+    let (run, url) = setup.parked_on_sign_in("ada").await;
+    setup.sign_in(&url, "ada").await;
+
+    let RunOutcome::Failed(RunFailure::Tool { message }) = run.outcome().await.unwrap() else {
+        panic!("the run fails")
+    };
+    assert!(message.contains("`fake` rejected the token right after sign-in"), "{message}");
+    assert!(sign_in_urls(&mut setup.events, run.id()).is_empty(), "no second authorization.required");
+    assert_eq!(executions(run.id(), "read_me"), [1, 1], "the failure is fatal: no further attempt");
+    assert_eq!(setup.fake.exchanges(), 1);
+}
+
+#[tokio::test]
+async fn a_callback_with_a_wrong_state_or_for_another_provider_is_refused_and_changes_nothing() {
+    let world = World::in_memory();
+    let fake = FakeOAuth::start("CANARY0auth").await;
+    let runtime = world
+        .builder(16)
+        .auth_provider("fake", fake.provider("fake", world.clock.clone()).build().unwrap())
+        .auth_provider("other", fake.provider("other", world.clock.clone()).build().unwrap())
+        .build()
+        .unwrap();
+    let mut events = runtime.events();
+    let run = runtime.start("who_am_i", json!({ "api": fake.base() })).await.unwrap();
+    run.parked().await.unwrap();
+    let url = sign_in_urls(&mut events, run.id()).pop().unwrap();
+    let redirect = fake.follow(&url, "ada").await;
+    let before = runtime.journal(run.id()).await.unwrap().entries;
+
+    let mut tampered = redirect.state.clone();
+    tampered.replace_range(..1, if tampered.starts_with('A') { "B" } else { "A" });
+    for (provider, state) in [
+        ("fake", "not-a-state"),
+        ("fake", tampered.as_str()),
+        ("fake", ""),
+        ("other", redirect.state.as_str()),
+        ("unregistered", redirect.state.as_str()),
+    ] {
+        let refused = runtime.complete_authorization(provider, state, &redirect.code).await;
+        assert!(matches!(refused, Err(Error::UnknownCallback)), "{provider}: {refused:?}");
+    }
+    assert_eq!(runtime.journal(run.id()).await.unwrap().entries, before, "the journal is unchanged");
+    assert_eq!(fake.exchanges(), 0, "the code was not spent");
+    assert_eq!(runtime.handle(run.id().clone()).parked().await.unwrap(), Phase::Parked);
+
+    runtime.complete_authorization("fake", &redirect.state, &redirect.code).await.unwrap();
+    assert_eq!(run.outcome().await.unwrap(), me("ada", 1));
+}
+
+#[tokio::test]
+async fn a_duplicate_callback_is_refused() {
+    let setup = Setup::new().await;
+    let mut events = setup.runtime.events();
+    let run = setup.start("ada").await;
+    run.parked().await.unwrap();
+    let url = sign_in_urls(&mut events, run.id()).pop().unwrap();
+    let redirect = setup.fake.follow(&url, "ada").await;
+    let runtime = &setup.runtime;
+
+    runtime.complete_authorization("fake", &redirect.state, &redirect.code).await.unwrap();
+    let again = runtime.complete_authorization("fake", &redirect.state, &redirect.code).await;
+    assert!(matches!(again, Err(Error::UnknownCallback)), "while the run takes the first: {again:?}");
+    assert_eq!(run.outcome().await.unwrap(), me("ada", 1));
+    let second = setup.fake.follow(&url, "ada").await;
+    let late = runtime.complete_authorization("fake", &second.state, &second.code).await;
+    assert!(matches!(late, Err(Error::UnknownCallback)), "a fresh code for a finished sign-in: {late:?}");
+    assert_eq!(setup.fake.exchanges(), 1, "only the first callback exchanged its code");
+    let (_, sign_ins) = journal(runtime, run.id()).await;
+    assert_eq!(sign_ins.len(), 2, "one AuthRequired, one AuthCompleted");
+}
+
+#[tokio::test]
+async fn tokens_resolve_under_the_principal_that_started_the_run() {
+    let mut setup = Setup::new().await;
+    let (alice, alice_url) = setup.parked_on_sign_in("alice").await;
+    let (bob, bob_url) = setup.parked_on_sign_in("bob").await;
+    setup.sign_in(&bob_url, "bob").await;
+    setup.sign_in(&alice_url, "alice").await;
+    assert_eq!(bob.outcome().await.unwrap(), me("bob", 1));
+    assert_eq!(alice.outcome().await.unwrap(), me("alice", 2));
+
+    let again = setup.start("alice").await;
+    assert_eq!(again.outcome().await.unwrap(), me("alice", 2), "alice's token, without a new sign-in");
+    assert!(sign_in_urls(&mut setup.events, again.id()).is_empty());
+    assert_eq!(setup.fake.exchanges(), 2);
+}
+
+#[tokio::test]
+async fn an_expired_token_is_refreshed_and_a_refused_refresh_asks_for_a_new_sign_in() {
+    let mut setup = Setup::new().await;
+    setup.fake.expiring_tokens(3600);
+    let (first, url) = setup.parked_on_sign_in("ada").await;
+    setup.sign_in(&url, "ada").await;
+    assert_eq!(first.outcome().await.unwrap(), me("ada", 1));
+
+    setup.world.clock.advance(Duration::from_secs(3600));
+    let refreshed = setup.start("ada").await;
+    assert_eq!(refreshed.outcome().await.unwrap(), me("ada", 2), "a new token, without a sign-in");
+    assert!(sign_in_urls(&mut setup.events, refreshed.id()).is_empty());
+    assert_eq!((setup.fake.exchanges(), setup.fake.refreshes()), (1, 1));
+
+    setup.fake.refuse_refresh();
+    setup.world.clock.advance(Duration::from_secs(3600));
+    let (third, url) = setup.parked_on_sign_in("ada").await;
+    setup.sign_in(&url, "ada").await;
+    assert_eq!(third.outcome().await.unwrap(), me("ada", 3));
+    assert_eq!((setup.fake.exchanges(), setup.fake.refreshes()), (2, 1));
+}
+
+#[tokio::test]
+async fn a_sign_in_survives_a_restart_while_the_run_is_parked() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(eve_tests::START);
+    let fake = FakeOAuth::start("CANARY0auth").await;
+    let process = |clock: &ManualClock| {
+        let provider = fake.provider("fake", clock.clone()).build().unwrap();
+        let builder = Runtime::builder().data_dir(dir.path()).clock(clock.clone()).public_url(PUBLIC_URL);
+        builder.auth_provider("fake", provider).build().unwrap()
+    };
+
+    let first = process(&clock);
+    let mut events = first.events();
+    let run = first.start_with("who_am_i", json!({ "api": fake.base() }), StartOptions::new().principal("ada"));
+    let run = run.await.unwrap();
+    run.parked().await.unwrap();
+    let url = sign_in_urls(&mut events, run.id()).pop().unwrap();
+    let id = run.id().clone();
+    let store = Arc::downgrade(first.store());
+    drop((events, run, first));
+    released(store).await;
+
+    let second = process(&clock);
+    let mut events = second.events();
+    assert_eq!(second.recover().await.unwrap(), 1);
+    let run = second.handle(id.clone());
+    assert_eq!(run.parked().await.unwrap(), Phase::Parked);
+    assert_eq!(sign_in_urls(&mut events, &id), vec![url.clone()], "the same URL is published again");
+
+    let redirect = fake.follow(&url, "ada").await;
+    second.complete_authorization("fake", &redirect.state, &redirect.code).await.unwrap();
+    assert_eq!(run.outcome().await.unwrap(), me("ada", 1));
+    assert_eq!(executions(&id, "prepare"), [1], "not rerun after the restart");
+    assert_eq!(executions(&id, "read_me"), [1, 1]);
+    assert_eq!(fake.exchanges(), 1);
+}
+
+/// Waits until every handle of the first process's store is gone, so its file lock is released.
+async fn released(store: Weak<dyn Store>) {
+    for _ in 0..100_000 {
+        if store.strong_count() == 0 {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("the first runtime's store is still open");
+}
+
+#[tokio::test]
+async fn the_callback_works_over_http_and_a_used_or_unknown_callback_gets_an_empty_404() {
+    let world = World::in_memory();
+    let fake = FakeOAuth::start("CANARY0auth").await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let public_url = format!("http://{}", listener.local_addr().unwrap());
+    let provider = fake.provider("fake", world.clock.clone()).build().unwrap();
+    let runtime = world.builder(16).auth_provider("fake", provider).public_url(&public_url).build().unwrap();
+    let server = http::Server::new(runtime.clone()).serve(listener).unwrap();
+    let mut events = runtime.events();
+    let run = runtime.start("who_am_i", json!({ "api": fake.base() })).await.unwrap();
+    run.parked().await.unwrap();
+    let url = sign_in_urls(&mut events, run.id()).pop().unwrap();
+    let redirect = fake.follow(&url, "ada").await;
+    assert!(redirect.location.starts_with(&format!("{public_url}/.well-known/workflow/v1/auth/fake/callback?")));
+    let browser = no_redirects();
+    let get = |url: String| {
+        let browser = browser.clone();
+        async move {
+            let response = browser.get(url).send().await.unwrap();
+            (response.status().as_u16(), response.text().await.unwrap())
+        }
+    };
+
+    let wrong_state = redirect.location.replace(&redirect.state, "not-the-state");
+    assert_eq!(get(wrong_state).await, (404, String::new()));
+    let other_provider = redirect.location.replace("/auth/fake/", "/auth/other/");
+    assert_eq!(get(other_provider).await, (404, String::new()));
+    assert_eq!(fake.exchanges(), 0);
+
+    let (status, page) = get(redirect.location.clone()).await;
+    assert_eq!(status, 200);
+    assert!(!page.contains("CANARY0auth"), "the page shows no code");
+    assert_eq!(run.outcome().await.unwrap(), me("ada", 1));
+    assert_eq!(get(redirect.location.clone()).await, (404, String::new()), "a used callback");
+    assert_eq!(fake.exchanges(), 1);
+    server.shutdown().await;
+}
