@@ -1,0 +1,131 @@
+//! Measure 1: what a step adds to a plain awaited call, on the in-memory store.
+//!
+//! - `plain_1000`: a plain async fn that awaits `add_one` 1,000 times.
+//! - `workflow_1000`: a workflow tool whose body awaits 1,000 sequential steps, each of which
+//!   awaits the same `add_one`; timed from `Runtime::start` until `RunHandle::outcome` returns, on
+//!   a fresh runtime and `MemoryStore` per run (built and dropped outside the timing).
+//! - `workflow_10`: the same with 10 steps, to separate the fixed cost of a run from the cost per
+//!   step.
+//!
+//! Both Tokio flavours are measured: `multi_thread` (2 workers, as a server runs) and
+//! `current_thread` (everything on one thread, no cross-thread wake-ups).
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::Criterion;
+use eve_benches::{current_thread, heading, micros, multi_thread, record, report, secret_key, size};
+use eve_tools::RunOutcome;
+use eve_tools::prelude::*;
+use eve_tools::store::MemoryStore;
+use serde_json::json;
+
+/// How many steps a run takes.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+pub struct Steps {
+    n: u64,
+}
+
+/// The work of one step and of one plain call alike.
+#[inline(never)]
+async fn add_one(x: u64) -> u64 {
+    x + 1
+}
+
+#[step]
+async fn add_one_step(x: u64) -> Result<u64, StepError> {
+    Ok(add_one(x).await)
+}
+
+/// Runs `n` trivial steps one after another and returns how many ran.
+#[workflow_tool]
+pub async fn sequential_steps(input: Steps) -> Result<u64, ToolError> {
+    let mut x = 0;
+    for _ in 0..input.n {
+        x = add_one_step(x).await?;
+    }
+    Ok(x)
+}
+
+/// The baseline: the same inner fn, awaited `n` times without eve.
+async fn plain(n: u64) -> u64 {
+    let mut x = 0;
+    for _ in 0..n {
+        x = add_one(black_box(x)).await;
+    }
+    x
+}
+
+const FLAVOURS: [&str; 2] = ["multi_thread", "current_thread"];
+
+fn step_overhead(c: &mut Criterion) {
+    let n = size(1_000, 20);
+    for flavour in FLAVOURS {
+        let tokio = if flavour == "multi_thread" { multi_thread() } else { current_thread() };
+        let mut group = c.benchmark_group(format!("steps_memory/{flavour}"));
+        group.sample_size(20).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(4));
+        let name = format!("steps_memory/{flavour}/plain_1000");
+        group.bench_function("plain_1000", |b| {
+            b.iter_custom(|iters| {
+                tokio.block_on(async {
+                    let start = Instant::now();
+                    for _ in 0..iters {
+                        black_box(plain(black_box(n)).await);
+                    }
+                    record(&name, iters, start.elapsed())
+                })
+            })
+        });
+        for steps in [n, 10] {
+            let id = if steps == 10 { "workflow_10".to_owned() } else { "workflow_1000".to_owned() };
+            let name = format!("steps_memory/{flavour}/{id}");
+            group.bench_function(id, |b| {
+                b.iter_custom(|iters| tokio.block_on(async { record(&name, iters, workflow_runs(steps, iters).await) }))
+            });
+        }
+        group.finish();
+    }
+}
+
+/// Runs `iters` runs of `steps` steps, each on a fresh runtime and store, timing start to outcome.
+async fn workflow_runs(steps: u64, iters: u64) -> Duration {
+    let mut total = Duration::ZERO;
+    for _ in 0..iters {
+        let runtime = Runtime::builder()
+            .store(MemoryStore::new())
+            .secret_key(secret_key())
+            .build()
+            .expect("a runtime builds inside Tokio");
+        let start = Instant::now();
+        let run = runtime.start("sequential_steps", json!({ "n": steps })).await.expect("the tool exists");
+        let outcome = run.outcome().await.expect("the run is known");
+        total += start.elapsed();
+        assert_eq!(outcome, RunOutcome::Completed(json!(steps)));
+    }
+    total
+}
+
+fn summary() {
+    let n = size(1_000, 20) as f64;
+    heading("measure 1: added cost per step, MemoryStore");
+    for flavour in FLAVOURS {
+        let plain = micros(&format!("steps_memory/{flavour}/plain_1000"));
+        let workflow = micros(&format!("steps_memory/{flavour}/workflow_1000"));
+        let small = micros(&format!("steps_memory/{flavour}/workflow_10"));
+        println!("  [{flavour}]");
+        report("plain awaited call", format!("{:.1} ns", plain * 1_000.0 / n), "anchor ≈ 20 ns");
+        report("workflow of n steps, per step (start → outcome)", format!("{:.2} µs", workflow / n), "");
+        report("added cost per step (t_workflow − t_plain) / n", format!("{:.2} µs", (workflow - plain) / n), "< 2 µs");
+        report("ratio t_workflow / t_plain", format!("{:.0}×", workflow / plain), "");
+        let marginal = (workflow - small) / (n - 10.0);
+        report("marginal cost per step (t_1000 − t_10) / 990", format!("{marginal:.2} µs"), "");
+        report("fixed cost of a run (t_10 − 10 × marginal)", format!("{:.1} µs", small - 10.0 * marginal), "");
+    }
+}
+
+fn main() {
+    let mut criterion = Criterion::default().without_plots().configure_from_args();
+    step_overhead(&mut criterion);
+    criterion.final_summary();
+    summary();
+}
