@@ -58,7 +58,8 @@ pub async fn park_after(input: Steps, ctx: &WorkflowCtx) -> Result<u64, ToolErro
 
 fn runtime(store: Arc<dyn Store>, warm_cache: usize) -> Runtime {
     let builder = Runtime::builder().shared_store(store).secret_key(secret_key());
-    builder.warm_cache(warm_cache).build().expect("a runtime builds inside Tokio")
+    // Room for every event of a 10,000-step replay: `check_restart` reads them after the fact.
+    builder.warm_cache(warm_cache).event_capacity(1 << 15).build().expect("a runtime builds inside Tokio")
 }
 
 /// Starts a run parked after `steps` steps and returns its hook token.

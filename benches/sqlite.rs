@@ -55,7 +55,7 @@ pub async fn sequential_steps(input: Steps) -> Result<u64, ToolError> {
 }
 
 /// A row about as long as the journal entry of one of these steps.
-const ROW: &str = r#"{"type":"step_completed","op":417,"name":"add_one_step","input_hash":"9c1185a5c5e9fc54","attempt":1,"outcome":{"status":"ok","value":418}}"#;
+const ROW: &str = r#"{"step_completed":{"op":417,"name":"add_one_step","input_hash":"9c1185a5c5e9fc54","attempt":1,"outcome":{"ok":{"value":418}}}}"#;
 
 fn raw_connection(dir: &Path) -> Connection {
     let conn = Connection::open(dir.join("raw.db")).expect("the raw database opens");

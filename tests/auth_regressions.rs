@@ -62,7 +62,7 @@ mod url_race {
         async fn release(&self, run: &RunId, fence: Fence) -> Result<(), StoreError> {
             self.inner.release(run, fence).await
         }
-        async fn append(&self, run: &RunId, fence: Fence, append: Append) -> Result<(), StoreError> {
+        async fn append(&self, run: &RunId, fence: Fence, append: &Append) -> Result<(), StoreError> {
             if append.entries.iter().any(|entry| matches!(entry, Entry::AuthRequired { .. })) {
                 self.held.add_permits(1);
                 let _permit = self.gate.acquire().await.unwrap();

@@ -29,16 +29,15 @@ use crate::time::Timestamp;
 pub struct RunId(String);
 
 impl RunId {
-    /// A fresh random run id such as `run_4f0c2a9d81be7c3e5a6d09b1`.
+    /// A fresh run id such as `run_019ad1f3c2a84f0c2a9d81be`: 12 hex digits of the current time in
+    /// milliseconds, then 48 random bits. Ids made later sort later, so a store that keys its
+    /// journal by run id appends next to recent rows instead of all over its index.
     pub fn generate() -> Self {
-        let mut bytes = [0u8; 12];
+        let millis = crate::time::Timestamp::from_system_time(std::time::SystemTime::now()).as_millis();
+        let mut bytes = [0u8; 6];
         crate::secret::fill_random(&mut bytes);
-        let mut id = String::with_capacity(28);
-        id.push_str("run_");
-        for byte in bytes {
-            id.push_str(&format!("{byte:02x}"));
-        }
-        RunId(id)
+        let random = bytes.iter().fold(0u64, |acc, byte| acc << 8 | u64::from(*byte));
+        RunId(format!("run_{:012x}{random:012x}", millis & 0xffff_ffff_ffff))
     }
 
     /// The id as a string.
@@ -107,8 +106,22 @@ impl Serialize for InputHash {
 
 impl<'de> Deserialize<'de> for InputHash {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        u64::from_str_radix(&text, 16).map(InputHash).map_err(serde::de::Error::custom)
+        // A visitor rather than `String::deserialize`: the hex is parsed from the input in place.
+        struct Hex;
+
+        impl serde::de::Visitor<'_> for Hex {
+            type Value = InputHash;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("16 hex digits")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<InputHash, E> {
+                u64::from_str_radix(text, 16).map(InputHash).map_err(E::custom)
+            }
+        }
+
+        deserializer.deserialize_str(Hex)
     }
 }
 
@@ -153,7 +166,7 @@ pub struct OpSignature {
     /// The kind of operation.
     pub kind: OpKind,
     /// The step name, or the kind's name for other operations.
-    pub name: String,
+    pub name: std::borrow::Cow<'static, str>,
     /// The hash of the serialized input.
     pub input_hash: InputHash,
 }
@@ -167,9 +180,9 @@ impl fmt::Display for OpSignature {
     }
 }
 
-/// How a step ended for good.
+/// How a step ended for good: `{"ok": {"value": ...}}` or `{"err": {"fatal": ..., "message": ...}}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "status", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum StepOutcome {
     /// The step returned a value.
     Ok {
@@ -239,8 +252,11 @@ impl RecordKind {
 }
 
 /// One journal entry. See the module documentation for the two groups of entries.
+///
+/// Entries are stored as JSON in serde's externally tagged form, `{"step_completed": {...}}`,
+/// which decodes in one pass (replay decodes every entry of a journal).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum Entry {
     /// The run was created with this input.
     RunStarted {
@@ -424,7 +440,7 @@ impl Entry {
 
     /// The signature of the operation this entry records, for the divergence check.
     pub fn signature(&self) -> Option<OpSignature> {
-        let sig = |kind, name: &str, input_hash| OpSignature { kind, name: name.to_owned(), input_hash };
+        let sig = |kind, name: &str, input_hash| OpSignature { kind, name: name.to_owned().into(), input_hash };
         match self {
             Entry::StepCompleted { name, input_hash, .. } | Entry::StepRetrying { name, input_hash, .. } => {
                 Some(sig(OpKind::Step, name, *input_hash))

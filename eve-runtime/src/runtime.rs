@@ -517,7 +517,7 @@ impl RuntimeBuilder {
         self
     }
 
-    /// How many buffered events a slow subscriber may fall behind by (default 65,536).
+    /// How many buffered events a slow subscriber may fall behind by (default 4,096).
     pub fn event_capacity(mut self, events: usize) -> Self {
         self.event_capacity = events.max(1);
         self
@@ -594,7 +594,7 @@ impl Runtime {
             cache_capacity: 4096,
             grace: DEFAULT_GRACE,
             lease: Duration::from_secs(60),
-            event_capacity: 65_536,
+            event_capacity: 4_096,
             replay_concurrency: 64,
             providers: HashMap::new(),
             public_url: DEFAULT_PUBLIC_URL.to_owned(),
@@ -821,8 +821,8 @@ impl RunHandle {
     async fn wait(&self, done: impl Fn(&Phase) -> bool) -> Result<Phase, Error> {
         let mut phases = self.shared.subscribe(&self.id);
         // The journal is the truth: a run that ended before this process saw it is finished.
-        let record = self.shared.store.load(&self.id).await?.ok_or_else(|| Error::RunNotFound(self.id.clone()))?;
-        if let Some(outcome) = record.entries.last().and_then(RunOutcome::from_terminal) {
+        let tail = self.shared.store.tail(&self.id).await?.ok_or_else(|| Error::RunNotFound(self.id.clone()))?;
+        if let Some(outcome) = RunOutcome::from_terminal(&tail.1) {
             drop(phases);
             self.shared.forget_phase(&self.id);
             return Ok(Phase::Finished(outcome));

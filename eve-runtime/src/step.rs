@@ -115,34 +115,25 @@ impl StepDef {
 /// idempotency key and the run's abort signal.
 #[derive(Clone)]
 pub struct StepCtx {
-    run: Option<RunId>,
     op: Option<Op>,
     attempt: u32,
-    key: String,
+    /// Formatted on first use: most steps never ask for it.
+    key: std::sync::OnceLock<String>,
     core: Option<Arc<RunCore>>,
 }
 
 impl StepCtx {
     pub(crate) fn in_run(core: &Arc<RunCore>, op: Op, attempt: u32) -> Self {
-        StepCtx {
-            run: Some(core.run.clone()),
-            op: Some(op),
-            attempt,
-            key: format!("{}:{}", core.run, op.0),
-            core: Some(core.clone()),
-        }
+        StepCtx { op: Some(op), attempt, key: std::sync::OnceLock::new(), core: Some(core.clone()) }
     }
 
     fn detached() -> Self {
-        let mut bytes = [0u8; 16];
-        crate::secret::fill_random(&mut bytes);
-        let key = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
-        StepCtx { run: None, op: None, attempt: 1, key, core: None }
+        StepCtx { op: None, attempt: 1, key: std::sync::OnceLock::new(), core: None }
     }
 
     /// The run this attempt belongs to, or `None` when the step was called outside any run.
     pub fn run_id(&self) -> Option<&RunId> {
-        self.run.as_ref()
+        self.core.as_ref().map(|core| &core.run)
     }
 
     /// The step's op number within its run.
@@ -159,7 +150,14 @@ impl StepCtx {
     /// crash: `{run id}:{op}`. Pass it to external APIs so an effect is applied exactly once.
     /// Outside any run it is a fresh random key.
     pub fn idempotency_key(&self) -> &str {
-        &self.key
+        self.key.get_or_init(|| match (&self.core, self.op) {
+            (Some(core), Some(op)) => format!("{}:{}", core.run, op.0),
+            _ => {
+                let mut bytes = [0u8; 16];
+                crate::secret::fill_random(&mut bytes);
+                bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+            }
+        })
     }
 
     /// Whether the run has been cancelled. Cleanup steps still run after a cancellation.
@@ -221,7 +219,7 @@ impl StepCtx {
 impl fmt::Debug for StepCtx {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("StepCtx")
-            .field("run", &self.run)
+            .field("run", &self.run_id())
             .field("op", &self.op)
             .field("attempt", &self.attempt)
             .finish_non_exhaustive()
@@ -290,9 +288,10 @@ where
             }
         };
         let input_hash = InputHash::of(&bytes);
-        let signature = OpSignature { kind: OpKind::Step, name: def.name.to_owned(), input_hash };
-        let slot =
-            StepSlot { def, input_hash, attempt: Some(attempt_fn(args, bytes, step)), polled: false, outcome: None };
+        let signature = OpSignature { kind: OpKind::Step, name: def.name.into(), input_hash };
+        // A step whose result the journal records never runs again, so replay skips boxing it.
+        let attempt = (!core.next_op_completed()).then(|| attempt_fn(args, bytes, step));
+        let slot = StepSlot { def, input_hash, attempt, polled: false, outcome: None };
         match core.create(signature, Slot::Step(slot)) {
             Some(op) => StepCall { state: CallState::Durable { core, op, output: PhantomData } },
             None => StepCall { state: CallState::Failed(None) },

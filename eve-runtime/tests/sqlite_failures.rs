@@ -175,7 +175,7 @@ async fn a_full_disk_loses_nothing_acknowledged() {
         // An append of several entries of which the first fit: none of them may be kept.
         let (run, seq) = (&runs[0].id, acknowledged[0].len() as u64);
         let mixed = vec![filler(9_000, 10), filler(9_001, 10), filler(9_002, 200_000)];
-        let refused = store.append(run, fences[0], Append { first_seq: seq, entries: mixed, consumed: vec![] }).await;
+        let refused = store.append(run, fences[0], &Append { first_seq: seq, entries: mixed, consumed: vec![] }).await;
         assert!(matches!(refused, Err(StoreError::DiskFull)), "got {refused:?}");
         assert_eq!(journal(&store, run).await, acknowledged[0], "reads still work and show no partial rows");
     }
@@ -188,7 +188,7 @@ async fn a_full_disk_loses_nothing_acknowledged() {
     let claimed = store.claim(&runs[0].id, &WorkerId("after".into()), Default::default(), Timestamp::EPOCH, 0).await;
     let fence = claimed.expect("the run can be claimed").fence;
     let next = Append { first_seq: acknowledged[0].len() as u64, entries: vec![filler(1, 100)], consumed: vec![] };
-    store.append(&runs[0].id, fence, next).await.expect("with space again, appends resume");
+    store.append(&runs[0].id, fence, &next).await.expect("with space again, appends resume");
 }
 
 /// Appends 3 KB entries to every run at once, round after round, recording those acknowledged,
@@ -206,7 +206,8 @@ async fn fill(store: &SqliteStore, runs: &[NewRun], fences: &[Fence], acknowledg
                 entries: vec![filler(op, 3_000)],
                 consumed: vec![],
             };
-            store.append(&runs[index].id, fences[index], append)
+            let (store, run, fence) = (&store, &runs[index].id, fences[index]);
+            async move { store.append(run, fence, &append).await }
         });
         for (index, result) in open.iter().zip(futures::future::join_all(appends).await) {
             match result {
@@ -236,11 +237,11 @@ async fn an_oversized_entry_is_refused_and_nothing_is_written() {
     let hook =
         Entry::HookCreated { op: Op(0), token_hash: hash.as_str().into(), nonce: None, conflict: false, webhook: None };
     let entries = vec![hook.clone(), filler(1, 2_000)];
-    let appended = store.append(&run.id, fence, Append { first_seq: 1, entries, consumed: vec![] }).await;
+    let appended = store.append(&run.id, fence, &Append { first_seq: 1, entries, consumed: vec![] }).await;
     assert_too_large(appended);
     assert_eq!(journal(&store, &run.id).await.len(), 1, "no entry of the oversized append was written");
     assert_eq!(store.find_hook(&hash).await.expect("find_hook succeeds"), None);
-    store.append(&run.id, fence, Append { first_seq: 1, entries: vec![hook], consumed: vec![] }).await.expect("fits");
+    store.append(&run.id, fence, &Append { first_seq: 1, entries: vec![hook], consumed: vec![] }).await.expect("fits");
     let delivered = store.deliver(Target::Hook(hash), None, DeliveryPayload::Hook(json!("y".repeat(2_000)))).await;
     assert_too_large(delivered.map(drop));
     assert!(store.inbox(&run.id).await.expect("inbox succeeds").is_empty(), "the oversized delivery was not kept");
@@ -306,7 +307,7 @@ mod crash {
             };
             for op in 0..APPENDS {
                 let append = Append { first_seq: u64::from(op) + 1, entries: vec![filler(op, 60)], consumed: vec![] };
-                store.append(&run.id, fence, append).await.expect("appended");
+                store.append(&run.id, fence, &append).await.expect("appended");
             }
         });
     }

@@ -77,8 +77,8 @@ impl Driver {
         let future = exec(StepCtx::in_run(&self.core, op, number));
         let (name, _, _) = self.step_info(op);
         self.in_flight.insert(op, number);
-        let run = self.core.run.clone();
-        rt.events.emit(|| RunEvent::StepStarted { run, op, step: name.to_owned(), attempt: number });
+        let run = &self.core.run;
+        rt.events.emit(|| RunEvent::StepStarted { run: run.clone(), op, step: name.to_owned(), attempt: number });
         self.attempts.push(Box::pin(async move {
             let result = match AssertUnwindSafe(future).catch_unwind().await {
                 Ok(result) => result,
@@ -125,16 +125,21 @@ impl Driver {
         let delay = error.retry_after().unwrap_or_else(|| policy.backoff.delay_after(attempt));
         let next_attempt_at = rt.services.clock.now().saturating_add(delay);
         let message = error.message().to_owned();
-        let (run, step, retry_at) = (self.core.run.clone(), name.to_owned(), Some(next_attempt_at));
-        rt.events.emit(|| RunEvent::StepFailed { run, op, step, attempt, error: message.clone(), retry_at });
+        rt.events.emit(|| {
+            let (run, step, retry_at) = (self.core.run.clone(), name.to_owned(), Some(next_attempt_at));
+            RunEvent::StepFailed { run, op, step, attempt, error: message.clone(), retry_at }
+        });
         self.wait_to_retry(rt, op, attempt + 1, next_attempt_at);
         Entry::StepRetrying { op, name: name.to_owned(), input_hash, attempt, error: message, next_attempt_at }
     }
 
     /// The step's final failure.
     fn fail_step(&mut self, rt: &Shared, op: Op, attempt: u32, error: StepError) -> Entry {
-        let (run, step, message) = (self.core.run.clone(), self.step_info(op).0.to_owned(), error.message().to_owned());
-        rt.events.emit(|| RunEvent::StepFailed { run, op, step, attempt, error: message, retry_at: None });
+        rt.events.emit(|| {
+            let (run, step, message) =
+                (self.core.run.clone(), self.step_info(op).0.to_owned(), error.message().to_owned());
+            RunEvent::StepFailed { run, op, step, attempt, error: message, retry_at: None }
+        });
         let outcome = StepOutcome::Err { fatal: error.is_fatal(), message: error.message().to_owned() };
         self.complete(rt, op, attempt, outcome)
     }
@@ -144,8 +149,12 @@ impl Driver {
         self.execs.remove(&op);
         let (name, input_hash, _) = self.step_info(op);
         if let StepOutcome::Ok { .. } = outcome {
-            let (run, step) = (self.core.run.clone(), name.to_owned());
-            rt.events.emit(|| RunEvent::StepSucceeded { run, op, step, attempt });
+            rt.events.emit(|| RunEvent::StepSucceeded {
+                run: self.core.run.clone(),
+                op,
+                step: name.to_owned(),
+                attempt,
+            });
         }
         Entry::StepCompleted { op, name: name.to_owned(), input_hash, attempt, outcome }
     }

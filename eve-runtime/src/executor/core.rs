@@ -11,7 +11,7 @@
 //! executor calls once per journal entry, after the entry is durable.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Waker;
 
@@ -23,7 +23,7 @@ use crate::secret::Token;
 use crate::step::{AttemptFn, StepDef};
 use crate::time::Timestamp;
 
-use super::Services;
+use super::{OpMap, Services};
 
 thread_local! {
     static CURRENT: RefCell<Option<Arc<RunCore>>> = const { RefCell::new(None) };
@@ -79,17 +79,17 @@ pub(crate) enum Mode {
 /// What the journal says about each op, built once before replay.
 #[derive(Debug, Default)]
 pub(crate) struct ReplayIndex {
-    pub signatures: HashMap<Op, OpSignature>,
-    pub recorded: HashMap<Op, Value>,
-    pub deadlines: HashMap<Op, Timestamp>,
-    pub hooks: HashMap<Op, HookRecord>,
+    pub signatures: OpMap<OpSignature>,
+    pub recorded: OpMap<Value>,
+    pub deadlines: OpMap<Timestamp>,
+    pub hooks: OpMap<HookRecord>,
     /// What each started but unfinished step was doing when the journal ends.
-    pub resume: HashMap<Op, Resume>,
-    pub completed: HashMap<Op, ()>,
+    pub resume: OpMap<Resume>,
+    pub completed: OpMap<()>,
     /// Asks whose resolution is recorded.
-    pub asks_resolved: HashMap<Op, ()>,
+    pub asks_resolved: OpMap<()>,
     /// Asks whose creation is recorded.
-    pub asks_created: HashMap<Op, ()>,
+    pub asks_created: OpMap<()>,
 }
 
 /// Where an unfinished step stands at the end of the journal.
@@ -293,11 +293,18 @@ impl RunCore {
         Some(op)
     }
 
+    /// Whether the journal records the completion of the op the next creation will take.
+    pub fn next_op_completed(&self) -> bool {
+        let state = self.lock();
+        state.mode == Mode::Replaying && state.index.completed.contains_key(&Op(state.next_op))
+    }
+
     /// Returns the recorded value for a clock or randomness read, producing and recording
     /// `fresh()` when the journal has none.
     pub fn record(&self, kind: RecordKind, fresh: impl FnOnce() -> Value) -> Option<Value> {
         let op_kind = kind.op_kind();
-        let signature = OpSignature { kind: op_kind, name: op_kind.to_string(), input_hash: InputHash::default() };
+        let signature =
+            OpSignature { kind: op_kind, name: op_kind.to_string().into(), input_hash: InputHash::default() };
         let op = self.create(signature, Slot::Recorded)?;
         let mut state = self.lock();
         if let Some(value) = state.index.recorded.get(&op) {

@@ -120,6 +120,10 @@ impl Services {
     }
 }
 
+/// A map keyed by op number. Ops are small dense integers hashed on every step, so a fast
+/// non-cryptographic hasher is enough (nothing outside the process chooses them).
+pub(crate) type OpMap<V> = rustc_hash::FxHashMap<Op, V>;
+
 /// Why a run is being activated or poked.
 #[derive(Clone, Debug)]
 pub(crate) enum Msg {
@@ -192,20 +196,20 @@ pub(crate) struct Driver {
     next_seq: u64,
     attempts: FuturesUnordered<BoxFuture<'static, Attempt>>,
     /// Attempt functions of steps that started, by op.
-    execs: HashMap<Op, AttemptFn>,
+    execs: OpMap<AttemptFn>,
     /// The attempt currently running, by op.
-    in_flight: HashMap<Op, u32>,
+    in_flight: OpMap<u32>,
     /// Steps waiting for a sign-in callback.
-    awaiting_auth: HashMap<Op, attempts::AwaitingAuth>,
+    awaiting_auth: OpMap<attempts::AwaitingAuth>,
     /// Steps whose current attempt started right after a sign-in (a rejection then is fatal).
-    signed_in: HashMap<Op, attempts::SignedIn>,
+    signed_in: OpMap<attempts::SignedIn>,
     /// Sign-in URLs to publish once their `AuthRequired` is durable: (op, provider, nonce).
     announce_after_append: Vec<(Op, String, String)>,
     /// Attempts to restart once their `AuthCompleted` is durable: (op, attempt, provider).
     restart_after_append: Vec<(Op, u32, String)>,
     /// Steps waiting out a retry backoff: the next attempt and when it is due. Like a sleep, a
     /// backoff is a durable wait: the run may park, and the timer service wakes it.
-    retrying: HashMap<Op, (u32, Timestamp)>,
+    retrying: OpMap<(u32, Timestamp)>,
     /// Inbox items read but not yet journaled.
     inbox: VecDeque<InboxItem>,
     grace_until: Option<Timestamp>,
@@ -240,13 +244,13 @@ impl Driver {
             fence,
             next_seq,
             attempts: FuturesUnordered::new(),
-            execs: HashMap::new(),
-            in_flight: HashMap::new(),
-            awaiting_auth: HashMap::new(),
-            signed_in: HashMap::new(),
+            execs: OpMap::default(),
+            in_flight: OpMap::default(),
+            awaiting_auth: OpMap::default(),
+            signed_in: OpMap::default(),
             announce_after_append: Vec::new(),
             restart_after_append: Vec::new(),
-            retrying: HashMap::new(),
+            retrying: OpMap::default(),
             inbox: VecDeque::new(),
             grace_until: None,
             replayed,
@@ -426,9 +430,10 @@ impl Driver {
         if entries.is_empty() && consumed.is_empty() {
             return Ok(());
         }
-        self.append(rt, entries.clone(), consumed).await?;
+        let batch = Append { first_seq: self.next_seq, entries, consumed };
+        self.append(rt, &batch).await?;
         self.after_append(rt);
-        for entry in &entries {
+        for entry in &batch.entries {
             if !entry.is_delivery() {
                 continue;
             }
@@ -505,10 +510,11 @@ impl Driver {
     }
 
     /// Appends records, marking any hook whose chosen token another run holds as conflicting.
-    async fn append_records(&mut self, rt: &Shared, mut entries: Vec<Entry>) -> Result<(), StoreError> {
+    async fn append_records(&mut self, rt: &Shared, entries: Vec<Entry>) -> Result<(), StoreError> {
+        let mut batch = Append { first_seq: self.next_seq, entries, consumed: Vec::new() };
         loop {
-            match self.append(rt, entries.clone(), Vec::new()).await {
-                Err(StoreError::HookTokenInUse { op, .. }) => self.mark_hook_conflict(&mut entries, op),
+            match self.append(rt, &batch).await {
+                Err(StoreError::HookTokenInUse { op, .. }) => self.mark_hook_conflict(&mut batch.entries, op),
                 result => return result,
             }
         }
@@ -533,11 +539,11 @@ impl Driver {
         }
     }
 
-    async fn append(&mut self, rt: &Shared, entries: Vec<Entry>, consumed: Vec<u64>) -> Result<(), StoreError> {
-        let count = entries.len() as u64;
-        let append = Append { first_seq: self.next_seq, entries, consumed };
-        rt.store.append(&self.core.run, self.fence, append).await?;
-        self.next_seq += count;
+    /// Appends `batch`, which must start at the journal's current length.
+    async fn append(&mut self, rt: &Shared, batch: &Append) -> Result<(), StoreError> {
+        debug_assert_eq!(batch.first_seq, self.next_seq, "a batch starts where the journal ends");
+        rt.store.append(&self.core.run, self.fence, batch).await?;
+        self.next_seq += batch.entries.len() as u64;
         Ok(())
     }
 

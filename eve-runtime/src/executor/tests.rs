@@ -289,7 +289,7 @@ impl Harness {
             unreachable!("fresh id")
         };
         let append = Append { first_seq: 1, entries, consumed: Vec::new() };
-        self.store.append(&id, fence, append).await.unwrap();
+        self.store.append(&id, fence, &append).await.unwrap();
         id
     }
 
@@ -307,7 +307,7 @@ fn divergence(outcome: &RunOutcome) -> (u32, Option<String>, Option<String>) {
     let RunOutcome::Failed(RunFailure::NonDeterminism { op, expected, found }) = outcome else {
         panic!("expected a divergence, got {outcome:?}")
     };
-    (op.0, expected.as_ref().map(|sig| sig.name.clone()), found.as_ref().map(|sig| sig.name.clone()))
+    (op.0, expected.as_ref().map(|sig| sig.name.to_string()), found.as_ref().map(|sig| sig.name.to_string()))
 }
 
 // ---- Replay from journals -----------------------------------------------------------------------

@@ -58,6 +58,7 @@ macro_rules! conformance_suite {
                 unknown_runs_are_reported,
                 hook_kinds_round_trip_and_sign_in_callbacks_are_released,
                 answers_and_sign_in_markers_reach_the_right_inbox,
+                tail_is_the_summary_and_the_last_entry,
             );
         }
     };
@@ -141,7 +142,7 @@ async fn claim(store: &dyn Store, run: &RunId, from_seq: u64) -> super::Claimed 
 }
 
 async fn append(store: &dyn Store, run: &RunId, fence: Fence, first_seq: u64, entries: Vec<Entry>) {
-    let result = store.append(run, fence, Append { first_seq, entries, consumed: Vec::new() }).await;
+    let result = store.append(run, fence, &Append { first_seq, entries, consumed: Vec::new() }).await;
     result.unwrap_or_else(|error| panic!("appending to run {run} at {first_seq} should succeed, got {error}"));
 }
 
@@ -271,7 +272,7 @@ pub async fn append_at_the_wrong_seq_is_refused(store: &dyn Store) {
     append(store, &run.id, fence, 1, vec![record(0, json!(0))]).await;
     for first_seq in [0, 1, 3, 100] {
         let refused = Append { first_seq, entries: vec![sleep(1, 5_000)], consumed: Vec::new() };
-        let result = store.append(&run.id, fence, refused).await;
+        let result = store.append(&run.id, fence, &refused).await;
         assert!(
             matches!(&result, Err(StoreError::SeqConflict { expected, actual: 2, .. }) if *expected == first_seq),
             "an append at {first_seq} to a journal of 2 should be a SeqConflict, got {result:?}"
@@ -292,7 +293,7 @@ pub async fn stale_fence_is_refused_and_allocates_nothing(store: &dyn Store) {
     assert!(current.epoch > stale.epoch, "a claim's epoch is higher than any before it");
     let hash = token("stale");
     let doomed = vec![sleep(0, 5_000), hook(1, &hash), retrying(2, 1, 6_000)];
-    let result = store.append(&run.id, stale, Append { first_seq: 1, entries: doomed, consumed: vec![item] }).await;
+    let result = store.append(&run.id, stale, &Append { first_seq: 1, entries: doomed, consumed: vec![item] }).await;
     assert!(
         matches!(&result, Err(StoreError::Fenced { held, current: now, .. }) if *held == stale.epoch && *now == current.epoch),
         "a stale fence should be refused with Fenced, got {result:?}"
@@ -341,7 +342,8 @@ pub async fn concurrent_claims_leave_exactly_one_writer(store: &dyn Store) {
     assert_eq!(epochs.len(), 8, "every claim gets its own epoch");
     let attempts = claims.iter().enumerate().map(|(index, claimed)| {
         let append = Append { first_seq: 1, entries: vec![record(0, json!(index))], consumed: Vec::new() };
-        store.append(&run.id, claimed.fence, append)
+        let run = &run.id;
+        async move { store.append(run, claimed.fence, &append).await }
     });
     let results = join_all(attempts).await;
     let winners: Vec<usize> = (0..results.len()).filter(|index| results[*index].is_ok()).collect();
@@ -364,7 +366,7 @@ pub async fn hook_tokens_are_unique_until_their_run_ends(store: &dyn Store) {
     append(store, &holder.id, holder_fence, 1, vec![hook(0, &hash)]).await;
     let clash = vec![record(0, json!(0)), sleep(1, 9_000), hook(2, &hash)];
     let result =
-        store.append(&other.id, other_fence, Append { first_seq: 1, entries: clash, consumed: Vec::new() }).await;
+        store.append(&other.id, other_fence, &Append { first_seq: 1, entries: clash, consumed: Vec::new() }).await;
     assert!(
         matches!(&result, Err(StoreError::HookTokenInUse { run, op: Op(2) }) if *run == other.id),
         "a held token should be refused with HookTokenInUse, got {result:?}"
@@ -415,7 +417,7 @@ pub async fn deliveries_are_deduplicated_and_refused_after_the_end(store: &dyn S
         entries: vec![Entry::HookReceived { op: Op(0), payload: json!(1) }],
         consumed: vec![first],
     };
-    store.append(&run.id, fence, consumed).await.expect("consuming an inbox item succeeds");
+    store.append(&run.id, fence, &consumed).await.expect("consuming an inbox item succeeds");
     assert_eq!(
         to_hook(Some("d1"), json!(1)).await,
         Delivered::Duplicate { run: run.id.clone() },
@@ -450,7 +452,7 @@ pub async fn appends_consume_inbox_items_of_their_own_run(store: &dyn Store) {
     let received = |value| Entry::HookReceived { op: Op(0), payload: json!(value) };
     let consume =
         Append { first_seq: 2, entries: vec![received(1), received(3)], consumed: vec![ids[0], ids[2], foreign] };
-    store.append(&run.id, fence, consume).await.expect("consuming inbox items succeeds");
+    store.append(&run.id, fence, &consume).await.expect("consuming inbox items succeeds");
     let pending: Vec<u64> = inbox(store, &run.id).await.iter().map(|item| item.id).collect();
     assert_eq!(pending, vec![ids[1]], "consumed items leave the inbox, the rest stay in order");
     let untouched: Vec<u64> = inbox(store, &other.id).await.iter().map(|item| item.id).collect();
@@ -552,13 +554,13 @@ pub async fn finished_runs_refuse_appends(store: &dyn Store) {
     let loaded = store.load(&run.id).await.expect("load succeeds").expect("the run exists");
     assert_eq!(loaded.summary.status, RunStatus::Completed);
     let late = store
-        .append(&run.id, fence, Append { first_seq: 2, entries: vec![record(0, json!(0))], consumed: Vec::new() })
+        .append(&run.id, fence, &Append { first_seq: 2, entries: vec![record(0, json!(0))], consumed: Vec::new() })
         .await;
     assert!(matches!(&late, Err(StoreError::RunFinished(id)) if *id == run.id), "got {late:?}");
     let reclaimed = claim(store, &run.id, 0).await;
     assert_eq!(reclaimed.entries.last(), Some(&run_completed()), "a claim still reads a finished journal");
     let again = store
-        .append(&run.id, reclaimed.fence, Append { first_seq: 2, entries: vec![sleep(0, 1)], consumed: Vec::new() })
+        .append(&run.id, reclaimed.fence, &Append { first_seq: 2, entries: vec![sleep(0, 1)], consumed: Vec::new() })
         .await;
     assert!(matches!(&again, Err(StoreError::RunFinished(_))), "got {again:?}");
     assert_eq!(entries(store, &run.id).await.len(), 2, "nothing was written after the end");
@@ -573,7 +575,7 @@ pub async fn unknown_runs_are_reported(store: &dyn Store) {
     assert!(matches!(&claimed, Err(StoreError::RunNotFound(id)) if *id == ghost), "claim: got {:?}", claimed.err());
     let released = store.release(&ghost, Fence { epoch: 1 }).await;
     assert!(matches!(&released, Err(StoreError::RunNotFound(_))), "release: got {released:?}");
-    let appended = store.append(&ghost, Fence { epoch: 1 }, Append { first_seq: 1, ..Append::default() }).await;
+    let appended = store.append(&ghost, Fence { epoch: 1 }, &Append { first_seq: 1, ..Append::default() }).await;
     assert!(matches!(&appended, Err(StoreError::RunNotFound(_))), "append: got {appended:?}");
     let run = new_run("run-known", json!(null), 1_000);
     let fence = create(store, run.clone()).await;
@@ -647,4 +649,19 @@ pub async fn answers_and_sign_in_markers_reach_the_right_inbox(store: &dyn Store
     let wrong = store.deliver(Target::Run(run.clone()), None, DeliveryPayload::Hook(json!(1))).await;
     assert!(wrong.is_err(), "a hook payload sent to a run target is refused");
     assert_eq!(inbox(store, &run).await.len(), 2, "and changes nothing");
+}
+
+/// `tail` gives the summary and the last entry only: `RunStarted` for a new run, the terminal
+/// entry once it ends, and nothing for an unknown run.
+pub async fn tail_is_the_summary_and_the_last_entry(store: &dyn Store) {
+    let run = new_run("tail", json!({ "n": 1 }), 7);
+    let fence = create(store, run.clone()).await;
+    let (summary, last) = store.tail(&run.id).await.unwrap().expect("the run exists");
+    assert_eq!((summary.entries, last), (1, run.started_entry()));
+    append(store, &run.id, fence, 1, vec![record(0, json!(1)), Entry::RunCompleted { output: json!("done") }]).await;
+    let (summary, last) = store.tail(&run.id).await.unwrap().expect("the run exists");
+    assert_eq!(summary.status, RunStatus::Completed);
+    assert_eq!(summary.entries, 3);
+    assert_eq!(last, Entry::RunCompleted { output: json!("done") });
+    assert!(store.tail(&run_id("no-such-run")).await.unwrap().is_none());
 }

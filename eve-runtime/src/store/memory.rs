@@ -185,7 +185,7 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    async fn append(&self, run: &RunId, fence: Fence, append: Append) -> Result<(), StoreError> {
+    async fn append(&self, run: &RunId, fence: Fence, append: &Append) -> Result<(), StoreError> {
         let mut state = self.lock();
         let run_state = state.run_mut(run)?;
         if run_state.epoch != fence.epoch {
@@ -205,9 +205,9 @@ impl Store for MemoryStore {
             }
         }
         let run_state = state.run_mut(run)?;
-        run_state.entries.extend(append.entries);
+        run_state.entries.extend_from_slice(&append.entries);
         run_state.summary.entries = run_state.entries.len() as u64;
-        for id in append.consumed {
+        for &id in &append.consumed {
             // Only this run's items: an id naming another run's delivery must not drop it.
             if state.inbox.get(&id).is_some_and(|item| &item.run == run) {
                 state.inbox.remove(&id);
@@ -245,6 +245,12 @@ impl Store for MemoryStore {
         let id = state.next_inbox_id;
         state.inbox.insert(id, InboxItem { id, run: run.clone(), delivery });
         Ok(Delivered::Accepted { run, id })
+    }
+
+    async fn tail(&self, run: &RunId) -> Result<Option<(RunSummary, Entry)>, StoreError> {
+        let state = self.lock();
+        let tail = state.runs.get(run).and_then(|run| Some((run.summary.clone(), run.entries.last()?.clone())));
+        Ok(tail)
     }
 
     async fn inbox(&self, run: &RunId) -> Result<Vec<InboxItem>, StoreError> {

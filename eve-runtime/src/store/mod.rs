@@ -39,7 +39,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use crate::error::StoreError;
-use crate::journal::{Entry, Op, RunId, RunStatus};
+use crate::journal::{Entry, Op, RunId, RunStatus, StepOutcome};
 use crate::secret::TokenHash;
 use crate::time::Timestamp;
 
@@ -272,7 +272,7 @@ pub trait Store: Send + Sync + 'static {
     /// Appends entries atomically and updates the indexes they imply. Refuses, writing nothing,
     /// a stale fence ([`StoreError::Fenced`]), an append not starting at the journal's length
     /// ([`StoreError::SeqConflict`]) or an append to a finished run ([`StoreError::RunFinished`]).
-    async fn append(&self, run: &RunId, fence: Fence, append: Append) -> Result<(), StoreError>;
+    async fn append(&self, run: &RunId, fence: Fence, append: &Append) -> Result<(), StoreError>;
 
     /// Accepts a delivery into the inbox of the run `target` names. A `delivery_id` seen before
     /// for the same run is reported as [`Delivered::Duplicate`] and changes nothing.
@@ -297,6 +297,13 @@ pub trait Store: Send + Sync + 'static {
 
     /// Runs, newest first, optionally only those with `status`, at most `limit`.
     async fn list_runs(&self, status: Option<RunStatus>, limit: usize) -> Result<Vec<RunSummary>, StoreError>;
+
+    /// A run's summary and its last journal entry (the terminal entry of a finished run), without
+    /// reading the rest of the journal. The default loads the whole journal; stores override it.
+    async fn tail(&self, run: &RunId) -> Result<Option<(RunSummary, Entry)>, StoreError> {
+        let record = self.load(run).await?;
+        Ok(record.and_then(|record| Some((record.summary, record.entries.last()?.clone()))))
+    }
 
     /// Whether several processes share this store, so claims must be released when a run parks.
     fn is_shared(&self) -> bool {
@@ -384,7 +391,13 @@ impl IndexChanges {
                 Entry::StepRetrying { op, next_attempt_at, .. } => {
                     changes.timers_added.push((*op, *next_attempt_at, TimerKind::Retry));
                 }
-                Entry::StepCompleted { op, .. } => changes.timers_removed.push((*op, TimerKind::Retry)),
+                // Only a step that waited to retry has a retry timer: it completes on a later attempt,
+                // or with an error when cancelled while waiting. The common case writes nothing.
+                Entry::StepCompleted { op, attempt, outcome, .. }
+                    if *attempt > 1 || matches!(outcome, StepOutcome::Err { .. }) =>
+                {
+                    changes.timers_removed.push((*op, TimerKind::Retry));
+                }
                 Entry::HookCreated { op, token_hash, conflict: false, webhook, .. } => {
                     let meta = match webhook {
                         Some(respond) => HookMeta::Webhook { respond: respond.clone() },

@@ -8,8 +8,16 @@
 //!   commit is durable (group commit; see [`writer`]). A lone request costs one commit; many
 //!   concurrent requests share one.
 //! - A few **reader** threads own read-only connections and answer loads, listings, timers, the
-//!   inbox and hook look-ups without waiting behind a write batch (WAL readers never block). A claim
-//!   is a write (a new epoch) followed by a read of the journal up to the length it saw.
+//!   inbox and hook look-ups without waiting behind a write batch (WAL readers never block).
+//!
+//! # Claims and fences
+//!
+//! The file lock below means no other process writes the file while this store is open, so a
+//! fence only has to hold within this process: epochs live in memory ([`Epochs`]), a claim bumps
+//! its run's epoch and reads the journal (no commit, no fsync), and the writer thread checks an
+//! append's fence against the current epoch inside the append's transaction. A stale writer is
+//! refused and writes nothing, exactly as with durable epochs; after a restart no earlier fence
+//! exists to be stale.
 //!
 //! # Invariants
 //!
@@ -25,6 +33,7 @@
 //!   or foreign file is refused before anything is written to it.
 
 mod codec;
+mod epochs;
 mod open;
 mod readers;
 mod reads;
@@ -38,6 +47,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use self::epochs::Epochs;
 use self::readers::Readers;
 use self::writer::Writer;
 use self::writes::{AppendRows, NewRunRow};
@@ -45,7 +55,7 @@ use super::{
     Append, Claimed, Created, Delivered, DeliveryPayload, Fence, HookRow, InboxItem, IndexChanges, NewRun, RunRecord,
     RunSummary, Store, StoreError, Target, TimerRow, WorkerId,
 };
-use crate::journal::{RunId, RunStatus};
+use crate::journal::{Entry, RunId, RunStatus};
 use crate::secret::TokenHash;
 use crate::time::Timestamp;
 
@@ -86,6 +96,7 @@ impl Default for SqliteOptions {
 pub struct SqliteStore {
     // Fields drop in order: the threads finish and close their connections before the lock is released.
     writer: Writer,
+    epochs: Epochs,
     readers: Readers,
     options: SqliteOptions,
     path: String,
@@ -122,7 +133,7 @@ impl SqliteStore {
         open::clear_claims(&conn, path)?;
         let readers = Readers::start(path, options.read_connections)?;
         let writer = Writer::start(conn, shown.clone())?;
-        Ok(SqliteStore { writer, readers, options, path: shown, _lock: lock })
+        Ok(SqliteStore { writer, epochs: Epochs::default(), readers, options, path: shown, _lock: lock })
     }
 
     /// The file this store lives in.
@@ -143,7 +154,7 @@ impl SqliteStore {
         })
     }
 
-    fn encode_append(&self, run: &RunId, fence: Fence, append: Append) -> Result<AppendRows, StoreError> {
+    fn encode_append(&self, run: &RunId, fence: Fence, append: &Append) -> Result<AppendRows, StoreError> {
         let limit = self.options.max_entry_bytes;
         let entries = append.entries.iter().map(|entry| codec::encode_entry(entry, limit)).collect::<Result<_, _>>()?;
         Ok(AppendRows {
@@ -151,7 +162,7 @@ impl SqliteStore {
             fence,
             first_seq: append.first_seq,
             entries,
-            consumed: append.consumed,
+            consumed: append.consumed.clone(),
             changes: IndexChanges::of(&append.entries),
         })
     }
@@ -161,7 +172,8 @@ impl SqliteStore {
 impl Store for SqliteStore {
     async fn create_run(&self, run: NewRun, owner: &WorkerId) -> Result<Created, StoreError> {
         let row = self.encode_new_run(run, owner)?;
-        self.writer.submit(move |conn| writes::create_run(conn, &row)).await
+        let epochs = self.epochs.clone();
+        self.writer.submit(move |conn| writes::create_run(conn, &row, &epochs)).await
     }
 
     async fn claim(
@@ -172,22 +184,27 @@ impl Store for SqliteStore {
         _now: Timestamp,
         from_seq: u64,
     ) -> Result<Claimed, StoreError> {
-        // Leases never expire in a single-process store: every claim comes from this process.
-        let (claimed_run, owner) = (run.clone(), owner.0.clone());
-        let (fence, next_seq) = self.writer.submit(move |conn| writes::claim(conn, &claimed_run, &owner)).await?;
-        let run = run.clone();
-        let (entries, inbox) = self.readers.read(move |conn| reads::claimed(conn, &run, from_seq, next_seq)).await?;
-        Ok(Claimed { fence, entries, next_seq, inbox })
+        // Leases never expire in a single-process store: every claim comes from this process. The
+        // new epoch is taken before the read, so appends under an older fence are refused from now.
+        let _ = owner;
+        let epoch = self.epochs.bump(run);
+        let claimed_run = run.clone();
+        let read = self.readers.read(move |conn| reads::claimed(conn, &claimed_run, from_seq)).await;
+        let (entries, next_seq, inbox) = read.inspect_err(|_| self.epochs.forget_if(run, epoch))?;
+        Ok(Claimed { fence: Fence { epoch }, entries, next_seq, inbox })
     }
 
-    async fn release(&self, run: &RunId, fence: Fence) -> Result<(), StoreError> {
+    async fn release(&self, run: &RunId, _fence: Fence) -> Result<(), StoreError> {
+        // Claims live in memory and never expire while this process holds the file, so there is
+        // nothing to give up; the run must exist all the same.
         let run = run.clone();
-        self.writer.submit(move |conn| writes::release(conn, &run, fence)).await
+        self.readers.read(move |conn| reads::exists(conn, &run)).await
     }
 
-    async fn append(&self, run: &RunId, fence: Fence, append: Append) -> Result<(), StoreError> {
+    async fn append(&self, run: &RunId, fence: Fence, append: &Append) -> Result<(), StoreError> {
         let rows = self.encode_append(run, fence, append)?;
-        self.writer.submit(move |conn| writes::append(conn, &rows)).await
+        let epochs = self.epochs.clone();
+        self.writer.submit(move |conn| writes::append(conn, &rows, &epochs)).await
     }
 
     async fn deliver(
@@ -221,5 +238,10 @@ impl Store for SqliteStore {
 
     async fn list_runs(&self, status: Option<RunStatus>, limit: usize) -> Result<Vec<RunSummary>, StoreError> {
         self.readers.read(move |conn| reads::list_runs(conn, status, limit)).await
+    }
+
+    async fn tail(&self, run: &RunId) -> Result<Option<(RunSummary, Entry)>, StoreError> {
+        let run = run.clone();
+        self.readers.read(move |conn| reads::tail(conn, &run)).await
     }
 }

@@ -16,18 +16,30 @@ pub(super) fn load(conn: &mut Connection, run: &RunId) -> Result<Option<RunRecor
     Ok(Some(RunRecord { summary, entries }))
 }
 
-/// What a claim returns besides its fence: the journal from `from_seq` up to the length the claim
-/// saw, and the pending inbox.
+/// A run's summary and last entry, in one snapshot.
+pub(super) fn tail(conn: &mut Connection, run: &RunId) -> Result<Option<(RunSummary, Entry)>, Failure> {
+    let tx = conn.transaction()?;
+    let Some(summary) = summary(&tx, run)? else { return Ok(None) };
+    let last = summary.entries.saturating_sub(1);
+    let entry = journal(&tx, run, last, summary.entries)?.pop();
+    Ok(entry.map(|entry| (summary, entry)))
+}
+
+/// What a claim returns besides its fence, read in one snapshot: the journal from `from_seq`, the
+/// journal's length, and the pending inbox. [`StoreError::RunNotFound`] if the run does not exist.
 pub(super) fn claimed(
     conn: &mut Connection,
     run: &RunId,
     from_seq: u64,
-    next_seq: u64,
-) -> Result<(Vec<Entry>, Vec<InboxItem>), Failure> {
+) -> Result<(Vec<Entry>, u64, Vec<InboxItem>), Failure> {
     let tx = conn.transaction()?;
+    let sql = "SELECT entries FROM runs WHERE id = ?1";
+    let length: Option<i64> = tx.prepare_cached(sql)?.query_row([run.as_str()], |row| row.get(0)).optional()?;
+    let Some(length) = length else { return Err(StoreError::RunNotFound(run.clone()).into()) };
+    let next_seq = codec::uint(length)?;
     let entries = journal(&tx, run, from_seq, next_seq)?;
     let inbox = inbox(&tx, run)?;
-    Ok((entries, inbox))
+    Ok((entries, next_seq, inbox))
 }
 
 type SummaryRow = (String, String, String, String, i64, i64);
@@ -51,6 +63,13 @@ fn summary(conn: &Connection, run: &RunId) -> Result<Option<RunSummary>, Failure
     let sql = "SELECT id, workflow_id, tool, status, created_at, entries FROM runs WHERE id = ?1";
     let row = conn.prepare_cached(sql)?.query_row([run.as_str()], summary_row).optional()?;
     row.map(decode_summary).transpose()
+}
+
+/// `Ok` if the run exists, else [`StoreError::RunNotFound`].
+pub(super) fn exists(conn: &mut Connection, run: &RunId) -> Result<(), Failure> {
+    let sql = "SELECT 1 FROM runs WHERE id = ?1";
+    let found: Option<i64> = conn.prepare_cached(sql)?.query_row([run.as_str()], |row| row.get(0)).optional()?;
+    found.map(drop).ok_or_else(|| StoreError::RunNotFound(run.clone()).into())
 }
 
 /// Entries `from..to` of the run's journal.

@@ -12,6 +12,7 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::codec::{self, Failure, int, kind_name, status_name};
+use super::epochs::Epochs;
 use crate::journal::{Op, RunId};
 use crate::store::{Created, Delivered, Delivery, DeliveryPayload, Fence, HookMeta, IndexChanges, StoreError, Target};
 
@@ -43,7 +44,7 @@ pub(super) struct AppendRows {
 }
 
 /// Creates the run claimed by its creator at epoch 1, or reports that the id is taken.
-pub(super) fn create_run(conn: &Connection, row: &NewRunRow) -> Result<Created, Failure> {
+pub(super) fn create_run(conn: &Connection, row: &NewRunRow, epochs: &Epochs) -> Result<Created, Failure> {
     let sql = "INSERT INTO runs (id, workflow_id, tool, status, created_at, entries, epoch, owner, lease_until) \
                VALUES (?1, ?2, ?3, 'active', ?4, 1, 1, ?5, ?6) ON CONFLICT (id) DO NOTHING";
     let params = params![row.id.as_str(), row.workflow_id, row.tool, int(row.created_at), row.owner, FOREVER];
@@ -52,57 +53,46 @@ pub(super) fn create_run(conn: &Connection, row: &NewRunRow) -> Result<Created, 
     }
     insert_entries(conn, &row.id, 0, std::slice::from_ref(&row.entry))?;
     apply_indexes(conn, &row.id, &row.changes)?;
+    epochs.created(&row.id);
     Ok(Created::New(Fence { epoch: 1 }))
 }
 
-/// Supersedes any claim of `run`, returning the new fence and the journal's length.
-pub(super) fn claim(conn: &Connection, run: &RunId, owner: &str) -> Result<(Fence, u64), Failure> {
-    let sql = "UPDATE runs SET epoch = epoch + 1, owner = ?2, lease_until = ?3 WHERE id = ?1 RETURNING epoch, entries";
-    let row = conn
-        .prepare_cached(sql)?
-        .query_row(params![run.as_str(), owner, FOREVER], |row| Ok((row.get(0)?, row.get(1)?)))
-        .optional()?;
-    let Some((epoch, entries)) = row else { return Err(StoreError::RunNotFound(run.clone()).into()) };
-    Ok((Fence { epoch: codec::uint(epoch)? }, codec::uint(entries)?))
-}
-
-/// Gives up the claim `fence` names, if it is still the current one.
-pub(super) fn release(conn: &Connection, run: &RunId, fence: Fence) -> Result<(), Failure> {
-    let sql = "UPDATE runs SET owner = NULL, lease_until = NULL WHERE id = ?1 AND epoch = ?2";
-    if conn.prepare_cached(sql)?.execute(params![run.as_str(), int(fence.epoch)])? == 0 {
-        current(conn, run)?;
-    }
-    Ok(())
-}
-
 /// Appends the entries and applies the index changes they imply.
-pub(super) fn append(conn: &Connection, rows: &AppendRows) -> Result<(), Failure> {
-    advance_run(conn, rows)?;
+pub(super) fn append(conn: &Connection, rows: &AppendRows, epochs: &Epochs) -> Result<(), Failure> {
+    advance_run(conn, rows, epochs)?;
     insert_entries(conn, &rows.run, rows.first_seq, &rows.entries)?;
     consume(conn, &rows.run, &rows.consumed)?;
     apply_indexes(conn, &rows.run, &rows.changes)
 }
 
-/// Checks the fence, status and length of the run and advances them in one statement.
-fn advance_run(conn: &Connection, rows: &AppendRows) -> Result<(), Failure> {
-    let sql = "UPDATE runs SET entries = entries + ?4, status = coalesce(?5, status) \
-               WHERE id = ?1 AND epoch = ?2 AND entries = ?3 AND status = 'active'";
+/// Checks the fence, then the status and length of the run, advancing them in one statement.
+fn advance_run(conn: &Connection, rows: &AppendRows, epochs: &Epochs) -> Result<(), Failure> {
+    let current = epochs.current(&rows.run);
+    if current != rows.fence.epoch {
+        return Err(fenced(conn, rows, current)?.into());
+    }
+    let sql = "UPDATE runs SET entries = entries + ?3, status = coalesce(?4, status) \
+               WHERE id = ?1 AND entries = ?2 AND status = 'active'";
     let added = int(rows.entries.len() as u64);
     let status = rows.changes.status.map(status_name);
-    let params = params![rows.run.as_str(), int(rows.fence.epoch), int(rows.first_seq), added, status];
+    let params = params![rows.run.as_str(), int(rows.first_seq), added, status];
     if conn.prepare_cached(sql)?.execute(params)? == 1 {
         return Ok(());
     }
     Err(why_refused(conn, rows)?.into())
 }
 
+/// A stale fence: [`StoreError::Fenced`], or [`StoreError::RunNotFound`] if the run does not exist.
+fn fenced(conn: &Connection, rows: &AppendRows, current: u64) -> Result<StoreError, Failure> {
+    current_row(conn, &rows.run)?;
+    Ok(StoreError::Fenced { run: rows.run.clone(), held: rows.fence.epoch, current })
+}
+
 /// Why [`advance_run`] matched no row, checked in the memory store's order.
 fn why_refused(conn: &Connection, rows: &AppendRows) -> Result<StoreError, Failure> {
     let run = &rows.run;
-    let (epoch, status, actual) = current(conn, run)?;
-    let error = if epoch != rows.fence.epoch {
-        StoreError::Fenced { run: run.clone(), held: rows.fence.epoch, current: epoch }
-    } else if status != "active" {
+    let (status, actual) = current_row(conn, run)?;
+    let error = if status != "active" {
         StoreError::RunFinished(run.clone())
     } else if actual != rows.first_seq {
         StoreError::SeqConflict { run: run.clone(), expected: rows.first_seq, actual }
@@ -112,15 +102,13 @@ fn why_refused(conn: &Connection, rows: &AppendRows) -> Result<StoreError, Failu
     Ok(error)
 }
 
-/// The epoch, status and journal length of `run`, or [`StoreError::RunNotFound`].
-fn current(conn: &Connection, run: &RunId) -> Result<(u64, String, u64), Failure> {
-    let sql = "SELECT epoch, status, entries FROM runs WHERE id = ?1";
-    let row: Option<(i64, String, i64)> = conn
-        .prepare_cached(sql)?
-        .query_row([run.as_str()], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
-        .optional()?;
-    let Some((epoch, status, entries)) = row else { return Err(StoreError::RunNotFound(run.clone()).into()) };
-    Ok((codec::uint(epoch)?, status, codec::uint(entries)?))
+/// The status and journal length of `run`, or [`StoreError::RunNotFound`].
+fn current_row(conn: &Connection, run: &RunId) -> Result<(String, u64), Failure> {
+    let sql = "SELECT status, entries FROM runs WHERE id = ?1";
+    let row: Option<(String, i64)> =
+        conn.prepare_cached(sql)?.query_row([run.as_str()], |row| Ok((row.get(0)?, row.get(1)?))).optional()?;
+    let Some((status, entries)) = row else { return Err(StoreError::RunNotFound(run.clone()).into()) };
+    Ok((status, codec::uint(entries)?))
 }
 
 fn insert_entries(conn: &Connection, run: &RunId, first_seq: u64, entries: &[String]) -> Result<(), Failure> {
