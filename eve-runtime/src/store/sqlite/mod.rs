@@ -130,7 +130,6 @@ impl SqliteStore {
         let mut conn = open::writer_connection(path, &options)?;
         schema::check_integrity(&conn, &shown)?;
         schema::prepare(&mut conn, &shown)?;
-        open::clear_claims(&conn, path)?;
         let readers = Readers::start(path, options.read_connections)?;
         let writer = Writer::start(conn, shown.clone())?;
         Ok(SqliteStore { writer, epochs: Epochs::default(), readers, options, path: shown, _lock: lock })
@@ -141,7 +140,7 @@ impl SqliteStore {
         &self.path
     }
 
-    fn encode_new_run(&self, run: NewRun, owner: &WorkerId) -> Result<NewRunRow, StoreError> {
+    fn encode_new_run(&self, run: NewRun) -> Result<NewRunRow, StoreError> {
         let entry = run.started_entry();
         Ok(NewRunRow {
             entry: codec::encode_entry(&entry, self.options.max_entry_bytes)?,
@@ -150,7 +149,6 @@ impl SqliteStore {
             workflow_id: run.workflow_id,
             tool: run.tool,
             created_at: run.created_at.as_millis(),
-            owner: owner.0.clone(),
         })
     }
 
@@ -170,8 +168,9 @@ impl SqliteStore {
 
 #[async_trait]
 impl Store for SqliteStore {
-    async fn create_run(&self, run: NewRun, owner: &WorkerId) -> Result<Created, StoreError> {
-        let row = self.encode_new_run(run, owner)?;
+    async fn create_run(&self, run: NewRun, _owner: &WorkerId) -> Result<Created, StoreError> {
+        // Claims live in memory (see the module documentation), so the owner is not stored.
+        let row = self.encode_new_run(run)?;
         let epochs = self.epochs.clone();
         self.writer.submit(move |conn| writes::create_run(conn, &row, &epochs)).await
     }
@@ -179,14 +178,13 @@ impl Store for SqliteStore {
     async fn claim(
         &self,
         run: &RunId,
-        owner: &WorkerId,
+        _owner: &WorkerId,
         _lease: Duration,
         _now: Timestamp,
         from_seq: u64,
     ) -> Result<Claimed, StoreError> {
         // Leases never expire in a single-process store: every claim comes from this process. The
         // new epoch is taken before the read, so appends under an older fence are refused from now.
-        let _ = owner;
         let epoch = self.epochs.bump(run);
         let claimed_run = run.clone();
         let read = self.readers.read(move |conn| reads::claimed(conn, &claimed_run, from_seq)).await;

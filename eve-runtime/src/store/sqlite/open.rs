@@ -94,12 +94,6 @@ pub(super) fn reader_connection(path: &Path) -> Result<Connection, StoreError> {
     Ok(conn)
 }
 
-/// Clears every claim: the lock proves no other process is alive, so earlier claims are dead.
-pub(super) fn clear_claims(conn: &Connection, path: &Path) -> Result<(), StoreError> {
-    let sql = "UPDATE runs SET owner = NULL, lease_until = NULL WHERE owner IS NOT NULL OR lease_until IS NOT NULL";
-    conn.execute(sql, []).map(drop).map_err(|error| open_error(&error, &path.display().to_string()))
-}
-
 fn refuse(path: &Path, reason: String) -> StoreError {
     StoreError::Open { path: path.display().to_string(), reason }
 }

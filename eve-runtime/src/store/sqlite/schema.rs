@@ -7,8 +7,8 @@
 //!
 //! Tables (all keyed by the run id first, so a run's rows sit together):
 //!
-//! - `runs`: one row per run; `entries` is the journal length, `epoch` the current fence, `owner`
-//!   and `lease_until` the current claim (cleared at open: only one process uses a file).
+//! - `runs`: one row per run; `entries` is the journal length. Claims are not stored: one process
+//!   uses a file at a time, so they live in memory (see the module documentation of the store).
 //!   Listings order by `rowid`, which grows with creation since runs are never deleted.
 //! - `journal`: `(run_id, seq) -> entry` JSON, dense from 0.
 //! - `timers`: pending sleeps and retries, one row per `(run_id, op, kind)`.
@@ -36,10 +36,7 @@ CREATE TABLE runs (
     tool        TEXT NOT NULL,
     status      TEXT NOT NULL CHECK (status IN ('active', 'completed', 'failed', 'cancelled')),
     created_at  INTEGER NOT NULL,
-    entries     INTEGER NOT NULL,
-    epoch       INTEGER NOT NULL,
-    owner       TEXT,
-    lease_until INTEGER
+    entries     INTEGER NOT NULL
 );
 CREATE INDEX runs_by_status ON runs (status);
 

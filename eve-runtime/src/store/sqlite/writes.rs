@@ -16,16 +16,12 @@ use super::epochs::Epochs;
 use crate::journal::{Op, RunId};
 use crate::store::{Created, Delivered, Delivery, DeliveryPayload, Fence, HookMeta, IndexChanges, StoreError, Target};
 
-/// A claim's `lease_until`: single-process leases never expire.
-const FOREVER: i64 = i64::MAX;
-
 /// A run to create, encoded.
 pub(super) struct NewRunRow {
     pub id: RunId,
     pub workflow_id: String,
     pub tool: String,
     pub created_at: u64,
-    pub owner: String,
     /// The `RunStarted` entry as JSON.
     pub entry: String,
     /// The index changes it implies (none today; applied so indexes cannot drift from the journal).
@@ -45,9 +41,9 @@ pub(super) struct AppendRows {
 
 /// Creates the run claimed by its creator at epoch 1, or reports that the id is taken.
 pub(super) fn create_run(conn: &Connection, row: &NewRunRow, epochs: &Epochs) -> Result<Created, Failure> {
-    let sql = "INSERT INTO runs (id, workflow_id, tool, status, created_at, entries, epoch, owner, lease_until) \
-               VALUES (?1, ?2, ?3, 'active', ?4, 1, 1, ?5, ?6) ON CONFLICT (id) DO NOTHING";
-    let params = params![row.id.as_str(), row.workflow_id, row.tool, int(row.created_at), row.owner, FOREVER];
+    let sql = "INSERT INTO runs (id, workflow_id, tool, status, created_at, entries) \
+               VALUES (?1, ?2, ?3, 'active', ?4, 1) ON CONFLICT (id) DO NOTHING";
+    let params = params![row.id.as_str(), row.workflow_id, row.tool, int(row.created_at)];
     if conn.prepare_cached(sql)?.execute(params)? == 0 {
         return Ok(Created::Existing);
     }
