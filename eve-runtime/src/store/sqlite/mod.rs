@@ -126,6 +126,7 @@ impl SqliteStore {
         let path = path.as_ref();
         let shown = path.display().to_string();
         open::prepare_path(path)?;
+        schema::check_length(path)?;
         let lock = open::lock(path)?;
         let mut conn = open::writer_connection(path, &options)?;
         schema::check_integrity(&conn, &shown)?;

@@ -135,6 +135,30 @@ fn refuse(path: &str, reason: String) -> StoreError {
 
 /// Runs SQLite's quick integrity check, which reads every page, so damage is found at open rather
 /// than in the middle of a run.
+/// Refuses a file shorter than its own header says it is: it was truncated. SQLite alone may not
+/// notice at open (it trusts the file's length when the two disagree), so this is checked first.
+/// The header's page count is only meaningful when its "valid for" counter matches the change
+/// counter (bytes 92 and 24); files too short to have a header are left to SQLite.
+pub(super) fn check_length(path: &std::path::Path) -> Result<(), StoreError> {
+    let mut header = [0u8; 100];
+    let read = std::fs::File::open(path).and_then(|mut file| std::io::Read::read_exact(&mut file, &mut header));
+    if read.is_err() {
+        return Ok(());
+    }
+    let word = |at: usize| u32::from_be_bytes([header[at], header[at + 1], header[at + 2], header[at + 3]]);
+    let page_size = match u16::from_be_bytes([header[16], header[17]]) {
+        1 => 65_536,
+        size => u64::from(size),
+    };
+    let (pages, valid) = (u64::from(word(28)), word(92) == word(24));
+    let length = std::fs::metadata(path).map(|meta| meta.len()).unwrap_or(0);
+    if !header.starts_with(b"SQLite format 3\0") || !valid || pages * page_size <= length {
+        return Ok(());
+    }
+    let reason = format!("the file is {length} bytes but its header says {} (it was truncated)", pages * page_size);
+    Err(StoreError::Corrupt { path: path.display().to_string(), reason })
+}
+
 pub(super) fn check_integrity(conn: &Connection, path: &str) -> Result<(), StoreError> {
     let problems = quick_check(conn).map_err(|error| open_error(&error, path))?;
     if problems.iter().all(|line| line == "ok") {
