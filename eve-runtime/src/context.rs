@@ -179,15 +179,27 @@ impl<T> fmt::Debug for Receive<T> {
 }
 
 /// The context of a plain `#[tool]`: it runs inside the model step and cannot wait durably.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct ToolCtx {
     call_id: String,
     tool: &'static str,
+    services: Arc<crate::executor::Services>,
+}
+
+impl fmt::Debug for ToolCtx {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolCtx").field("call_id", &self.call_id).field("tool", &self.tool).finish_non_exhaustive()
+    }
 }
 
 impl ToolCtx {
-    pub(crate) fn new(call_id: String, tool: &'static str) -> Self {
-        ToolCtx { call_id, tool }
+    pub(crate) fn new(call_id: String, tool: &'static str, services: Arc<crate::executor::Services>) -> Self {
+        ToolCtx { call_id, tool, services }
+    }
+
+    /// The value of type `T` the host gave the runtime with `RuntimeBuilder::state`.
+    pub fn state<T: Send + Sync + 'static>(&self) -> Result<Arc<T>, crate::error::ToolError> {
+        self.services.state.get::<T>().map_err(crate::error::ToolError::new)
     }
 
     /// The id of this tool call.

@@ -20,6 +20,7 @@ pub mod journal;
 pub mod registry;
 mod runtime;
 pub mod secret;
+mod state;
 pub mod step;
 pub mod store;
 mod time;

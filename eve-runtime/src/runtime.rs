@@ -233,6 +233,8 @@ pub(crate) struct Shared {
     runs: Mutex<HashMap<RunId, mpsc::UnboundedSender<Msg>>>,
     /// How many runs are active (the size of `runs`), for `Runtime::settle`.
     active: watch::Sender<usize>,
+    /// How many run tasks are alive, for `Runtime::shutdown`; see [`TaskGuard`].
+    tasks: watch::Sender<usize>,
     cache: Mutex<WarmCache>,
     phases: Mutex<HashMap<RunId, watch::Sender<Phase>>>,
     replays: Semaphore,
@@ -265,9 +267,11 @@ impl Shared {
         count_active(&self.active, &runs);
         let start = lock(&self.cache).take(run).map_or(Start::Cold, Start::Cached);
         drop(runs);
-        let shared = self.clone();
-        let run = run.clone();
-        tokio::spawn(async move { shared.activate(run, start, receiver).await });
+        let (guard, shared, run) = (TaskGuard::new(&self.tasks), self.clone(), run.clone());
+        tokio::spawn(async move {
+            shared.activate(run, start, receiver).await;
+            drop(guard);
+        });
     }
 
     /// Runs an executor until its run parks or ends.
@@ -385,6 +389,23 @@ impl Shared {
     }
 }
 
+/// Counts a run task while it lives. `activate` consumes the task's `Arc<Shared>`, so when the
+/// guard is dropped after it, the task no longer holds the runtime.
+struct TaskGuard(watch::Sender<usize>);
+
+impl TaskGuard {
+    fn new(tasks: &watch::Sender<usize>) -> Self {
+        tasks.send_modify(|count| *count += 1);
+        TaskGuard(tasks.clone())
+    }
+}
+
+impl Drop for TaskGuard {
+    fn drop(&mut self) {
+        self.0.send_modify(|count| *count -= 1);
+    }
+}
+
 /// Where an activation gets its executor from.
 enum Start {
     /// A run just created.
@@ -458,9 +479,18 @@ pub struct RuntimeBuilder {
     replay_concurrency: usize,
     providers: HashMap<String, Arc<dyn AuthProvider>>,
     public_url: String,
+    state: crate::state::State,
 }
 
 impl RuntimeBuilder {
+    /// Gives steps and plain tools a shared value of type `T` (an HTTP client, a service's base
+    /// URL, a connection pool), read with `StepCtx::state::<T>()` or `ToolCtx::state::<T>()`.
+    /// A second value of the same type replaces the first.
+    pub fn state<T: Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.state.insert(value);
+        self
+    }
+
     /// Registers the auth provider that `Provider::new(id)` handles in steps name.
     pub fn auth_provider(mut self, id: impl Into<String>, provider: impl AuthProvider) -> Self {
         self.providers.insert(id.into(), Arc::new(provider));
@@ -541,7 +571,7 @@ impl RuntimeBuilder {
             }
             None => SecretKey::generate(),
         };
-        let services = Arc::new(Services::new(self.clock.clone(), key, self.providers, self.public_url));
+        let services = Arc::new(Services::new(self.clock.clone(), key, self.providers, self.public_url, self.state));
         let shared = Arc::new_cyclic(|weak| Shared {
             store,
             services,
@@ -552,6 +582,7 @@ impl RuntimeBuilder {
             timers: TimerService::start(self.clock.clone(), weak.clone()),
             runs: Mutex::new(HashMap::new()),
             active: watch::channel(0).0,
+            tasks: watch::channel(0).0,
             cache: Mutex::new(WarmCache::new(self.cache_capacity)),
             phases: Mutex::new(HashMap::new()),
             replays: Semaphore::new(self.replay_concurrency),
@@ -598,6 +629,7 @@ impl Runtime {
             replay_concurrency: 64,
             providers: HashMap::new(),
             public_url: DEFAULT_PUBLIC_URL.to_owned(),
+            state: crate::state::State::default(),
         }
     }
 
@@ -643,7 +675,9 @@ impl Runtime {
             }
             Created::Existing => shared.wake(&id, Msg::Resume),
         }
-        Ok(self.handle(id))
+        let task_id =
+            matches!(descriptor.entry, EntryPoint::Task(_)).then(|| crate::executor::task_id(descriptor.name, &id));
+        Ok(RunHandle { task_id, ..self.handle(id) })
     }
 
     fn launch(&self, driver: Box<Driver>) {
@@ -654,8 +688,11 @@ impl Runtime {
         runs.insert(run.clone(), mailbox);
         count_active(&shared.active, &runs);
         drop(runs);
-        let shared = shared.clone();
-        tokio::spawn(async move { shared.activate(run, Start::Fresh(driver), receiver).await });
+        let (guard, shared) = (TaskGuard::new(&shared.tasks), shared.clone());
+        tokio::spawn(async move {
+            shared.activate(run, Start::Fresh(driver), receiver).await;
+            drop(guard);
+        });
     }
 
     /// Picks up every unfinished run in the store, replaying each from its journal, and arms
@@ -670,6 +707,17 @@ impl Runtime {
             shared.wake(&run.id, Msg::Resume);
         }
         Ok(runs.len())
+    }
+
+    /// Stops this runtime: waits until every run task has parked its run or ended, and drops the
+    /// parked runs kept in memory. When it returns, nothing inside the runtime holds the store, so
+    /// dropping the last clone of this runtime and its `RunHandle`s releases it (for SQLite, the
+    /// file and its lock, so another runtime may open it).
+    pub async fn shutdown(self) {
+        let shared = self.shared;
+        *lock(&shared.cache) = WarmCache::new(0);
+        let mut tasks = shared.tasks.subscribe();
+        let _ = tasks.wait_for(|count| *count == 0).await;
     }
 
     /// Waits until every timer that is due has fired and every active run has parked or ended.
@@ -692,7 +740,7 @@ impl Runtime {
 
     /// A handle to the run with this id (which need not be active in this process).
     pub fn handle(&self, run: RunId) -> RunHandle {
-        RunHandle { id: run, shared: self.shared.clone() }
+        RunHandle { id: run, task_id: None, shared: self.shared.clone() }
     }
 
     /// Delivers `payload` to the hook holding `token`.
@@ -735,7 +783,7 @@ impl Runtime {
         };
         (descriptor.validate_input)(&input)
             .map_err(|message| Error::InvalidInput { tool: tool.to_owned(), message })?;
-        let ctx = ToolCtx::new(RunId::generate().to_string(), descriptor.name);
+        let ctx = ToolCtx::new(RunId::generate().to_string(), descriptor.name, self.shared.services.clone());
         entry(input, ctx)
             .await
             .map_err(|error| Error::InvalidInput { tool: tool.to_owned(), message: error.to_string() })
@@ -795,10 +843,17 @@ fn unknown_tool(name: &str) -> Error {
 #[derive(Clone)]
 pub struct RunHandle {
     id: RunId,
+    task_id: Option<String>,
     shared: Arc<Shared>,
 }
 
 impl RunHandle {
+    /// The model-facing task id (`refund_order-4hd8sa`) when the run is a `#[task]` this handle
+    /// started; `None` for other runs and for handles made with [`Runtime::handle`].
+    pub fn task_id(&self) -> Option<&str> {
+        self.task_id.as_deref()
+    }
+
     /// The run's id.
     pub fn id(&self) -> &RunId {
         &self.id

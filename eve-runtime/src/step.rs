@@ -208,6 +208,18 @@ impl StepCtx {
         Ok((core, auth))
     }
 
+    /// The value of type `T` the host gave the runtime with `RuntimeBuilder::state`.
+    ///
+    /// ```ignore
+    /// let api = ctx.state::<BillingApi>()?;   // an `Arc<BillingApi>`
+    /// ```
+    pub fn state<T: Send + Sync + 'static>(&self) -> Result<Arc<T>, StepError> {
+        let core = self.core.as_ref().ok_or_else(|| {
+            FatalError::new("`state` needs a run: call the step from a workflow body with its context")
+        })?;
+        core.services.state.get::<T>().map_err(|error| FatalError::new(error).into())
+    }
+
     /// Answers a webhook request received by a webhook created with `Respond::Manual`. Returns
     /// whether the HTTP request was still waiting (it times out otherwise, or was answered).
     pub fn respond(&self, request: &WebhookRequest, response: WebhookResponse) -> bool {

@@ -320,8 +320,8 @@ pub fn manifest() -> Manifest {
 pub mod prelude {
     pub use crate::{
         AbortSignal, Ask, AskOutcome, Cancelled, FatalError, Hook, HookError, Provider, Respond, RetryableError,
-        Runtime, StepCtx, StepError, TaskCtx, ToolCtx, ToolError, WebhookRequest, WebhookResponse, WorkflowCtx,
-        create_hook, create_hook_with_token, create_webhook, create_webhook_with, sleep, sleep_until, step, task, tool,
-        workflow_tool,
+        Runtime, StepCtx, StepError, TaskCtx, ToolCtx, ToolError, Webhook, WebhookRequest, WebhookResponse,
+        WorkflowCtx, create_hook, create_hook_with_token, create_webhook, create_webhook_with, sleep, sleep_until,
+        step, task, tool, workflow_tool,
     };
 }

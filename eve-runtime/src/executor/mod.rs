@@ -66,6 +66,8 @@ pub(crate) struct Services {
     pub public_url: String,
     /// Manual webhook requests waiting for a step's response, by delivery id.
     responses: std::sync::Mutex<HashMap<String, oneshot::Sender<WebhookResponse>>>,
+    /// Values the host gave the runtime for steps and plain tools, by type.
+    pub state: crate::state::State,
 }
 
 impl Services {
@@ -74,8 +76,9 @@ impl Services {
         key: SecretKey,
         providers: HashMap<String, Arc<dyn AuthProvider>>,
         public_url: String,
+        state: crate::state::State,
     ) -> Self {
-        Services { clock, key, providers, public_url, responses: Default::default() }
+        Services { clock, key, providers, public_url, responses: Default::default(), state }
     }
 
     /// The `state` of the sign-in callback a step at `op` waits for.
