@@ -82,12 +82,5 @@ async fn asked(
 /// Stops a process: drops its runtime and waits until the store has closed and released its file
 /// lock, as it does when a binary exits.
 async fn stop(runtime: Runtime) {
-    let store = std::sync::Arc::downgrade(runtime.store());
-    drop(runtime);
-    for _ in 0..100_000 {
-        if store.strong_count() == 0 {
-            return;
-        }
-        tokio::task::yield_now().await;
-    }
+    runtime.shutdown().await;
 }

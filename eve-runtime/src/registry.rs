@@ -139,6 +139,18 @@ pub fn steps() -> Vec<&'static StepDef> {
     steps
 }
 
+/// What kind of JSON value `value` is, as error messages name it: `"an array"`, `"null"`, ...
+pub fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
 /// The manifest: every tool with its compiled shape, and every step with its policy.
 #[derive(Clone, Debug, Serialize)]
 pub struct Manifest {

@@ -23,20 +23,9 @@ pub fn decode_input<T: DeserializeOwned>(input: Value) -> ::core::result::Result
 /// Checks that a JSON value decodes into `T`, saying what is wrong if not.
 pub fn validate_input<T: DeserializeOwned>(input: &Value) -> ::core::result::Result<(), String> {
     if !input.is_object() {
-        return Err(format!("expected a JSON object, found {}", json_kind(input)));
+        return Err(format!("expected a JSON object, found {}", eve_runtime::registry::json_kind(input)));
     }
     T::deserialize(input).map(drop).map_err(|error| error.to_string())
-}
-
-fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 /// The JSON Schema of a tool's input type.

@@ -4,9 +4,7 @@
 #![allow(dead_code)] // Each test binary uses its own part of this module.
 
 use std::path::Path;
-use std::sync::Weak;
 
-use eve_tools::store::Store;
 use eve_tools::{Entry, ManualClock, RunEvent, RunId, Runtime};
 use tokio::sync::broadcast;
 
@@ -49,15 +47,7 @@ pub fn process(dir: &Path, clock: &ManualClock) -> Runtime {
 /// Ends a process: drops its runtime and waits until the store has closed and released its file
 /// lock, so the next process can open it.
 pub async fn stop(runtime: Runtime) {
-    let store: Weak<dyn Store> = std::sync::Arc::downgrade(runtime.store());
-    drop(runtime);
-    for _ in 0..100_000 {
-        if store.strong_count() == 0 {
-            return;
-        }
-        tokio::task::yield_now().await;
-    }
-    panic!("the stopped process's store is still open");
+    runtime.shutdown().await;
 }
 
 /// Checks that `id` is `{prefix}` followed by `len` characters of `alphabet`.

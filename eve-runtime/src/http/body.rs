@@ -124,21 +124,10 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Value, ApiError> {
 /// Decodes a JSON object as `T`; anything else, or a field of the wrong shape, is `422`.
 pub(crate) fn shape<T: DeserializeOwned>(value: Value) -> Result<T, ApiError> {
     if !value.is_object() {
-        let message = format!("the request body must be a JSON object, not {}", kind(&value));
+        let message = format!("the request body must be a JSON object, not {}", crate::registry::json_kind(&value));
         return Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, message));
     }
     serde_path_to_error::deserialize(value).map_err(|error| refusal(StatusCode::UNPROCESSABLE_ENTITY, error))
-}
-
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 /// An error found after the value, at no field.
