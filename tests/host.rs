@@ -64,8 +64,12 @@ fn calls_runs_and_journals_survive_between_invocations() {
     assert!(ok);
     assert!(stdout.contains(r#"op 0: step compose returned "hello, Grace" (attempt 1)"#), "{stdout}");
 
-    let (ok, _, _) = host(dir.path(), &["cancel", "run-2"]);
+    let (ok, stdout, stderr) = host(dir.path(), &["cancel", "run-2"]);
+    assert!(ok, "{stderr}");
+    assert_eq!(stdout.trim(), "run run-2 cancelled; its cleanup ran");
+    let (ok, stdout, _) = host(dir.path(), &["cancel", "run-1"]);
     assert!(ok);
+    assert_eq!(stdout.trim(), "run run-1 had already completed; nothing changed");
 }
 
 #[test]
@@ -89,4 +93,48 @@ fn mistakes_get_one_clear_sentence_and_a_failing_exit_code() {
         assert!(!ok, "{args:?} must fail");
         assert!(stderr.starts_with(expected), "{args:?}: {stderr}");
     }
+}
+
+/// A question asked by a run started from the command line is listed, answered and followed to
+/// the run's output from later invocations; answers that do not fit are refused.
+#[test]
+fn questions_are_listed_and_answered_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let question = json!({
+        "prompt": "Ship it?",
+        "options": [{ "id": "ship", "label": "Ship", "description": "to production" }, { "id": "wait", "label": "Wait" }],
+    });
+    let (ok, stdout, stderr) = host(dir.path(), &["call", "ask_question", &question.to_string(), "--id", "run-q"]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("run run-q is parked on a durable wait"), "{stdout}");
+    assert!(stdout.contains("ask-0  Ship it?"), "the parked call shows the question: {stdout}");
+
+    let (ok, stdout, _) = host(dir.path(), &["questions", "run-q"]);
+    assert!(ok);
+    assert!(stdout.contains("ask-0  Ship it?"), "{stdout}");
+    assert!(stdout.contains("--option ship") && stdout.contains("Ship (to production)"), "{stdout}");
+    assert!(stdout.contains("answer with: answer run-q ask-0 --option <id>"), "{stdout}");
+
+    let refused: [(&[&str], &str); 4] = [
+        (&["answer", "run-q", "ask-0"], "error: the answer is empty: give --option <id>, --text '...', or both"),
+        (&["answer", "run-q", "ask-0", "--option", "later"], "error: `option_id` \"later\" is not one of"),
+        (&["answer", "run-q", "ask-0", "--text", "sure"], "error: `text` is not accepted"),
+        (&["answer", "run-q", "ask-9", "--option", "ship"], "error: run run-q has no open question ask-9"),
+    ];
+    for (args, expected) in refused {
+        let (ok, _, stderr) = host(dir.path(), args);
+        assert!(!ok, "{args:?} must fail");
+        assert!(stderr.starts_with(expected), "{args:?}: {stderr}");
+    }
+
+    let (ok, stdout, stderr) = host(dir.path(), &["answer", "run-q", "ask-0", "--option", "ship"]);
+    assert!(ok, "{stderr}");
+    let output: Value = serde_json::from_str(stdout.trim()).expect("the run's output is printed");
+    assert_eq!(output, json!({ "status": "answered", "option_id": "ship" }));
+
+    let (ok, stdout, _) = host(dir.path(), &["questions", "run-q"]);
+    assert!(ok);
+    assert_eq!(stdout.trim(), "run run-q has no open questions");
+    let (ok, _, stderr) = host(dir.path(), &["answer", "run-q", "ask-0", "--option", "ship"]);
+    assert!(!ok && stderr.starts_with("error: run run-q has no open question ask-0"), "answered once: {stderr}");
 }

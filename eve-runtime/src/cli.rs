@@ -7,7 +7,8 @@
 //! }
 //! ```
 //!
-//! Commands: `manifest`, `call`, `runs`, `inspect`, `cancel`, `resume-hook` and `serve`. Every
+//! Commands: `manifest`, `call`, `runs`, `inspect`, `questions`, `answer`, `cancel`, `resume-hook`
+//! and `serve`. Every
 //! error is one sentence saying what went wrong and what to do next, and the exit code is
 //! non-zero.
 
@@ -18,10 +19,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use serde_json::Value;
 
+use crate::ask::{Answer, AskOutcome};
 use crate::events::RunEvent;
 use crate::journal::{Entry, RunId, RunStatus, StepOutcome};
 use crate::registry::{self, EntryPoint};
-use crate::runtime::{Phase, RunOutcome, Runtime};
+use crate::runtime::{HookDelivery, Phase, RunOutcome, Runtime};
 
 /// A binary hosting the tools compiled into it.
 #[derive(Debug, Parser)]
@@ -70,6 +72,24 @@ enum Command {
         /// Print the raw entries as JSON lines.
         #[arg(long)]
         json: bool,
+    },
+    /// List the questions a run has open, with their options.
+    Questions {
+        /// The run id.
+        run: String,
+    },
+    /// Answer a run's open question, then follow the run until it parks again or ends.
+    Answer {
+        /// The run id.
+        run: String,
+        /// The question's request id, as `questions` lists it (for example `ask-3`).
+        request: String,
+        /// The id of the option picked.
+        #[arg(long = "option")]
+        option_id: Option<String>,
+        /// The text typed, for questions that accept it.
+        #[arg(long)]
+        text: Option<String>,
     },
     /// Cancel a run: its waits resolve as cancelled and its cleanup runs.
     Cancel {
@@ -130,15 +150,17 @@ impl Host {
             Command::Call { tool, input, id } => call(&runtime, &tool, &input, id.as_deref()).await,
             Command::Runs { status, limit } => runs(&runtime, status.as_deref(), limit).await,
             Command::Inspect { run, json } => inspect(&runtime, &run, json).await,
-            Command::Cancel { run, reason } => {
-                runtime.cancel(&parse_run(&run)?, &reason).await.map_err(|error| error.to_string())?;
-                println!("cancellation of {run} recorded; run `serve` to let its cleanup finish");
-                Ok(())
+            Command::Questions { run } => questions(&runtime, &parse_run(&run)?).await,
+            Command::Answer { run, request, option_id, text } => {
+                answer(&runtime, &parse_run(&run)?, &request, Answer { option_id, text }).await
             }
+            Command::Cancel { run, reason } => cancel(&runtime, &parse_run(&run)?, &reason).await,
             Command::ResumeHook { token, payload } => {
                 let payload = parse_json(&payload, "payload")?;
-                let delivered = runtime.resume_hook(&token, payload).await.map_err(|error| error.to_string())?;
-                println!("{delivered:?}");
+                match runtime.resume_hook(&token, payload).await.map_err(|error| error.to_string())? {
+                    HookDelivery::Accepted(run) => println!("delivered to run {run}; `serve` carries it on"),
+                    HookDelivery::Duplicate(run) => println!("run {run} had this delivery already; nothing changed"),
+                }
                 Ok(())
             }
             Command::Serve { .. } => serve(&runtime, listener).await,
@@ -231,13 +253,59 @@ async fn call(runtime: &Runtime, tool: &str, input: &str, id: Option<&str>) -> R
     runtime.recover().await.map_err(|error| error.to_string())?;
     let id = id.map(parse_run).transpose()?.unwrap_or_else(RunId::generate);
     let handle = runtime.start_with_id(id, tool, input).await.map_err(|error| error.to_string())?;
+    follow_run(runtime, &handle).await
+}
+
+/// Waits until the run parks or ends, and prints its output or what it waits for.
+async fn follow_run(runtime: &Runtime, handle: &crate::runtime::RunHandle) -> Result<(), String> {
     match handle.parked().await.map_err(|error| error.to_string())? {
         Phase::Finished(outcome) => print_outcome(handle.id(), &outcome),
         _ => {
             println!("run {} is parked on a durable wait; `serve` keeps it moving", handle.id());
+            let open = runtime.open_questions(handle.id()).await.map_err(|error| error.to_string())?;
+            if !open.is_empty() {
+                println!();
+                print_questions(handle.id(), &open);
+            }
             Ok(())
         }
     }
+}
+
+async fn questions(runtime: &Runtime, run: &RunId) -> Result<(), String> {
+    let open = runtime.open_questions(run).await.map_err(|error| error.to_string())?;
+    if open.is_empty() {
+        println!("run {run} has no open questions");
+    } else {
+        print_questions(run, &open);
+    }
+    Ok(())
+}
+
+fn print_questions(run: &RunId, open: &[crate::deliver::OpenQuestion]) {
+    for question in open {
+        let request = &question.request;
+        println!("{}  {}", question.request_id, request.prompt);
+        for option in &request.options {
+            let description = option.description.as_deref().map(|text| format!(" ({text})")).unwrap_or_default();
+            println!("    --option {:<12} {}{description}", option.id, option.label);
+        }
+        if request.allow_freeform || request.options.is_empty() {
+            println!("    --text '...'");
+        }
+    }
+    let first = &open[0].request_id;
+    println!("answer with: answer {run} {first} --option <id> (or --text '...')");
+}
+
+async fn answer(runtime: &Runtime, run: &RunId, request: &str, answer: Answer) -> Result<(), String> {
+    if answer.option_id.is_none() && answer.text.is_none() {
+        return Err("the answer is empty: give --option <id>, --text '...', or both".to_owned());
+    }
+    runtime.answer(run, request, answer).await.map_err(|error| error.to_string())?;
+    // The answer woke the run in this process; let it go as far as it can.
+    runtime.settle().await;
+    follow_run(runtime, &runtime.handle(run.clone())).await
 }
 
 fn print_outcome(run: &RunId, outcome: &RunOutcome) -> Result<(), String> {
@@ -321,15 +389,32 @@ pub fn describe(entry: &Entry) -> String {
     text
 }
 
-fn describe_outcome(outcome: &crate::ask::AskOutcome) -> String {
+fn describe_outcome(outcome: &AskOutcome) -> String {
     match outcome {
-        crate::ask::AskOutcome::Answered { option_id, text } => {
+        AskOutcome::Answered { option_id, text } => {
             let chosen = option_id.as_deref().map(|id| format!(" `{id}`")).unwrap_or_default();
             let typed = text.as_deref().map(|text| format!(" {text:?}")).unwrap_or_default();
             format!("answered{chosen}{typed}")
         }
         other => other.status().to_owned(),
     }
+}
+
+async fn cancel(runtime: &Runtime, run: &RunId, reason: &str) -> Result<(), String> {
+    let was = runtime.journal(run).await.map_err(|error| error.to_string())?.summary.status;
+    if was.is_finished() {
+        println!("run {run} had already {was}; nothing changed");
+        return Ok(());
+    }
+    runtime.cancel(run, reason).await.map_err(|error| error.to_string())?;
+    // The cancellation woke the run in this process; let its cleanup go as far as it can.
+    runtime.settle().await;
+    match runtime.handle(run.clone()).parked().await.map_err(|error| error.to_string())? {
+        Phase::Finished(RunOutcome::Cancelled) => println!("run {run} cancelled; its cleanup ran"),
+        Phase::Finished(outcome) => print_outcome(run, &outcome)?,
+        _ => println!("cancellation of {run} recorded; its cleanup is waiting, and `serve` lets it finish"),
+    }
+    Ok(())
 }
 
 async fn serve(runtime: &Runtime, listener: Listener) -> Result<(), String> {

@@ -182,7 +182,7 @@ pub enum Error {
         workflow_ids: Vec<&'static str>,
     },
     /// No unfinished run holds a hook with this token.
-    #[error("no open hook has this token")]
+    #[error("no open hook has this token; check the token, or the run that held it may have ended")]
     UnknownHook,
     /// No step waits for a sign-in with this callback `state` and provider.
     #[error("no sign-in is waiting for this callback")]
