@@ -11,13 +11,15 @@
 //!
 //! After the 10,000 runs are parked, the summary reports the process's resident memory (VmRSS, and
 //! its growth since before the runs were created) and how many Tokio tasks are alive: a parked run
-//! holds no task.
+//! holds no task. Last, a new runtime reopens the store as after a restart and recovers them all
+//! (`recover()` + `settle()`, timed once): recovery replays every unfinished run, so this is the
+//! startup cost of that many parked runs.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, SamplingMode};
-use eve_benches::{close, heading, micros, multi_thread, record, report, secret_key, size};
+use eve_benches::{close, heading, heading_once, micros, multi_thread, record, report, secret_key, size};
 use eve_tools::http::Server;
 use eve_tools::prelude::*;
 use eve_tools::store::{SqliteStore, Store};
@@ -127,7 +129,33 @@ fn round_trips(c: &mut Criterion, dir: &std::path::Path) -> Footprint {
     footprint.expect("the 10,000-run round trip ran")
 }
 
-fn summary(footprint: &Footprint) {
+/// What recovering the parked runs after a restart cost.
+struct Restart {
+    recovered: usize,
+    elapsed: Duration,
+    tasks: usize,
+}
+
+/// Reopens the store the round trips left (10,000 parked runs and more) in a new runtime and times
+/// one `recover()` + `settle()`: every run is claimed, loaded, replayed and parked again.
+fn restart(dir: &std::path::Path) -> Restart {
+    let tokio = multi_thread();
+    tokio.block_on(async {
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.join("hooks.db")).expect("the store reopens"));
+        let runtime =
+            Runtime::builder().shared_store(store.clone()).secret_key(secret_key()).build().expect("a runtime builds");
+        let start = Instant::now();
+        let recovered = runtime.recover().await.expect("the runs recover");
+        runtime.settle().await;
+        let elapsed = start.elapsed();
+        let tasks = tokio::runtime::Handle::current().metrics().num_alive_tasks();
+        drop(runtime);
+        close(store).await;
+        Restart { recovered, elapsed, tasks }
+    })
+}
+
+fn summary(footprint: &Footprint, restart: &Restart) {
     heading("issue 3: hook round trip over HTTP (POST → resumed → next op journaled → parked)");
     let (one, thousand, ten_thousand) = (
         micros("hooks/round_trip_with_1_parked"),
@@ -137,7 +165,7 @@ fn summary(footprint: &Footprint) {
     report("with 1 / 1,000 / 10,000 other runs parked", format!("{one:.0} / {thousand:.0} / {ten_thousand:.0} µs"), "");
     report("  ratio 10,000 / 1", format!("{:.2}", ten_thousand / one), "≤ 1.5");
     report("  ratio 1,000 / 1", format!("{:.2}", thousand / one), "flat");
-    heading("issue 3: memory and tasks for parked runs");
+    heading_once("issue 3: memory and tasks for parked runs");
     let megabytes = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
     report(
         &format!("resident memory with {} runs parked", footprint.parked),
@@ -146,12 +174,18 @@ fn summary(footprint: &Footprint) {
     );
     report("  growth since before the runs were created", format!("{:.1} MB", megabytes(footprint.growth)), "");
     report("  Tokio tasks alive while they are parked", footprint.tasks.to_string(), "no task per run");
+    heading_once("issue 3: restart with the parked runs (recover + settle)");
+    let millis = restart.elapsed.as_secs_f64() * 1e3;
+    report(&format!("recover {} parked runs", restart.recovered), format!("{millis:.0} ms"), "");
+    report("  per run", format!("{:.0} µs", millis * 1e3 / restart.recovered as f64), "");
+    report("  Tokio tasks alive after", restart.tasks.to_string(), "no task per run");
 }
 
 fn main() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a scratch directory under target/");
     let mut criterion = Criterion::default().without_plots().configure_from_args();
     let footprint = round_trips(&mut criterion, dir.path());
+    let restarted = restart(dir.path());
     criterion.final_summary();
-    summary(&footprint);
+    summary(&footprint, &restarted);
 }

@@ -91,3 +91,9 @@ pub fn heading(title: &str) {
     println!();
     println!("== {title} (medians of the last {SAMPLES} criterion samples of this run) ==");
 }
+
+/// Prints the heading of figures measured once, outside criterion.
+pub fn heading_once(title: &str) {
+    println!();
+    println!("== {title} (measured once, not a criterion median) ==");
+}
