@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use eve_tests::{World, executed, executions};
+use eve_tests::{START, World, executed, executions};
 use eve_tools::prelude::*;
-use eve_tools::{Entry, RunOutcome};
+use eve_tools::{Entry, ManualClock, RunOutcome};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
@@ -89,6 +89,42 @@ async fn a_body_still_unwinding_after_thirty_seconds_ends_cancelled() {
     assert!(!runtime.journal(run.id()).await.unwrap().summary.status.is_finished(), "29 s is within the grace");
     world.clock.advance(Duration::from_secs(1));
     assert_eq!(run.outcome().await.unwrap(), RunOutcome::Cancelled);
+}
+
+/// The grace is journaled with the cancellation, so a restart does not grant the cleanup a fresh
+/// 30 s: a process that takes the run over 20 s in gives it the 10 s that remain, and a process
+/// that starts after the grace ended closes the run without starting its cleanup again.
+#[tokio::test]
+async fn the_grace_counts_from_the_cancellation_across_restarts() {
+    let world = World::in_memory();
+    let first = world.runtime(0);
+    let run = first.start("slow_cleanup", json!({})).await.unwrap();
+    run.parked().await.unwrap();
+    first.cancel(run.id(), "stop").await.unwrap();
+    wait_until(|| executions(run.id(), "hang").len() == 1).await;
+    let entries = first.journal(run.id()).await.unwrap().entries;
+    let grace_until = entries.iter().find_map(|entry| match entry {
+        Entry::CancelRequested { grace_until, .. } => *grace_until,
+        _ => None,
+    });
+    assert_eq!(grace_until, Some(START.saturating_add(Duration::from_secs(30))), "the deadline is journaled");
+
+    // A new process takes the run over 20 s in (the first process's claim is fenced off): the
+    // interrupted cleanup step runs again, with the 10 s that remain.
+    world.clock.advance(Duration::from_secs(20));
+    let second = world.runtime(0);
+    second.recover().await.unwrap();
+    wait_until(|| executions(run.id(), "hang").len() == 2).await;
+
+    // A third process whose clock reads 31 s after the cancellation takes it over in turn: the
+    // grace is over, so the run ends cancelled and no cleanup step starts.
+    let late = ManualClock::new(START.saturating_add(Duration::from_secs(31)));
+    let third = world.builder(0).clock(late).build().unwrap();
+    third.recover().await.unwrap();
+    let outcome = tokio::time::timeout(Duration::from_secs(10), third.handle(run.id().clone()).outcome()).await;
+    let outcome = outcome.expect("the run ends at once: no fresh grace after a restart");
+    assert_eq!(outcome.unwrap(), RunOutcome::Cancelled);
+    assert_eq!(executions(run.id(), "hang").len(), 2, "nothing started after the grace");
 }
 
 #[tokio::test]

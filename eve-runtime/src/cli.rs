@@ -381,7 +381,10 @@ pub fn describe(entry: &Entry) -> String {
             write!(text, "{op}: attempt {attempt} waits for a sign-in with {provider}")
         }
         Entry::AuthCompleted { op } => write!(text, "{op}: sign-in completed; the step runs again"),
-        Entry::CancelRequested { reason } => write!(text, "cancel requested: {reason}"),
+        Entry::CancelRequested { reason, grace_until } => match grace_until {
+            Some(deadline) => write!(text, "cancel requested: {reason}; cleanup may run until {deadline}"),
+            None => write!(text, "cancel requested: {reason}"),
+        },
         Entry::RunCompleted { output } => write!(text, "completed with {output}"),
         Entry::RunFailed { failure } => write!(text, "failed: {failure:?}"),
         Entry::RunCancelled {} => write!(text, "cancelled"),

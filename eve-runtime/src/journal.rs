@@ -387,6 +387,10 @@ pub enum Entry {
     CancelRequested {
         /// Why, for people reading the journal.
         reason: String,
+        /// When the grace for cleanup ends: a body still running then ends cancelled. Journaled so
+        /// that a restart does not grant the cleanup a fresh grace.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        grace_until: Option<Timestamp>,
     },
     /// The body returned this output.
     RunCompleted {

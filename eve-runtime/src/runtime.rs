@@ -541,7 +541,8 @@ impl RuntimeBuilder {
         self
     }
 
-    /// How long a cancelled run may unwind before it ends cancelled regardless (default 30 s).
+    /// How long a cancelled run may unwind before it ends cancelled regardless (default 30 s). The
+    /// deadline is journaled with the cancellation, so a restart does not extend it.
     pub fn cancellation_grace(mut self, grace: Duration) -> Self {
         self.grace = grace;
         self

@@ -41,7 +41,8 @@ impl Driver {
                 Delivery::AuthCompleted { op } => entries.extend(self.sign_in_completed(op)),
                 Delivery::Cancel { reason } if !cancelled => {
                     cancelled = true;
-                    entries.push(Entry::CancelRequested { reason });
+                    let grace_until = Some(rt.services.clock.now().saturating_add(rt.grace));
+                    entries.push(Entry::CancelRequested { reason, grace_until });
                     entries.extend(self.cancel_waiting_steps());
                 }
                 Delivery::Cancel { .. } => {}

@@ -287,7 +287,12 @@ impl Driver {
         driver.replay(rt, &claimed.entries[1..]);
         driver.inbox.extend(claimed.inbox);
         if driver.core.is_cancelled() {
-            driver.grace_until = Some(now.saturating_add(rt.grace));
+            // The grace counts from the journaled cancellation, not from this restart.
+            let journaled = claimed.entries.iter().find_map(|entry| match entry {
+                Entry::CancelRequested { grace_until, .. } => *grace_until,
+                _ => None,
+            });
+            driver.grace_until = Some(journaled.unwrap_or_else(|| now.saturating_add(rt.grace)));
         }
         Ok(Ok(driver))
     }
@@ -356,6 +361,10 @@ impl Driver {
         mailbox: &mut mpsc::UnboundedReceiver<Msg>,
     ) -> Result<Option<RunOutcome>, StoreError> {
         loop {
+            if self.grace_until.is_some_and(|deadline| deadline <= rt.services.clock.now()) {
+                // Checked before anything starts: a run replayed after its grace ended starts no step.
+                return self.end_cancelled(rt).await.map(Some);
+            }
             self.poll_body();
             if let Some(outcome) = self.finish_if_done(rt).await? {
                 return Ok(Some(outcome));
@@ -442,8 +451,9 @@ impl Driver {
             }
             self.emit_delivered(rt, entry);
             self.core.deliver(entry);
-            if let Entry::CancelRequested { .. } = entry {
-                self.grace_until = Some(rt.services.clock.now().saturating_add(rt.grace));
+            if let Entry::CancelRequested { grace_until, .. } = entry {
+                self.grace_until =
+                    Some(grace_until.unwrap_or_else(|| rt.services.clock.now().saturating_add(rt.grace)));
             }
             self.poll_body();
             if self.finish.is_some() || self.core.lock().divergence.is_some() {
