@@ -193,3 +193,45 @@ async fn clock_and_randomness_are_recorded_and_replayed() {
         .collect();
     assert_eq!(values, [output["now"].clone(), output["random"].clone(), output["uuid"].clone()]);
 }
+
+/// Creates two steps, then awaits the second before the first.
+#[workflow_tool]
+pub async fn created_then_awaited_backwards(_input: Nothing, ctx: &WorkflowCtx) -> Result<Vec<String>, ToolError> {
+    let first = note(ctx, "first".to_owned());
+    let second = note(ctx, "second".to_owned());
+    let second = second.await?;
+    let first = first.await?;
+    Ok(vec![first, second])
+}
+
+/// Op numbers are taken when a step future is created (when the step fn is called), not when it
+/// is first polled: the step created first is op 0 although it was awaited last, and a replay
+/// that polls in the same order hands each its own result.
+#[tokio::test]
+async fn op_numbers_follow_creation_not_polling() {
+    let world = World::in_memory();
+    let runtime = world.runtime(0);
+    let run = runtime.start("created_then_awaited_backwards", json!({})).await.unwrap();
+    assert_eq!(run.outcome().await.unwrap().output().unwrap(), &json!(["first", "second"]));
+    let entries = runtime.journal(run.id()).await.unwrap().entries;
+    let ops: Vec<(u32, serde_json::Value)> = entries
+        .iter()
+        .filter_map(|entry| match entry {
+            eve_tools::Entry::StepCompleted { op, outcome: eve_tools::journal::StepOutcome::Ok { value }, .. } => {
+                Some((op.0, value.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    let mut by_op = ops.clone();
+    by_op.sort_by_key(|(op, _)| *op);
+    assert_eq!(by_op, [(0, json!("first")), (1, json!("second"))], "op 0 is the step created first");
+    assert_eq!(ops[0].1, json!("second"), "the step awaited first completed first, under op 1");
+    drop(runtime);
+
+    let runtime = world.runtime(0);
+    let replayed = runtime.handle(run.id().clone());
+    runtime.recover().await.unwrap();
+    assert_eq!(replayed.outcome().await.unwrap().output().unwrap(), &json!(["first", "second"]));
+    assert_eq!(executions(run.id(), "note").len(), 2, "the replay executed nothing");
+}
