@@ -210,8 +210,15 @@ impl StepCtx {
 
     /// The value of type `T` the host gave the runtime with `RuntimeBuilder::state`.
     ///
-    /// ```ignore
-    /// let api = ctx.state::<BillingApi>()?;   // an `Arc<BillingApi>`
+    /// ```
+    /// # use eve_runtime::{error::StepError, step::StepCtx};
+    /// struct BillingApi { base_url: String }
+    ///
+    /// // In a tool crate this fn carries `#[step]`; the host called `.state(BillingApi { .. })`.
+    /// async fn invoice_url(ctx: &StepCtx, number: u32) -> Result<String, StepError> {
+    ///     let api = ctx.state::<BillingApi>()?;   // an `Arc<BillingApi>`
+    ///     Ok(format!("{}/invoices/{number}", api.base_url))
+    /// }
     /// ```
     pub fn state<T: Send + Sync + 'static>(&self) -> Result<Arc<T>, StepError> {
         let core = self.core.as_ref().ok_or_else(|| {

@@ -2,16 +2,23 @@
 //!
 //! A step that needs a user's token asks for it by provider handle:
 //!
-//! ```ignore
+//! ```
+//! use eve_runtime::auth::Provider;
+//! use eve_runtime::error::StepError;
+//! use eve_runtime::step::StepCtx;
+//!
 //! const GITHUB: Provider = Provider::new("github");
 //!
-//! #[step]
-//! async fn read_repository(ctx: &StepCtx, repo: String) -> Result<Repo, StepError> {
+//! // In a tool crate this fn carries `#[step]` (from `eve_tools`), which journals its result.
+//! async fn read_repository(ctx: &StepCtx, repo: String) -> Result<String, StepError> {
 //!     let token = ctx.get_token(&GITHUB).await?;           // parks the run on sign-in if needed
-//!     let response = call_github(&repo, token.expose_secret()).await?;
-//!     if response.status == 401 { return Err(ctx.require_auth(&GITHUB).await); }
-//!     Ok(response.repo)
+//!     let status = call_github(&repo, token.expose_secret()).await;
+//!     if status == 401 {
+//!         return Err(ctx.require_auth(&GITHUB).await);       // the token was refused: sign in again
+//!     }
+//!     Ok(repo)
 //! }
+//! # async fn call_github(_repo: &str, _token: &str) -> u16 { 200 }
 //! ```
 //!
 //! The provider behind the handle (an [`AuthProvider`], such as OAuth 2.0) is registered with the
