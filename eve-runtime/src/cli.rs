@@ -8,9 +8,8 @@
 //! ```
 //!
 //! Commands: `manifest`, `call`, `runs`, `inspect`, `questions`, `answer`, `cancel`, `resume-hook`
-//! and `serve`. Every
-//! error is one sentence saying what went wrong and what to do next, and the exit code is
-//! non-zero.
+//! and `serve`. Every error is one sentence saying what went wrong and what to do next, and the
+//! exit code is non-zero.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;

@@ -286,14 +286,6 @@ impl Driver {
         rt.events.emit(|| RunEvent::Resumed { run: run.clone(), replayed: claimed.entries.len(), from_cache: false });
         driver.replay(rt, &claimed.entries[1..]);
         driver.inbox.extend(claimed.inbox);
-        if driver.core.is_cancelled() {
-            // The grace counts from the journaled cancellation, not from this restart.
-            let journaled = claimed.entries.iter().find_map(|entry| match entry {
-                Entry::CancelRequested { grace_until, .. } => *grace_until,
-                _ => None,
-            });
-            driver.grace_until = Some(journaled.unwrap_or_else(|| now.saturating_add(rt.grace)));
-        }
         Ok(Ok(driver))
     }
 
@@ -317,10 +309,21 @@ impl Driver {
                     });
                 }
                 self.core.deliver(entry);
+                self.start_grace(rt, entry);
                 self.poll_body();
             }
         }
         self.core.lock().mode = Mode::Live;
+    }
+
+    /// Starts the cleanup's grace when `entry` is the cancellation. The deadline is the journaled
+    /// one, so a replay after a restart does not extend it (journals from before it was journaled
+    /// count from now).
+    fn start_grace(&mut self, rt: &Shared, entry: &Entry) {
+        if let Entry::CancelRequested { grace_until, .. } = entry {
+            let deadline = grace_until.unwrap_or_else(|| rt.services.clock.now().saturating_add(rt.grace));
+            self.grace_until = Some(deadline);
+        }
     }
 
     /// Polls the body until it stops waking itself.
@@ -451,10 +454,7 @@ impl Driver {
             }
             self.emit_delivered(rt, entry);
             self.core.deliver(entry);
-            if let Entry::CancelRequested { grace_until, .. } = entry {
-                self.grace_until =
-                    Some(grace_until.unwrap_or_else(|| rt.services.clock.now().saturating_add(rt.grace)));
-            }
+            self.start_grace(rt, entry);
             self.poll_body();
             if self.finish.is_some() || self.core.lock().divergence.is_some() {
                 break;
