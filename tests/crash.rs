@@ -1,6 +1,7 @@
-//! Crash tests: a real child process is killed with SIGKILL at every durability boundary in turn
-//! (and at random instants), restarted, and must finish with the expected output, without ever
-//! executing a step whose result was already recorded, and applying its guarded effect once.
+//! Crash tests: a real child process running steps, a sleep, a retried step, a hook and a question
+//! is killed with SIGKILL at every durability boundary in turn (and at random instants), restarted,
+//! and must finish with the expected output, without ever executing a step whose result was
+//! already recorded, and applying its guarded effect once.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
@@ -110,6 +111,7 @@ fn sigkill_at_every_durability_boundary() {
         let recorded = recorded_steps(dir.path());
         check_restart(dir.path(), &recorded, &expected, &format!("killed at boundary {boundary}"));
     }
+    eprintln!("killed and restarted at {kill_points} durability boundaries");
     assert!(kill_points >= 40, "the pipeline crosses at least 40 durability boundaries, found {kill_points}");
 }
 

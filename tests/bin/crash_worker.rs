@@ -1,7 +1,9 @@
 //! The child process of the crash tests.
 //!
 //! `crash-worker <data dir>` runs (or resumes) the run `crash-run` of `pipeline` on the embedded
-//! SQLite store in `<data dir>` and prints its outcome as JSON. Every step attempt appends a line
+//! SQLite store in `<data dir>` and prints its outcome as JSON. The process also plays the outside
+//! world: in every generation it delivers the hook's payload (under one delivery id, so a repeat
+//! is observed once) and answers the run's open question. Every step attempt appends a line
 //! to `<data dir>/effects.log`; the guarded `transfer` step applies its effect through its
 //! idempotency key, as an external API that deduplicates by key would. With the `failpoints`
 //! feature and `EVE_FAILPOINT_PAUSE=N`, the store pauses at its N-th durability boundary so the
@@ -14,7 +16,7 @@ use std::time::Duration;
 
 use eve_tools::prelude::*;
 use eve_tools::store::SqliteStore;
-use eve_tools::{RunId, RunOutcome};
+use eve_tools::{Answer, RunId, RunOutcome};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
@@ -69,7 +71,14 @@ async fn transfer(ctx: &StepCtx, amount: u64) -> Result<String, StepError> {
     Ok(format!("transferred {amount}"))
 }
 
-/// Twenty steps, a durable sleep and a retried step.
+/// The token of the hook the pipeline waits on; the worker's outside world delivers to it.
+const HOOK_TOKEN: &str = "crash-hook";
+
+/// What the outside world sends to the hook, and the option it answers the question with.
+const PAYLOAD: u64 = 1_000;
+const CHOICE: &str = "double";
+
+/// Twenty steps, a durable sleep, a retried step, a hook and a question.
 #[workflow_tool]
 pub async fn pipeline(input: PipelineInput, ctx: &WorkflowCtx) -> Result<serde_json::Value, ToolError> {
     let mut acc = input.seed;
@@ -78,10 +87,14 @@ pub async fn pipeline(input: PipelineInput, ctx: &WorkflowCtx) -> Result<serde_j
     }
     sleep(Duration::from_millis(100)).await?;
     acc = flaky(ctx, acc).await?;
+    let mut hook = create_hook_with_token::<u64>(HOOK_TOKEN);
+    let bonus = hook.recv().await?;
     for round in 9..18 {
         acc = mix(ctx, round, acc).await?;
     }
-    let receipt = transfer(ctx, acc % 1_000).await?;
+    let question = Ask::select("How much should move?").option("single", "The amount").option(CHOICE, "Twice it");
+    let factor = if ctx.ask(question).await.chose(CHOICE) { 2 } else { 1 };
+    let receipt = transfer(ctx, (acc % 1_000 + bonus) * factor).await?;
     Ok(json!({ "acc": acc, "receipt": receipt }))
 }
 
@@ -91,7 +104,19 @@ pub fn expected(seed: u64) -> serde_json::Value {
     let mut acc = (0..9).fold(seed, |acc, round| mix(round, acc));
     acc ^= 0xdead_beef;
     acc = (9..18).fold(acc, |acc, round| mix(round, acc));
-    json!({ "acc": acc, "receipt": format!("transferred {}", acc % 1_000) })
+    json!({ "acc": acc, "receipt": format!("transferred {}", (acc % 1_000 + PAYLOAD) * 2) })
+}
+
+/// The outside world: delivers the hook's payload and answers the open question, again in every
+/// generation, until the run ends. Refusals (no such hook yet, already answered) are expected.
+async fn outside_world(runtime: Runtime, run: RunId) {
+    loop {
+        let _ = runtime.resume_hook_once(HOOK_TOKEN, "the-payload", json!(PAYLOAD)).await;
+        for question in runtime.open_questions(&run).await.unwrap_or_default() {
+            let _ = runtime.answer(&run, &question.request_id, Answer::option(CHOICE)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 #[tokio::main]
@@ -100,10 +125,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let store = SqliteStore::open(dir.join("eve.db"))?;
     let runtime = Runtime::builder().store(store).data_dir(&dir).build()?;
     runtime.recover().await?;
-    let run = runtime.start_with_id("crash-run".parse::<RunId>()?, "pipeline", json!({ "seed": 7 })).await?;
+    let id: RunId = "crash-run".parse()?;
+    let world = tokio::spawn(outside_world(runtime.clone(), id.clone()));
+    let run = runtime.start_with_id(id, "pipeline", json!({ "seed": 7 })).await?;
     let outcome = run.outcome().await?;
     let RunOutcome::Completed(output) = outcome else { return Err(format!("the run ended {outcome:?}").into()) };
     assert_eq!(output, expected(7), "the pipeline computes the expected value");
+    world.abort();
     println!("{output}");
     Ok(())
 }
