@@ -1,6 +1,7 @@
 //! The HTTP server, driven over loopback as outside systems and channels drive it: webhooks with
-//! their three kinds of response, buffered and deduplicated deliveries, hook resumes, answers to
-//! asks and their refusals, sign-in callbacks, the run API, the event stream, and `host serve`.
+//! their three kinds of response, buffered and deduplicated deliveries (racing ones too), hook
+//! resumes, answers to asks and their refusals, sign-in callbacks, the run API, the event stream,
+//! and `host serve`.
 
 mod http_support;
 
@@ -313,6 +314,45 @@ async fn idempotency_keys_are_scoped_to_the_hook_they_were_sent_to() {
         assert_eq!(sent.status(), 202);
     }
     assert_eq!(run.outcome().await.unwrap(), RunOutcome::Completed(json!(["first", "second"])), "both delivered");
+}
+
+#[tokio::test]
+async fn concurrent_deliveries_under_one_key_are_observed_once() {
+    let served = serve().await;
+    let run = served.runtime.start("await_payments", json!({})).await.unwrap();
+    run.parked().await.unwrap();
+    let hook = served.url(&format!("{HOOK_PATH}order-{}", run.id()));
+    let sends = (0..16).map(|attempt| {
+        let request = served.client.post(&hook).header("idempotency-key", "pay-1");
+        async move { Seen::of(request.json(&json!({ "paid": attempt })).send().await.unwrap()).await.status }
+    });
+    let statuses = futures::future::join_all(sends).await;
+    assert!(statuses.iter().all(|status| *status == 202), "each repeat is answered alike: {statuses:?}");
+    let last = served.client.post(&hook).json(&json!({ "paid": "last" })).send().await.unwrap();
+    assert_eq!(last.status(), 202);
+    let output = run.outcome().await.unwrap().output().cloned().unwrap();
+    assert!(output[0]["paid"].is_u64(), "one of the racing deliveries came first: {output}");
+    assert_eq!(output[1], json!({ "paid": "last" }), "and the other fifteen were dropped as repeats");
+}
+
+#[tokio::test]
+async fn concurrent_answers_to_one_question_accept_exactly_one() {
+    let served = serve().await;
+    let run = served.runtime.start("ask_to_deploy", json!({})).await.unwrap();
+    run.parked().await.unwrap();
+    let (served, id) = (&served, run.id().as_str());
+    let choices = ["approve", "cancel"].into_iter().cycle().take(16);
+    let answers = choices.map(|choice| async move {
+        let seen = post_answer(served, id, "ask-0", json!({ "optionId": choice })).await;
+        (choice, seen.status)
+    });
+    let answers = futures::future::join_all(answers).await;
+    let accepted: Vec<_> = answers.iter().filter(|(_, status)| *status == 204).collect();
+    assert_eq!(accepted.len(), 1, "exactly one answer is accepted: {answers:?}");
+    assert!(answers.iter().all(|(_, status)| matches!(status, 204 | 409)), "the rest are refused: {answers:?}");
+    let outcome = run.outcome().await.unwrap();
+    let expected = json!({ "status": "answered", "option_id": accepted[0].0 });
+    assert_eq!(outcome, RunOutcome::Completed(expected), "the run sees the answer that was accepted");
 }
 
 async fn post_answer(served: &http_support::Served, run: &str, request: &str, body: Value) -> Seen {
