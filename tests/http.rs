@@ -640,23 +640,43 @@ async fn the_host_serves_http_on_the_address_it_is_given_until_interrupted() {
     let mut host = tokio::process::Command::new(env!("CARGO_BIN_EXE_host"))
         .args(["serve", "--addr", "127.0.0.1:0"])
         .env("EVE_DATA_DIR", dir.path())
+        .env("EVE_API_KEY", "host-test-key")
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .unwrap();
     let mut lines = tokio::io::BufReader::new(host.stdout.take().unwrap()).lines();
     let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line()).await.unwrap().unwrap().unwrap();
-    let base = first.strip_prefix("listening on ").unwrap_or_else(|| panic!("unexpected first line: {first}"));
+    let listening = first.strip_prefix("listening on ").unwrap_or_else(|| panic!("unexpected first line: {first}"));
+    let (base, access) = listening.split_once(' ').unwrap();
+    assert_eq!(access, "(the run API requires the key in EVE_API_KEY)");
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
     let start = client.post(format!("{base}/v1/tools/greet_durably/runs")).json(&json!({ "input": { "name": "Ada" } }));
-    let created = Seen::of(start.send().await.unwrap()).await;
+    let refused = Seen::of(start.try_clone().unwrap().send().await.unwrap()).await;
+    assert_eq!(refused.status, 401, "without the key the run API refuses");
+    let created = Seen::of(start.bearer_auth("host-test-key").send().await.unwrap()).await;
     assert_eq!(created.status, 201, "{:?}", String::from_utf8_lossy(&created.body));
-    let unknown = Seen::of(client.get(format!("{base}/v1/runs/run_nobody")).send().await.unwrap()).await;
-    assert_eq!(unknown.status, 404);
+    let unknown = client.get(format!("{base}/v1/runs/run_nobody")).bearer_auth("host-test-key");
+    assert_eq!(Seen::of(unknown.send().await.unwrap()).await.status, 404);
 
     let pid = host.id().unwrap().to_string();
     let interrupted = std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap();
     assert!(interrupted.success());
     let status = tokio::time::timeout(Duration::from_secs(30), host.wait()).await.unwrap().unwrap();
     assert!(status.success(), "the host shuts down cleanly on Ctrl-C: {status}");
+}
+
+#[test]
+fn the_host_will_not_serve_an_open_run_api_beyond_loopback() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_host"))
+        .args(["serve", "--addr", "0.0.0.0:0"])
+        .env("EVE_DATA_DIR", dir.path())
+        .env_remove("EVE_API_KEY")
+        .output()
+        .unwrap();
+    assert!(!output.status.success(), "the host refuses to start");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.starts_with("error: refusing to serve the run API on 0.0.0.0:"), "{stderr}");
+    assert!(stderr.contains("set EVE_API_KEY, or listen on a loopback address"), "it says what to do: {stderr}");
 }

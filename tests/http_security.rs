@@ -1,6 +1,7 @@
 //! The HTTP server under attack: guessed tokens cannot be told from finished ones, bad bodies on
 //! every JSON route get a 4xx with a useful message (never a panic or a 5xx), slow clients are cut
-//! off at the body timeout, and a canary token reaches no log line.
+//! off at the body timeout, a canary token reaches no log line, and a keyed run API refuses
+//! requests without its key.
 
 mod http_support;
 
@@ -116,6 +117,50 @@ async fn differing(served: &Served, prefix: &str, guesses: &[String], expected: 
         done.unwrap();
     }
     Arc::try_unwrap(differing).unwrap().into_inner().unwrap()
+}
+
+#[tokio::test]
+async fn a_keyed_run_api_refuses_requests_without_the_key_and_tokens_still_open_their_routes() {
+    let served = serve_with(|runtime| runtime, |server| server.api_key("correct horse battery staple")).await;
+    let run = served.runtime.start("stay_open", json!({})).await.unwrap();
+    run.parked().await.unwrap();
+    let client = &served.client;
+    let status = served.url(&format!("/v1/runs/{}", run.id()));
+    let routes = [
+        client.get(&status),
+        client.get(served.url(&format!("/v1/runs/{}/questions", run.id()))),
+        client.post(served.url(&format!("/v1/runs/{}/questions/ask-1", run.id()))).json(&json!({ "optionId": "go" })),
+        client.post(served.url(&format!("/v1/runs/{}/cancel", run.id()))),
+        client.post(served.url("/v1/tools/stay_open/runs")).json(&json!({ "input": {} })),
+        client.get(served.url("/v1/events")),
+    ];
+    for request in routes {
+        for key in [None, Some("Bearer wrong"), Some("Basic Y29ycmVjdA=="), Some("Bearer ")] {
+            let request = request.try_clone().unwrap();
+            let request = match key {
+                Some(key) => request.header("authorization", key),
+                None => request,
+            };
+            let seen = Seen::of(request.send().await.unwrap()).await;
+            assert_eq!(seen.status, 401, "{key:?}: {:?}", seen.error());
+            assert_eq!(seen.header("www-authenticate"), Some("Bearer"));
+            let (message, _) = seen.error();
+            assert!(message.contains("key"), "the refusal says a key is missing or wrong: {message}");
+        }
+    }
+    assert_eq!(served.runtime.open_questions(run.id()).await.unwrap().len(), 1, "the refusals changed nothing");
+    let journal = served.runtime.journal(run.id()).await.unwrap();
+    let cancelled = journal.entries.iter().any(|entry| matches!(entry, eve_tools::Entry::CancelRequested { .. }));
+    assert!(!cancelled, "and cancelled nothing");
+    assert_eq!(served.runtime.runs(None, 10).await.unwrap().len(), 1, "nor started a run");
+
+    for scheme in ["Bearer", "bearer"] {
+        let keyed = client.get(&status).header("authorization", format!("{scheme} correct horse battery staple"));
+        assert_eq!(keyed.send().await.unwrap().status(), 200, "{scheme}: the key opens the run API");
+    }
+    let hook = served.url(&format!("{HOOK_PATH}open-{}", run.id()));
+    let resumed = client.post(hook).json(&json!("no key needed")).send().await.unwrap();
+    assert_eq!(resumed.status(), 202, "a hook's own token opens its route without the API key");
 }
 
 #[tokio::test]

@@ -107,6 +107,9 @@ enum Command {
     },
     /// Recover every unfinished run, serve HTTP (webhooks, hook resumes, answers, sign-in
     /// callbacks and the run API) and keep runs moving until interrupted.
+    ///
+    /// With EVE_API_KEY set, the /v1 run API requires `Authorization: Bearer <key>`. Without it the
+    /// run API is open, so only a loopback address is accepted.
     Serve {
         /// The address the HTTP server listens on.
         #[cfg(feature = "http")]
@@ -172,7 +175,14 @@ impl Host {
 struct Listener {
     #[cfg(feature = "http")]
     listener: Option<tokio::net::TcpListener>,
+    /// The run API's key, from `EVE_API_KEY`.
+    #[cfg(feature = "http")]
+    api_key: Option<secrecy::SecretString>,
 }
+
+/// The environment variable holding the key the run API requires.
+#[cfg(feature = "http")]
+const API_KEY_VAR: &str = "EVE_API_KEY";
 
 /// The HTTP server `serve` runs, if any.
 struct Serving {
@@ -183,11 +193,19 @@ struct Serving {
 #[cfg(feature = "http")]
 impl Listener {
     async fn bind(command: &Command) -> Result<Self, String> {
-        let Command::Serve { addr } = command else { return Ok(Listener { listener: None }) };
+        let Command::Serve { addr } = command else { return Ok(Listener { listener: None, api_key: None }) };
+        let api_key = std::env::var(API_KEY_VAR).ok().filter(|key| !key.trim().is_empty());
         let listener = tokio::net::TcpListener::bind(addr.as_str())
             .await
             .map_err(|error| format!("cannot listen on {addr} ({error}); pick another address with --addr"))?;
-        Ok(Listener { listener: Some(listener) })
+        let local = listener.local_addr().map_err(|error| error.to_string())?;
+        if api_key.is_none() && !local.ip().is_loopback() {
+            return Err(format!(
+                "refusing to serve the run API on {local} without a key, since anyone who reaches it could start, \
+                 answer and cancel runs; set {API_KEY_VAR}, or listen on a loopback address such as 127.0.0.1:7700"
+            ));
+        }
+        Ok(Listener { listener: Some(listener), api_key: api_key.map(Into::into) })
     }
 
     fn public_url(&self) -> Option<String> {
@@ -197,8 +215,16 @@ impl Listener {
 
     fn start(self, runtime: &Runtime) -> Result<Serving, String> {
         let Some(listener) = self.listener else { return Ok(Serving { server: None }) };
-        let server = crate::http::Server::new(runtime.clone()).serve(listener).map_err(|error| error.to_string())?;
-        println!("listening on http://{}", server.local_addr());
+        let mut server = crate::http::Server::new(runtime.clone());
+        let access = match self.api_key {
+            Some(key) => {
+                server = server.api_key(key);
+                format!("the run API requires the key in {API_KEY_VAR}")
+            }
+            None => format!("the run API is open to this machine; set {API_KEY_VAR} to require a key"),
+        };
+        let server = server.serve(listener).map_err(|error| error.to_string())?;
+        println!("listening on http://{} ({access})", server.local_addr());
         Ok(Serving { server: Some(server) })
     }
 }

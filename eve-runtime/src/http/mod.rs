@@ -30,6 +30,15 @@
 //! | `POST /v1/runs/{run}/questions/{request}` | [`Runtime::answer`] | `204` |
 //! | `GET /v1/events` | [`Runtime::events`] | server-sent events, one per [`RunEvent`](crate::RunEvent) |
 //!
+//! # Who may call what
+//!
+//! The `/.well-known/workflow/v1/...` routes are reached by outside systems and people, and each
+//! is opened by an unguessable token in its path, so they take no other credential. The `/v1`
+//! run API starts, answers and cancels any run, under any principal; give the server a key with
+//! [`Server::api_key`] and every `/v1` request must carry `Authorization: Bearer <key>` (else
+//! `401`). Without a key the run API is open to whoever reaches the address, so serve it on
+//! loopback only; the host's `serve` refuses any other address unless `EVE_API_KEY` is set.
+//!
 //! # Invariants
 //!
 //! - **One 404 for every token that opens nothing.** An unknown token, a token of a finished run,
@@ -66,12 +75,14 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use secrecy::{ExposeSecret, SecretString};
 use tokio::net::{TcpListener, ToSocketAddrs};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub use crate::auth::AUTH_CALLBACK_PATH;
 use crate::runtime::Runtime;
+use crate::secret::TokenHash;
 pub use crate::webhook::WEBHOOK_PATH;
 
 /// The path prefix of hook resumes: `POST {HOOK_PATH}{token}` with a JSON body.
@@ -104,6 +115,8 @@ pub(crate) struct AppState(Arc<Shared>);
 pub(crate) struct Shared {
     pub runtime: Runtime,
     pub limits: Limits,
+    /// The hash of the key the `/v1` run API requires, if any.
+    pub api_key: Option<TokenHash>,
     /// Becomes `true` when the server shuts down.
     pub stop: watch::Receiver<bool>,
 }
@@ -138,6 +151,7 @@ impl std::ops::Deref for AppState {
 pub struct Server {
     runtime: Runtime,
     limits: Limits,
+    api_key: Option<TokenHash>,
 }
 
 impl Server {
@@ -149,7 +163,27 @@ impl Server {
             body_timeout: DEFAULT_BODY_TIMEOUT,
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
         };
-        Server { runtime, limits }
+        Server { runtime, limits, api_key: None }
+    }
+
+    /// Requires `Authorization: Bearer <key>` on every `/v1` run API request; others get `401`.
+    /// Only the key's hash is kept, and it is compared in constant time. Webhooks, hook resumes
+    /// and sign-in callbacks are opened by their own tokens and need no key.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let runtime = eve_runtime::Runtime::in_memory()?;
+    /// let key = std::env::var("EVE_API_KEY").unwrap_or_else(|_| "a long random key".into());
+    /// let server = eve_runtime::http::Server::new(runtime).api_key(key).bind("127.0.0.1:0").await?;
+    /// // `/v1` requests now need `Authorization: Bearer <key>`.
+    /// server.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn api_key(mut self, key: impl Into<SecretString>) -> Self {
+        self.api_key = Some(TokenHash::of(key.into().expose_secret()));
+        self
     }
 
     /// Refuses request bodies over `bytes` with `413`.
@@ -181,7 +215,9 @@ impl Server {
     pub fn serve(self, listener: TcpListener) -> io::Result<ServerHandle> {
         let addr = listener.local_addr()?;
         let (stop, stopped) = watch::channel(false);
-        let state = AppState(Arc::new(Shared { runtime: self.runtime, limits: self.limits, stop: stopped.clone() }));
+        let shared =
+            Shared { runtime: self.runtime, limits: self.limits, api_key: self.api_key, stop: stopped.clone() };
+        let state = AppState(Arc::new(shared));
         let router = routes::router(state);
         let task = tokio::spawn(serve::accept(listener, router, self.limits.body_timeout, stopped));
         Ok(ServerHandle { addr, stop, task })
@@ -190,7 +226,10 @@ impl Server {
 
 impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Server").field("limits", &self.limits).finish_non_exhaustive()
+        f.debug_struct("Server")
+            .field("limits", &self.limits)
+            .field("api_key", &self.api_key.as_ref().map(|_| "[set]"))
+            .finish_non_exhaustive()
     }
 }
 

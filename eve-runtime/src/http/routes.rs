@@ -1,18 +1,19 @@
 //! The route table, the layers every response passes through, and path segments as opaque strings.
 
 use axum::Router;
-use axum::extract::{MatchedPath, Request};
-use axum::http::{HeaderValue, Uri, header};
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{HeaderValue, StatusCode, Uri, header};
 use axum::middleware::{self, Next};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use tokio::time::Instant;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::set_header::SetResponseHeaderLayer;
 
-use super::errors::{fallback, method_not_allowed, panicked};
+use super::errors::{ApiError, fallback, method_not_allowed, panicked};
 use super::{AppState, HOOK_PATH, auth, events, runs, webhook};
 use crate::auth::AUTH_CALLBACK_PATH;
+use crate::secret::TokenHash;
 use crate::webhook::WEBHOOK_PATH;
 
 /// Path segments longer than this name nothing (tokens are 43 characters).
@@ -20,16 +21,19 @@ pub(crate) const MAX_SEGMENT: usize = 256;
 
 /// Every route, with the layers that log requests (by route template only) and harden responses.
 pub(crate) fn router(state: AppState) -> Router {
-    Router::new()
-        .route(&format!("{WEBHOOK_PATH}{{token}}"), any(webhook::deliver))
-        .route(&format!("{HOOK_PATH}{{token}}"), post(webhook::resume))
-        .route(&format!("{AUTH_CALLBACK_PATH}{{provider}}/callback"), get(auth::callback))
+    let run_api = Router::new()
         .route("/v1/tools/{tool}/runs", post(runs::start))
         .route("/v1/runs/{run}", get(runs::status))
         .route("/v1/runs/{run}/cancel", post(runs::cancel))
         .route("/v1/runs/{run}/questions", get(runs::questions))
         .route("/v1/runs/{run}/questions/{request}", post(runs::answer))
         .route("/v1/events", get(events::stream))
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_api_key));
+    Router::new()
+        .route(&format!("{WEBHOOK_PATH}{{token}}"), any(webhook::deliver))
+        .route(&format!("{HOOK_PATH}{{token}}"), post(webhook::resume))
+        .route(&format!("{AUTH_CALLBACK_PATH}{{provider}}/callback"), get(auth::callback))
+        .merge(run_api)
         .fallback(fallback)
         .method_not_allowed_fallback(method_not_allowed)
         // Innermost first: a panic becomes a 500 that is still logged and still hardened.
@@ -39,6 +43,25 @@ pub(crate) fn router(state: AppState) -> Router {
         .layer(SetResponseHeaderLayer::overriding(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer")))
         .layer(SetResponseHeaderLayer::overriding(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")))
         .with_state(state)
+}
+
+/// Lets a run API request through if the server has no key, or if it carries the key as
+/// `Authorization: Bearer <key>`; otherwise answers `401` with `WWW-Authenticate: Bearer`.
+async fn require_api_key(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let Some(expected) = &state.api_key else { return next.run(request).await };
+    let presented = request.headers().get(header::AUTHORIZATION).and_then(|value| value.to_str().ok());
+    let bearer = presented
+        .and_then(|value| value.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, key)| key);
+    let message = match bearer {
+        Some(key) if TokenHash::of(key.trim()).matches(expected) => return next.run(request).await,
+        Some(_) => "the API key is not valid; send the key the server was started with",
+        None => "the run API needs a key: send `Authorization: Bearer <key>` with the server's key",
+    };
+    let mut response = ApiError::new(StatusCode::UNAUTHORIZED, message).into_response();
+    response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    response
 }
 
 /// Logs each request by its route template (`/.well-known/workflow/v1/webhook/{token}`), never by

@@ -22,7 +22,7 @@ const LIMITS: Limits =
 fn app() -> (Router, watch::Sender<bool>) {
     let (stop, stopped) = watch::channel(false);
     let runtime = Runtime::in_memory().expect("an in-memory runtime builds");
-    (router(AppState(std::sync::Arc::new(Shared { runtime, limits: LIMITS, stop: stopped }))), stop)
+    (router(AppState(std::sync::Arc::new(Shared { runtime, limits: LIMITS, api_key: None, stop: stopped }))), stop)
 }
 
 /// What came back: status, headers but `date`, and the body.
