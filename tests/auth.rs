@@ -10,8 +10,10 @@ use std::time::Duration;
 use eve_tests::oauth_server::{FakeOAuth, no_redirects};
 use eve_tests::{World, executed, executions};
 use eve_tools::prelude::*;
+use eve_tools::secret::SecretKey;
 use eve_tools::{
-    Entry, Error, ManualClock, Op, Phase, RunEvent, RunFailure, RunHandle, RunId, RunOutcome, StartOptions, http,
+    Entry, Error, FileTokenStore, ManualClock, Op, Phase, RunEvent, RunFailure, RunHandle, RunId, RunOutcome,
+    StartOptions, http,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -303,6 +305,57 @@ async fn a_sign_in_survives_a_restart_while_the_run_is_parked() {
     assert_eq!(executions(&id, "prepare"), [1], "not rerun after the restart");
     assert_eq!(executions(&id, "read_me"), [1, 1]);
     assert_eq!(fake.exchanges(), 1);
+}
+
+#[tokio::test]
+async fn tokens_in_a_file_token_store_outlive_a_restart_and_are_never_in_the_clear() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(eve_tests::START);
+    let fake = FakeOAuth::start("CANARYfile").await;
+    let process = || {
+        let key = SecretKey::load_or_create(&dir.path().join("eve.key")).unwrap();
+        let tokens = FileTokenStore::open(dir.path().join("tokens/fake"), &key).unwrap();
+        let provider = fake.provider("fake", clock.clone()).token_store(tokens).build().unwrap();
+        let builder = Runtime::builder().data_dir(dir.path()).clock(clock.clone()).public_url(PUBLIC_URL);
+        builder.auth_provider("fake", provider).build().unwrap()
+    };
+    let input = || json!({ "api": fake.base() });
+
+    let first = process();
+    let mut events = first.events();
+    let run = first.start_with("who_am_i", input(), StartOptions::new().principal("ada")).await.unwrap();
+    run.parked().await.unwrap();
+    let url = sign_in_urls(&mut events, run.id()).pop().unwrap();
+    let redirect = fake.follow(&url, "ada").await;
+    first.complete_authorization("fake", &redirect.state, &redirect.code).await.unwrap();
+    assert_eq!(run.outcome().await.unwrap(), me("ada", 1));
+    drop((events, run));
+    first.shutdown().await;
+
+    let second = process();
+    let mut events = second.events();
+    let run = second.start_with("who_am_i", input(), StartOptions::new().principal("ada")).await.unwrap();
+    let phase = run.parked().await.unwrap();
+    assert_eq!(phase, Phase::Finished(me("ada", 1)), "ada's token from before the restart is used");
+    assert!(sign_in_urls(&mut events, run.id()).is_empty(), "no second sign-in");
+    assert_eq!(fake.exchanges(), 1);
+    let grace = second.start_with("who_am_i", input(), StartOptions::new().principal("grace")).await.unwrap();
+    assert_eq!(grace.parked().await.unwrap(), Phase::Parked, "another person still signs in for herself");
+    second.shutdown().await;
+
+    let mut files = vec![dir.path().to_path_buf()];
+    let mut checked = 0;
+    while let Some(path) = files.pop() {
+        if path.is_dir() {
+            files.extend(std::fs::read_dir(&path).unwrap().map(|entry| entry.unwrap().path()));
+            continue;
+        }
+        let bytes = std::fs::read(&path).unwrap();
+        let found = bytes.windows(b"CANARYfile".len()).any(|window| window == b"CANARYfile");
+        assert!(!found, "{} holds a token or code in the clear", path.display());
+        checked += 1;
+    }
+    assert!(checked >= 3, "the key, the database and a token file were checked ({checked} files)");
 }
 
 #[tokio::test]

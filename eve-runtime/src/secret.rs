@@ -67,6 +67,14 @@ impl SecretKey {
         }
     }
 
+    /// A 256-bit key for one `purpose` (HMAC-SHA256 of the purpose), so that each use of the
+    /// runtime's key (token files, file names, ...) has a key of its own.
+    pub(crate) fn derive_key(&self, purpose: &str) -> [u8; 32] {
+        let mut mac = hmac::Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC accepts keys of any length");
+        mac.update(purpose.as_bytes());
+        mac.finalize().into_bytes().into()
+    }
+
     /// The token for a generated hook: HMAC-SHA256 over the run id, op number and nonce.
     pub fn derive_token(&self, run: &RunId, op: Op, nonce: &str) -> Token {
         let mut mac = hmac::Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC accepts keys of any length");

@@ -281,7 +281,7 @@ pub use eve_macros::workflow_tool;
 pub use eve_macros::task;
 pub use eve_runtime::ask::{Answer, AnswerError, Ask, AskOption, AskOutcome, Display, Pending, Style};
 pub use eve_runtime::auth::{AccessToken, AuthError, AuthProvider, Principal, Provider};
-pub use eve_runtime::auth::{MemoryTokenStore, TokenSet, TokenStore, TokenStoreError};
+pub use eve_runtime::auth::{FileTokenStore, MemoryTokenStore, TokenSet, TokenStore, TokenStoreError};
 // Sign-in with OAuth 2.0 (cargo feature `oauth2`, on by default).
 #[cfg(feature = "oauth2")]
 pub use eve_runtime::auth::{ClientAuth, OAuth2Provider, OAuth2ProviderBuilder};

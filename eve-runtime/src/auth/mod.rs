@@ -46,10 +46,12 @@ use async_trait::async_trait;
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 
+mod file_store;
 #[cfg(feature = "oauth2")]
 mod oauth2;
 mod tokens;
 
+pub use self::file_store::FileTokenStore;
 #[cfg(feature = "oauth2")]
 pub use self::oauth2::{ClientAuth, OAuth2Provider, OAuth2ProviderBuilder};
 pub use self::tokens::{MemoryTokenStore, TokenSet, TokenStore, TokenStoreError};

@@ -418,7 +418,8 @@ impl OAuth2ProviderBuilder {
         self
     }
 
-    /// Where tokens are kept (default: a [`MemoryTokenStore`], lost on restart).
+    /// Where tokens are kept (default: a [`MemoryTokenStore`], lost on restart; a
+    /// [`FileTokenStore`](super::FileTokenStore) keeps them sealed across restarts).
     pub fn token_store(mut self, store: impl TokenStore) -> Self {
         self.store = Some(Arc::new(store));
         self
