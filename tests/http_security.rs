@@ -1,7 +1,7 @@
 //! The HTTP server under attack: guessed tokens cannot be told from finished ones, bad bodies on
 //! every JSON route get a 4xx with a useful message (never a panic or a 5xx), slow clients are cut
-//! off at the body timeout, a canary token reaches no log line, and a keyed run API refuses
-//! requests without its key.
+//! off at the body timeout, connections beyond the cap wait for a free slot, a canary token
+//! reaches no log line, and a keyed run API refuses requests without its key.
 
 mod http_support;
 
@@ -161,6 +161,25 @@ async fn a_keyed_run_api_refuses_requests_without_the_key_and_tokens_still_open_
     let hook = served.url(&format!("{HOOK_PATH}open-{}", run.id()));
     let resumed = client.post(hook).json(&json!("no key needed")).send().await.unwrap();
     assert_eq!(resumed.status(), 202, "a hook's own token opens its route without the API key");
+}
+
+#[tokio::test]
+async fn connections_beyond_the_cap_wait_until_one_closes() {
+    let served = serve_with(|runtime| runtime, |server| server.max_connections(2)).await;
+    let addr = served.base.trim_start_matches("http://").to_owned();
+    let first = TcpStream::connect(&addr).await.unwrap();
+    let second = TcpStream::connect(&addr).await.unwrap();
+    let status = served.url("/v1/runs/run_nobody");
+    // Each request on its own connection, so the pool cannot reuse a slot.
+    let fresh = || reqwest::Client::builder().no_proxy().pool_max_idle_per_host(0).build().unwrap();
+
+    let waiting = fresh().get(&status).timeout(Duration::from_millis(300)).send().await;
+    assert!(waiting.is_err_and(|error| error.is_timeout()), "with both slots taken, a third client is not served");
+
+    drop(first);
+    let answered = fresh().get(&status).timeout(Duration::from_secs(30)).send().await.unwrap();
+    assert_eq!(answered.status(), 404, "once a connection closes, the next client is served");
+    drop(second);
 }
 
 #[tokio::test]

@@ -55,6 +55,8 @@
 //!   handler becomes a `500` without details, never a dropped connection.
 //! - **Bounded waiting.** A request's headers and body must arrive within the body timeout; a
 //!   manual webhook waits for its step's response at most the response timeout, then gets `504`.
+//!   At most [`DEFAULT_MAX_CONNECTIONS`] connections (or [`Server::max_connections`]) are open at
+//!   once; more clients wait in the listen backlog until one closes.
 //!
 //! Shutting down stops accepting connections, ends event streams, lets requests in flight finish,
 //! and closes idle keep-alive connections.
@@ -97,6 +99,9 @@ pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// The default time a manual webhook waits for its step's response: 30 s.
 pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The default cap on connections open at once: 1,024.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+
 /// The limits every request is held to.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Limits {
@@ -106,6 +111,8 @@ pub(crate) struct Limits {
     pub body_timeout: Duration,
     /// How long a manual webhook waits for its step's response.
     pub response_timeout: Duration,
+    /// How many connections may be open at once.
+    pub connections: usize,
 }
 
 /// What every handler shares.
@@ -155,13 +162,14 @@ pub struct Server {
 }
 
 impl Server {
-    /// A server over `runtime` with the default limits: 1 MiB bodies that arrive within 10 s, and
-    /// 30 s for a manual webhook's step to respond.
+    /// A server over `runtime` with the default limits: 1 MiB bodies that arrive within 10 s,
+    /// 30 s for a manual webhook's step to respond, and 1,024 connections open at once.
     pub fn new(runtime: Runtime) -> Self {
         let limits = Limits {
             body: DEFAULT_BODY_LIMIT,
             body_timeout: DEFAULT_BODY_TIMEOUT,
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
+            connections: DEFAULT_MAX_CONNECTIONS,
         };
         Server { runtime, limits, api_key: None }
     }
@@ -205,6 +213,14 @@ impl Server {
         self
     }
 
+    /// Keeps at most `connections` open at once (at least 1); further clients wait in the
+    /// operating system's listen backlog until one closes. Idle keep-alive connections are closed
+    /// after the body timeout, so slots come back.
+    pub fn max_connections(mut self, connections: usize) -> Self {
+        self.limits.connections = connections.max(1);
+        self
+    }
+
     /// Binds `addr` and serves on it. Must be called inside a Tokio runtime.
     pub async fn bind(self, addr: impl ToSocketAddrs) -> io::Result<ServerHandle> {
         self.serve(TcpListener::bind(addr).await?)
@@ -219,7 +235,7 @@ impl Server {
             Shared { runtime: self.runtime, limits: self.limits, api_key: self.api_key, stop: stopped.clone() };
         let state = AppState(Arc::new(shared));
         let router = routes::router(state);
-        let task = tokio::spawn(serve::accept(listener, router, self.limits.body_timeout, stopped));
+        let task = tokio::spawn(serve::accept(listener, router, self.limits, stopped));
         Ok(ServerHandle { addr, stop, task })
     }
 }

@@ -1,5 +1,5 @@
-//! The accept loop: one task per connection, HTTP/1.1 with keep-alive, a deadline on headers,
-//! and a graceful shutdown that waits for every connection to close.
+//! The accept loop: one task per connection up to a cap, HTTP/1.1 with keep-alive, a deadline on
+//! headers, and a graceful shutdown that waits for every connection to close.
 
 use std::time::Duration;
 
@@ -11,18 +11,17 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use super::Limits;
+
 /// Accepts connections until `stop` turns `true` (or its sender is dropped), then waits for the
-/// open connections to finish.
-pub(crate) async fn accept(
-    listener: TcpListener,
-    router: Router,
-    header_timeout: Duration,
-    mut stop: watch::Receiver<bool>,
-) {
+/// open connections to finish. With `max_connections` open, it accepts no more until one closes:
+/// further clients wait in the listen backlog instead of exhausting memory or file descriptors.
+pub(crate) async fn accept(listener: TcpListener, router: Router, limits: Limits, mut stop: watch::Receiver<bool>) {
+    let header_timeout = limits.body_timeout;
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
-            accepted = listener.accept() => match accepted {
+            accepted = listener.accept(), if connections.len() < limits.connections => match accepted {
                 Ok((stream, _)) => {
                     connections.spawn(connection(stream, router.clone(), header_timeout, stop.clone()));
                 }

@@ -16,8 +16,12 @@ use super::{AppState, Limits, Shared, body, webhook};
 use crate::runtime::Runtime;
 use crate::webhook::WebhookResponse;
 
-const LIMITS: Limits =
-    Limits { body: 1024, body_timeout: Duration::from_secs(5), response_timeout: Duration::from_secs(5) };
+const LIMITS: Limits = Limits {
+    body: 1024,
+    body_timeout: Duration::from_secs(5),
+    response_timeout: Duration::from_secs(5),
+    connections: 16,
+};
 
 fn app() -> (Router, watch::Sender<bool>) {
     let (stop, stopped) = watch::channel(false);
