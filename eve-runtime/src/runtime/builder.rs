@@ -1,0 +1,188 @@
+//! [`RuntimeBuilder`]: the store, clock, key, sign-in providers and limits a [`Runtime`] starts with.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{Semaphore, watch};
+
+use super::{Error, Runtime, Shared, WarmCache};
+use crate::auth::AuthProvider;
+use crate::events::EventBus;
+use crate::executor::{DEFAULT_GRACE, Services};
+use crate::registry;
+use crate::secret::SecretKey;
+#[cfg(not(feature = "sqlite"))]
+use crate::store::MemoryStore;
+use crate::store::{Store, WorkerId};
+use crate::time::{Clock, SystemClock};
+use crate::timers::TimerService;
+
+/// Configures and builds a [`Runtime`].
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), eve_runtime::Error> {
+/// use eve_runtime::{Runtime, store::MemoryStore};
+/// let runtime = Runtime::builder().store(MemoryStore::new()).build()?;
+/// assert!(runtime.runs(None, 10).await?.is_empty());
+/// # Ok(())
+/// # }
+/// ```
+pub struct RuntimeBuilder {
+    store: Option<Arc<dyn Store>>,
+    path: PathBuf,
+    clock: Arc<dyn Clock>,
+    key: Option<SecretKey>,
+    cache_capacity: usize,
+    grace: Duration,
+    lease: Duration,
+    event_capacity: usize,
+    replay_concurrency: usize,
+    providers: HashMap<String, Arc<dyn AuthProvider>>,
+    public_url: String,
+    state: crate::state::State,
+}
+
+impl RuntimeBuilder {
+    /// The defaults: embedded SQLite in `.eve/eve.db`, the system clock.
+    pub(super) fn new() -> Self {
+        RuntimeBuilder {
+            store: None,
+            path: PathBuf::from(".eve"),
+            clock: Arc::new(SystemClock),
+            key: None,
+            cache_capacity: 4096,
+            grace: DEFAULT_GRACE,
+            lease: Duration::from_secs(60),
+            event_capacity: 4_096,
+            replay_concurrency: 64,
+            providers: HashMap::new(),
+            public_url: DEFAULT_PUBLIC_URL.to_owned(),
+            state: crate::state::State::default(),
+        }
+    }
+
+    /// Gives steps and plain tools a shared value of type `T` (an HTTP client, a service's base
+    /// URL, a connection pool), read with `StepCtx::state::<T>()` or `ToolCtx::state::<T>()`.
+    /// A second value of the same type replaces the first.
+    pub fn state<T: Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.state.insert(value);
+        self
+    }
+
+    /// Registers the auth provider that `Provider::new(id)` handles in steps name.
+    pub fn auth_provider(mut self, id: impl Into<String>, provider: impl AuthProvider) -> Self {
+        self.providers.insert(id.into(), Arc::new(provider));
+        self
+    }
+
+    /// The base URL people and systems reach this runtime's HTTP server at, for webhook and
+    /// sign-in callback URLs (default `http://127.0.0.1:7700`).
+    pub fn public_url(mut self, url: impl Into<String>) -> Self {
+        self.public_url = url.into().trim_end_matches('/').to_owned();
+        self
+    }
+
+    /// Uses `store` instead of the default embedded SQLite file.
+    pub fn store(mut self, store: impl Store) -> Self {
+        self.store = Some(Arc::new(store));
+        self
+    }
+
+    /// Uses a store shared with other handles.
+    pub fn shared_store(mut self, store: Arc<dyn Store>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Where the default SQLite store and secret key live (default `.eve`).
+    pub fn data_dir(mut self, path: impl AsRef<Path>) -> Self {
+        self.path = path.as_ref().to_path_buf();
+        self
+    }
+
+    /// Uses `clock` instead of the system clock (tests use a `ManualClock`).
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// Uses `key` to derive hook tokens instead of the key file in the data directory.
+    pub fn secret_key(mut self, key: SecretKey) -> Self {
+        self.key = Some(key);
+        self
+    }
+
+    /// Keeps up to `runs` parked runs in memory so they resume without replay (default 4,096;
+    /// 0 disables the cache, so every resume replays).
+    pub fn warm_cache(mut self, runs: usize) -> Self {
+        self.cache_capacity = runs;
+        self
+    }
+
+    /// How long a cancelled run may unwind before it ends cancelled regardless (default 30 s). The
+    /// deadline is journaled with the cancellation, so a restart does not extend it.
+    pub fn cancellation_grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
+    }
+
+    /// How many buffered events a slow subscriber may fall behind by (default 4,096).
+    pub fn event_capacity(mut self, events: usize) -> Self {
+        self.event_capacity = events.max(1);
+        self
+    }
+
+    /// Builds the runtime. Must be called inside a Tokio runtime.
+    pub fn build(self) -> Result<Runtime, Error> {
+        tokio::runtime::Handle::try_current().map_err(|_| Error::NoTokioRuntime)?;
+        if let Some((name, workflow_ids)) = registry::duplicate_names().into_iter().next() {
+            return Err(Error::DuplicateTool { name, workflow_ids });
+        }
+        let store = match self.store {
+            Some(store) => store,
+            None => default_store(&self.path)?,
+        };
+        let key = match self.key {
+            Some(key) => key,
+            None if store.is_durable() => {
+                let path = self.path.join("eve.key");
+                SecretKey::load_or_create(&path).map_err(|source| Error::SecretKey { path, source })?
+            }
+            None => SecretKey::generate(),
+        };
+        let services = Arc::new(Services::new(self.clock.clone(), key, self.providers, self.public_url, self.state));
+        let shared = Arc::new_cyclic(|weak| Shared {
+            store,
+            services,
+            events: EventBus::new(self.event_capacity),
+            worker: WorkerId::generate(),
+            lease: self.lease,
+            grace: self.grace,
+            timers: TimerService::start(self.clock.clone(), weak.clone()),
+            runs: Mutex::new(HashMap::new()),
+            active: watch::channel(0).0,
+            tasks: watch::channel(0).0,
+            cache: Mutex::new(WarmCache::new(self.cache_capacity)),
+            phases: Mutex::new(HashMap::new()),
+            replays: Semaphore::new(self.replay_concurrency),
+            callbacks: Default::default(),
+        });
+        Ok(Runtime { shared })
+    }
+}
+
+#[cfg(feature = "sqlite")]
+fn default_store(dir: &Path) -> Result<Arc<dyn Store>, Error> {
+    Ok(Arc::new(crate::store::SqliteStore::open(dir.join("eve.db"))?))
+}
+
+#[cfg(not(feature = "sqlite"))]
+fn default_store(_dir: &Path) -> Result<Arc<dyn Store>, Error> {
+    Ok(Arc::new(MemoryStore::new()))
+}
+
+/// The public URL the runtime assumes unless told otherwise: its default HTTP address.
+const DEFAULT_PUBLIC_URL: &str = "http://127.0.0.1:7700";
