@@ -142,3 +142,78 @@ async fn cancelling_a_step_waiting_to_retry_resolves_it_at_once() {
     assert_eq!(run.outcome().await.unwrap(), RunOutcome::Cancelled);
     assert_eq!(executions(run.id(), "flaky"), [1]);
 }
+
+/// Nothing.
+#[derive(Deserialize, JsonSchema)]
+pub struct Nothing {}
+
+#[step]
+async fn produce_a_lot(ctx: &StepCtx) -> Result<String, StepError> {
+    executed(ctx, "produce_a_lot");
+    Ok("x".repeat(4_096))
+}
+
+/// Calls a step whose result is too large to journal, and reports what it got.
+#[workflow_tool]
+pub async fn oversized_step(_input: Nothing, ctx: &WorkflowCtx) -> Result<String, ToolError> {
+    match produce_a_lot(ctx).await {
+        Ok(text) => Ok(format!("got {} bytes", text.len())),
+        Err(error) => Ok(format!("fatal: {}; {error}", error.is_fatal())),
+    }
+}
+
+/// Returns an output too large to journal.
+#[workflow_tool]
+pub async fn oversized_output(_input: Nothing, _ctx: &WorkflowCtx) -> Result<String, ToolError> {
+    Ok("y".repeat(4_096))
+}
+
+/// A runtime on SQLite with a 1 KiB limit per journal entry.
+fn small_entries(dir: &std::path::Path) -> Runtime {
+    let options = eve_tools::store::SqliteOptions { max_entry_bytes: 1_024, ..Default::default() };
+    let store = eve_tools::store::SqliteStore::open_with(dir.join("eve.db"), options).unwrap();
+    Runtime::builder().store(store).data_dir(dir).build().unwrap()
+}
+
+#[tokio::test]
+async fn a_step_result_over_the_entry_limit_fails_the_step_once_instead_of_rerunning_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = small_entries(dir.path());
+    let run = runtime.start("oversized_step", json!({})).await.unwrap();
+    let phase = run.parked().await.unwrap();
+    let eve_tools::Phase::Finished(RunOutcome::Completed(output)) = phase else {
+        panic!("the run ends instead of retrying the append: {phase:?}")
+    };
+    assert_eq!(
+        output,
+        json!(
+            "fatal: true; step `produce_a_lot` returned 4098 bytes of JSON, too large for the store's 1024-byte \
+             limit on one journal entry; return a smaller value (keep large data elsewhere and return a reference \
+             to it)"
+        )
+    );
+    assert_eq!(executions(run.id(), "produce_a_lot"), [1], "the step ran once and is not retried");
+    let journal = runtime.journal(run.id()).await.unwrap();
+    let recorded = journal.entries.iter().any(|entry| {
+        matches!(entry, Entry::StepCompleted { outcome: eve_tools::journal::StepOutcome::Err { fatal: true, .. }, .. })
+    });
+    assert!(recorded, "the failure is what the journal keeps, so a replay sees it too");
+}
+
+#[tokio::test]
+async fn a_tool_output_over_the_entry_limit_fails_the_run_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = small_entries(dir.path());
+    let run = runtime.start("oversized_output", json!({})).await.unwrap();
+    let phase = run.parked().await.unwrap();
+    let eve_tools::Phase::Finished(RunOutcome::Failed(RunFailure::Tool { message })) = phase else {
+        panic!("the run fails instead of retrying the append: {phase:?}")
+    };
+    assert_eq!(
+        message,
+        "the tool's output is 4098 bytes of JSON, too large for the store's 1024-byte limit on one journal \
+         entry; return a smaller value (keep large data elsewhere and return a reference to it)"
+    );
+    let journal = runtime.journal(run.id()).await.unwrap();
+    assert!(matches!(journal.entries.last(), Some(Entry::RunFailed { .. })), "the failure is journaled");
+}

@@ -26,6 +26,7 @@
 
 mod attempts;
 pub(crate) mod core;
+mod fit;
 mod inbox;
 #[cfg(test)]
 mod tests;
@@ -445,8 +446,8 @@ impl Driver {
         if entries.is_empty() && consumed.is_empty() {
             return Ok(());
         }
-        let batch = Append { first_seq: self.next_seq, entries, consumed };
-        self.append(rt, &batch).await?;
+        let mut batch = Append { first_seq: self.next_seq, entries, consumed };
+        self.append(rt, &mut batch).await?;
         self.after_append(rt);
         for entry in &batch.entries {
             if !entry.is_delivery() {
@@ -503,11 +504,13 @@ impl Driver {
         Ok(())
     }
 
-    /// Appends the body's outstanding records and the terminal entry in one transaction.
-    async fn append_final(&mut self, rt: &Shared, terminal: Entry) -> Result<(), StoreError> {
+    /// Appends the body's outstanding records and the terminal entry in one transaction, and
+    /// returns the terminal entry as journaled (a refused oversized output becomes a failure).
+    async fn append_final(&mut self, rt: &Shared, terminal: Entry) -> Result<Entry, StoreError> {
         let mut entries = std::mem::take(&mut self.core.lock().outbox);
         entries.push(terminal);
-        self.append_records(rt, entries).await?;
+        let mut entries = self.append_records(rt, entries).await?;
+        let terminal = entries.pop().expect("the batch ends with the terminal entry");
         // Ending the run withdraws its open questions; channels stop offering them.
         for op in self.open_asks() {
             let (run, request_id, task_id) =
@@ -519,16 +522,17 @@ impl Driver {
                 outcome: crate::ask::AskOutcome::Cancelled,
             });
         }
-        Ok(())
+        Ok(terminal)
     }
 
-    /// Appends records, marking any hook whose chosen token another run holds as conflicting.
-    async fn append_records(&mut self, rt: &Shared, entries: Vec<Entry>) -> Result<(), StoreError> {
+    /// Appends records, marking any hook whose chosen token another run holds as conflicting, and
+    /// returns them as journaled.
+    async fn append_records(&mut self, rt: &Shared, entries: Vec<Entry>) -> Result<Vec<Entry>, StoreError> {
         let mut batch = Append { first_seq: self.next_seq, entries, consumed: Vec::new() };
         loop {
-            match self.append(rt, &batch).await {
+            match self.append(rt, &mut batch).await {
                 Err(StoreError::HookTokenInUse { op, .. }) => self.mark_hook_conflict(&mut batch.entries, op),
-                result => return result,
+                result => return result.map(|()| batch.entries),
             }
         }
     }
@@ -552,10 +556,16 @@ impl Driver {
         }
     }
 
-    /// Appends `batch`, which must start at the journal's current length.
-    async fn append(&mut self, rt: &Shared, batch: &Append) -> Result<(), StoreError> {
+    /// Appends `batch`, which must start at the journal's current length. Entries the store
+    /// refuses as too large are replaced by what [`fit`] records instead, and the append retried.
+    async fn append(&mut self, rt: &Shared, batch: &mut Append) -> Result<(), StoreError> {
         debug_assert_eq!(batch.first_seq, self.next_seq, "a batch starts where the journal ends");
-        rt.store.append(&self.core.run, self.fence, batch).await?;
+        loop {
+            match rt.store.append(&self.core.run, self.fence, batch).await {
+                Err(StoreError::TooLarge { limit, .. }) if fit::fit_entries(&mut batch.entries, limit) => {}
+                result => break result?,
+            }
+        }
         self.next_seq += batch.entries.len() as u64;
         Ok(())
     }
@@ -575,9 +585,10 @@ impl Driver {
         }
         match finish {
             Finish::Returned(Ok(output)) => {
-                self.append_final(rt, Entry::RunCompleted { output: output.clone() }).await?;
-                rt.events.emit(|| RunEvent::Finished { run: self.core.run.clone(), status: RunStatus::Completed });
-                Ok(Some(RunOutcome::Completed(output)))
+                let terminal = self.append_final(rt, Entry::RunCompleted { output }).await?;
+                let status = RunStatus::after(&terminal);
+                rt.events.emit(|| RunEvent::Finished { run: self.core.run.clone(), status });
+                Ok(RunOutcome::from_terminal(&terminal))
             }
             Finish::Returned(Err(error)) => {
                 self.fail(rt, RunFailure::Tool { message: error.message().to_owned() }).await.map(Some)
@@ -604,9 +615,9 @@ impl Driver {
 
     async fn fail(&mut self, rt: &Shared, failure: RunFailure) -> Result<RunOutcome, StoreError> {
         self.body = None;
-        self.append_final(rt, Entry::RunFailed { failure: failure.clone() }).await?;
+        let terminal = self.append_final(rt, Entry::RunFailed { failure }).await?;
         rt.events.emit(|| RunEvent::Finished { run: self.core.run.clone(), status: RunStatus::Failed });
-        Ok(RunOutcome::Failed(failure))
+        Ok(RunOutcome::from_terminal(&terminal).expect("a fitted RunFailed is still terminal"))
     }
 
     async fn end_cancelled(&mut self, rt: &Shared) -> Result<RunOutcome, StoreError> {
