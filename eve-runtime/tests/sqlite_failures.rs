@@ -8,7 +8,8 @@ use eve_runtime::Timestamp;
 use eve_runtime::journal::{Entry, Op, RecordKind, RunId};
 use eve_runtime::secret::TokenHash;
 use eve_runtime::store::{
-    Append, Created, DeliveryPayload, Fence, NewRun, SqliteOptions, SqliteStore, Store, StoreError, Target, WorkerId,
+    Append, Created, Delivery, DeliveryPayload, Fence, NewRun, SqliteOptions, SqliteStore, Store, StoreError, Target,
+    WorkerId,
 };
 use serde_json::{Value, json};
 
@@ -242,15 +243,34 @@ async fn an_oversized_entry_is_refused_and_nothing_is_written() {
     assert_eq!(journal(&store, &run.id).await.len(), 1, "no entry of the oversized append was written");
     assert_eq!(store.find_hook(&hash).await.expect("find_hook succeeds"), None);
     store.append(&run.id, fence, &Append { first_seq: 1, entries: vec![hook], consumed: vec![] }).await.expect("fits");
-    let delivered = store.deliver(Target::Hook(hash), None, DeliveryPayload::Hook(json!("y".repeat(2_000)))).await;
-    assert_too_large(delivered.map(drop));
+    // A delivery must leave room for the entry that records it (64 bytes), so one that would
+    // itself just fit is refused too: accepted, it could never be journaled.
+    for size in [2_000, 1_024 - 40] {
+        let payload = DeliveryPayload::Hook(json!("y".repeat(size)));
+        let delivered = store.deliver(Target::Hook(hash.clone()), None, payload).await;
+        assert_too_large_by(delivered.map(drop), 1_024 - 64);
+    }
     assert!(store.inbox(&run.id).await.expect("inbox succeeds").is_empty(), "the oversized delivery was not kept");
+    let fits = DeliveryPayload::Hook(json!("y".repeat(1_024 - 100)));
+    store.deliver(Target::Hook(hash.clone()), None, fits).await.expect("a delivery with room for its entry fits");
+    let [item] = store.inbox(&run.id).await.expect("inbox succeeds").try_into().expect("one delivery");
+    let Delivery::Hook { op, payload } = item.delivery else { panic!("a hook delivery") };
+    let entries = vec![Entry::HookReceived { op, payload }];
+    let recorded = store.append(&run.id, fence, &Append { first_seq: 2, entries, consumed: vec![item.id] }).await;
+    recorded.expect("the entry recording an accepted delivery fits");
 }
 
 fn assert_too_large(result: Result<(), StoreError>) {
+    assert_too_large_by(result, 1_024);
+}
+
+fn assert_too_large_by(result: Result<(), StoreError>, expected: usize) {
     match result {
-        Err(error @ StoreError::TooLarge { limit: 1_024, .. }) => {
-            assert!(error.to_string().contains("1024-byte limit"), "the error names the limit: {error}");
+        Err(error @ StoreError::TooLarge { limit, .. }) if limit == expected => {
+            assert!(
+                error.to_string().contains(&format!("{expected}-byte limit")),
+                "the error names the limit: {error}"
+            );
         }
         other => panic!("an oversized value should be refused with TooLarge, got {other:?}"),
     }

@@ -16,6 +16,11 @@ use super::epochs::Epochs;
 use crate::journal::{Op, RunId};
 use crate::store::{Created, Delivered, Delivery, DeliveryPayload, Fence, HookMeta, IndexChanges, StoreError, Target};
 
+/// How much smaller than an entry a delivery must be. The entry that records a delivery
+/// (`HookReceived`, `AskResolved`, `CancelRequested`) is a few dozen bytes longer than the
+/// delivery, so an accepted delivery always fits in the journal when the run takes it.
+pub(super) const DELIVERY_HEADROOM: usize = 64;
+
 /// A run to create, encoded.
 pub(super) struct NewRunRow {
     pub id: RunId,
@@ -188,7 +193,8 @@ pub(super) fn deliver(
     if !is_active(conn, &run)? {
         return Ok(Delivered::NotFound);
     }
-    let text = codec::encode(&delivery, "a delivery (SqliteOptions::max_entry_bytes)", limit)?;
+    let what = "a delivery (SqliteOptions::max_entry_bytes, less room for the journal entry that records it)";
+    let text = codec::encode(&delivery, what, limit.saturating_sub(DELIVERY_HEADROOM))?;
     let sql = "INSERT INTO inbox (run_id, delivery_id, delivery) VALUES (?1, ?2, ?3) \
                ON CONFLICT (run_id, delivery_id) DO NOTHING RETURNING id";
     let id: Option<i64> =
