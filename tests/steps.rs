@@ -217,3 +217,25 @@ async fn a_tool_output_over_the_entry_limit_fails_the_run_and_says_why() {
     let journal = runtime.journal(run.id()).await.unwrap();
     assert!(matches!(journal.entries.last(), Some(Entry::RunFailed { .. })), "the failure is journaled");
 }
+
+/// Asks a question whose prompt is too large to journal.
+#[workflow_tool]
+pub async fn oversized_question(_input: Nothing, ctx: &WorkflowCtx) -> Result<String, ToolError> {
+    let answer = ctx.ask(Ask::text("?".repeat(4_096))).await;
+    Ok(format!("{answer:?}"))
+}
+
+#[tokio::test]
+async fn a_record_too_large_to_journal_fails_the_run_instead_of_retrying_forever() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = small_entries(dir.path());
+    let run = runtime.start("oversized_question", json!({})).await.unwrap();
+    let phase = run.parked().await.unwrap();
+    let eve_tools::Phase::Finished(RunOutcome::Failed(RunFailure::Tool { message })) = phase else {
+        panic!("the run fails instead of retrying the append: {phase:?}")
+    };
+    assert!(message.starts_with("the run could not journal what it did next: a journal entry"), "{message}");
+    assert!(message.contains("over the 1024-byte limit"), "{message}");
+    let journal = runtime.journal(run.id()).await.unwrap();
+    assert!(matches!(journal.entries.last(), Some(Entry::RunFailed { .. })), "the failure is journaled");
+}

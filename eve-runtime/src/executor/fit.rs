@@ -12,7 +12,8 @@
 //! - an error message (a step failure or retry, a run failure) is cut to fit.
 //!
 //! Nothing has been delivered to the body yet when this happens, so it only ever observes the
-//! replacement, live and on replay alike.
+//! replacement, live and on replay alike. A refused entry that cannot be shrunk (an `ask` with a
+//! huge prompt) fails the run instead (`Driver::fail_unrecordable`).
 //!
 //! [`StoreError::TooLarge`]: crate::store::StoreError::TooLarge
 

@@ -354,8 +354,22 @@ impl Driver {
         match self.advance(rt, mailbox).await {
             Ok(Some(outcome)) => Exit::Finished(outcome),
             Ok(None) => Exit::Parked(self),
+            Err(error @ StoreError::TooLarge { .. }) => match self.fail_unrecordable(rt, &error).await {
+                Ok(outcome) => Exit::Finished(outcome),
+                Err(error) => Exit::Lost(error),
+            },
             Err(error) => Exit::Lost(error),
         }
+    }
+
+    /// Ends the run failed because the store refused, as too large, an entry [`fit`] could not
+    /// shrink (an `ask` with a huge prompt, say). Retrying would be refused the same way forever.
+    /// The refused records are dropped: the run ends here, so nothing will replay them.
+    async fn fail_unrecordable(&mut self, rt: &Shared, error: &StoreError) -> Result<RunOutcome, StoreError> {
+        self.core.lock().outbox.clear();
+        self.attempts.clear();
+        let message = format!("the run could not journal what it did next: {error}");
+        self.fail(rt, RunFailure::Tool { message }).await
     }
 
     /// The loop described in the module documentation. `Ok(None)` means park.
