@@ -175,6 +175,16 @@ fn small_entries(dir: &std::path::Path) -> Runtime {
     Runtime::builder().store(store).data_dir(dir).build().unwrap()
 }
 
+/// Starts `tool` and returns the run with the message it failed with.
+async fn tool_failure(runtime: &Runtime, tool: &str) -> (eve_tools::RunHandle, String) {
+    let run = runtime.start(tool, json!({})).await.unwrap();
+    let phase = run.parked().await.unwrap();
+    let eve_tools::Phase::Finished(RunOutcome::Failed(RunFailure::Tool { message })) = phase else {
+        panic!("the run fails instead of retrying the append: {phase:?}")
+    };
+    (run, message)
+}
+
 #[tokio::test]
 async fn a_step_result_over_the_entry_limit_fails_the_step_once_instead_of_rerunning_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -204,11 +214,7 @@ async fn a_step_result_over_the_entry_limit_fails_the_step_once_instead_of_rerun
 async fn a_tool_output_over_the_entry_limit_fails_the_run_and_says_why() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = small_entries(dir.path());
-    let run = runtime.start("oversized_output", json!({})).await.unwrap();
-    let phase = run.parked().await.unwrap();
-    let eve_tools::Phase::Finished(RunOutcome::Failed(RunFailure::Tool { message })) = phase else {
-        panic!("the run fails instead of retrying the append: {phase:?}")
-    };
+    let (run, message) = tool_failure(&runtime, "oversized_output").await;
     assert_eq!(
         message,
         "the tool's output is 4098 bytes of JSON, too large for the store's 1024-byte limit on one journal \
@@ -229,11 +235,7 @@ pub async fn oversized_question(_input: Nothing, ctx: &WorkflowCtx) -> Result<St
 async fn a_record_too_large_to_journal_fails_the_run_instead_of_retrying_forever() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = small_entries(dir.path());
-    let run = runtime.start("oversized_question", json!({})).await.unwrap();
-    let phase = run.parked().await.unwrap();
-    let eve_tools::Phase::Finished(RunOutcome::Failed(RunFailure::Tool { message })) = phase else {
-        panic!("the run fails instead of retrying the append: {phase:?}")
-    };
+    let (run, message) = tool_failure(&runtime, "oversized_question").await;
     assert!(message.starts_with("the run could not journal what it did next: a journal entry"), "{message}");
     assert!(message.contains("over the 1024-byte limit"), "{message}");
     let journal = runtime.journal(run.id()).await.unwrap();

@@ -17,6 +17,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{KeyInit, Mac};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
+use zeroize::Zeroize;
 
 use crate::journal::{Op, RunId};
 
@@ -67,25 +68,54 @@ impl SecretKey {
         }
     }
 
-    /// A 256-bit key for one `purpose` (HMAC-SHA256 of the purpose), so that each use of the
-    /// runtime's key (token files, file names, ...) has a key of its own.
-    pub(crate) fn derive_key(&self, purpose: &str) -> [u8; 32] {
-        let mut mac = hmac::Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC accepts keys of any length");
+    /// A key for one `purpose` (HMAC-SHA256 of the purpose), so that each use of the runtime's
+    /// key (sealing token files, naming them, ...) has a key of its own.
+    pub(crate) fn derive(&self, purpose: &str) -> SecretKey {
+        let mut mac = self.mac();
         mac.update(purpose.as_bytes());
-        mac.finalize().into_bytes().into()
+        SecretKey(mac.finalize().into_bytes().into())
+    }
+
+    /// HMAC-SHA256 of `data` under this key, as lowercase hex.
+    pub(crate) fn mac_hex(&self, data: &[u8]) -> String {
+        let mut mac = self.mac();
+        mac.update(data);
+        hex(&mac.finalize().into_bytes())
+    }
+
+    /// The key's bytes, for a cipher that takes them.
+    pub(crate) fn expose_bytes(&self) -> &[u8; 32] {
+        &self.0
     }
 
     /// The token for a generated hook: HMAC-SHA256 over the run id, op number and nonce.
     pub fn derive_token(&self, run: &RunId, op: Op, nonce: &str) -> Token {
-        let mut mac = hmac::Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC accepts keys of any length");
+        let mut mac = self.mac();
         mac.update(run.as_str().as_bytes());
         mac.update(&op.0.to_be_bytes());
         mac.update(nonce.as_bytes());
         Token(URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes()))
     }
+
+    fn mac(&self) -> hmac::Hmac<Sha256> {
+        hmac::Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC accepts keys of any length")
+    }
 }
 
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+impl Drop for SecretKey {
+    fn drop(&mut self) {
+        self.0.zeroize();
+    }
+}
+
+/// `bytes` as lowercase hex.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+/// Writes `bytes` to a new file at `path`, readable by its owner only, and syncs it; fails if the
+/// file exists. Creates the parent folder if needed.
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     if let Some(parent) = path.parent() {
         fs::create_dir_all(parent)?;
     }
@@ -140,7 +170,7 @@ impl TokenHash {
     /// Hashes `token`.
     pub fn of(token: &str) -> Self {
         let digest = Sha256::digest(token.as_bytes());
-        TokenHash(digest.iter().map(|byte| format!("{byte:02x}")).collect())
+        TokenHash(hex(&digest))
     }
 
     /// A hash as stored (64 lowercase hex digits).

@@ -155,7 +155,7 @@ impl StepCtx {
             _ => {
                 let mut bytes = [0u8; 16];
                 crate::secret::fill_random(&mut bytes);
-                bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+                crate::secret::hex(&bytes)
             }
         })
     }

@@ -10,20 +10,18 @@
 
 use std::fmt;
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 use chacha20poly1305::aead::{Aead, KeyInit as _, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
-use hmac::{Hmac, KeyInit as _, Mac};
 use serde::{Deserialize, Serialize};
-use sha2::Sha256;
 use zeroize::{Zeroize, Zeroizing};
 
 use super::tokens::{TokenSet, TokenStore, TokenStoreError};
 use super::{AccessToken, Principal};
-use crate::secret::{SecretKey, fill_random};
+use crate::secret::{SecretKey, fill_random, write_private};
 use crate::time::Timestamp;
 
 /// The first bytes of every sealed file: the format and its version.
@@ -80,7 +78,8 @@ const SEAL_PURPOSE: &str = "eve token store: sealing v1";
 /// ```
 pub struct FileTokenStore {
     dir: PathBuf,
-    names: [u8; 32],
+    /// The key file names are derived with.
+    names: SecretKey,
     cipher: XChaCha20Poly1305,
 }
 
@@ -93,18 +92,13 @@ impl FileTokenStore {
     pub fn open(dir: impl AsRef<Path>, key: &SecretKey) -> io::Result<Self> {
         let dir = dir.as_ref().to_path_buf();
         create_private_dir(&dir)?;
-        let mut seal = key.derive_key(SEAL_PURPOSE);
-        let cipher = XChaCha20Poly1305::new((&seal).into());
-        seal.zeroize();
-        Ok(FileTokenStore { dir, names: key.derive_key(NAME_PURPOSE), cipher })
+        let cipher = XChaCha20Poly1305::new(key.derive(SEAL_PURPOSE).expose_bytes().into());
+        Ok(FileTokenStore { dir, names: key.derive(NAME_PURPOSE), cipher })
     }
 
     /// The file holding `principal`'s tokens.
     fn path(&self, principal: &Principal) -> PathBuf {
-        let mut mac = Hmac::<Sha256>::new_from_slice(&self.names).expect("HMAC accepts keys of any length");
-        mac.update(principal.as_str().as_bytes());
-        let name: String = mac.finalize().into_bytes().iter().map(|byte| format!("{byte:02x}")).collect();
-        self.dir.join(format!("{name}.tokens"))
+        self.dir.join(format!("{}.tokens", self.names.mac_hex(principal.as_str().as_bytes())))
     }
 
     fn seal(&self, principal: &Principal, tokens: &TokenSet) -> Result<Vec<u8>, TokenStoreError> {
@@ -239,17 +233,9 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let mut suffix = [0u8; 8];
     fill_random(&mut suffix);
     let temporary = path.with_extension(format!("{}.tmp", u64::from_le_bytes(suffix)));
-    let mut options = fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let result = (|| {
-        let mut file = options.open(&temporary)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        fs::rename(&temporary, path)?;
-        fs::File::open(dir)?.sync_all()
-    })();
+    let result = write_private(&temporary, bytes)
+        .and_then(|()| fs::rename(&temporary, path))
+        .and_then(|()| fs::File::open(dir)?.sync_all());
     if result.is_err() {
         let _ = fs::remove_file(&temporary);
     }
