@@ -1,14 +1,15 @@
 //! A property of replay: restarts are invisible.
 //!
 //! proptest draws a small workflow program (steps, concurrent steps, sleeps, a hook racing a
-//! sleep, reads of `ctx.now()`) and a schedule of outside events (the clock moving, payloads
+//! sleep, reads of `ctx.now()`, a step taking a `HashMap`, a hook whose token another run holds)
+//! and a schedule of outside events (the clock moving, payloads
 //! delivered to the races' hooks, process restarts). The program runs through the schedule twice
 //! on fresh in-memory worlds: once in one process with a warm cache, and once where every resume
 //! replays from the journal (warm cache 0) and each restart in the schedule drops the process and
 //! recovers the run in a new one. Both must end with the same outcome and the *same journal*,
 //! entry for entry, and no step whose result was recorded may run again.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -48,6 +49,13 @@ pub enum Instr {
     },
     /// Read the recorded clock.
     Now,
+    /// Run `tally` on a `HashMap` of this many entries (each process iterates it in another order).
+    Tally {
+        /// How many entries.
+        entries: u32,
+    },
+    /// Race a hook whose token the holder run holds against a future that is ready at once.
+    Contested,
 }
 
 /// A program to interpret.
@@ -64,6 +72,32 @@ async fn add_one(ctx: &StepCtx, value: u32) -> Result<u32, StepError> {
     let run = ctx.run_id().map(ToString::to_string).unwrap_or_default();
     EXECUTED.lock().unwrap().push((run, ctx.op().map_or(u32::MAX, |op| op.0)));
     Ok(value + 1)
+}
+
+#[step]
+async fn tally(ctx: &StepCtx, counts: HashMap<String, u32>) -> Result<u32, StepError> {
+    let run = ctx.run_id().map(ToString::to_string).unwrap_or_default();
+    EXECUTED.lock().unwrap().push((run, ctx.op().map_or(u32::MAX, |op| op.0)));
+    Ok(counts.values().sum())
+}
+
+/// Holds the token `held-{run}` for the run `run` until its hook receives something.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Hold {
+    run: String,
+}
+
+/// Holds a hook token another run of the test will choose too.
+#[workflow_tool]
+pub async fn hold(input: Hold, ctx: &WorkflowCtx) -> Result<(), ToolError> {
+    let _ = ctx;
+    let mut hook = create_hook_with_token::<u32>(held_token(&input.run));
+    hook.recv().await?;
+    Ok(())
+}
+
+fn held_token(run: &str) -> String {
+    format!("held-{run}")
 }
 
 /// Runs a program and returns what each instruction saw.
@@ -94,6 +128,18 @@ pub async fn interpret(input: Program, ctx: &WorkflowCtx) -> Result<Vec<String>,
                 }
             }
             Instr::Now => format!("now {}", ctx.now().as_millis()),
+            Instr::Tally { entries } => {
+                let counts: HashMap<String, u32> = (0..entries).map(|n| (format!("key-{n}"), n)).collect();
+                format!("tally {}", tally(ctx, counts).await?)
+            }
+            Instr::Contested => {
+                let mut hook = create_hook_with_token::<u32>(held_token(ctx.run_id().as_str()));
+                tokio::select! {
+                    biased;
+                    received = hook.recv() => format!("contested hook {}", received.is_err()),
+                    () = std::future::ready(()) => "contested ready".to_owned(),
+                }
+            }
         };
         seen.push(line);
     }
@@ -122,6 +168,8 @@ fn instr() -> impl Strategy<Value = Instr> {
         1 => (1..2_000u32).prop_map(|ms| Instr::Sleep { ms }),
         2 => (500..5_000u32).prop_map(|ms| Instr::Race { ms }),
         1 => Just(Instr::Now),
+        1 => (2..12u32).prop_map(|entries| Instr::Tally { entries }),
+        1 => Just(Instr::Contested),
     ]
 }
 
@@ -158,6 +206,8 @@ async fn drive(id: &RunId, instrs: &[Instr], actions: &[Action], replaying: bool
     let cache = if replaying { 0 } else { 16 };
     let mut runtime = world.runtime(cache);
     let program = json!({ "instrs": instrs });
+    runtime.start("hold", json!({ "run": id })).await.unwrap();
+    runtime.settle().await;
     runtime.start_with_id(id.clone(), "interpret", program).await.unwrap();
     runtime.settle().await;
     for action in actions {

@@ -120,6 +120,44 @@ async fn a_truncated_file_is_reported_corrupt() {
     assert!(error.to_string().contains("restore it from a backup"), "{error}");
 }
 
+/// A process killed during a checkpoint can leave page 1 (and so the header's page count) already
+/// copied from the WAL while the pages after it are not: the file is shorter than its header says,
+/// but the WAL still holds every page. Such a file opens, with every row, as SQLite recovers it.
+#[tokio::test]
+async fn a_file_cut_short_by_a_crash_during_a_checkpoint_opens_from_its_wal() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let (path, copy) = (dir.path().join("eve.db"), dir.path().join("copy.db"));
+    let store = SqliteStore::open(&path).expect("the store opens");
+    for index in 0..40 {
+        let run = new_run(&format!("run-{index}"), json!("x".repeat(2_000)));
+        create(&store, &run).await;
+    }
+    // While the store is open its pages live in the WAL: copy the pair as a crash would leave it.
+    std::fs::copy(&path, &copy).expect("the database copies");
+    std::fs::copy(wal_path(&path), wal_path(&copy)).expect("the WAL copies");
+    drop(store);
+    let wal = std::fs::read(wal_path(&copy)).expect("the WAL reads");
+    let page_one = last_wal_frame_of_page(&wal, 1).expect("the WAL holds page 1");
+    let mut file = std::fs::OpenOptions::new().write(true).open(&copy).expect("the copy opens");
+    std::io::Write::write_all(&mut file, page_one).expect("page 1 is written as a checkpoint would");
+    drop(file);
+    let length = std::fs::metadata(&copy).expect("the copy exists").len();
+    let header_pages = u32::from_be_bytes(page_one[28..32].try_into().expect("four bytes"));
+    assert!(u64::from(header_pages) * 4096 > length, "the file is shorter than its header says");
+
+    let store = SqliteStore::open(&copy).expect("a file whose WAL recovers it opens");
+    let runs = store.list_runs(None, 100).await.expect("the runs list");
+    assert_eq!(runs.len(), 40, "every row is there");
+}
+
+/// The data of the last frame in `wal` that holds page `page` (a WAL is a 32-byte header, then
+/// frames of a 24-byte header, whose first 4 bytes are the page number, and one page).
+fn last_wal_frame_of_page(wal: &[u8], page: u32) -> Option<&[u8]> {
+    let page_size = u32::from_be_bytes(wal[8..12].try_into().ok()?) as usize;
+    let frames = wal[32..].chunks_exact(24 + page_size);
+    frames.rev().find(|frame| frame[0..4] == page.to_be_bytes()).map(|frame| &frame[24..])
+}
+
 fn wal_path(path: &Path) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push("-wal");

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use eve_tools::store::{MemoryStore, Store};
 use eve_tools::{ManualClock, RunId, Runtime, RuntimeBuilder, StepCtx, Timestamp};
 
+pub mod faulty;
 pub mod oauth_server;
 
 /// The instant every test clock starts at.
@@ -24,6 +25,17 @@ impl World {
     /// A world with an in-memory store.
     pub fn in_memory() -> Self {
         World { store: Arc::new(MemoryStore::new()), clock: ManualClock::new(START) }
+    }
+
+    /// A world whose store is a fresh SQLite file in `dir`, as the default runtime uses.
+    pub fn sqlite(dir: &std::path::Path) -> Self {
+        let store = eve_tools::store::SqliteStore::open(dir.join("eve.db")).expect("a fresh SQLite store opens");
+        World { store: Arc::new(store), clock: ManualClock::new(START) }
+    }
+
+    /// A world over `store`, for tests that wrap a store (see [`faulty::Faulty`]).
+    pub fn over(store: Arc<dyn Store>) -> Self {
+        World { store, clock: ManualClock::new(START) }
     }
 
     /// A new runtime (a new "process") over this world; `warm_cache` 0 makes every resume replay.

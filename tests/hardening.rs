@@ -1,0 +1,303 @@
+//! Hardening: defects found by reading the core, each shown by a test that failed before its fix.
+//!
+//! - a payload nested as deep as JSON parsers allow was accepted but could not be read back;
+//! - two concurrent activations of one run id could run two executors, and a step twice;
+//! - a timer that fell due while an activation failed was lost until the process restarted;
+//! - a step taking a `HashMap` diverged from its own journal on every cold replay;
+//! - a store error after a step succeeded ran the step again on every retry.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use eve_tests::faulty::Faulty;
+use eve_tests::{World, executed, executions};
+use eve_tools::prelude::*;
+use eve_tools::store::MemoryStore;
+use eve_tools::{Entry, RunId, RunOutcome, RunStatus};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// A tool input with nothing in it.
+#[derive(Deserialize, JsonSchema)]
+pub struct Nothing {}
+
+/// Waits for `future`, failing the test instead of hanging if it takes over 20 s (real time): the
+/// defects here made runs stall forever.
+async fn within<T>(what: &str, future: impl std::future::Future<Output = T>) -> T {
+    let limit = Duration::from_secs(20);
+    tokio::time::timeout(limit, future).await.unwrap_or_else(|_| panic!("{what} did not happen within {limit:?}"))
+}
+
+/// `[[[…]]]`, `depth` arrays deep.
+fn nested(depth: usize) -> Value {
+    (1..depth).fold(json!([]), |inner, _| json!([inner]))
+}
+
+/// Returns the first payload its hook receives.
+#[workflow_tool]
+pub async fn echo_hook(_input: Nothing, ctx: &WorkflowCtx) -> Result<Value, ToolError> {
+    let mut hook = create_hook_with_token::<Value>(format!("echo-{}", ctx.run_id()));
+    Ok(hook.recv().await?)
+}
+
+#[tokio::test]
+async fn a_payload_nested_as_deep_as_json_allows_is_delivered_and_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let world = World::sqlite(dir.path());
+    let runtime = world.runtime(0);
+    let run = runtime.start("echo_hook", json!({})).await.unwrap();
+    run.parked().await.unwrap();
+    // serde_json, and so the HTTP server, parses values nested up to 128 levels.
+    let payload = nested(127);
+    runtime.resume_hook(&format!("echo-{}", run.id()), payload.clone()).await.unwrap();
+    within("the run's settling", runtime.settle()).await;
+    assert_eq!(within("the run's end", run.outcome()).await.unwrap(), RunOutcome::Completed(payload));
+    let journal = runtime.journal(run.id()).await.unwrap();
+    assert_eq!(journal.summary.status, RunStatus::Completed);
+}
+
+/// What [`deep_echo`] keeps.
+#[derive(Deserialize, JsonSchema)]
+pub struct Deep {
+    value: Value,
+}
+
+#[step]
+async fn keep(value: Value) -> Result<Value, StepError> {
+    Ok(value)
+}
+
+/// Keeps a deep value in a step, sleeps, and returns it.
+#[workflow_tool]
+pub async fn deep_echo(input: Deep, ctx: &WorkflowCtx) -> Result<Value, ToolError> {
+    let _ = ctx;
+    let kept = keep(input.value).await?;
+    sleep(Duration::from_secs(1)).await?;
+    Ok(kept)
+}
+
+#[tokio::test]
+async fn a_deep_input_and_step_result_survive_a_cold_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let world = World::sqlite(dir.path());
+    let runtime = world.runtime(0);
+    let value = nested(127);
+    let run = runtime.start("deep_echo", json!({ "value": value })).await.unwrap();
+    run.parked().await.unwrap();
+    world.clock.advance(Duration::from_secs(1));
+    within("the run's settling", runtime.settle()).await;
+    assert_eq!(within("the run's end", run.outcome()).await.unwrap(), RunOutcome::Completed(value));
+}
+
+#[tokio::test]
+async fn a_value_nested_deeper_than_the_journal_keeps_is_refused_with_a_clear_error() {
+    let runtime = World::in_memory().runtime(0);
+    let error = runtime.start("deep_echo", json!({ "value": nested(200) })).await.unwrap_err();
+    let message = error.to_string();
+    assert!(message.contains("nested") && message.contains("128"), "{message}");
+    let run = runtime.start("echo_hook", json!({})).await.unwrap();
+    run.parked().await.unwrap();
+    let error = runtime.resume_hook(&format!("echo-{}", run.id()), nested(200)).await.unwrap_err();
+    assert!(error.to_string().contains("128"), "{error}");
+    assert!(runtime.journal(run.id()).await.unwrap().entries.len() < 3, "nothing was delivered");
+}
+
+static COUNTED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+#[step]
+async fn count(ctx: &StepCtx) -> Result<(), StepError> {
+    COUNTED.lock().unwrap().push(ctx.run_id().map(ToString::to_string).unwrap_or_default());
+    tokio::task::yield_now().await;
+    Ok(())
+}
+
+/// Runs one counted step, then waits for a hook named after the run.
+#[workflow_tool]
+pub async fn count_then_wait(_input: Nothing, ctx: &WorkflowCtx) -> Result<(), ToolError> {
+    count(ctx).await?;
+    let mut hook = create_hook_with_token::<Value>(format!("go-{}", ctx.run_id()));
+    hook.recv().await?;
+    Ok(())
+}
+
+fn counted(run: &RunId) -> usize {
+    COUNTED.lock().unwrap().iter().filter(|counted| *counted == run.as_str()).count()
+}
+
+fn recorded_steps(entries: &[Entry]) -> usize {
+    entries.iter().filter(|entry| matches!(entry, Entry::StepCompleted { .. })).count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_starts_of_one_run_id_execute_its_step_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let world = World::sqlite(dir.path());
+    let runtime = world.runtime(64);
+    for round in 0..200 {
+        let id: RunId = format!("twice-{round}").parse().unwrap();
+        let barrier = Arc::new(tokio::sync::Barrier::new(2));
+        let starts: Vec<_> = (0..2)
+            .map(|_| {
+                let (runtime, barrier, id) = (runtime.clone(), barrier.clone(), id.clone());
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                    runtime.start_with_id(id, "count_then_wait", json!({})).await.unwrap();
+                })
+            })
+            .collect();
+        for start in starts {
+            start.await.unwrap();
+        }
+        within("the run's parking", runtime.handle(id.clone()).parked()).await.unwrap();
+        within("the runtime's settling", runtime.settle()).await;
+        assert_eq!(counted(&id), 1, "round {round}: the step ran once");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_entry_point_that_activates_a_run_races_without_running_a_step_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let world = World::sqlite(dir.path());
+    let runtime = world.runtime(64);
+    for round in 0..100 {
+        let id: RunId = format!("race-{round}").parse().unwrap();
+        let barrier = Arc::new(tokio::sync::Barrier::new(6));
+        let mut tasks = Vec::new();
+        for entry in 0..6 {
+            let (runtime, barrier, id) = (runtime.clone(), barrier.clone(), id.clone());
+            tasks.push(tokio::spawn(async move {
+                barrier.wait().await;
+                match entry {
+                    0 | 1 => drop(runtime.start_with_id(id, "count_then_wait", json!({})).await.unwrap()),
+                    2 => drop(runtime.recover().await.unwrap()),
+                    3 => drop(runtime.cancel(&id, "racing").await),
+                    4 => drop(runtime.resume_hook(&format!("go-{id}"), json!("go")).await),
+                    _ => drop(runtime.handle(id).parked().await),
+                }
+            }));
+        }
+        for task in tasks {
+            within("every entry point's return", task).await.unwrap();
+        }
+        within("the runtime's settling", runtime.settle()).await;
+        let entries = runtime.journal(&id).await.unwrap().entries;
+        assert_eq!(counted(&id), recorded_steps(&entries), "round {round}: one execution per recorded step");
+        assert!(counted(&id) <= 1, "round {round}: the step ran {} times", counted(&id));
+    }
+}
+
+/// Sleeps ten seconds.
+#[workflow_tool]
+pub async fn nap(_input: Nothing, ctx: &WorkflowCtx) -> Result<String, ToolError> {
+    let _ = ctx;
+    sleep(Duration::from_secs(10)).await?;
+    Ok("woke".into())
+}
+
+#[tokio::test]
+async fn a_timer_whose_firing_fails_to_append_still_fires() {
+    let faulty = Faulty::new(Arc::new(MemoryStore::new()));
+    faulty.fail_first(1, |entry| matches!(entry, Entry::TimerFired { .. }));
+    let world = World::over(faulty.clone());
+    let runtime = world.runtime(16);
+    let run = runtime.start("nap", json!({})).await.unwrap();
+    run.parked().await.unwrap();
+    world.clock.advance(Duration::from_secs(10));
+    runtime.settle().await;
+    world.clock.advance(Duration::from_secs(10));
+    runtime.settle().await;
+    assert_eq!(faulty.failed(), 1, "the injected failure happened");
+    let journal = runtime.journal(run.id()).await.unwrap();
+    assert_eq!(journal.summary.status, RunStatus::Completed, "journal: {:?}", journal.entries);
+}
+
+#[tokio::test]
+async fn a_run_rebuilt_after_a_failed_activation_arms_its_due_timers_again() {
+    let faulty = Faulty::new(Arc::new(MemoryStore::new()));
+    let world = World::over(faulty.clone());
+    let runtime = world.runtime(0);
+    let run = runtime.start("nap", json!({})).await.unwrap();
+    run.parked().await.unwrap();
+    // The timer's activation (a cold rebuild: no warm cache) cannot claim the run.
+    faulty.fail_claims(1);
+    world.clock.advance(Duration::from_secs(10));
+    runtime.settle().await;
+    for _ in 0..3 {
+        world.clock.advance(Duration::from_secs(10));
+        runtime.settle().await;
+    }
+    assert_eq!(faulty.failed(), 1, "the injected failure happened");
+    let journal = runtime.journal(run.id()).await.unwrap();
+    assert_eq!(journal.summary.status, RunStatus::Completed, "journal: {:?}", journal.entries);
+}
+
+/// How many of each thing to tally.
+#[derive(Deserialize, JsonSchema)]
+pub struct Counts {
+    counts: HashMap<String, u32>,
+}
+
+#[step]
+async fn tally(ctx: &StepCtx, counts: HashMap<String, u32>) -> Result<u32, StepError> {
+    executed(ctx, "tally");
+    Ok(counts.values().sum())
+}
+
+/// Tallies a map in a step, then sleeps.
+#[workflow_tool]
+pub async fn tally_then_nap(input: Counts, ctx: &WorkflowCtx) -> Result<u32, ToolError> {
+    let total = tally(ctx, input.counts).await?;
+    sleep(Duration::from_secs(10)).await?;
+    Ok(total)
+}
+
+#[tokio::test]
+async fn a_step_taking_a_hash_map_replays_without_divergence() {
+    let world = World::in_memory();
+    let runtime = world.runtime(0);
+    let counts: HashMap<String, u32> = (0..16).map(|n| (format!("item-{n}"), n)).collect();
+    let run = runtime.start("tally_then_nap", json!({ "counts": counts })).await.unwrap();
+    run.parked().await.unwrap();
+    world.clock.advance(Duration::from_secs(10));
+    runtime.settle().await;
+    assert_eq!(run.outcome().await.unwrap(), RunOutcome::Completed(json!(120)));
+    assert_eq!(executions(run.id(), "tally"), [1]);
+}
+
+static SENT: AtomicUsize = AtomicUsize::new(0);
+
+#[step]
+async fn send_email() -> Result<(), StepError> {
+    SENT.fetch_add(1, Ordering::SeqCst);
+    Ok(())
+}
+
+/// Sends one email.
+#[workflow_tool]
+pub async fn email_once(_input: Nothing, ctx: &WorkflowCtx) -> Result<(), ToolError> {
+    let _ = ctx;
+    Ok(send_email().await?)
+}
+
+#[tokio::test]
+async fn a_step_whose_completion_the_store_refuses_for_a_while_runs_once() {
+    let faulty = Faulty::new(Arc::new(MemoryStore::new()));
+    faulty.fail_first(3, |entry| matches!(entry, Entry::StepCompleted { .. }));
+    let world = World::over(faulty.clone());
+    let runtime = world.runtime(16);
+    let run = runtime.start("email_once", json!({})).await.unwrap();
+    for _ in 0..10 {
+        runtime.settle().await;
+        if runtime.journal(run.id()).await.unwrap().summary.status.is_finished() {
+            break;
+        }
+        // Before the fix, a refused completion was retried by rebuilding the run 5 s later.
+        world.clock.advance(Duration::from_secs(5));
+    }
+    assert_eq!(run.outcome().await.unwrap(), RunOutcome::Completed(json!(null)));
+    assert_eq!(faulty.failed(), 3, "the injected failures happened");
+    assert_eq!(SENT.load(Ordering::SeqCst), 1, "the email was sent once");
+}

@@ -1,0 +1,136 @@
+//! A store that fails on purpose: it delegates to a real store and refuses the appends a test
+//! picks, as a full disk or a lost connection would, so tests can show what the runtime does when
+//! the store fails at a chosen moment.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use eve_tools::secret::TokenHash;
+use eve_tools::store::{
+    Append, Claimed, Created, Delivered, DeliveryPayload, Fence, HookRow, InboxItem, NewRun, RunRecord, RunSummary,
+    Store, StoreError, Target, TimerRow, WorkerId,
+};
+use eve_tools::{Entry, RunId, RunStatus, Timestamp};
+
+/// Decides, for each append, whether it fails.
+type Picker = Box<dyn FnMut(&[Entry]) -> bool + Send>;
+
+/// A store whose appends fail while [`Faulty::fail_appends`]'s picker says so.
+pub struct Faulty {
+    inner: Arc<dyn Store>,
+    picker: Mutex<Option<Picker>>,
+    claims_to_fail: Mutex<usize>,
+    failed: Mutex<usize>,
+}
+
+impl Faulty {
+    /// A store that behaves as `inner` until told to fail.
+    pub fn new(inner: Arc<dyn Store>) -> Arc<Self> {
+        Arc::new(Faulty { inner, picker: Mutex::new(None), claims_to_fail: Mutex::new(0), failed: Mutex::new(0) })
+    }
+
+    /// Fails every append for which `picker` returns true (with a transient backend error, and
+    /// writing nothing).
+    pub fn fail_appends(&self, picker: impl FnMut(&[Entry]) -> bool + Send + 'static) {
+        *self.picker.lock().unwrap() = Some(Box::new(picker));
+    }
+
+    /// Fails the first `times` appends containing an entry `matches` picks; later ones succeed.
+    pub fn fail_first(&self, times: usize, matches: impl Fn(&Entry) -> bool + Send + 'static) {
+        let mut left = times;
+        self.fail_appends(move |entries| {
+            let hit = left > 0 && entries.iter().any(&matches);
+            left -= usize::from(hit);
+            hit
+        });
+    }
+
+    /// Fails the next `times` claims (a cold activation reading the run) with a transient error.
+    pub fn fail_claims(&self, times: usize) {
+        *self.claims_to_fail.lock().unwrap() = times;
+    }
+
+    /// How many appends and claims failed on purpose so far.
+    pub fn failed(&self) -> usize {
+        *self.failed.lock().unwrap()
+    }
+}
+
+#[async_trait]
+impl Store for Faulty {
+    async fn create_run(&self, run: NewRun, owner: &WorkerId) -> Result<Created, StoreError> {
+        self.inner.create_run(run, owner).await
+    }
+
+    async fn claim(
+        &self,
+        run: &RunId,
+        owner: &WorkerId,
+        lease: Duration,
+        now: Timestamp,
+        from_seq: u64,
+    ) -> Result<Claimed, StoreError> {
+        let fail = {
+            let mut left = self.claims_to_fail.lock().unwrap();
+            let fail = *left > 0;
+            *left -= usize::from(fail);
+            fail
+        };
+        if fail {
+            *self.failed.lock().unwrap() += 1;
+            return Err(StoreError::Backend("injected failure: the store is unreachable".into()));
+        }
+        self.inner.claim(run, owner, lease, now, from_seq).await
+    }
+
+    async fn release(&self, run: &RunId, fence: Fence) -> Result<(), StoreError> {
+        self.inner.release(run, fence).await
+    }
+
+    async fn append(&self, run: &RunId, fence: Fence, append: &Append) -> Result<(), StoreError> {
+        let fail = self.picker.lock().unwrap().as_mut().is_some_and(|picker| picker(&append.entries));
+        if fail {
+            *self.failed.lock().unwrap() += 1;
+            return Err(StoreError::Backend("injected failure: the store is unreachable".into()));
+        }
+        self.inner.append(run, fence, append).await
+    }
+
+    async fn deliver(
+        &self,
+        target: Target,
+        delivery_id: Option<&str>,
+        delivery: DeliveryPayload,
+    ) -> Result<Delivered, StoreError> {
+        self.inner.deliver(target, delivery_id, delivery).await
+    }
+
+    async fn inbox(&self, run: &RunId) -> Result<Vec<InboxItem>, StoreError> {
+        self.inner.inbox(run).await
+    }
+
+    async fn find_hook(&self, token: &TokenHash) -> Result<Option<HookRow>, StoreError> {
+        self.inner.find_hook(token).await
+    }
+
+    async fn timers(&self) -> Result<Vec<TimerRow>, StoreError> {
+        self.inner.timers().await
+    }
+
+    async fn load(&self, run: &RunId) -> Result<Option<RunRecord>, StoreError> {
+        self.inner.load(run).await
+    }
+
+    async fn list_runs(&self, status: Option<RunStatus>, limit: usize) -> Result<Vec<RunSummary>, StoreError> {
+        self.inner.list_runs(status, limit).await
+    }
+
+    async fn tail(&self, run: &RunId) -> Result<Option<(RunSummary, Entry)>, StoreError> {
+        self.inner.tail(run).await
+    }
+
+    fn is_durable(&self) -> bool {
+        self.inner.is_durable()
+    }
+}
