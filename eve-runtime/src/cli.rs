@@ -389,6 +389,7 @@ pub fn describe(entry: &Entry) -> String {
             true => write!(text, "{op}: hook not created, its token is held by another run"),
             false => write!(text, "{op}: hook created"),
         },
+        Entry::HookTokenTaken { op } => write!(text, "{op}: told the body the hook's token is taken"),
         Entry::StepRetrying { op, name, attempt, error, next_attempt_at, .. } => {
             write!(text, "{op}: step {name} attempt {attempt} failed ({error}); next attempt at {next_attempt_at}")
         }

@@ -137,6 +137,7 @@ impl Runtime {
         delivery_id: Option<&str>,
         payload: serde_json::Value,
     ) -> Result<crate::runtime::HookDelivery, Error> {
+        crate::journal::depth::check(&payload, || "the hook payload".to_owned())?;
         let hash = TokenHash::of(token);
         self.hook(&hash, |meta| matches!(meta, HookMeta::Hook)).await?;
         let delivery_id = delivery_id.map(|id| scoped(&hash, id));

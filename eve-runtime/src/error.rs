@@ -352,7 +352,23 @@ pub enum StoreError {
         /// The limit in bytes.
         limit: usize,
     },
+    /// A value nests deeper than the store can read back. Nothing was written.
+    #[error("{what} nests JSON deeper than the {limit} levels a journaled value may have; nothing was written")]
+    TooDeep {
+        /// What was too deep.
+        what: &'static str,
+        /// The deepest nesting a journaled value may have.
+        limit: usize,
+    },
     /// Any other failure of the backing database.
     #[error("eve store error: {0}")]
     Backend(String),
+}
+
+impl StoreError {
+    /// Whether trying the same request again later may succeed: the backend failed or the disk was
+    /// full. Refusals (a stale fence, a closed journal, a value over a limit) and damage are final.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, StoreError::Backend(_) | StoreError::DiskFull)
+    }
 }

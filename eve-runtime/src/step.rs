@@ -298,7 +298,8 @@ where
         Fut: Future<Output = Result<T, E>> + Send + 'static,
         E: Into<StepError>,
     {
-        let bytes = match serde_json::to_vec(&args) {
+        // Canonical, so a map argument hashes the same in every process (see `journal::canonical`).
+        let bytes = match crate::journal::canonical::to_vec(&args) {
             Ok(bytes) => bytes,
             Err(error) => {
                 let error =
@@ -331,7 +332,7 @@ where
     Box::new(move |ctx| {
         let args = match first.take() {
             Some(args) => args,
-            None => match serde_json::from_slice(&bytes) {
+            None => match crate::journal::depth::from_slice(&bytes) {
                 Ok(args) => args,
                 Err(error) => {
                     let error = FatalError::new(format!("the step's arguments do not deserialize again: {error}"));

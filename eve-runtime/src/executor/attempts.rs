@@ -21,6 +21,14 @@ use crate::step::{RetryPolicy, StepCtx};
 use crate::store::TimerKind;
 use crate::time::Timestamp;
 
+/// A step's result, or a fatal error if it nests deeper than the journal keeps (it could not be
+/// read back, and running the step again would return the same).
+fn journalable(value: serde_json::Value, step: &str) -> Result<serde_json::Value, StepError> {
+    crate::journal::depth::check(&value, || format!("the result of step `{step}`"))
+        .map(|()| value)
+        .map_err(|too_deep| FatalError::new(too_deep).into())
+}
+
 /// A step waiting for a sign-in callback.
 pub(super) struct AwaitingAuth {
     pub attempt: u32,
@@ -95,7 +103,7 @@ impl Driver {
         }
         self.in_flight.remove(&op);
         let signed_in = self.signed_in.remove(&op);
-        let error = match result {
+        let error = match result.and_then(|value| journalable(value, self.step_info(op).0)) {
             Ok(value) => return Some(self.complete(rt, op, attempt, StepOutcome::Ok { value })),
             Err(error) => error,
         };

@@ -86,6 +86,8 @@ pub(crate) struct ReplayIndex {
     /// What each started but unfinished step was doing when the journal ends.
     pub resume: OpMap<Resume>,
     pub completed: OpMap<()>,
+    /// Sleeps whose `TimerFired` is recorded.
+    pub fired: OpMap<()>,
     /// Asks whose resolution is recorded.
     pub asks_resolved: OpMap<()>,
     /// Asks whose creation is recorded.
@@ -107,6 +109,8 @@ pub(crate) enum Resume {
 #[derive(Clone, Debug)]
 pub(crate) struct HookRecord {
     pub nonce: Option<String>,
+    /// Whether the hook knows its token is taken from its creation on: only in journals written
+    /// before the conflict was journaled as a delivery ([`Entry::HookTokenTaken`]).
     pub conflict: bool,
 }
 
@@ -128,6 +132,12 @@ impl ReplayIndex {
                 Entry::HookCreated { nonce, conflict, .. } => {
                     index.hooks.insert(op, HookRecord { nonce: nonce.clone(), conflict: *conflict });
                 }
+                Entry::HookTokenTaken { .. } => {
+                    // The conflict reaches the body as this delivery, not at the hook's creation.
+                    if let Some(record) = index.hooks.get_mut(&op) {
+                        record.conflict = false;
+                    }
+                }
                 Entry::StepRetrying { attempt, next_attempt_at, .. } => {
                     index.resume.insert(op, Resume::Retry { next: attempt + 1, due: *next_attempt_at });
                 }
@@ -140,6 +150,9 @@ impl ReplayIndex {
                         let attempt = *attempt;
                         index.resume.insert(op, Resume::AfterSignIn { attempt });
                     }
+                }
+                Entry::TimerFired { .. } => {
+                    index.fired.insert(op, ());
                 }
                 Entry::StepCompleted { .. } => {
                     index.resume.remove(&op);
@@ -155,6 +168,11 @@ impl ReplayIndex {
             }
         }
         index
+    }
+
+    /// The sleeps the journal schedules and does not record firing, with their deadlines.
+    pub fn unfired_timers(&self) -> impl Iterator<Item = (Op, Timestamp)> + '_ {
+        self.deadlines.iter().filter(|(op, _)| !self.fired.contains_key(op)).map(|(op, deadline)| (*op, *deadline))
     }
 
     /// The highest op number the journal mentions, if any.
@@ -342,6 +360,7 @@ impl RunCore {
             (Slot::Step(step), Entry::StepCompleted { outcome, .. }) => step.outcome = Some(outcome.clone()),
             (Slot::Sleep { fired }, Entry::TimerFired { .. }) => *fired = true,
             (Slot::Hook(hook), Entry::HookReceived { payload, .. }) => hook.queue.push_back(payload.clone()),
+            (Slot::Hook(hook), Entry::HookTokenTaken { .. }) => hook.conflict = true,
             (Slot::Ask { outcome }, Entry::AskResolved { outcome: resolved, .. }) => *outcome = Some(resolved.clone()),
             _ => return,
         }

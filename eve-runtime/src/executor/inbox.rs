@@ -20,8 +20,15 @@ impl Driver {
         entries: &mut Vec<Entry>,
         consumed: &mut Vec<u64>,
     ) -> Result<(), StoreError> {
-        if self.inbox.is_empty() {
-            self.inbox.extend(rt.store.inbox(&self.core.run).await?);
+        let mut backoff = super::StoreBackoff::default();
+        while self.inbox.is_empty() {
+            // Other events of the batch (a step's completion) wait in memory while the store recovers.
+            match rt.store.inbox(&self.core.run).await {
+                Ok(items) if items.is_empty() => break,
+                Ok(items) => self.inbox.extend(items),
+                Err(error) if error.is_transient() => backoff.wait(rt, &self.core.run, error).await?,
+                Err(error) => return Err(error),
+            }
         }
         let mut cancelled =
             self.core.is_cancelled() || entries.iter().any(|entry| matches!(entry, Entry::CancelRequested { .. }));

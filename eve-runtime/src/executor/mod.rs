@@ -44,7 +44,7 @@ use futures::{FutureExt, StreamExt};
 use serde_json::Value;
 use tokio::sync::{Notify, mpsc, oneshot};
 
-use self::core::{Mode, ReplayIndex, RunCore, Slot, Started};
+use self::core::{Mode, ReplayIndex, RunCore, Started};
 use crate::auth::{AUTH_CALLBACK_PATH, AuthError, AuthProvider, Principal};
 use crate::error::{StepError, StoreError, ToolError};
 use crate::events::RunEvent;
@@ -273,6 +273,11 @@ impl Driver {
             return Err(StoreError::Corrupt { path: "the journal".into(), reason });
         };
         let index = ReplayIndex::build(&claimed.entries);
+        // Whatever activated the run, its unfired timers are armed again: a timer message lost
+        // with a failed activation would otherwise never come back.
+        for (op, deadline) in index.unfired_timers() {
+            rt.timers.add(run.clone(), op, deadline, TimerKind::Sleep);
+        }
         let tool = crate::registry::workflow(workflow_id);
         let task = tool.and_then(|tool| task_of(tool, run));
         let started = Started::of(&claimed.entries[0]);
@@ -354,10 +359,12 @@ impl Driver {
         match self.advance(rt, mailbox).await {
             Ok(Some(outcome)) => Exit::Finished(outcome),
             Ok(None) => Exit::Parked(self),
-            Err(error @ StoreError::TooLarge { .. }) => match self.fail_unrecordable(rt, &error).await {
-                Ok(outcome) => Exit::Finished(outcome),
-                Err(error) => Exit::Lost(error),
-            },
+            Err(error @ (StoreError::TooLarge { .. } | StoreError::TooDeep { .. })) => {
+                match self.fail_unrecordable(rt, &error).await {
+                    Ok(outcome) => Exit::Finished(outcome),
+                    Err(error) => Exit::Lost(error),
+                }
+            }
             Err(error) => Exit::Lost(error),
         }
     }
@@ -388,6 +395,10 @@ impl Driver {
                 return Ok(Some(outcome));
             }
             self.flush_outbox(rt).await?;
+            if self.finish.is_some() || self.core.lock().divergence.is_some() {
+                // A delivery made while flushing (a hook's token was taken) let the body return.
+                continue;
+            }
             self.start_polled_steps(rt);
             let mut events = self.ready_events(mailbox);
             if events.is_empty() && self.body_waker.woken.load(Ordering::Acquire) {
@@ -505,7 +516,11 @@ impl Driver {
         if outbox.is_empty() {
             return Ok(());
         }
-        self.append_records(rt, outbox).await?;
+        let journaled = self.append_records(rt, outbox).await?;
+        for entry in journaled.iter().filter(|entry| matches!(entry, Entry::HookTokenTaken { .. })) {
+            self.core.deliver(entry);
+            self.poll_body();
+        }
         for (op, deadline) in timers {
             rt.events.emit(|| RunEvent::TimerScheduled { run: self.core.run.clone(), op, deadline });
             rt.timers.add(self.core.run.clone(), op, deadline, TimerKind::Sleep);
@@ -539,34 +554,16 @@ impl Driver {
         Ok(terminal)
     }
 
-    /// Appends records, marking any hook whose chosen token another run holds as conflicting, and
-    /// returns them as journaled.
+    /// Appends records, and returns them as journaled. A hook whose chosen token another run
+    /// holds is journaled as conflicting, together with the [`Entry::HookTokenTaken`] delivery
+    /// that tells the body; the caller delivers it.
     async fn append_records(&mut self, rt: &Shared, entries: Vec<Entry>) -> Result<Vec<Entry>, StoreError> {
         let mut batch = Append { first_seq: self.next_seq, entries, consumed: Vec::new() };
         loop {
             match self.append(rt, &mut batch).await {
-                Err(StoreError::HookTokenInUse { op, .. }) => self.mark_hook_conflict(&mut batch.entries, op),
+                Err(StoreError::HookTokenInUse { op, .. }) => mark_hook_conflict(&mut batch.entries, op),
                 result => return result.map(|()| batch.entries),
             }
-        }
-    }
-
-    /// Records that the hook at `op` chose a token another run holds, and tells the body.
-    fn mark_hook_conflict(&self, outbox: &mut [Entry], op: Op) {
-        for entry in outbox.iter_mut() {
-            if let Entry::HookCreated { op: hook, conflict, .. } = entry
-                && *hook == op
-            {
-                *conflict = true;
-            }
-        }
-        let mut state = self.core.lock();
-        let slot = &mut state.ops[op.0 as usize];
-        if let Slot::Hook(hook) = &mut slot.slot {
-            hook.conflict = true;
-        }
-        if let Some(waker) = slot.waker.take() {
-            waker.wake();
         }
     }
 
@@ -574,9 +571,11 @@ impl Driver {
     /// refuses as too large are replaced by what [`fit`] records instead, and the append retried.
     async fn append(&mut self, rt: &Shared, batch: &mut Append) -> Result<(), StoreError> {
         debug_assert_eq!(batch.first_seq, self.next_seq, "a batch starts where the journal ends");
+        let mut backoff = StoreBackoff::default();
         loop {
             match rt.store.append(&self.core.run, self.fence, batch).await {
                 Err(StoreError::TooLarge { limit, .. }) if fit::fit_entries(&mut batch.entries, limit) => {}
+                Err(error) if error.is_transient() => backoff.wait(rt, &self.core.run, error).await?,
                 result => break result?,
             }
         }
@@ -599,6 +598,9 @@ impl Driver {
         }
         match finish {
             Finish::Returned(Ok(output)) => {
+                if let Err(too_deep) = crate::journal::depth::check(&output, || "the tool's output".to_owned()) {
+                    return self.fail(rt, RunFailure::Tool { message: too_deep.to_string() }).await.map(Some);
+                }
                 let terminal = self.append_final(rt, Entry::RunCompleted { output }).await?;
                 let status = RunStatus::after(&terminal);
                 rt.events.emit(|| RunEvent::Finished { run: self.core.run.clone(), status });
@@ -647,6 +649,18 @@ impl Driver {
     }
 }
 
+/// Records that the hook at `op` chose a token another run holds: its `HookCreated` says so (the
+/// store then indexes no token for it) and a `HookTokenTaken` delivery follows in the same batch.
+fn mark_hook_conflict(entries: &mut Vec<Entry>, op: Op) {
+    let created = entries.iter().position(|entry| matches!(entry, Entry::HookCreated { op: hook, .. } if *hook == op));
+    let Some(at) = created else { return };
+    if let Entry::HookCreated { conflict, .. } = &mut entries[at] {
+        *conflict = true;
+    }
+    // Right after its record: a batch may end with the run's terminal entry.
+    entries.insert(at + 1, Entry::HookTokenTaken { op });
+}
+
 /// Creates the body future for `tool`, or `None` if the tool is not a workflow.
 fn start_body(core: &Arc<RunCore>, tool: &'static crate::registry::ToolDescriptor, input: Value) -> Option<BodyFuture> {
     let ctx = crate::context::WorkflowCtx::new(core.clone(), tool.name);
@@ -684,6 +698,31 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
         message.clone()
     } else {
         "a panic with a non-string payload".to_owned()
+    }
+}
+
+/// Waits between attempts at a store request that failed transiently (a full disk, a lost
+/// connection). What the request carries (a step's completion, say) stays in memory meanwhile and
+/// is journaled once the store recovers: rebuilding the run instead would run the step again.
+/// Waits 10 ms, doubling up to 5 s, for as long as it takes, unless the runtime stops.
+#[derive(Default)]
+pub(crate) struct StoreBackoff {
+    failures: u32,
+}
+
+impl StoreBackoff {
+    const FIRST: Duration = Duration::from_millis(10);
+    const MAX: Duration = Duration::from_secs(5);
+
+    /// Waits before the next attempt, or gives `error` back if the runtime is stopping.
+    pub async fn wait(&mut self, rt: &Shared, run: &RunId, error: StoreError) -> Result<(), StoreError> {
+        let delay = Self::FIRST.saturating_mul(1 << self.failures.min(16)).min(Self::MAX);
+        self.failures += 1;
+        tracing::warn!(%run, failures = self.failures, "the store failed, retrying in {delay:?}: {error}");
+        tokio::select! {
+            () = tokio::time::sleep(delay) => Ok(()),
+            () = rt.stopped() => Err(error),
+        }
     }
 }
 

@@ -248,6 +248,22 @@ fn conflict_body(_input: Value, _ctx: WorkflowCtx) -> BodyFuture {
     })
 }
 
+workflow!("t.contested", contested_body);
+fn contested_body(_input: Value, _ctx: WorkflowCtx) -> BodyFuture {
+    Box::pin(async move {
+        let mut hook = create_hook_with_token::<u64>("shared-token");
+        // Which branch wins depends on when the body learns that the token is taken.
+        let choice = tokio::select! {
+            biased;
+            received = hook.recv() => format!("hook: {}", received.is_err()),
+            () = std::future::ready(()) => "ready".to_owned(),
+        };
+        let choice = note(choice).await?;
+        sleep(Duration::from_secs(1)).await?;
+        Ok(json!(choice))
+    })
+}
+
 // ---- Harness ------------------------------------------------------------------------------------
 
 const START: Timestamp = Timestamp::from_millis(1_000_000);
@@ -564,6 +580,21 @@ async fn a_chosen_token_held_by_another_run_is_refused() {
     assert_eq!(second.outcome().await.unwrap(), RunOutcome::Completed(json!("in use")));
     runtime.resume_hook("shared-token", json!(7)).await.unwrap();
     assert_eq!(first.outcome().await.unwrap(), RunOutcome::Completed(json!(7)));
+}
+
+/// The body learns that a chosen token is taken when the conflict is journaled, as a delivery, both
+/// live and on replay; a replay that knew it at creation picked the other `select!` branch.
+#[tokio::test]
+async fn a_taken_token_is_seen_at_the_same_point_live_and_on_replay() {
+    let harness = Harness::new();
+    let runtime = harness.runtime(0);
+    let holder = runtime.start("t.conflict", json!({})).await.unwrap();
+    holder.parked().await.unwrap();
+    let run = runtime.start("t.contested", json!({})).await.unwrap();
+    run.parked().await.unwrap();
+    harness.clock.advance(Duration::from_secs(1));
+    runtime.settle().await;
+    assert_eq!(run.outcome().await.unwrap(), RunOutcome::Completed(json!("ready")));
 }
 
 #[tokio::test]

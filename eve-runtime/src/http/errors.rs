@@ -121,7 +121,9 @@ pub(crate) fn from_runtime(error: Error) -> ApiError {
         Error::InvalidInput { .. } => {
             ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, shorten(&error.to_string(), 512)).field("input")
         }
-        Error::WrongKind { .. } => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, error.to_string()),
+        Error::WrongKind { .. } | Error::TooDeep(_) => {
+            ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, error.to_string())
+        }
         Error::Answer(answer) => from_answer(answer),
         // The callback route redacts and quotes a provider's error itself; nothing else should see one.
         Error::Auth(_) => ApiError::new(StatusCode::BAD_GATEWAY, "the sign-in provider failed"),
@@ -153,6 +155,7 @@ fn from_answer(error: AnswerError) -> ApiError {
 fn from_store(error: StoreError) -> ApiError {
     match error {
         StoreError::TooLarge { .. } => ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, error.to_string()),
+        StoreError::TooDeep { .. } => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, error.to_string()),
         StoreError::RunNotFound(_) => ApiError::new(StatusCode::NOT_FOUND, error.to_string()),
         StoreError::RunFinished(_) => ApiError::new(StatusCode::CONFLICT, error.to_string()),
         error => {

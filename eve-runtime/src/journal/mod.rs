@@ -11,9 +11,13 @@
 //!   [`Entry::TimerScheduled`], [`Entry::HookCreated`], [`Entry::StepRetrying`]. Replay looks them
 //!   up by op number, so where they sit in the journal does not matter.
 //! - **Deliveries** are things the body observes: [`Entry::StepCompleted`],
-//!   [`Entry::TimerFired`], [`Entry::HookReceived`], [`Entry::CancelRequested`]. Replay feeds them
+//!   [`Entry::TimerFired`], [`Entry::HookReceived`], [`Entry::HookTokenTaken`],
+//!   [`Entry::AskResolved`], [`Entry::CancelRequested`]. Replay feeds them
 //!   to the body one at a time in journal order, exactly as the live executor did, so a replay
 //!   sees the interleaving the original run saw.
+
+pub(crate) mod canonical;
+pub mod depth;
 
 use std::fmt;
 use std::str::FromStr;
@@ -383,6 +387,13 @@ pub enum Entry {
         /// The payload.
         payload: Value,
     },
+    /// The hook's chosen token turned out to be held by another unfinished run, so the hook
+    /// receives nothing (delivery). Journaled with its `HookCreated` when the store refuses the
+    /// token, and delivered then, so a replay tells the body at the same point the live run did.
+    HookTokenTaken {
+        /// The hook's operation.
+        op: Op,
+    },
     /// The run's abort signal fired (delivery).
     CancelRequested {
         /// Why, for people reading the journal.
@@ -417,6 +428,7 @@ impl Entry {
             | Entry::StepCompleted { op, .. }
             | Entry::TimerFired { op }
             | Entry::HookReceived { op, .. }
+            | Entry::HookTokenTaken { op }
             | Entry::AskCreated { op, .. }
             | Entry::AskResolved { op, .. }
             | Entry::AuthRequired { op, .. }
@@ -437,6 +449,7 @@ impl Entry {
             Entry::StepCompleted { .. }
                 | Entry::TimerFired { .. }
                 | Entry::HookReceived { .. }
+                | Entry::HookTokenTaken { .. }
                 | Entry::AskResolved { .. }
                 | Entry::CancelRequested { .. }
         )

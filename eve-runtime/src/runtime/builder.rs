@@ -163,6 +163,7 @@ impl RuntimeBuilder {
             grace: self.grace,
             timers: TimerService::start(self.clock.clone(), weak.clone()),
             runs: Mutex::new(HashMap::new()),
+            stopping: watch::channel(false).0,
             active: watch::channel(0).0,
             tasks: watch::channel(0).0,
             cache: Mutex::new(WarmCache::new(self.cache_capacity)),

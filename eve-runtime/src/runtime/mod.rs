@@ -183,6 +183,9 @@ pub enum Error {
         /// The workflow ids of the tools claiming it.
         workflow_ids: Vec<&'static str>,
     },
+    /// A value nests deeper than the journal keeps (see [`crate::journal::depth`]); nothing changed.
+    #[error(transparent)]
+    TooDeep(#[from] crate::journal::depth::TooDeep),
     /// No unfinished run holds a hook with this token.
     #[error("no open hook has this token; check the token, or the run that held it may have ended")]
     UnknownHook,
@@ -232,7 +235,11 @@ pub(crate) struct Shared {
     pub lease: Duration,
     pub grace: Duration,
     pub timers: TimerService,
+    /// The mailbox of every run active in this process. A run is registered here before anything
+    /// can wake it, and at most once, so at most one executor advances it.
     runs: Mutex<HashMap<RunId, mpsc::UnboundedSender<Msg>>>,
+    /// Becomes `true` when [`Runtime::shutdown`] begins.
+    stopping: watch::Sender<bool>,
     /// How many runs are active (the size of `runs`), for `Runtime::settle`.
     active: watch::Sender<usize>,
     /// How many run tasks are alive, for `Runtime::shutdown`; see [`TaskGuard`].
@@ -263,15 +270,49 @@ impl Shared {
             },
             None => msg,
         };
-        let (mailbox, receiver) = mpsc::unbounded_channel();
-        let _ = mailbox.send(msg);
-        runs.insert(run.clone(), mailbox);
-        count_active(&self.active, &runs);
+        let receiver = self.register(&mut runs, run);
+        let _ = runs[run].send(msg);
         let start = lock(&self.cache).take(run).map_or(Start::Cold, Start::Cached);
         drop(runs);
-        let (guard, shared, run) = (TaskGuard::new(&self.tasks), self.clone(), run.clone());
+        self.spawn(run.clone(), start, receiver);
+    }
+
+    /// Makes `run` active in this process, with a fresh mailbox, and returns the mailbox's
+    /// receiving end. Called with the `runs` lock held and the run not active: the one place a
+    /// registration is made, so one run never has two.
+    fn register(&self, runs: &mut HashMap<RunId, mpsc::UnboundedSender<Msg>>, run: &RunId) -> Mailbox {
+        debug_assert!(!runs.contains_key(run), "a run is registered at most once");
+        let (mailbox, receiver) = mpsc::unbounded_channel();
+        runs.insert(run.clone(), mailbox);
+        count_active(&self.active, runs);
+        receiver
+    }
+
+    /// Registers `run` unless it is active already; see [`Runtime::start_with`] for why a run is
+    /// reserved before the store creates it.
+    fn reserve(&self, run: &RunId) -> Option<Mailbox> {
+        let mut runs = lock(&self.runs);
+        (!runs.contains_key(run)).then(|| self.register(&mut runs, run))
+    }
+
+    /// Gives up a reservation whose run could not be created, unless something was sent to it
+    /// meanwhile: then the run exists after all, and a rebuild from the store serves the message.
+    fn unreserve(self: &Arc<Self>, run: &RunId, mailbox: Mailbox) {
+        let mut runs = lock(&self.runs);
+        if mailbox.is_empty() {
+            runs.remove(run);
+            count_active(&self.active, &runs);
+            return;
+        }
+        drop(runs);
+        self.spawn(run.clone(), Start::Cold, mailbox);
+    }
+
+    /// Runs the run's executor in a task of its own; `mailbox` is its registration's receiver.
+    fn spawn(self: &Arc<Self>, run: RunId, start: Start, mailbox: Mailbox) {
+        let (guard, shared) = (TaskGuard::new(&self.tasks), self.clone());
         tokio::spawn(async move {
-            shared.activate(run, start, receiver).await;
+            shared.activate(run, start, mailbox).await;
             drop(guard);
         });
     }
@@ -351,6 +392,9 @@ impl Shared {
             StoreError::Fenced { .. } | StoreError::Leased { .. } => {
                 tracing::debug!(%run, "run is advanced by another claim: {error}");
             }
+            // Nothing to advance: a wake for an id no run has (only a failed start's leftovers).
+            StoreError::RunNotFound(_) => tracing::debug!(%run, "{error}"),
+            _ if self.is_stopping() => tracing::debug!(%run, "run let go as the runtime stops: {error}"),
             error => {
                 // Nothing durable was lost; try again later (the store may have recovered).
                 tracing::error!(%run, "cannot advance run, retrying in 5 s: {error}");
@@ -358,6 +402,17 @@ impl Shared {
                 self.timers.add(run.clone(), crate::journal::Op(0), due, crate::store::TimerKind::Retry);
             }
         }
+    }
+
+    /// Whether [`Runtime::shutdown`] has begun.
+    pub fn is_stopping(&self) -> bool {
+        *self.stopping.borrow()
+    }
+
+    /// Resolves once [`Runtime::shutdown`] has begun.
+    pub async fn stopped(&self) {
+        let mut stopping = self.stopping.subscribe();
+        let _ = stopping.wait_for(|stopping| *stopping).await;
     }
 
     fn deactivate(&self, run: &RunId) {
@@ -390,6 +445,9 @@ impl Shared {
         }
     }
 }
+
+/// The receiving end of a run's mailbox, owned by its executor's task.
+type Mailbox = mpsc::UnboundedReceiver<Msg>;
 
 /// Counts a run task while it lives. `activate` consumes the task's `Arc<Shared>`, so when the
 /// guard is dropped after it, the task no longer holds the runtime.
@@ -495,6 +553,7 @@ impl Runtime {
         let descriptor = workflow_tool(tool)?;
         (descriptor.validate_input)(&input)
             .map_err(|message| Error::InvalidInput { tool: tool.to_owned(), message })?;
+        crate::journal::depth::check(&input, || format!("the input of tool `{tool}`"))?;
         let shared = &self.shared;
         let id = options.id.unwrap_or_else(RunId::generate);
         let started = Started { principal: options.principal, interactive: options.interactive };
@@ -507,32 +566,34 @@ impl Runtime {
             principal: started.principal.clone(),
             interactive: started.interactive,
         };
-        match shared.store.create_run(new, &shared.worker).await? {
-            Created::New(fence) => {
+        // The id is reserved in this process before the store creates the run: whatever else
+        // activates it meanwhile (a retried start, recovery, a delivery, a cancel) finds the
+        // reservation and queues its message for the one executor this start spawns.
+        let reserved = shared.reserve(&id);
+        let created = shared.store.create_run(new, &shared.worker).await;
+        match (created, reserved) {
+            (Ok(Created::New(fence)), Some(mailbox)) => {
                 shared.events.emit(|| RunEvent::Started { run: id.clone(), tool: descriptor.name.to_owned() });
                 let driver = Box::new(Driver::fresh(shared, id.clone(), descriptor, input, &started, fence));
-                self.launch(driver);
+                shared.spawn(id.clone(), Start::Fresh(driver), mailbox);
             }
-            Created::Existing => shared.wake(&id, Msg::Resume),
+            (Ok(Created::Existing), Some(mailbox)) => {
+                let start = lock(&shared.cache).take(&id).map_or(Start::Cold, Start::Cached);
+                shared.spawn(id.clone(), start, mailbox);
+            }
+            // Another start of the same id holds the reservation and drives the run; a body made
+            // here would only be superseded, so none is.
+            (Ok(_), None) => shared.wake(&id, Msg::Resume),
+            (Err(error), reserved) => {
+                if let Some(mailbox) = reserved {
+                    shared.unreserve(&id, mailbox);
+                }
+                return Err(error.into());
+            }
         }
         let task_id =
             matches!(descriptor.entry, EntryPoint::Task(_)).then(|| crate::executor::task_id(descriptor.name, &id));
         Ok(RunHandle { task_id, ..self.handle(id) })
-    }
-
-    fn launch(&self, driver: Box<Driver>) {
-        let shared = &self.shared;
-        let run = driver.run_id().clone();
-        let (mailbox, receiver) = mpsc::unbounded_channel();
-        let mut runs = lock(&shared.runs);
-        runs.insert(run.clone(), mailbox);
-        count_active(&shared.active, &runs);
-        drop(runs);
-        let (guard, shared) = (TaskGuard::new(&shared.tasks), shared.clone());
-        tokio::spawn(async move {
-            shared.activate(run, Start::Fresh(driver), receiver).await;
-            drop(guard);
-        });
     }
 
     /// Picks up every unfinished run in the store, replaying each from its journal, and arms
@@ -555,6 +616,7 @@ impl Runtime {
     /// file and its lock, so another runtime may open it).
     pub async fn shutdown(self) {
         let shared = self.shared;
+        shared.stopping.send_replace(true);
         *lock(&shared.cache) = WarmCache::new(0);
         let mut tasks = shared.tasks.subscribe();
         let _ = tasks.wait_for(|count| *count == 0).await;

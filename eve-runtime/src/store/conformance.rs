@@ -53,6 +53,7 @@ macro_rules! conformance_suite {
                 appends_consume_inbox_items_of_their_own_run,
                 timers_follow_sleeps_and_retries,
                 unicode_and_large_payloads_round_trip_exactly,
+                the_deepest_accepted_values_round_trip,
                 list_runs_is_newest_first_with_filter_and_limit,
                 finished_runs_refuse_appends,
                 unknown_runs_are_reported,
@@ -510,6 +511,48 @@ pub async fn unicode_and_large_payloads_round_trip_exactly(store: &dyn Store) {
         matches!(&items[..], [InboxItem { delivery: Delivery::Hook { payload: got, .. }, .. }] if *got == payload),
         "the delivery should read back exactly as written"
     );
+}
+
+/// `[[[…]]]`, as deep as a journaled value may nest.
+fn deepest() -> Value {
+    (1..crate::journal::depth::MAX_DEPTH).fold(json!([]), |inner, _| json!([inner]))
+}
+
+/// A value nested as deeply as the runtime accepts (as deep as a JSON parser allows) reads back
+/// from every place a store keeps one: a run's input, a step result, a recorded value, a hook
+/// payload in the inbox and in the journal, and a run's output.
+pub async fn the_deepest_accepted_values_round_trip(store: &dyn Store) {
+    let deep = deepest();
+    let run = new_run("run-deep", deep.clone(), 1_000);
+    let fence = create(store, run.clone()).await;
+    let hash = token("deep");
+    let step = Entry::StepCompleted {
+        op: Op(0),
+        name: "deep".into(),
+        input_hash: InputHash::of(b"[]"),
+        attempt: 1,
+        outcome: StepOutcome::Ok { value: deep.clone() },
+    };
+    append(store, &run.id, fence, 1, vec![step, record(1, deep.clone()), hook(2, &hash)]).await;
+    deliver(store, Target::Hook(hash), None, hook_payload(deep.clone())).await;
+    let items = inbox(store, &run.id).await;
+    assert!(
+        matches!(&items[..], [InboxItem { delivery: Delivery::Hook { payload, .. }, .. }] if *payload == deep),
+        "the deepest payload reads back from the inbox"
+    );
+    let received = Entry::HookReceived { op: Op(2), payload: deep.clone() };
+    let output = Entry::RunCompleted { output: deep.clone() };
+    let consumed = vec![items[0].id];
+    let batch = Append { first_seq: 4, entries: vec![received, output], consumed };
+    store.append(&run.id, fence, &batch).await.expect("the deepest values are accepted");
+    let loaded = entries(store, &run.id).await;
+    assert_eq!(loaded.len(), 6);
+    assert_eq!(loaded[0], run.started_entry(), "the deepest input reads back");
+    assert!(matches!(&loaded[1], Entry::StepCompleted { outcome: StepOutcome::Ok { value }, .. } if *value == deep));
+    assert!(matches!(&loaded[4], Entry::HookReceived { payload, .. } if *payload == deep));
+    assert!(matches!(&loaded[5], Entry::RunCompleted { output } if *output == deep));
+    let tail = store.tail(&run.id).await.expect("tail succeeds").expect("the run exists");
+    assert!(matches!(tail.1, Entry::RunCompleted { output } if output == deep));
 }
 
 /// `list_runs` returns runs newest first, filtered by status, at most `limit`, with their counts.

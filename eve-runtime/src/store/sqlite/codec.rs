@@ -148,11 +148,14 @@ pub(super) fn encode<T: serde::Serialize>(value: &T, what: &'static str, limit: 
     if text.len() > limit {
         return Err(StoreError::TooLarge { what, size: text.len(), limit });
     }
+    if !crate::journal::depth::fits(&text) {
+        return Err(StoreError::TooDeep { what, limit: crate::journal::depth::MAX_DEPTH });
+    }
     Ok(text)
 }
 
 /// A journal entry read back from run `run` at `seq`.
 pub(super) fn decode_entry(run: &RunId, seq: i64, text: &str) -> Result<Entry, Failure> {
-    serde_json::from_str(text)
+    crate::journal::depth::from_str(text)
         .map_err(|error| Failure::Decode(format!("run {run}'s journal entry {seq} is not a valid entry: {error}")))
 }

@@ -117,7 +117,7 @@ pub(super) fn inbox(conn: &Connection, run: &RunId) -> Result<Vec<InboxItem>, Fa
     let rows = statement.query_map([run.as_str()], |row| Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?)))?;
     rows.map(|row| {
         let (id, text) = row?;
-        let delivery = serde_json::from_str(&text).map_err(|error| {
+        let delivery = crate::journal::depth::from_str(&text).map_err(|error| {
             Failure::Decode(format!("inbox item {id} of run {run} is not a valid delivery: {error}"))
         })?;
         Ok(InboxItem { id: codec::uint(id)?, run: run.clone(), delivery })

@@ -133,13 +133,18 @@ fn refuse(path: &str, reason: String) -> StoreError {
     StoreError::Open { path: path.to_owned(), reason }
 }
 
-/// Runs SQLite's quick integrity check, which reads every page, so damage is found at open rather
-/// than in the middle of a run.
 /// Refuses a file shorter than its own header says it is: it was truncated. SQLite alone may not
 /// notice at open (it trusts the file's length when the two disagree), so this is checked first.
 /// The header's page count is only meaningful when its "valid for" counter matches the change
 /// counter (bytes 92 and 24); files too short to have a header are left to SQLite.
+///
+/// A file with a write-ahead log holding frames is left to SQLite too: a checkpoint writes page 1
+/// (and so the new page count) before the pages after it, so a crash in between leaves a file
+/// shorter than its header while the log still holds every page, and SQLite recovers it whole.
 pub(super) fn check_length(path: &std::path::Path) -> Result<(), StoreError> {
+    if wal_has_frames(path) {
+        return Ok(());
+    }
     let mut header = [0u8; 100];
     let read = std::fs::File::open(path).and_then(|mut file| std::io::Read::read_exact(&mut file, &mut header));
     if read.is_err() {
@@ -159,6 +164,15 @@ pub(super) fn check_length(path: &std::path::Path) -> Result<(), StoreError> {
     Err(StoreError::Corrupt { path: path.display().to_string(), reason })
 }
 
+/// Whether `<path>-wal` holds at least one frame beyond its 32-byte header.
+fn wal_has_frames(path: &std::path::Path) -> bool {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    std::fs::metadata(std::path::PathBuf::from(wal)).is_ok_and(|meta| meta.len() > 32)
+}
+
+/// Runs SQLite's quick integrity check, which reads every page, so damage is found at open rather
+/// than in the middle of a run.
 pub(super) fn check_integrity(conn: &Connection, path: &str) -> Result<(), StoreError> {
     let problems = quick_check(conn).map_err(|error| open_error(&error, path))?;
     if problems.iter().all(|line| line == "ok") {
