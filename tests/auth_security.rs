@@ -12,7 +12,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use eve_tests::oauth_server::{FakeOAuth, Redirect, no_redirects};
+use eve_tests::oauth_server::{FakeOAuth, Redirect, browser, open_sign_in_link};
 use eve_tools::prelude::*;
 use eve_tools::{ManualClock, Phase, RunEvent, RunHandle, RunId, RunOutcome, StartOptions, cli, http};
 use schemars::JsonSchema;
@@ -100,6 +100,8 @@ struct Process {
     events: broadcast::Receiver<RunEvent>,
     clock: ManualClock,
     fake: FakeOAuth,
+    /// The person's browser, which keeps the cookies sign-in links set.
+    browser: reqwest::Client,
     output: Output,
 }
 
@@ -116,7 +118,7 @@ impl Process {
         let runtime = builder.auth_provider("fake", provider).build().unwrap();
         let server = http::Server::new(runtime.clone()).serve(listener).unwrap();
         let events = runtime.events();
-        Process { runtime, server, events, clock, fake, output }
+        Process { runtime, server, events, clock, fake, browser: browser(), output }
     }
 
     async fn start_run(&self, principal: &str) -> RunHandle {
@@ -144,9 +146,14 @@ impl Process {
         events
     }
 
-    /// Opens the callback URL as the person's browser would, printing the response.
+    /// Opens a sign-in link in the person's browser and signs in at the provider as `login`.
+    async fn follow(&self, link: &str, login: &str) -> Redirect {
+        self.fake.follow(&open_sign_in_link(&self.browser, link).await, login).await
+    }
+
+    /// Opens the callback URL in the person's browser, printing the response.
     async fn callback(&self, location: &str) -> u16 {
-        let response = no_redirects().get(location).send().await.unwrap();
+        let response = self.browser.get(location).send().await.unwrap();
         let status = response.status().as_u16();
         let headers = format!("{:?}", response.headers());
         let body = response.text().await.unwrap();
@@ -195,7 +202,7 @@ async fn a_canary_pushed_through_every_auth_path_appears_nowhere() {
     // and its retry.
     let run = process.start_run("PROBEuser").await;
     let url = process.sign_in_url(&run).await;
-    let redirect = process.fake.follow(&url, "PROBEuser").await;
+    let redirect = process.follow(&url, "PROBEuser").await;
     let refused = redirect.location.replace(&redirect.code, &format!("code-{CANARY}-refused"));
     assert_eq!(process.callback(&refused).await, 502, "the server refused the code");
     let error = process.runtime.complete_authorization("fake", &redirect.state, &format!("{CANARY}-bad")).await;
@@ -224,7 +231,7 @@ async fn a_canary_pushed_through_every_auth_path_appears_nowhere() {
     process.fake.reject_tokens(true);
     let rejected = process.start_run("grace").await;
     let url = process.sign_in_url(&rejected).await;
-    let redirect: Redirect = process.fake.follow(&url, "grace").await;
+    let redirect: Redirect = process.follow(&url, "grace").await;
     assert_eq!(process.callback(&redirect.location).await, 200);
     assert!(matches!(process.outcome(&rejected).await, RunOutcome::Failed(_)));
 

@@ -7,6 +7,7 @@ mod http_support;
 
 use std::time::{Duration, Instant};
 
+use eve_tests::oauth_server::{browser, open_sign_in_link};
 use eve_tools::http::{AUTH_CALLBACK_PATH, HOOK_PATH, WEBHOOK_PATH};
 use eve_tools::prelude::*;
 use eve_tools::{AccessToken, AuthError, AuthProvider, Principal, RunEvent, RunOutcome};
@@ -597,10 +598,13 @@ async fn a_sign_in_callback_completes_once_and_never_echoes_its_code() {
             _ => None,
         })
         .expect("the run asks for a sign-in");
-    let state = url.split("state=").nth(1).unwrap().split('&').next().unwrap().to_owned();
-    let redirect = url.split("redirect_uri=").nth(1).unwrap().to_owned();
+    assert!(url.starts_with(&served.url(&format!("{AUTH_CALLBACK_PATH}careless/start?state="))), "{url}");
+    // The callback is accepted from the browser that opened the sign-in link, with its cookie.
+    let client = &browser();
+    let at_provider = open_sign_in_link(client, &url).await;
+    let state = at_provider.split("state=").nth(1).unwrap().split('&').next().unwrap().to_owned();
+    let redirect = at_provider.split("redirect_uri=").nth(1).unwrap().to_owned();
     assert_eq!(redirect, served.url(&format!("{AUTH_CALLBACK_PATH}careless/callback")));
-    let client = &served.client;
     let callback = |query: String| client.get(format!("{redirect}?{query}"));
 
     let canary = "c0de-canary-8d1f3";

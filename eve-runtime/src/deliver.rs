@@ -7,6 +7,8 @@
 use std::collections::HashSet;
 use std::sync::Mutex;
 
+use secrecy::{ExposeSecret, SecretString};
+use subtle::ConstantTimeEq;
 use tokio::sync::oneshot;
 
 use crate::ask::{self, Answer, AnswerError, Ask};
@@ -63,6 +65,38 @@ impl Drop for PendingResponse {
         self.services.forget_response(&self.delivery);
     }
 }
+
+/// Where to send a person's browser to sign in, and the value that ties the sign-in to that
+/// browser; [`Runtime::begin_authorization`] gives it. Both are secrets: its `Debug` output shows
+/// neither.
+pub struct AuthorizationStart {
+    url: String,
+    binding: SecretString,
+}
+
+impl AuthorizationStart {
+    /// The provider's authorization URL: redirect the browser there. It carries the sign-in's
+    /// `state`, so do not log it.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The value to keep in the browser (a short-lived, `HttpOnly`, `SameSite=Lax` cookie, one per
+    /// sign-in) and to check with [`Runtime::authorization_binding_matches`] when the callback
+    /// comes back.
+    pub fn binding(&self) -> &str {
+        self.binding.expose_secret()
+    }
+}
+
+impl std::fmt::Debug for AuthorizationStart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthorizationStart").finish_non_exhaustive()
+    }
+}
+
+/// What the key that ties a sign-in to a browser is derived for.
+const BINDING_PURPOSE: &str = "eve sign-in browser binding v1";
 
 /// The delivery id a caller's id stands for at the hook with `hash`. A run keeps one set of
 /// delivery ids for all its hooks, questions and callbacks, so each caller id is scoped to the
@@ -192,14 +226,53 @@ impl Runtime {
         })
     }
 
+    /// Begins the sign-in whose callback will carry `state`: the provider's authorization URL to
+    /// send the person's browser to, and the binding to keep in that browser.
+    ///
+    /// `authorization.required` publishes a sign-in link, `{public URL}{AUTH_CALLBACK_PATH}{provider}/start?state=…`.
+    /// The HTTP server ([`http`](crate::http)) serves it by calling this, setting the binding in a
+    /// cookie and redirecting to the URL; its callback then refuses a browser without the cookie.
+    /// A host that serves its own sign-in pages does the same: on its start page, call this, keep
+    /// [`AuthorizationStart::binding`] in a short-lived, `HttpOnly`, `SameSite=Lax` cookie (one per
+    /// sign-in, so two sign-ins in one browser both work) and redirect to
+    /// [`AuthorizationStart::url`]; on its callback, refuse the request unless
+    /// [`Runtime::authorization_binding_matches`] accepts the cookie, and only then call
+    /// [`Runtime::complete_authorization`]. Without that check, whoever holds the callback URL
+    /// can complete a sign-in meant for someone else (login CSRF, RFC 9700 §4.7).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownCallback`] if no run waits for a sign-in with `provider` under `state`;
+    /// [`Error::Auth`] if the provider cannot build its URL.
+    pub async fn begin_authorization(&self, provider: &str, state: &str) -> Result<AuthorizationStart, Error> {
+        let hook = self.callback_hook(provider, state).await?;
+        let principal = self.principal_of(&hook).await?;
+        let url = self.shared.services.provider_url(provider, &principal, state).map_err(Error::Auth)?;
+        Ok(AuthorizationStart { url, binding: self.sign_in_binding(state) })
+    }
+
+    /// Whether `binding` is the one [`Runtime::begin_authorization`] gave for `state`, compared in
+    /// constant time. It is derived from `state` with the runtime's secret key, so any process
+    /// with the same key agrees.
+    pub fn authorization_binding_matches(&self, state: &str, binding: &str) -> bool {
+        let expected = self.sign_in_binding(state);
+        expected.expose_secret().as_bytes().ct_eq(binding.as_bytes()).into()
+    }
+
+    fn sign_in_binding(&self, state: &str) -> SecretString {
+        self.shared.services.key.derive(BINDING_PURPOSE).mac_hex(state.as_bytes()).into()
+    }
+
     /// Completes the sign-in a step waits for: exchanges the one-time `code` with `provider`
     /// (the token stays with the provider; only a marker is journaled), then retries the step.
     /// An unknown `state`, another provider's callback, or a repeated callback is refused with
     /// [`Error::UnknownCallback`] and changes nothing.
+    ///
+    /// This does not check which browser the callback came from: the HTTP server's callback does,
+    /// and a host that serves its own callback must too, as [`Runtime::begin_authorization`] says.
     pub async fn complete_authorization(&self, provider: &str, state: &str, code: &str) -> Result<RunId, Error> {
         let hash = TokenHash::of(state);
-        let is_this_provider = |meta: &HookMeta| matches!(meta, HookMeta::Auth { provider: p } if p == provider);
-        let hook = self.hook(&hash, is_this_provider).await.map_err(|_| Error::UnknownCallback)?;
+        let hook = self.callback_hook(provider, state).await?;
         let callbacks = &self.shared.callbacks;
         if !callbacks.claim(hash.as_str()) {
             return Err(Error::UnknownCallback);
@@ -218,11 +291,22 @@ impl Runtime {
         }
     }
 
-    /// Exchanges the code under the identity that started the hook's run.
-    async fn exchange(&self, hook: &HookRow, provider: &str, state: &str, code: &str) -> Result<(), Error> {
+    /// The callback hook of a sign-in with `provider` under `state`.
+    async fn callback_hook(&self, provider: &str, state: &str) -> Result<HookRow, Error> {
+        let is_this_provider = |meta: &HookMeta| matches!(meta, HookMeta::Auth { provider: p } if p == provider);
+        self.hook(&TokenHash::of(state), is_this_provider).await.map_err(|_| Error::UnknownCallback)
+    }
+
+    /// The identity that started the hook's run.
+    async fn principal_of(&self, hook: &HookRow) -> Result<crate::auth::Principal, Error> {
         let record = self.journal(&hook.run).await?;
         let started = crate::executor::core::Started::of(&record.entries[0]);
-        let principal = started.principal.map_or_else(crate::auth::Principal::anonymous, crate::auth::Principal::new);
+        Ok(started.principal.map_or_else(crate::auth::Principal::anonymous, crate::auth::Principal::new))
+    }
+
+    /// Exchanges the code under the identity that started the hook's run.
+    async fn exchange(&self, hook: &HookRow, provider: &str, state: &str, code: &str) -> Result<(), Error> {
+        let principal = self.principal_of(hook).await?;
         let services = &self.shared.services;
         let auth = services.providers.get(provider).ok_or(Error::UnknownCallback)?;
         auth.exchange_callback(&principal, state, code, &services.redirect_uri(provider)).await.map_err(Error::Auth)

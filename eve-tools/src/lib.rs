@@ -301,8 +301,8 @@ pub use eve_runtime::webhook::{
     Respond, Webhook, WebhookRequest, WebhookResponse, create_webhook, create_webhook_with,
 };
 pub use eve_runtime::{
-    Clock, Error, HookDelivery, ManualClock, OpenQuestion, Phase, RunHandle, RunOutcome, Runtime, RuntimeBuilder,
-    StartOptions, SystemClock, Timestamp, WebhookReply,
+    AuthorizationStart, Clock, Error, HookDelivery, ManualClock, OpenQuestion, Phase, RunHandle, RunOutcome, Runtime,
+    RuntimeBuilder, StartOptions, SystemClock, Timestamp, WebhookReply,
 };
 pub use eve_runtime::{cli, journal, secret, store};
 

@@ -92,8 +92,17 @@ impl Services {
         format!("{}{AUTH_CALLBACK_PATH}{provider}/callback", self.public_url)
     }
 
-    /// The URL that starts a sign-in with `provider` for `principal`.
+    /// The link `authorization.required` publishes for a sign-in with `provider`: the HTTP
+    /// server's sign-in link, which ties the sign-in to the browser that opens it before sending
+    /// it to the provider. The provider's URL is built first, so a misconfigured provider is
+    /// reported when the sign-in is asked for.
     pub fn authorization_url(&self, provider: &str, principal: &Principal, state: &str) -> Result<String, AuthError> {
+        self.provider_url(provider, principal, state)?;
+        Ok(crate::auth::sign_in_link(&self.public_url, provider, state))
+    }
+
+    /// The provider's own URL that starts a sign-in with `provider` for `principal`.
+    pub fn provider_url(&self, provider: &str, principal: &Principal, state: &str) -> Result<String, AuthError> {
         let Some(auth) = self.providers.get(provider) else {
             let reason = "no such provider is registered".to_owned();
             return Err(AuthError::Config { provider: provider.to_owned(), reason });

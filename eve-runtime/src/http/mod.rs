@@ -22,6 +22,7 @@
 //! | --- | --- | --- |
 //! | `ANY /.well-known/workflow/v1/webhook/{token}` | [`Runtime::deliver_webhook`] | the webhook's response (default `202`), or `504` |
 //! | `POST /.well-known/workflow/v1/hook/{token}` (JSON) | [`Runtime::resume_hook`] | `202` |
+//! | `GET /.well-known/workflow/v1/auth/{provider}/start?state=…` | [`Runtime::begin_authorization`] | `303` to the provider, with a cookie for the callback |
 //! | `GET /.well-known/workflow/v1/auth/{provider}/callback` | [`Runtime::complete_authorization`] | `200` HTML |
 //! | `POST /v1/tools/{tool}/runs` | [`Runtime::start_with`] | `201 {"runId"}` |
 //! | `GET /v1/runs/{run}` | [`Runtime::journal`] | `{runId, tool, status, outcome?}` |
@@ -46,7 +47,8 @@
 //! # Invariants
 //!
 //! - **One 404 for every token that opens nothing.** An unknown token, a token of a finished run,
-//!   a used sign-in callback, another provider's callback, an over-long or undecodable path
+//!   a used sign-in callback, another provider's callback, a callback from a browser that did not
+//!   open the sign-in's link, an over-long or undecodable path
 //!   segment, and any unrouted path all get the same response: `404` with an empty body and the
 //!   same headers. Bodies are read and checked *before* a token is looked up, so no refusal of a
 //!   body depends on whether its token is live.

@@ -34,6 +34,7 @@ pub(crate) fn router(state: AppState) -> Router {
     Router::new()
         .route(&format!("{WEBHOOK_PATH}{{token}}"), any(webhook::deliver))
         .route(&format!("{HOOK_PATH}{{token}}"), post(webhook::resume))
+        .route(&format!("{AUTH_CALLBACK_PATH}{{provider}}/start"), get(auth::start))
         .route(&format!("{AUTH_CALLBACK_PATH}{{provider}}/callback"), get(auth::callback))
         .merge(run_api)
         .fallback(fallback)
