@@ -12,7 +12,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use eve_tests::oauth_server::{FakeOAuth, Redirect, browser, open_sign_in_link};
+use eve_tests::oauth_server::{FakeOAuth, Redirect, browser, no_redirects, open_sign_in_link};
 use eve_tools::prelude::*;
 use eve_tools::{ManualClock, Phase, RunEvent, RunHandle, RunId, RunOutcome, StartOptions, cli, http};
 use schemars::JsonSchema;
@@ -52,6 +52,23 @@ async fn read_me(ctx: &StepCtx, url: String) -> Result<Me, StepError> {
 #[workflow_tool]
 pub async fn whoami_secure(input: Api, ctx: &WorkflowCtx) -> Result<Me, ToolError> {
     Ok(read_me(ctx, format!("{}/api/me", input.api)).await?)
+}
+
+static WEBHOOK_URL: Mutex<Option<String>> = Mutex::new(None);
+
+/// Hands the webhook's URL to the test, as a step hands it to the system that will call back.
+#[step]
+async fn hand_over(_ctx: &StepCtx, url: String) -> Result<(), StepError> {
+    *WEBHOOK_URL.lock().unwrap() = Some(url);
+    Ok(())
+}
+
+/// Takes one request on a webhook and returns it as the body saw it.
+#[workflow_tool]
+pub async fn take_a_webhook(_input: Api, ctx: &WorkflowCtx) -> Result<WebhookRequest, ToolError> {
+    let mut webhook = create_webhook();
+    hand_over(ctx, webhook.url()).await?;
+    Ok(webhook.recv().await?)
 }
 
 /// Everything the process printed or logged, as one buffer.
@@ -235,7 +252,24 @@ async fn a_canary_pushed_through_every_auth_path_appears_nowhere() {
     assert_eq!(process.callback(&redirect.location).await, 200);
     assert!(matches!(process.outcome(&rejected).await, RunOutcome::Failed(_)));
 
-    for run in [&probe_run, refreshed.id(), abandoned.id(), rejected.id()] {
+    // A webhook request with credentials in its headers and signed values in its query string.
+    let hooked = process.runtime.start("take_a_webhook", json!({ "api": "" })).await.unwrap();
+    hooked.parked().await.unwrap();
+    let url = WEBHOOK_URL.lock().unwrap().clone().expect("the run handed over its webhook");
+    let query = format!("token={CANARY}-t&sig={CANARY}-s&access_token={CANARY}-a&code={CANARY}-c&page=PROBEpage");
+    let sent = no_redirects()
+        .post(format!("{url}?{query}"))
+        .header("authorization", format!("Bearer {CANARY}-bearer"))
+        .header("proxy-authorization", format!("Basic {CANARY}-proxy"))
+        .header("cookie", format!("session={CANARY}-cookie"))
+        .header("x-probe", "PROBEheader")
+        .body("PROBEbody");
+    assert_eq!(sent.send().await.unwrap().status(), 202);
+    let outcome = process.outcome(&hooked).await;
+    let seen: WebhookRequest = serde_json::from_value(outcome.output().cloned().unwrap()).unwrap();
+    assert_eq!((seen.header("x-probe"), seen.text()), (Some("PROBEheader"), Some("PROBEbody")));
+
+    for run in [&probe_run, refreshed.id(), abandoned.id(), rejected.id(), hooked.id()] {
         process.print_journal(run).await;
     }
     process.drain_events();
@@ -249,6 +283,7 @@ async fn a_canary_pushed_through_every_auth_path_appears_nowhere() {
     assert!(names.contains(&"eve.db"), "{names:?}");
     let everything: Vec<u8> = files.iter().flat_map(|(_, bytes)| bytes.iter().copied()).collect();
     assert!(contains(&everything, "PROBEuser"), "the files are searched where the journal is");
+    assert!(contains(&everything, "PROBEheader") && contains(&everything, "PROBEpage"), "and the webhook's request");
     for (name, bytes) in &files {
         assert!(!contains(bytes, CANARY), "{name} holds a secret");
     }

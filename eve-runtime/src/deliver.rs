@@ -187,6 +187,11 @@ impl Runtime {
 
     /// Delivers one HTTP request to the webhook holding `token` and says how to answer it. A
     /// repeated `delivery_id` is answered the same way without being delivered again.
+    ///
+    /// The request is journaled, and the body sees it, with its credentials redacted: the
+    /// headers [`REDACTED_HEADERS`](crate::webhook::REDACTED_HEADERS) and secret-looking query
+    /// parameters ([`is_secret_looking`](crate::webhook::is_secret_looking)), adjusted by the
+    /// webhook's [`WebhookOptions`](crate::webhook::WebhookOptions).
     pub async fn deliver_webhook(
         &self,
         token: &str,
@@ -195,7 +200,9 @@ impl Runtime {
     ) -> Result<WebhookReply, Error> {
         let hash = TokenHash::of(token);
         let hook = self.hook(&hash, |meta| matches!(meta, HookMeta::Webhook { .. })).await?;
-        let HookMeta::Webhook { respond } = hook.meta else { unreachable!("checked to be a webhook") };
+        let HookMeta::Webhook { respond, redaction } = hook.meta else { unreachable!("checked to be a webhook") };
+        // Before anything keeps it: the journal gets the request as the body will see it.
+        let request = redaction.apply(request);
         let services = &self.shared.services;
         let waiting = matches!(respond, Respond::Manual).then(|| PendingResponse {
             receiver: services.expect_response(request.delivery.clone()),

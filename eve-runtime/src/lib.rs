@@ -40,4 +40,6 @@ pub use runtime::{Error, HookDelivery, Phase, RunHandle, RunOutcome, Runtime, Ru
 pub use step::{Backoff, RetryPolicy, StepCall, StepCtx, StepDef};
 pub use time::{Clock, ManualClock, SystemClock, Timestamp};
 pub use wait::{AbortSignal, Cancelled, Hook, HookError, create_hook, create_hook_with_token, sleep, sleep_until};
-pub use webhook::{Respond, Webhook, WebhookRequest, WebhookResponse, create_webhook, create_webhook_with};
+pub use webhook::{
+    Respond, Webhook, WebhookOptions, WebhookRequest, WebhookResponse, create_webhook, create_webhook_with,
+};
