@@ -147,6 +147,30 @@ pub async fn greet_tomorrow(input: Greeting, _ctx: &WorkflowCtx) -> Result<Strin
     Ok(format!("hello, {}", input.name))
 }
 
+static RECEIVED: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
+/// Tells the test that the body has the request.
+#[step]
+async fn signal_received(_ctx: &StepCtx) -> Result<(), StepError> {
+    RECEIVED.notify_one();
+    Ok(())
+}
+
+/// Takes one request on a manual webhook and answers it once the hook `go-{run id}` is resumed;
+/// ends when it is resumed a second time.
+#[workflow_tool]
+pub async fn reply_when_told(_input: Nothing, ctx: &WorkflowCtx) -> Result<bool, ToolError> {
+    let mut webhook = create_webhook_with(Respond::Manual);
+    let mut go = create_hook_with_token::<Value>(format!("go-{}", ctx.run_id()));
+    hand_over(ctx, webhook.url()).await?;
+    let request = webhook.recv().await?;
+    signal_received(ctx).await?;
+    go.recv().await?;
+    let replied = reply(ctx, request).await?;
+    go.recv().await?;
+    Ok(replied)
+}
+
 /// Receives one request on a webhook whose step checks the caller's `Authorization` itself.
 #[workflow_tool]
 pub async fn collect_with_options(_input: Nothing, ctx: &WorkflowCtx) -> Result<WebhookRequest, ToolError> {
@@ -696,6 +720,42 @@ fn the_host_will_not_serve_an_open_run_api_beyond_loopback() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.starts_with("error: refusing to serve the run API on 0.0.0.0:"), "{stderr}");
     assert!(stderr.contains("set EVE_API_KEY, or listen on a loopback address"), "it says what to do: {stderr}");
+}
+
+#[tokio::test]
+async fn a_repeated_idempotency_key_on_a_manual_webhook_gets_the_first_response_or_409_until_there_is_one() {
+    let served = serve_with(|runtime| runtime, |server| server.response_timeout(Duration::from_secs(10))).await;
+    let run = served.runtime.start("reply_when_told", json!({})).await.unwrap();
+    let url = handed_over(&served.runtime, run.id()).await;
+    let go = served.url(&format!("{HOOK_PATH}go-{}", run.id()));
+    let client = &served.client;
+    let send = |order: u32| client.patch(&url).header("idempotency-key", "evt_7").json(&json!({ "order": order }));
+    let first = tokio::spawn(send(7).send());
+    RECEIVED.notified().await;
+
+    let started = Instant::now();
+    let early = Seen::of(send(8).send().await.unwrap()).await;
+    let waited = started.elapsed();
+    assert_eq!(
+        (early.status, waited < Duration::from_secs(5)),
+        (409, true),
+        "a repeat while the first waits for its step, after {waited:?}"
+    );
+    let (message, _) = early.error();
+    assert!(message.contains("`Idempotency-Key`") && message.contains("retry"), "{message}");
+
+    assert_eq!(client.post(&go).json(&json!("reply")).send().await.unwrap().status(), 202);
+    let first = Seen::of(first.await.unwrap().unwrap()).await;
+    assert_eq!((first.status, first.json()), (200, json!({ "echo": { "order": 7 }, "method": "PATCH" })));
+    let late = Seen::of(send(9).send().await.unwrap()).await;
+    assert_eq!(late, first, "a repeat after the step responded gets the first request's response");
+
+    assert_eq!(client.post(&go).json(&json!("finish")).send().await.unwrap().status(), 202);
+    assert_eq!(run.outcome().await.unwrap(), RunOutcome::Completed(json!(true)));
+    let entries = served.runtime.journal(run.id()).await.unwrap().entries;
+    let received =
+        entries.iter().filter(|entry| matches!(entry, eve_tools::Entry::HookReceived { op, .. } if op.0 == 0));
+    assert_eq!(received.count(), 1, "the request was delivered once");
 }
 
 #[tokio::test]

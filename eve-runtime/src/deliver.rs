@@ -4,7 +4,7 @@
 //! refused (changing nothing) when it targets an unknown run, a finished run, an unknown or
 //! already-answered question, or a token no unfinished run holds.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
 
 use secrecy::{ExposeSecret, SecretString};
@@ -35,6 +35,80 @@ pub enum WebhookReply {
     Now(WebhookResponse),
     /// Wait for the response a step writes (`StepCtx::respond`).
     Later(PendingResponse),
+    /// The request repeats the delivery id of a manual webhook's request whose step has not
+    /// responded yet (or whose response is no longer kept): nothing was delivered, and the
+    /// caller should answer at once that the response is not ready (the HTTP server says `409`),
+    /// so the client retries later and then gets the first request's response.
+    Unanswered,
+}
+
+/// How many manual webhook requests sent with a delivery id (an `Idempotency-Key`) are
+/// remembered, with their responses once written, so that a repeat gets the first's response.
+const RECENT_RESPONSES: usize = 1024;
+
+/// Manual webhook requests waiting for a step's response, by delivery, and the most recent ones
+/// sent with a delivery id, with the response their step wrote (kept even if the request had
+/// stopped waiting, so a retry gets it).
+#[derive(Default)]
+pub(crate) struct Responses(Mutex<ResponseBook>);
+
+#[derive(Default)]
+struct ResponseBook {
+    waiting: HashMap<String, oneshot::Sender<WebhookResponse>>,
+    /// Oldest first, at most [`RECENT_RESPONSES`].
+    recent: VecDeque<Remembered>,
+}
+
+/// A manual webhook request sent with a delivery id.
+struct Remembered {
+    /// The scoped delivery id.
+    key: String,
+    /// The request's own delivery, which its step responds to.
+    delivery: String,
+    response: Option<WebhookResponse>,
+}
+
+impl Responses {
+    /// Registers a request waiting for its step's response.
+    pub fn expect(&self, delivery: String) -> oneshot::Receiver<WebhookResponse> {
+        let (respond, response) = oneshot::channel();
+        self.lock().waiting.insert(delivery, respond);
+        response
+    }
+
+    /// Hands a step's response to the waiting request, and keeps it for repeats of the request's
+    /// delivery id; false if no request waits.
+    pub fn respond(&self, delivery: &str, response: WebhookResponse) -> bool {
+        let mut book = self.lock();
+        if let Some(remembered) = book.recent.iter_mut().find(|remembered| remembered.delivery == delivery) {
+            remembered.response = Some(response.clone());
+        }
+        book.waiting.remove(delivery).is_some_and(|respond| respond.send(response).is_ok())
+    }
+
+    /// Forgets a request that stopped waiting.
+    pub fn forget(&self, delivery: &str) {
+        self.lock().waiting.remove(delivery);
+    }
+
+    /// Remembers that the request delivered under the scoped delivery id `key` is `delivery`.
+    fn remember(&self, key: String, delivery: String) {
+        let mut book = self.lock();
+        if book.recent.len() == RECENT_RESPONSES {
+            book.recent.pop_front();
+        }
+        book.recent.push_back(Remembered { key, delivery, response: None });
+    }
+
+    /// The response written to the request first delivered under `key`, if there is one yet.
+    fn first_response(&self, key: &str) -> Option<WebhookResponse> {
+        let book = self.lock();
+        book.recent.iter().find(|remembered| remembered.key == key).and_then(|remembered| remembered.response.clone())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ResponseBook> {
+        self.0.lock().expect("the responses mutex is never poisoned: no code panics while holding it")
+    }
 }
 
 /// The response a step will write to a manual webhook's request. Await it (with a timeout);
@@ -186,7 +260,9 @@ impl Runtime {
     }
 
     /// Delivers one HTTP request to the webhook holding `token` and says how to answer it. A
-    /// repeated `delivery_id` is answered the same way without being delivered again.
+    /// repeated `delivery_id` is answered the same way without being delivered again: with the
+    /// static response, or, for a manual webhook, with the response the step wrote to the first
+    /// request ([`WebhookReply::Unanswered`] while there is none).
     ///
     /// The request is journaled, and the body sees it, with its credentials redacted: the
     /// headers [`REDACTED_HEADERS`](crate::webhook::REDACTED_HEADERS) and secret-looking query
@@ -214,14 +290,25 @@ impl Runtime {
             DeliveryPayload::Hook(serde_json::to_value(&request).expect("a webhook request always serializes"));
         let delivery_id = delivery_id.map(|id| scoped(&hash, id));
         let delivered = self.shared.store.deliver(Target::Hook(hash), delivery_id.as_deref(), payload).await;
-        match delivered {
-            Ok(Delivered::Accepted { run, .. }) => self.shared.wake(&run, Msg::Inbox),
-            Ok(Delivered::Duplicate { .. }) => {}
-            Ok(Delivered::NotFound) => {
+        match (delivered, &waiting, delivery_id) {
+            (Ok(Delivered::Accepted { run, .. }), waiting, delivery_id) => {
+                // Remembered before the run is woken, so its step's response is kept for repeats.
+                if let (Some(_), Some(key)) = (waiting, delivery_id) {
+                    services.responses.remember(key, delivery.clone());
+                }
+                self.shared.wake(&run, Msg::Inbox);
+            }
+            // A repeat of a manual webhook's request: nothing will respond to this one (dropping
+            // its wait says so), so it gets the first request's response, or none yet.
+            (Ok(Delivered::Duplicate { .. }), Some(_), Some(key)) => {
+                return Ok(services.responses.first_response(&key).map_or(WebhookReply::Unanswered, WebhookReply::Now));
+            }
+            (Ok(Delivered::Duplicate { .. }), ..) => {}
+            (Ok(Delivered::NotFound), ..) => {
                 services.forget_response(&delivery);
                 return Err(Error::UnknownHook);
             }
-            Err(error) => {
+            (Err(error), ..) => {
                 services.forget_response(&delivery);
                 return Err(error.into());
             }

@@ -65,8 +65,8 @@ pub(crate) struct Services {
     pub providers: HashMap<String, Arc<dyn AuthProvider>>,
     /// The base URL webhook and callback URLs start with, such as `http://127.0.0.1:7700`.
     pub public_url: String,
-    /// Manual webhook requests waiting for a step's response, by delivery id.
-    responses: std::sync::Mutex<HashMap<String, oneshot::Sender<WebhookResponse>>>,
+    /// Manual webhook requests waiting for a step's response, and recent responses to repeat.
+    pub responses: crate::deliver::Responses,
     /// Values the host gave the runtime for steps and plain tools, by type.
     pub state: crate::state::State,
 }
@@ -112,24 +112,17 @@ impl Services {
 
     /// Registers a manual webhook request waiting for a step's response.
     pub fn expect_response(&self, delivery: String) -> oneshot::Receiver<WebhookResponse> {
-        let (respond, response) = oneshot::channel();
-        self.lock_responses().insert(delivery, respond);
-        response
+        self.responses.expect(delivery)
     }
 
     /// Hands a step's response to the waiting request; false if none waits.
     pub fn respond(&self, delivery: &str, response: WebhookResponse) -> bool {
-        let waiting = self.lock_responses().remove(delivery);
-        waiting.is_some_and(|respond| respond.send(response).is_ok())
+        self.responses.respond(delivery, response)
     }
 
     /// Forgets a request that stopped waiting.
     pub fn forget_response(&self, delivery: &str) {
-        self.lock_responses().remove(delivery);
-    }
-
-    fn lock_responses(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<WebhookResponse>>> {
-        self.responses.lock().expect("the responses mutex is never poisoned: no code panics while holding it")
+        self.responses.forget(delivery);
     }
 }
 
