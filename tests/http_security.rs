@@ -540,3 +540,31 @@ async fn a_keyed_run_api_answers_any_host_but_still_refuses_foreign_origins() {
     }
     assert_eq!(served.runtime.runs(None, 100).await.unwrap().len(), 3);
 }
+
+/// Sends a request with a `length`-byte body as a simple client does (the whole request, then
+/// reading the answer) and returns what came back, or how the connection failed.
+async fn send_whole(served: &Served, path: &str, length: usize) -> Result<String, std::io::Error> {
+    let mut stream = TcpStream::connect(served.server.local_addr()).await?;
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\ncontent-length: {length}\r\n\r\n",
+        served.server.local_addr()
+    );
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(&vec![b' '; length]).await?;
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await?;
+    Ok(String::from_utf8_lossy(&answer).into_owned())
+}
+
+// Two threads, so the server answers while the client still writes, as in a real host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_far_over_the_limit_gets_its_413_every_time() {
+    let served = serve().await;
+    for send in 1..=20 {
+        let answer = send_whole(&served, "/v1/tools/stay_open/runs", 10 * 1024 * 1024).await;
+        let answer = answer.unwrap_or_else(|error| panic!("send {send} of 20 got no answer: {error}"));
+        assert!(answer.starts_with("HTTP/1.1 413"), "send {send} of 20: {answer}");
+        assert!(answer.contains("over the 1048576-byte limit"), "send {send} of 20: {answer}");
+    }
+    assert!(served.runtime.runs(None, 10).await.unwrap().is_empty(), "no body over the limit started a run");
+}
