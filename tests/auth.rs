@@ -12,8 +12,8 @@ use eve_tests::{World, executed, executions};
 use eve_tools::prelude::*;
 use eve_tools::secret::SecretKey;
 use eve_tools::{
-    Entry, Error, FileTokenStore, ManualClock, Op, Phase, RunEvent, RunFailure, RunHandle, RunId, RunOutcome,
-    StartOptions, http,
+    AccessToken, Entry, Error, FileTokenStore, ManualClock, Op, Phase, Principal, RunEvent, RunFailure, RunHandle,
+    RunId, RunOutcome, StartOptions, TokenSet, TokenStore, http,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -316,7 +316,7 @@ async fn tokens_in_a_file_token_store_outlive_a_restart_and_are_never_in_the_cle
     let fake = FakeOAuth::start("CANARYfile").await;
     let process = || {
         let key = SecretKey::load_or_create(&dir.path().join("eve.key")).unwrap();
-        let tokens = FileTokenStore::open(dir.path().join("tokens/fake"), &key).unwrap();
+        let tokens = FileTokenStore::open(dir.path().join("tokens/fake"), "fake", &key).unwrap();
         let provider = fake.provider("fake", clock.clone()).token_store(tokens).build().unwrap();
         let builder = Runtime::builder().data_dir(dir.path()).clock(clock.clone()).public_url(PUBLIC_URL);
         builder.auth_provider("fake", provider).build().unwrap()
@@ -526,4 +526,24 @@ async fn two_sign_ins_started_in_one_browser_both_complete() {
     assert_eq!(second.outcome().await.unwrap(), me("grace", 1));
     assert_eq!(first.outcome().await.unwrap(), me("ada", 2));
     over.server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_token_file_moved_to_another_providers_folder_does_not_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = SecretKey::load_or_create(&dir.path().join("eve.key")).unwrap();
+    let (github_dir, gitlab_dir) = (dir.path().join("tokens/github"), dir.path().join("tokens/gitlab"));
+    let github = FileTokenStore::open(&github_dir, "github", &key).unwrap();
+    let gitlab = FileTokenStore::open(&gitlab_dir, "gitlab", &key).unwrap();
+    let ada = Principal::new("ada");
+    github.save(&ada, TokenSet::new(AccessToken::new("github-token"))).await.unwrap();
+
+    let file = std::fs::read_dir(&github_dir).unwrap().next().unwrap().unwrap().path();
+    std::fs::copy(&file, gitlab_dir.join(file.file_name().unwrap())).unwrap();
+    let moved = gitlab.load(&ada).await.map(|tokens| tokens.map(|tokens| tokens.access_token().expose_secret().len()));
+    let message = moved.expect_err("GitHub's token must not open as GitLab's").to_string();
+    assert!(message.contains("moved") && message.contains("signs in again"), "{message}");
+    assert!(!message.contains("github-token"), "{message}");
+    let kept = github.load(&ada).await.unwrap().expect("the token still opens where it was saved");
+    assert_eq!(kept.access_token().expose_secret(), "github-token");
 }
