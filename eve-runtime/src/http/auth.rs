@@ -25,7 +25,6 @@ use serde::Deserialize;
 use super::AppState;
 use super::errors::{ApiError, redact, token_refusal};
 use super::routes::segment;
-use crate::auth::AUTH_CALLBACK_PATH;
 use crate::runtime::Error;
 use crate::secret::TokenHash;
 
@@ -75,14 +74,21 @@ pub(crate) async fn start(
 
 /// The cookie that ties the sign-in under `state` to a browser (`max_age` 0 clears it).
 fn cookie(app: &AppState, provider: &str, state: &str, value: &str, max_age: u32) -> HeaderValue {
-    let public_url = &app.runtime.shared.services.public_url;
-    let base_path = public_url.split_once("://").and_then(|(_, rest)| rest.find('/').map(|at| &rest[at..]));
-    let provider = percent_encoding::utf8_percent_encode(provider, percent_encoding::NON_ALPHANUMERIC);
-    let path = format!("{}{AUTH_CALLBACK_PATH}{provider}/callback", base_path.unwrap_or_default());
-    let secure = if public_url.starts_with("https://") { "; Secure" } else { "" };
+    let services = &app.runtime.shared.services;
+    let callback = services.redirect_uri(provider);
+    let path = path_of(&callback);
+    let secure = if services.public_url.starts_with("https://") { "; Secure" } else { "" };
     let cookie =
         format!("{}={value}; Path={path}; Max-Age={max_age}; HttpOnly; SameSite=Lax{secure}", cookie_name(state));
     HeaderValue::try_from(cookie).expect("a cookie of hex, a percent-encoded path and attributes is a header value")
+}
+
+/// The path of a URL, as the browser sends it when the provider redirects it there (the cookie's
+/// `Path`, so the browser sends the cookie to the callback and nowhere else).
+fn path_of(url: &str) -> &str {
+    let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let path = after_scheme.find('/').map_or("/", |at| &after_scheme[at..]);
+    path.split(['?', '#']).next().unwrap_or(path)
 }
 
 /// The name of a sign-in's cookie: one per sign-in, named by a prefix of the `state`'s hash (the
@@ -155,4 +161,27 @@ fn signed_in() -> Response {
     let policy = HeaderValue::from_static("default-src 'none'");
     response.headers_mut().insert(header::CONTENT_SECURITY_POLICY, policy);
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::path_of;
+
+    #[test]
+    fn the_cookie_is_scoped_to_the_callback_the_provider_sends_the_browser_to() {
+        let cases = [
+            (
+                "http://127.0.0.1:7700/.well-known/workflow/v1/auth/my-sso/callback",
+                "/.well-known/workflow/v1/auth/my-sso/callback",
+            ),
+            (
+                "https://agent.example/base/.well-known/workflow/v1/auth/gh/callback",
+                "/base/.well-known/workflow/v1/auth/gh/callback",
+            ),
+            ("https://agent.example", "/"),
+        ];
+        for (url, path) in cases {
+            assert_eq!(path_of(url), path, "{url}");
+        }
+    }
 }
