@@ -35,7 +35,8 @@ async fn main() -> Result<(), Failure> {
         .auth_provider("devbox", devbox.oauth().build()?)
         .build()?;
     let server = Server::new(runtime.clone()).serve(listener)?;
-    let browser = reqwest::Client::builder().no_proxy().build()?;
+    // A person's browser: it keeps the cookie a sign-in link sets for the sign-in's callback.
+    let browser = reqwest::Client::builder().no_proxy().cookie_store(true).build()?;
     println!("eve example: devbox, a background task that follows a Devbox task through its webhook");
     println!("(runtime at {base}, Devbox at {})\n", devbox.base());
 

@@ -7,13 +7,13 @@
 
 use std::time::Duration;
 
-use eve_tests::oauth_server::{FakeOAuth, no_redirects};
+use eve_tests::oauth_server::{FakeOAuth, Redirect, browser, no_redirects, open_sign_in_link, provider_url};
 use eve_tests::{World, executed, executions};
 use eve_tools::prelude::*;
 use eve_tools::secret::SecretKey;
 use eve_tools::{
-    Entry, Error, FileTokenStore, ManualClock, Op, Phase, RunEvent, RunFailure, RunHandle, RunId, RunOutcome,
-    StartOptions, http,
+    AccessToken, Entry, Error, FileTokenStore, ManualClock, Op, Phase, Principal, RunEvent, RunFailure, RunHandle,
+    RunId, RunOutcome, StartOptions, TokenSet, TokenStore, http,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -96,7 +96,7 @@ impl Setup {
 
     /// Signs in as `login` at `url` and completes the callback through the runtime's API.
     async fn sign_in(&self, url: &str, login: &str) -> RunId {
-        let redirect = self.fake.follow(url, login).await;
+        let redirect = self.fake.follow(&provider_url(&self.runtime, url).await, login).await;
         self.runtime.complete_authorization("fake", &redirect.state, &redirect.code).await.unwrap()
     }
 }
@@ -133,10 +133,12 @@ async fn journal(runtime: &Runtime, run: &RunId) -> (String, Vec<Entry>) {
 async fn a_sign_in_parks_the_run_then_retries_only_the_interrupted_step() {
     let mut setup = Setup::new().await;
     let (run, url) = setup.parked_on_sign_in("ada").await;
-    assert!(url.starts_with(&format!("{}/authorize?", setup.fake.base())), "{url}");
+    assert!(url.starts_with(&format!("{PUBLIC_URL}/.well-known/workflow/v1/auth/fake/start?state=")), "{url}");
     assert_eq!((executions(run.id(), "prepare"), executions(run.id(), "read_me")), (vec![1], vec![1]));
 
-    let redirect = setup.fake.follow(&url, "ada").await;
+    let at_provider = provider_url(&setup.runtime, &url).await;
+    assert!(at_provider.starts_with(&format!("{}/authorize?", setup.fake.base())), "{at_provider}");
+    let redirect = setup.fake.follow(&at_provider, "ada").await;
     assert_eq!(redirect.callback, format!("{PUBLIC_URL}/.well-known/workflow/v1/auth/fake/callback"));
     let completed = setup.runtime.complete_authorization("fake", &redirect.state, &redirect.code).await.unwrap();
     assert_eq!(&completed, run.id());
@@ -188,7 +190,7 @@ async fn a_callback_with_a_wrong_state_or_for_another_provider_is_refused_and_ch
     let run = runtime.start("who_am_i", json!({ "api": fake.base() })).await.unwrap();
     run.parked().await.unwrap();
     let url = sign_in_urls(&mut events, run.id()).pop().unwrap();
-    let redirect = fake.follow(&url, "ada").await;
+    let redirect = fake.follow(&provider_url(&runtime, &url).await, "ada").await;
     let before = runtime.journal(run.id()).await.unwrap().entries;
 
     let mut tampered = redirect.state.clone();
@@ -217,7 +219,7 @@ async fn a_duplicate_callback_is_refused() {
     let mut events = setup.runtime.events();
     let run = setup.start("ada").await;
     run.parked().await.unwrap();
-    let url = sign_in_urls(&mut events, run.id()).pop().unwrap();
+    let url = provider_url(&setup.runtime, &sign_in_urls(&mut events, run.id()).pop().unwrap()).await;
     let redirect = setup.fake.follow(&url, "ada").await;
     let runtime = &setup.runtime;
 
@@ -299,7 +301,7 @@ async fn a_sign_in_survives_a_restart_while_the_run_is_parked() {
     assert_eq!(run.parked().await.unwrap(), Phase::Parked);
     assert_eq!(sign_in_urls(&mut events, &id), vec![url.clone()], "the same URL is published again");
 
-    let redirect = fake.follow(&url, "ada").await;
+    let redirect = fake.follow(&provider_url(&second, &url).await, "ada").await;
     second.complete_authorization("fake", &redirect.state, &redirect.code).await.unwrap();
     assert_eq!(run.outcome().await.unwrap(), me("ada", 1));
     assert_eq!(executions(&id, "prepare"), [1], "not rerun after the restart");
@@ -314,7 +316,7 @@ async fn tokens_in_a_file_token_store_outlive_a_restart_and_are_never_in_the_cle
     let fake = FakeOAuth::start("CANARYfile").await;
     let process = || {
         let key = SecretKey::load_or_create(&dir.path().join("eve.key")).unwrap();
-        let tokens = FileTokenStore::open(dir.path().join("tokens/fake"), &key).unwrap();
+        let tokens = FileTokenStore::open(dir.path().join("tokens/fake"), "fake", &key).unwrap();
         let provider = fake.provider("fake", clock.clone()).token_store(tokens).build().unwrap();
         let builder = Runtime::builder().data_dir(dir.path()).clock(clock.clone()).public_url(PUBLIC_URL);
         builder.auth_provider("fake", provider).build().unwrap()
@@ -326,7 +328,7 @@ async fn tokens_in_a_file_token_store_outlive_a_restart_and_are_never_in_the_cle
     let run = first.start_with("who_am_i", input(), StartOptions::new().principal("ada")).await.unwrap();
     run.parked().await.unwrap();
     let url = sign_in_urls(&mut events, run.id()).pop().unwrap();
-    let redirect = fake.follow(&url, "ada").await;
+    let redirect = fake.follow(&provider_url(&first, &url).await, "ada").await;
     first.complete_authorization("fake", &redirect.state, &redirect.code).await.unwrap();
     assert_eq!(run.outcome().await.unwrap(), me("ada", 1));
     drop((events, run));
@@ -371,9 +373,9 @@ async fn the_callback_works_over_http_and_a_used_or_unknown_callback_gets_an_emp
     let run = runtime.start("who_am_i", json!({ "api": fake.base() })).await.unwrap();
     run.parked().await.unwrap();
     let url = sign_in_urls(&mut events, run.id()).pop().unwrap();
-    let redirect = fake.follow(&url, "ada").await;
+    let browser = browser();
+    let redirect = fake.follow(&open_sign_in_link(&browser, &url).await, "ada").await;
     assert!(redirect.location.starts_with(&format!("{public_url}/.well-known/workflow/v1/auth/fake/callback?")));
-    let browser = no_redirects();
     let get = |url: String| {
         let browser = browser.clone();
         async move {
@@ -395,4 +397,153 @@ async fn the_callback_works_over_http_and_a_used_or_unknown_callback_gets_an_emp
     assert_eq!(get(redirect.location.clone()).await, (404, String::new()), "a used callback");
     assert_eq!(fake.exchanges(), 1);
     server.shutdown().await;
+}
+
+/// A runtime with the fake registered as `fake`, served over loopback HTTP at its public URL.
+struct OverHttp {
+    fake: FakeOAuth,
+    runtime: Runtime,
+    server: http::ServerHandle,
+    public_url: String,
+    events: broadcast::Receiver<RunEvent>,
+    _world: World,
+}
+
+impl OverHttp {
+    async fn new() -> OverHttp {
+        let world = World::in_memory();
+        let fake = FakeOAuth::start("CANARY0auth").await;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let public_url = format!("http://{}", listener.local_addr().unwrap());
+        let provider = fake.provider("fake", world.clock.clone()).build().unwrap();
+        let runtime = world.builder(16).auth_provider("fake", provider).public_url(&public_url).build().unwrap();
+        let server = http::Server::new(runtime.clone()).serve(listener).unwrap();
+        let events = runtime.events();
+        OverHttp { fake, runtime, server, public_url, events, _world: world }
+    }
+
+    /// Starts a run as `principal` and returns it parked with the sign-in link it published.
+    async fn parked_on_sign_in(&mut self, principal: &str) -> (RunHandle, String) {
+        let input = json!({ "api": self.fake.base() });
+        let run = self.runtime.start_with("who_am_i", input, StartOptions::new().principal(principal)).await.unwrap();
+        assert_eq!(run.parked().await.unwrap(), Phase::Parked);
+        let link = sign_in_urls(&mut self.events, run.id()).pop().expect("the run published a sign-in link");
+        (run, link)
+    }
+
+    /// Opens `link` in `browser` and signs in at the provider as `login`; returns where the
+    /// provider sends the browser back to, without going there.
+    async fn sign_in_at_provider(&self, browser: &reqwest::Client, link: &str, login: &str) -> Redirect {
+        let at_provider =
+            if link.starts_with(self.fake.base()) { link.to_owned() } else { open_sign_in_link(browser, link).await };
+        self.fake.follow(&at_provider, login).await
+    }
+}
+
+/// Opens `url` in `browser`: the status and the body.
+async fn open(browser: &reqwest::Client, url: &str) -> (u16, String) {
+    let response = browser.get(url).send().await.unwrap();
+    (response.status().as_u16(), response.text().await.unwrap())
+}
+
+#[tokio::test]
+async fn a_callback_from_a_browser_that_did_not_open_the_sign_in_link_is_refused() {
+    let mut over = OverHttp::new().await;
+    let (run, link) = over.parked_on_sign_in("ada").await;
+
+    // Mallory opens Ada's link in her own browser and signs in at the provider as herself, then
+    // gets Ada's browser to open the callback (a link or an image on a page Ada visits), so that
+    // Ada's run would act with Mallory's account.
+    let mallory = browser();
+    let forged = over.sign_in_at_provider(&mallory, &link, "mallory").await;
+    let ada = browser();
+    assert_eq!(open(&ada, &forged.location).await, (404, String::new()), "the callback is refused");
+    assert_eq!(open(&no_redirects(), &forged.location).await, (404, String::new()), "and so is a bare request");
+    assert_eq!(over.fake.exchanges(), 0, "Mallory's code was not exchanged");
+    assert_eq!(over.runtime.handle(run.id().clone()).parked().await.unwrap(), Phase::Parked);
+
+    // Ada signs in from her own browser, through the same link.
+    let redirect = over.sign_in_at_provider(&ada, &link, "ada").await;
+    assert_eq!(open(&ada, &redirect.location).await.0, 200);
+    assert_eq!(run.outcome().await.unwrap(), me("ada", 1));
+    assert_eq!(over.fake.exchanges(), 1);
+    over.server.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_sign_in_link_sets_a_cookie_for_its_callback_then_sends_the_browser_to_the_provider() {
+    let mut over = OverHttp::new().await;
+    let (run, link) = over.parked_on_sign_in("ada").await;
+    let start = format!("{}/.well-known/workflow/v1/auth/fake/start?state=", over.public_url);
+    assert!(link.starts_with(&start), "the run publishes the runtime's own sign-in link: {link}");
+
+    let ada = browser();
+    let opened = ada.get(&link).send().await.unwrap();
+    assert_eq!(opened.status(), 303);
+    let location = opened.headers()["location"].to_str().unwrap().to_owned();
+    assert!(location.starts_with(&format!("{}/authorize?", over.fake.base())), "{location}");
+    let cookie = opened.headers()["set-cookie"].to_str().unwrap().to_owned();
+    let state = link.rsplit("state=").next().unwrap();
+    for attribute in ["HttpOnly", "SameSite=Lax", "Max-Age=600", "Path=/.well-known/workflow/v1/auth/fake/callback"] {
+        assert!(cookie.split("; ").any(|part| part == attribute), "{attribute} in {cookie}");
+    }
+    assert!(!cookie.contains(state), "the cookie is derived from the state, not the state: {cookie}");
+    assert!(!cookie.contains("Secure"), "a plain-HTTP public URL cannot keep a secure cookie: {cookie}");
+    assert_eq!(opened.headers()["cache-control"], "no-store");
+
+    let redirect = over.fake.follow(&location, "ada").await;
+    let back = ada.get(&redirect.location).send().await.unwrap();
+    assert_eq!(back.status(), 200);
+    let cleared = back.headers()["set-cookie"].to_str().unwrap();
+    assert!(cleared.contains("Max-Age=0"), "the cookie is cleared once it served: {cleared}");
+    assert_eq!(run.outcome().await.unwrap(), me("ada", 1));
+
+    // A browser that follows every redirect, as a person's does, signs in with one click.
+    let (grace_run, link) = over.parked_on_sign_in("grace").await;
+    let clicking = reqwest::Client::builder().cookie_store(true).no_proxy().build().unwrap();
+    let (status, page) = open(&clicking, &link).await;
+    assert_eq!((status, page.contains("Signed in; you can close this tab")), (200, true));
+    assert_eq!(grace_run.outcome().await.unwrap(), me("user", 2), "signed in as the fake's default user");
+
+    // A link whose sign-in is over, or that never was, opens nothing.
+    for dead in [link.clone(), link.replace("state=", "state=x"), link.replace("/fake/", "/other/")] {
+        assert_eq!(open(&browser(), &dead).await, (404, String::new()), "{dead}");
+    }
+    over.server.shutdown().await;
+}
+
+#[tokio::test]
+async fn two_sign_ins_started_in_one_browser_both_complete() {
+    let mut over = OverHttp::new().await;
+    let (first, first_link) = over.parked_on_sign_in("ada").await;
+    let (second, second_link) = over.parked_on_sign_in("grace").await;
+    let shared = browser();
+    let first_redirect = over.sign_in_at_provider(&shared, &first_link, "ada").await;
+    let second_redirect = over.sign_in_at_provider(&shared, &second_link, "grace").await;
+
+    assert_eq!(open(&shared, &second_redirect.location).await.0, 200);
+    assert_eq!(open(&shared, &first_redirect.location).await.0, 200, "the second link kept the first's cookie");
+    assert_eq!(second.outcome().await.unwrap(), me("grace", 1));
+    assert_eq!(first.outcome().await.unwrap(), me("ada", 2));
+    over.server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_token_file_moved_to_another_providers_folder_does_not_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = SecretKey::load_or_create(&dir.path().join("eve.key")).unwrap();
+    let (github_dir, gitlab_dir) = (dir.path().join("tokens/github"), dir.path().join("tokens/gitlab"));
+    let github = FileTokenStore::open(&github_dir, "github", &key).unwrap();
+    let gitlab = FileTokenStore::open(&gitlab_dir, "gitlab", &key).unwrap();
+    let ada = Principal::new("ada");
+    github.save(&ada, TokenSet::new(AccessToken::new("github-token"))).await.unwrap();
+
+    let file = std::fs::read_dir(&github_dir).unwrap().next().unwrap().unwrap().path();
+    std::fs::copy(&file, gitlab_dir.join(file.file_name().unwrap())).unwrap();
+    let moved = gitlab.load(&ada).await.map(|tokens| tokens.map(|tokens| tokens.access_token().expose_secret().len()));
+    let message = moved.expect_err("GitHub's token must not open as GitLab's").to_string();
+    assert!(message.contains("moved") && message.contains("signs in again"), "{message}");
+    assert!(!message.contains("github-token"), "{message}");
+    let kept = github.load(&ada).await.unwrap().expect("the token still opens where it was saved");
+    assert_eq!(kept.access_token().expose_secret(), "github-token");
 }

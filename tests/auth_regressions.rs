@@ -11,7 +11,7 @@ mod url_race {
 
     use async_trait::async_trait;
     use eve_tests::START;
-    use eve_tests::oauth_server::FakeOAuth;
+    use eve_tests::oauth_server::{FakeOAuth, provider_url};
     use eve_tools::prelude::*;
     use eve_tools::secret::{SecretKey, TokenHash};
     use eve_tools::store::*;
@@ -123,7 +123,7 @@ mod url_race {
             }
         };
         // Published means durable: the callback is accepted at once.
-        let redirect = fake.follow(&url, "ada").await;
+        let redirect = fake.follow(&provider_url(&runtime, &url).await, "ada").await;
         let callback = runtime.complete_authorization("fake", &redirect.state, &redirect.code).await;
         assert!(callback.is_ok(), "the published URL's callback was refused: {callback:?}");
         run.outcome().await.unwrap();
@@ -134,7 +134,7 @@ mod restart_after_sign_in {
     use std::sync::atomic::{AtomicBool, Ordering};
 
     use eve_tests::World;
-    use eve_tests::oauth_server::FakeOAuth;
+    use eve_tests::oauth_server::{FakeOAuth, provider_url};
     use eve_tools::prelude::*;
     use eve_tools::{Phase, RunEvent, RunOutcome};
     use serde_json::json;
@@ -182,7 +182,7 @@ mod restart_after_sign_in {
                 break url;
             }
         };
-        let redirect = fake.follow(&url, "ada").await;
+        let redirect = fake.follow(&provider_url(&first, &url).await, "ada").await;
         first.complete_authorization("fake", &redirect.state, &redirect.code).await.unwrap();
         loop {
             // AuthCompleted is durable and the retried attempt is running (and hangs)

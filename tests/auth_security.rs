@@ -12,7 +12,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use eve_tests::oauth_server::{FakeOAuth, Redirect, no_redirects};
+use eve_tests::oauth_server::{FakeOAuth, Redirect, browser, no_redirects, open_sign_in_link};
 use eve_tools::prelude::*;
 use eve_tools::{ManualClock, Phase, RunEvent, RunHandle, RunId, RunOutcome, StartOptions, cli, http};
 use schemars::JsonSchema;
@@ -52,6 +52,23 @@ async fn read_me(ctx: &StepCtx, url: String) -> Result<Me, StepError> {
 #[workflow_tool]
 pub async fn whoami_secure(input: Api, ctx: &WorkflowCtx) -> Result<Me, ToolError> {
     Ok(read_me(ctx, format!("{}/api/me", input.api)).await?)
+}
+
+static WEBHOOK_URL: Mutex<Option<String>> = Mutex::new(None);
+
+/// Hands the webhook's URL to the test, as a step hands it to the system that will call back.
+#[step]
+async fn hand_over(_ctx: &StepCtx, url: String) -> Result<(), StepError> {
+    *WEBHOOK_URL.lock().unwrap() = Some(url);
+    Ok(())
+}
+
+/// Takes one request on a webhook and returns it as the body saw it.
+#[workflow_tool]
+pub async fn take_a_webhook(_input: Api, ctx: &WorkflowCtx) -> Result<WebhookRequest, ToolError> {
+    let mut webhook = create_webhook();
+    hand_over(ctx, webhook.url()).await?;
+    Ok(webhook.recv().await?)
 }
 
 /// Everything the process printed or logged, as one buffer.
@@ -100,6 +117,8 @@ struct Process {
     events: broadcast::Receiver<RunEvent>,
     clock: ManualClock,
     fake: FakeOAuth,
+    /// The person's browser, which keeps the cookies sign-in links set.
+    browser: reqwest::Client,
     output: Output,
 }
 
@@ -116,7 +135,7 @@ impl Process {
         let runtime = builder.auth_provider("fake", provider).build().unwrap();
         let server = http::Server::new(runtime.clone()).serve(listener).unwrap();
         let events = runtime.events();
-        Process { runtime, server, events, clock, fake, output }
+        Process { runtime, server, events, clock, fake, browser: browser(), output }
     }
 
     async fn start_run(&self, principal: &str) -> RunHandle {
@@ -144,9 +163,14 @@ impl Process {
         events
     }
 
-    /// Opens the callback URL as the person's browser would, printing the response.
+    /// Opens a sign-in link in the person's browser and signs in at the provider as `login`.
+    async fn follow(&self, link: &str, login: &str) -> Redirect {
+        self.fake.follow(&open_sign_in_link(&self.browser, link).await, login).await
+    }
+
+    /// Opens the callback URL in the person's browser, printing the response.
     async fn callback(&self, location: &str) -> u16 {
-        let response = no_redirects().get(location).send().await.unwrap();
+        let response = self.browser.get(location).send().await.unwrap();
         let status = response.status().as_u16();
         let headers = format!("{:?}", response.headers());
         let body = response.text().await.unwrap();
@@ -195,7 +219,7 @@ async fn a_canary_pushed_through_every_auth_path_appears_nowhere() {
     // and its retry.
     let run = process.start_run("PROBEuser").await;
     let url = process.sign_in_url(&run).await;
-    let redirect = process.fake.follow(&url, "PROBEuser").await;
+    let redirect = process.follow(&url, "PROBEuser").await;
     let refused = redirect.location.replace(&redirect.code, &format!("code-{CANARY}-refused"));
     assert_eq!(process.callback(&refused).await, 502, "the server refused the code");
     let error = process.runtime.complete_authorization("fake", &redirect.state, &format!("{CANARY}-bad")).await;
@@ -224,11 +248,28 @@ async fn a_canary_pushed_through_every_auth_path_appears_nowhere() {
     process.fake.reject_tokens(true);
     let rejected = process.start_run("grace").await;
     let url = process.sign_in_url(&rejected).await;
-    let redirect: Redirect = process.fake.follow(&url, "grace").await;
+    let redirect: Redirect = process.follow(&url, "grace").await;
     assert_eq!(process.callback(&redirect.location).await, 200);
     assert!(matches!(process.outcome(&rejected).await, RunOutcome::Failed(_)));
 
-    for run in [&probe_run, refreshed.id(), abandoned.id(), rejected.id()] {
+    // A webhook request with credentials in its headers and signed values in its query string.
+    let hooked = process.runtime.start("take_a_webhook", json!({ "api": "" })).await.unwrap();
+    hooked.parked().await.unwrap();
+    let url = WEBHOOK_URL.lock().unwrap().clone().expect("the run handed over its webhook");
+    let query = format!("token={CANARY}-t&sig={CANARY}-s&access_token={CANARY}-a&code={CANARY}-c&page=PROBEpage");
+    let sent = no_redirects()
+        .post(format!("{url}?{query}"))
+        .header("authorization", format!("Bearer {CANARY}-bearer"))
+        .header("proxy-authorization", format!("Basic {CANARY}-proxy"))
+        .header("cookie", format!("session={CANARY}-cookie"))
+        .header("x-probe", "PROBEheader")
+        .body("PROBEbody");
+    assert_eq!(sent.send().await.unwrap().status(), 202);
+    let outcome = process.outcome(&hooked).await;
+    let seen: WebhookRequest = serde_json::from_value(outcome.output().cloned().unwrap()).unwrap();
+    assert_eq!((seen.header("x-probe"), seen.text()), (Some("PROBEheader"), Some("PROBEbody")));
+
+    for run in [&probe_run, refreshed.id(), abandoned.id(), rejected.id(), hooked.id()] {
         process.print_journal(run).await;
     }
     process.drain_events();
@@ -242,6 +283,7 @@ async fn a_canary_pushed_through_every_auth_path_appears_nowhere() {
     assert!(names.contains(&"eve.db"), "{names:?}");
     let everything: Vec<u8> = files.iter().flat_map(|(_, bytes)| bytes.iter().copied()).collect();
     assert!(contains(&everything, "PROBEuser"), "the files are searched where the journal is");
+    assert!(contains(&everything, "PROBEheader") && contains(&everything, "PROBEpage"), "and the webhook's request");
     for (name, bytes) in &files {
         assert!(!contains(bytes, CANARY), "{name} holds a secret");
     }

@@ -7,6 +7,7 @@ mod http_support;
 
 use std::time::{Duration, Instant};
 
+use eve_tests::oauth_server::{browser, open_sign_in_link};
 use eve_tools::http::{AUTH_CALLBACK_PATH, HOOK_PATH, WEBHOOK_PATH};
 use eve_tools::prelude::*;
 use eve_tools::{AccessToken, AuthError, AuthProvider, Principal, RunEvent, RunOutcome};
@@ -144,6 +145,43 @@ pub async fn greet_now(input: Greeting, _ctx: &WorkflowCtx) -> Result<String, To
 pub async fn greet_tomorrow(input: Greeting, _ctx: &WorkflowCtx) -> Result<String, ToolError> {
     sleep(Duration::from_secs(86_400)).await?;
     Ok(format!("hello, {}", input.name))
+}
+
+static RECEIVED: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
+/// Tells the test that the body has the request.
+#[step]
+async fn signal_received(_ctx: &StepCtx) -> Result<(), StepError> {
+    RECEIVED.notify_one();
+    Ok(())
+}
+
+/// Takes one request on a manual webhook and answers it once the hook `go-{run id}` is resumed;
+/// ends when it is resumed a second time.
+#[workflow_tool]
+pub async fn reply_when_told(_input: Nothing, ctx: &WorkflowCtx) -> Result<bool, ToolError> {
+    let mut webhook = create_webhook_with(Respond::Manual);
+    let mut go = create_hook_with_token::<Value>(format!("go-{}", ctx.run_id()));
+    hand_over(ctx, webhook.url()).await?;
+    let request = webhook.recv().await?;
+    signal_received(ctx).await?;
+    go.recv().await?;
+    let replied = reply(ctx, request).await?;
+    go.recv().await?;
+    Ok(replied)
+}
+
+/// Receives one request on a webhook whose step checks the caller's `Authorization` itself.
+#[workflow_tool]
+pub async fn collect_with_options(_input: Nothing, ctx: &WorkflowCtx) -> Result<WebhookRequest, ToolError> {
+    let options = WebhookOptions::new(Respond::Accepted)
+        .keep_header("Authorization")
+        .redact_header("X-Partner-Secret")
+        .redact_query_param("trace")
+        .keep_query_param("code");
+    let mut webhook = create_webhook_with(options);
+    hand_over(ctx, webhook.url()).await?;
+    Ok(webhook.recv().await?)
 }
 
 fn bodies(output: &Value) -> Vec<&str> {
@@ -597,10 +635,13 @@ async fn a_sign_in_callback_completes_once_and_never_echoes_its_code() {
             _ => None,
         })
         .expect("the run asks for a sign-in");
-    let state = url.split("state=").nth(1).unwrap().split('&').next().unwrap().to_owned();
-    let redirect = url.split("redirect_uri=").nth(1).unwrap().to_owned();
+    assert!(url.starts_with(&served.url(&format!("{AUTH_CALLBACK_PATH}careless/start?state="))), "{url}");
+    // The callback is accepted from the browser that opened the sign-in link, with its cookie.
+    let client = &browser();
+    let at_provider = open_sign_in_link(client, &url).await;
+    let state = at_provider.split("state=").nth(1).unwrap().split('&').next().unwrap().to_owned();
+    let redirect = at_provider.split("redirect_uri=").nth(1).unwrap().to_owned();
     assert_eq!(redirect, served.url(&format!("{AUTH_CALLBACK_PATH}careless/callback")));
-    let client = &served.client;
     let callback = |query: String| client.get(format!("{redirect}?{query}"));
 
     let canary = "c0de-canary-8d1f3";
@@ -679,4 +720,123 @@ fn the_host_will_not_serve_an_open_run_api_beyond_loopback() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.starts_with("error: refusing to serve the run API on 0.0.0.0:"), "{stderr}");
     assert!(stderr.contains("set EVE_API_KEY, or listen on a loopback address"), "it says what to do: {stderr}");
+}
+
+#[tokio::test]
+async fn a_repeated_idempotency_key_on_a_manual_webhook_gets_the_first_response_or_409_until_there_is_one() {
+    let served = serve_with(|runtime| runtime, |server| server.response_timeout(Duration::from_secs(10))).await;
+    let run = served.runtime.start("reply_when_told", json!({})).await.unwrap();
+    let url = handed_over(&served.runtime, run.id()).await;
+    let go = served.url(&format!("{HOOK_PATH}go-{}", run.id()));
+    let client = &served.client;
+    let send = |order: u32| client.patch(&url).header("idempotency-key", "evt_7").json(&json!({ "order": order }));
+    let first = tokio::spawn(send(7).send());
+    RECEIVED.notified().await;
+
+    let started = Instant::now();
+    let early = Seen::of(send(8).send().await.unwrap()).await;
+    let waited = started.elapsed();
+    assert_eq!(
+        (early.status, waited < Duration::from_secs(5)),
+        (409, true),
+        "a repeat while the first waits for its step, after {waited:?}"
+    );
+    let (message, _) = early.error();
+    assert!(message.contains("`Idempotency-Key`") && message.contains("retry"), "{message}");
+
+    assert_eq!(client.post(&go).json(&json!("reply")).send().await.unwrap().status(), 202);
+    let first = Seen::of(first.await.unwrap().unwrap()).await;
+    assert_eq!((first.status, first.json()), (200, json!({ "echo": { "order": 7 }, "method": "PATCH" })));
+    let late = Seen::of(send(9).send().await.unwrap()).await;
+    assert_eq!(late, first, "a repeat after the step responded gets the first request's response");
+
+    assert_eq!(client.post(&go).json(&json!("finish")).send().await.unwrap().status(), 202);
+    assert_eq!(run.outcome().await.unwrap(), RunOutcome::Completed(json!(true)));
+    let entries = served.runtime.journal(run.id()).await.unwrap().entries;
+    let received =
+        entries.iter().filter(|entry| matches!(entry, eve_tools::Entry::HookReceived { op, .. } if op.0 == 0));
+    assert_eq!(received.count(), 1, "the request was delivered once");
+}
+
+#[tokio::test]
+async fn a_webhook_request_is_journaled_with_its_credentials_and_secret_query_values_redacted() {
+    let served = serve().await;
+    let run = served.runtime.start("collect_requests", json!({ "count": 2 })).await.unwrap();
+    let url = handed_over(&served.runtime, run.id()).await;
+    // (name, value, whether it is kept): query parameters, then headers
+    let query = [
+        ("page", "2", true),
+        ("token", "s3cr3t-token", false),
+        ("code", "s3cr3t-code", false),
+        ("key", "s3cr3t-key", false),
+        ("api_key", "s3cr3t-api-key", false),
+        ("apiKey", "s3cr3t-camel", false),
+        ("access_token", "s3cr3t-access", false),
+        ("client_secret", "s3cr3t-client", false),
+        ("password", "s3cr3t-password", false),
+        ("X-Amz-Signature", "s3cr3t-amz", false),
+        ("sig", "s3cr3t-sig", false),
+        ("hub.secret", "s3cr3t-hub", false),
+        ("to%6Ben", "s3cr3t-encoded", false),
+        ("keyword", "kept-keyword", true),
+        ("q", "kept%20query", true),
+    ];
+    let query_string: Vec<_> = query.iter().map(|(name, value, _)| format!("{name}={value}")).collect();
+    let headers = [
+        ("authorization", "Bearer s3cr3t-bearer", false),
+        ("proxy-authorization", "Basic s3cr3t-proxy", false),
+        ("cookie", "session=s3cr3t-cookie", false),
+        ("set-cookie", "id=s3cr3t-set-cookie", false),
+        ("x-request-id", "kept-request-id", true),
+    ];
+    let mut request = served.client.post(format!("{url}?{}", query_string.join("&"))).body("over HTTP");
+    for (name, value, _) in headers {
+        request = request.header(name, value);
+    }
+    assert_eq!(request.send().await.unwrap().status(), 202);
+    // The same through the runtime's own API, as an adapter in front of another server calls it.
+    let mut direct = WebhookRequest::new("POST", b"through the runtime");
+    direct.query = query_string.join("&");
+    direct.headers = headers.iter().map(|(name, value, _)| (name.to_string(), value.to_string())).collect();
+    let token = url.rsplit('/').next().unwrap();
+    served.runtime.deliver_webhook(token, None, direct).await.unwrap();
+
+    let output = run.outcome().await.unwrap().output().cloned().unwrap();
+    let requests: Vec<WebhookRequest> = serde_json::from_value(output).unwrap();
+    let expected: Vec<_> = query
+        .iter()
+        .map(|(name, value, kept)| format!("{name}={}", if *kept { value } else { "[redacted]" }))
+        .collect();
+    for request in &requests {
+        assert_eq!(request.query, expected.join("&"), "only the values of secret-looking parameters are redacted");
+        for (name, value, kept) in headers {
+            let expected = if kept { value } else { "[redacted]" };
+            assert_eq!(request.header(name), Some(expected), "{name}");
+        }
+    }
+    let journal = serde_json::to_string(&served.runtime.journal(run.id()).await.unwrap().entries).unwrap();
+    assert!(journal.contains("kept-request-id") && journal.contains("[redacted]"), "{journal}");
+    assert!(!journal.contains("s3cr3t"), "a secret reached the journal: {journal}");
+}
+
+#[tokio::test]
+async fn a_webhook_keeps_the_headers_it_names_and_redacts_more_when_told() {
+    let served = serve().await;
+    let run = served.runtime.start("collect_with_options", json!({})).await.unwrap();
+    let url = handed_over(&served.runtime, run.id()).await;
+    let sent = served
+        .client
+        .post(format!("{url}?trace=s3cr3t-trace&code=kept-code&token=s3cr3t-token"))
+        .header("authorization", "Bearer kept-bearer")
+        .header("cookie", "session=s3cr3t-cookie")
+        .header("x-partner-secret", "s3cr3t-partner");
+    assert_eq!(sent.send().await.unwrap().status(), 202);
+    let output = run.outcome().await.unwrap().output().cloned().unwrap();
+    let request: WebhookRequest = serde_json::from_value(output).unwrap();
+    assert_eq!(request.header("authorization"), Some("Bearer kept-bearer"), "kept, as the webhook asked");
+    assert_eq!(request.header("cookie"), Some("[redacted]"), "the other defaults still apply");
+    assert_eq!(request.header("x-partner-secret"), Some("[redacted]"), "redacted, as the webhook asked");
+    assert_eq!(request.query, "trace=[redacted]&code=kept-code&token=[redacted]");
+    let journal = serde_json::to_string(&served.runtime.journal(run.id()).await.unwrap().entries).unwrap();
+    assert!(!journal.contains("s3cr3t"), "a secret reached the journal: {journal}");
 }

@@ -426,3 +426,145 @@ async fn a_canary_token_reaches_no_log_line_and_no_response() {
     let leaked: Vec<_> = lines.iter().filter(|line| line.contains(&canary)).collect();
     assert!(leaked.is_empty(), "the canary was logged: {leaked:?}");
 }
+
+/// Sends `request` with these `Host` and `Origin` headers (`None` leaves the header out).
+async fn from_page(request: reqwest::RequestBuilder, host: Option<&str>, origin: Option<&str>) -> Seen {
+    let mut request = request;
+    if let Some(host) = host {
+        request = request.header("host", host);
+    }
+    if let Some(origin) = origin {
+        request = request.header("origin", origin);
+    }
+    Seen::of(request.send().await.unwrap()).await
+}
+
+#[tokio::test]
+async fn a_keyless_run_api_answers_only_loopback_hosts_and_its_own_origin() {
+    let inspector = "http://inspector.example:8080";
+    let served = serve_with(|runtime| runtime, |server| server.allow_origin(inspector)).await;
+    let port = served.server.local_addr().port();
+    let start = || served.client.post(served.url("/v1/tools/stay_open/runs")).json(&json!({ "input": {} }));
+    let own = served.base.clone();
+    // (Host, Origin, status, words the refusal must contain)
+    let cases: Vec<(String, Option<String>, u16, &str)> = vec![
+        // DNS rebinding: a page at evil.example whose name now resolves to 127.0.0.1.
+        ("evil.example".into(), Some("http://evil.example".into()), 403, "`Host`"),
+        (format!("evil.example:{port}"), None, 403, "loopback"),
+        (format!("localhost.evil.example:{port}"), None, 403, "loopback"),
+        (format!("127.0.0.1.evil.example:{port}"), None, 403, "loopback"),
+        // A cross-site request from a page elsewhere, sent to the real address.
+        (format!("127.0.0.1:{port}"), Some("http://evil.example".into()), 403, "`Origin`"),
+        (format!("127.0.0.1:{port}"), Some("null".into()), 403, "`Origin`"),
+        (format!("127.0.0.1:{port}"), Some(format!("http://127.0.0.1:{}", port.wrapping_add(1))), 403, "`Origin`"),
+        (format!("127.0.0.1:{port}"), Some(format!("https://127.0.0.1:{port}")), 403, "`Origin`"),
+        // The server's own pages, tools on this machine, and an origin the server was told to allow.
+        (format!("127.0.0.1:{port}"), None, 201, ""),
+        (format!("127.0.0.1:{port}"), Some(own.clone()), 201, ""),
+        (format!("LOCALHOST:{port}"), Some(format!("http://localhost:{port}")), 201, ""),
+        ("localhost".into(), Some("http://localhost".into()), 201, ""),
+        ("localhost:9".into(), None, 201, ""),
+        (format!("[::1]:{port}"), Some(format!("http://[::1]:{port}")), 201, ""),
+        (format!("127.0.0.1:{port}"), Some(inspector.into()), 201, ""),
+    ];
+    let mut started = 0;
+    for (host, origin, status, words) in &cases {
+        let seen = from_page(start(), Some(host), origin.as_deref()).await;
+        assert_eq!(seen.status, *status, "Host {host}, Origin {origin:?}: {:?}", String::from_utf8_lossy(&seen.body));
+        if *status == 403 {
+            let (message, field) = seen.error();
+            assert!(message.contains(words), "Host {host}, Origin {origin:?}: {message}");
+            assert!(message.contains("to "), "the refusal says what to do: {message}");
+            assert_eq!(field, Value::Null);
+        } else {
+            started += 1;
+        }
+    }
+    assert_eq!(served.runtime.runs(None, 100).await.unwrap().len(), started, "no refused request started a run");
+
+    // Every run API route refuses alike: reading events, statuses and questions, answering, cancelling.
+    let run = served.runtime.start("stay_open", json!({})).await.unwrap();
+    run.parked().await.unwrap();
+    let client = &served.client;
+    let id = run.id();
+    let routes = [
+        client.get(served.url("/v1/events")),
+        client.get(served.url(&format!("/v1/runs/{id}"))),
+        client.get(served.url(&format!("/v1/runs/{id}/questions"))),
+        client.post(served.url(&format!("/v1/runs/{id}/questions/ask-1"))).json(&json!({ "optionId": "go" })),
+        client.post(served.url(&format!("/v1/runs/{id}/cancel"))),
+        // A CORS "simple request": a form post, which a browser sends without asking first.
+        client.post(served.url(&format!("/v1/runs/{id}/cancel"))).header("content-type", "text/plain").body("x"),
+    ];
+    for request in routes {
+        for (host, origin) in [("evil.example", None), ("127.0.0.1", Some("http://evil.example"))] {
+            let seen = from_page(request.try_clone().unwrap(), Some(host), origin).await;
+            assert_eq!(seen.status, 403, "Host {host}, Origin {origin:?}: {:?}", seen.error());
+        }
+    }
+    assert_eq!(served.runtime.open_questions(id).await.unwrap().len(), 1, "the refusals answered nothing");
+    let journal = served.runtime.journal(id).await.unwrap();
+    let cancelled = journal.entries.iter().any(|entry| matches!(entry, eve_tools::Entry::CancelRequested { .. }));
+    assert!(!cancelled, "and cancelled nothing");
+
+    // The routes opened by their own tokens are for the outside world, whatever the page.
+    let hook = served.url(&format!("{HOOK_PATH}open-{id}"));
+    let resumed = from_page(client.post(hook).json(&json!("hi")), Some("evil.example"), Some("http://evil.example"));
+    assert_eq!(resumed.await.status, 202, "a hook resume needs no particular Host or Origin");
+}
+
+#[tokio::test]
+async fn a_keyed_run_api_answers_any_host_but_still_refuses_foreign_origins() {
+    let public = "https://agent.example";
+    let served = serve_with(|runtime| runtime.public_url(public), |server| server.api_key("sesame")).await;
+    let start = || {
+        let request = served.client.post(served.url("/v1/tools/stay_open/runs")).json(&json!({ "input": {} }));
+        request.bearer_auth("sesame")
+    };
+    // (Host, Origin, status)
+    let cases: [(&str, Option<&str>, u16); 6] = [
+        ("agent.example", None, 201),
+        ("agent.example", Some(public), 201),
+        ("10.1.2.3:7700", None, 201),
+        ("agent.example", Some("https://evil.example"), 403),
+        ("agent.example", Some("http://agent.example"), 403),
+        ("127.0.0.1", Some("null"), 403),
+    ];
+    for (host, origin, status) in cases {
+        let seen = from_page(start(), Some(host), origin).await;
+        assert_eq!(seen.status, status, "Host {host}, Origin {origin:?}: {:?}", String::from_utf8_lossy(&seen.body));
+        if status == 403 {
+            let (message, _) = seen.error();
+            assert!(message.contains("`Origin`") && message.contains("allow_origin"), "{message}");
+        }
+    }
+    assert_eq!(served.runtime.runs(None, 100).await.unwrap().len(), 3);
+}
+
+/// Sends a request with a `length`-byte body as a simple client does (the whole request, then
+/// reading the answer) and returns what came back, or how the connection failed.
+async fn send_whole(served: &Served, path: &str, length: usize) -> Result<String, std::io::Error> {
+    let mut stream = TcpStream::connect(served.server.local_addr()).await?;
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\ncontent-length: {length}\r\n\r\n",
+        served.server.local_addr()
+    );
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(&vec![b' '; length]).await?;
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await?;
+    Ok(String::from_utf8_lossy(&answer).into_owned())
+}
+
+// Two threads, so the server answers while the client still writes, as in a real host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_far_over_the_limit_gets_its_413_every_time() {
+    let served = serve().await;
+    for send in 1..=20 {
+        let answer = send_whole(&served, "/v1/tools/stay_open/runs", 10 * 1024 * 1024).await;
+        let answer = answer.unwrap_or_else(|error| panic!("send {send} of 20 got no answer: {error}"));
+        assert!(answer.starts_with("HTTP/1.1 413"), "send {send} of 20: {answer}");
+        assert!(answer.contains("over the 1048576-byte limit"), "send {send} of 20: {answer}");
+    }
+    assert!(served.runtime.runs(None, 10).await.unwrap().is_empty(), "no body over the limit started a run");
+}

@@ -4,9 +4,11 @@
 //! refused (changing nothing) when it targets an unknown run, a finished run, an unknown or
 //! already-answered question, or a token no unfinished run holds.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
 
+use secrecy::{ExposeSecret, SecretString};
+use subtle::ConstantTimeEq;
 use tokio::sync::oneshot;
 
 use crate::ask::{self, Answer, AnswerError, Ask};
@@ -33,6 +35,80 @@ pub enum WebhookReply {
     Now(WebhookResponse),
     /// Wait for the response a step writes (`StepCtx::respond`).
     Later(PendingResponse),
+    /// The request repeats the delivery id of a manual webhook's request whose step has not
+    /// responded yet (or whose response is no longer kept): nothing was delivered, and the
+    /// caller should answer at once that the response is not ready (the HTTP server says `409`),
+    /// so the client retries later and then gets the first request's response.
+    Unanswered,
+}
+
+/// How many manual webhook requests sent with a delivery id (an `Idempotency-Key`) are
+/// remembered, with their responses once written, so that a repeat gets the first's response.
+const RECENT_RESPONSES: usize = 1024;
+
+/// Manual webhook requests waiting for a step's response, by delivery, and the most recent ones
+/// sent with a delivery id, with the response their step wrote (kept even if the request had
+/// stopped waiting, so a retry gets it).
+#[derive(Default)]
+pub(crate) struct Responses(Mutex<ResponseBook>);
+
+#[derive(Default)]
+struct ResponseBook {
+    waiting: HashMap<String, oneshot::Sender<WebhookResponse>>,
+    /// Oldest first, at most [`RECENT_RESPONSES`].
+    recent: VecDeque<Remembered>,
+}
+
+/// A manual webhook request sent with a delivery id.
+struct Remembered {
+    /// The scoped delivery id.
+    key: String,
+    /// The request's own delivery, which its step responds to.
+    delivery: String,
+    response: Option<WebhookResponse>,
+}
+
+impl Responses {
+    /// Registers a request waiting for its step's response.
+    pub fn expect(&self, delivery: String) -> oneshot::Receiver<WebhookResponse> {
+        let (respond, response) = oneshot::channel();
+        self.lock().waiting.insert(delivery, respond);
+        response
+    }
+
+    /// Hands a step's response to the waiting request, and keeps it for repeats of the request's
+    /// delivery id; false if no request waits.
+    pub fn respond(&self, delivery: &str, response: WebhookResponse) -> bool {
+        let mut book = self.lock();
+        if let Some(remembered) = book.recent.iter_mut().find(|remembered| remembered.delivery == delivery) {
+            remembered.response = Some(response.clone());
+        }
+        book.waiting.remove(delivery).is_some_and(|respond| respond.send(response).is_ok())
+    }
+
+    /// Forgets a request that stopped waiting.
+    pub fn forget(&self, delivery: &str) {
+        self.lock().waiting.remove(delivery);
+    }
+
+    /// Remembers that the request delivered under the scoped delivery id `key` is `delivery`.
+    fn remember(&self, key: String, delivery: String) {
+        let mut book = self.lock();
+        if book.recent.len() == RECENT_RESPONSES {
+            book.recent.pop_front();
+        }
+        book.recent.push_back(Remembered { key, delivery, response: None });
+    }
+
+    /// The response written to the request first delivered under `key`, if there is one yet.
+    fn first_response(&self, key: &str) -> Option<WebhookResponse> {
+        let book = self.lock();
+        book.recent.iter().find(|remembered| remembered.key == key).and_then(|remembered| remembered.response.clone())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ResponseBook> {
+        self.0.lock().expect("the responses mutex is never poisoned: no code panics while holding it")
+    }
 }
 
 /// The response a step will write to a manual webhook's request. Await it (with a timeout);
@@ -63,6 +139,38 @@ impl Drop for PendingResponse {
         self.services.forget_response(&self.delivery);
     }
 }
+
+/// Where to send a person's browser to sign in, and the value that ties the sign-in to that
+/// browser; [`Runtime::begin_authorization`] gives it. Both are secrets: its `Debug` output shows
+/// neither.
+pub struct AuthorizationStart {
+    url: String,
+    binding: SecretString,
+}
+
+impl AuthorizationStart {
+    /// The provider's authorization URL: redirect the browser there. It carries the sign-in's
+    /// `state`, so do not log it.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The value to keep in the browser (a short-lived, `HttpOnly`, `SameSite=Lax` cookie, one per
+    /// sign-in) and to check with [`Runtime::authorization_binding_matches`] when the callback
+    /// comes back.
+    pub fn binding(&self) -> &str {
+        self.binding.expose_secret()
+    }
+}
+
+impl std::fmt::Debug for AuthorizationStart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthorizationStart").finish_non_exhaustive()
+    }
+}
+
+/// What the key that ties a sign-in to a browser is derived for.
+const BINDING_PURPOSE: &str = "eve sign-in browser binding v1";
 
 /// The delivery id a caller's id stands for at the hook with `hash`. A run keeps one set of
 /// delivery ids for all its hooks, questions and callbacks, so each caller id is scoped to the
@@ -153,7 +261,14 @@ impl Runtime {
     }
 
     /// Delivers one HTTP request to the webhook holding `token` and says how to answer it. A
-    /// repeated `delivery_id` is answered the same way without being delivered again.
+    /// repeated `delivery_id` is answered the same way without being delivered again: with the
+    /// static response, or, for a manual webhook, with the response the step wrote to the first
+    /// request ([`WebhookReply::Unanswered`] while there is none).
+    ///
+    /// The request is journaled, and the body sees it, with its credentials redacted: the
+    /// headers [`REDACTED_HEADERS`](crate::webhook::REDACTED_HEADERS) and secret-looking query
+    /// parameters ([`is_secret_looking`](crate::webhook::is_secret_looking)), adjusted by the
+    /// webhook's [`WebhookOptions`](crate::webhook::WebhookOptions).
     pub async fn deliver_webhook(
         &self,
         token: &str,
@@ -162,7 +277,9 @@ impl Runtime {
     ) -> Result<WebhookReply, Error> {
         let hash = TokenHash::of(token);
         let hook = self.hook(&hash, |meta| matches!(meta, HookMeta::Webhook { .. })).await?;
-        let HookMeta::Webhook { respond } = hook.meta else { unreachable!("checked to be a webhook") };
+        let HookMeta::Webhook { respond, redaction } = hook.meta else { unreachable!("checked to be a webhook") };
+        // Before anything keeps it: the journal gets the request as the body will see it.
+        let request = redaction.apply(request);
         let services = &self.shared.services;
         let waiting = matches!(respond, Respond::Manual).then(|| PendingResponse {
             receiver: services.expect_response(request.delivery.clone()),
@@ -174,14 +291,25 @@ impl Runtime {
             DeliveryPayload::Hook(serde_json::to_value(&request).expect("a webhook request always serializes"));
         let delivery_id = delivery_id.map(|id| scoped(&hash, id));
         let delivered = self.shared.store.deliver(Target::Hook(hash), delivery_id.as_deref(), payload).await;
-        match delivered {
-            Ok(Delivered::Accepted { run, .. }) => self.shared.wake(&run, Msg::Inbox),
-            Ok(Delivered::Duplicate { .. }) => {}
-            Ok(Delivered::NotFound) => {
+        match (delivered, &waiting, delivery_id) {
+            (Ok(Delivered::Accepted { run, .. }), waiting, delivery_id) => {
+                // Remembered before the run is woken, so its step's response is kept for repeats.
+                if let (Some(_), Some(key)) = (waiting, delivery_id) {
+                    services.responses.remember(key, delivery.clone());
+                }
+                self.shared.wake(&run, Msg::Inbox);
+            }
+            // A repeat of a manual webhook's request: nothing will respond to this one (dropping
+            // its wait says so), so it gets the first request's response, or none yet.
+            (Ok(Delivered::Duplicate { .. }), Some(_), Some(key)) => {
+                return Ok(services.responses.first_response(&key).map_or(WebhookReply::Unanswered, WebhookReply::Now));
+            }
+            (Ok(Delivered::Duplicate { .. }), ..) => {}
+            (Ok(Delivered::NotFound), ..) => {
                 services.forget_response(&delivery);
                 return Err(Error::UnknownHook);
             }
-            Err(error) => {
+            (Err(error), ..) => {
                 services.forget_response(&delivery);
                 return Err(error.into());
             }
@@ -193,14 +321,53 @@ impl Runtime {
         })
     }
 
+    /// Begins the sign-in whose callback will carry `state`: the provider's authorization URL to
+    /// send the person's browser to, and the binding to keep in that browser.
+    ///
+    /// `authorization.required` publishes a sign-in link, `{public URL}{AUTH_CALLBACK_PATH}{provider}/start?state=…`.
+    /// The HTTP server ([`http`](crate::http)) serves it by calling this, setting the binding in a
+    /// cookie and redirecting to the URL; its callback then refuses a browser without the cookie.
+    /// A host that serves its own sign-in pages does the same: on its start page, call this, keep
+    /// [`AuthorizationStart::binding`] in a short-lived, `HttpOnly`, `SameSite=Lax` cookie (one per
+    /// sign-in, so two sign-ins in one browser both work) and redirect to
+    /// [`AuthorizationStart::url`]; on its callback, refuse the request unless
+    /// [`Runtime::authorization_binding_matches`] accepts the cookie, and only then call
+    /// [`Runtime::complete_authorization`]. Without that check, whoever holds the callback URL
+    /// can complete a sign-in meant for someone else (login CSRF, RFC 9700 §4.7).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownCallback`] if no run waits for a sign-in with `provider` under `state`;
+    /// [`Error::Auth`] if the provider cannot build its URL.
+    pub async fn begin_authorization(&self, provider: &str, state: &str) -> Result<AuthorizationStart, Error> {
+        let hook = self.callback_hook(provider, state).await?;
+        let principal = self.principal_of(&hook).await?;
+        let url = self.shared.services.provider_url(provider, &principal, state).map_err(Error::Auth)?;
+        Ok(AuthorizationStart { url, binding: self.sign_in_binding(state) })
+    }
+
+    /// Whether `binding` is the one [`Runtime::begin_authorization`] gave for `state`, compared in
+    /// constant time. It is derived from `state` with the runtime's secret key, so any process
+    /// with the same key agrees.
+    pub fn authorization_binding_matches(&self, state: &str, binding: &str) -> bool {
+        let expected = self.sign_in_binding(state);
+        expected.expose_secret().as_bytes().ct_eq(binding.as_bytes()).into()
+    }
+
+    fn sign_in_binding(&self, state: &str) -> SecretString {
+        self.shared.services.key.derive(BINDING_PURPOSE).mac_hex(state.as_bytes()).into()
+    }
+
     /// Completes the sign-in a step waits for: exchanges the one-time `code` with `provider`
     /// (the token stays with the provider; only a marker is journaled), then retries the step.
     /// An unknown `state`, another provider's callback, or a repeated callback is refused with
     /// [`Error::UnknownCallback`] and changes nothing.
+    ///
+    /// This does not check which browser the callback came from: the HTTP server's callback does,
+    /// and a host that serves its own callback must too, as [`Runtime::begin_authorization`] says.
     pub async fn complete_authorization(&self, provider: &str, state: &str, code: &str) -> Result<RunId, Error> {
         let hash = TokenHash::of(state);
-        let is_this_provider = |meta: &HookMeta| matches!(meta, HookMeta::Auth { provider: p } if p == provider);
-        let hook = self.hook(&hash, is_this_provider).await.map_err(|_| Error::UnknownCallback)?;
+        let hook = self.callback_hook(provider, state).await?;
         let callbacks = &self.shared.callbacks;
         if !callbacks.claim(hash.as_str()) {
             return Err(Error::UnknownCallback);
@@ -219,11 +386,22 @@ impl Runtime {
         }
     }
 
-    /// Exchanges the code under the identity that started the hook's run.
-    async fn exchange(&self, hook: &HookRow, provider: &str, state: &str, code: &str) -> Result<(), Error> {
+    /// The callback hook of a sign-in with `provider` under `state`.
+    async fn callback_hook(&self, provider: &str, state: &str) -> Result<HookRow, Error> {
+        let is_this_provider = |meta: &HookMeta| matches!(meta, HookMeta::Auth { provider: p } if p == provider);
+        self.hook(&TokenHash::of(state), is_this_provider).await.map_err(|_| Error::UnknownCallback)
+    }
+
+    /// The identity that started the hook's run.
+    async fn principal_of(&self, hook: &HookRow) -> Result<crate::auth::Principal, Error> {
         let record = self.journal(&hook.run).await?;
         let started = crate::executor::core::Started::of(&record.entries[0]);
-        let principal = started.principal.map_or_else(crate::auth::Principal::anonymous, crate::auth::Principal::new);
+        Ok(started.principal.map_or_else(crate::auth::Principal::anonymous, crate::auth::Principal::new))
+    }
+
+    /// Exchanges the code under the identity that started the hook's run.
+    async fn exchange(&self, hook: &HookRow, provider: &str, state: &str, code: &str) -> Result<(), Error> {
+        let principal = self.principal_of(hook).await?;
         let services = &self.shared.services;
         let auth = services.providers.get(provider).ok_or(Error::UnknownCallback)?;
         auth.exchange_callback(&principal, state, code, &services.redirect_uri(provider)).await.map_err(Error::Auth)

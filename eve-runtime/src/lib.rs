@@ -31,7 +31,7 @@ pub mod webhook;
 pub use ask::{Answer, Ask, AskOutcome};
 pub use auth::{AccessToken, AuthProvider, Principal, Provider};
 pub use context::{Receive, ServeCtx, StepCtxSource, TaskCtx, ToolCtx, WorkflowCtx};
-pub use deliver::{OpenQuestion, PendingResponse, WebhookReply};
+pub use deliver::{AuthorizationStart, OpenQuestion, PendingResponse, WebhookReply};
 pub use error::{FatalError, NonDeterminismError, RetryableError, StepError, StoreError, ToolError};
 pub use events::RunEvent;
 pub use journal::{Entry, Op, RunId, RunStatus};
@@ -40,4 +40,6 @@ pub use runtime::{Error, HookDelivery, Phase, RunHandle, RunOutcome, Runtime, Ru
 pub use step::{Backoff, RetryPolicy, StepCall, StepCtx, StepDef};
 pub use time::{Clock, ManualClock, SystemClock, Timestamp};
 pub use wait::{AbortSignal, Cancelled, Hook, HookError, create_hook, create_hook_with_token, sleep, sleep_until};
-pub use webhook::{Respond, Webhook, WebhookRequest, WebhookResponse, create_webhook, create_webhook_with};
+pub use webhook::{
+    Respond, Webhook, WebhookOptions, WebhookRequest, WebhookResponse, create_webhook, create_webhook_with,
+};

@@ -48,7 +48,9 @@ impl SecretKey {
         SecretKey(key)
     }
 
-    /// Reads the key at `path`, creating it (readable by the owner only) if it does not exist.
+    /// Reads the key at `path`, creating it (readable by the owner only) if it does not exist. A
+    /// new key's file and its folder are synced before it is returned, so a key that signed
+    /// tokens or sealed files is never lost to a crash.
     pub fn load_or_create(path: &Path) -> std::io::Result<Self> {
         match fs::read(path) {
             Ok(bytes) => <[u8; 32]>::try_from(bytes.as_slice()).map(SecretKey).map_err(|_| {
@@ -62,6 +64,7 @@ impl SecretKey {
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
                 let key = SecretKey::generate();
                 write_private(path, &key.0)?;
+                sync_parent(path)?;
                 Ok(key)
             }
             Err(error) => Err(error),
@@ -126,6 +129,12 @@ pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let mut file = options.open(path)?;
     file.write_all(bytes)?;
     file.sync_all()
+}
+
+/// Syncs the folder holding `path`, so that a file just created there survives a crash.
+pub(crate) fn sync_parent(path: &Path) -> std::io::Result<()> {
+    let parent = path.parent().filter(|parent| !parent.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    fs::File::open(parent)?.sync_all()
 }
 
 /// A fresh 256-bit nonce, base64url-encoded.

@@ -159,9 +159,9 @@ enum HookState {
 }
 
 impl Hook<crate::webhook::WebhookRequest> {
-    /// A webhook's hook: a generated token, answered over HTTP as `respond` says.
-    pub(crate) fn create_webhook(respond: crate::webhook::Respond) -> Self {
-        Hook::create(None, Some(respond))
+    /// A webhook's hook: a generated token, answered over HTTP as `options` say.
+    pub(crate) fn create_webhook(options: crate::webhook::WebhookOptions) -> Self {
+        Hook::create(None, Some(options))
     }
 }
 
@@ -178,7 +178,7 @@ impl<T> Hook<T> {
 }
 
 impl<T: DeserializeOwned> Hook<T> {
-    fn create(chosen: Option<Token>, webhook: Option<crate::webhook::Respond>) -> Self {
+    fn create(chosen: Option<Token>, webhook: Option<crate::webhook::WebhookOptions>) -> Self {
         let Some(core) = core::current() else {
             let token = chosen.unwrap_or_else(|| Token::chosen(secret::nonce()));
             return Hook { token, state: HookState::Failed(HookError::NotInRun), payload: PhantomData };

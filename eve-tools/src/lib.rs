@@ -298,11 +298,11 @@ pub use eve_runtime::wait::{
     AbortSignal, Cancelled, Hook, HookError, create_hook, create_hook_with_token, sleep, sleep_until,
 };
 pub use eve_runtime::webhook::{
-    Respond, Webhook, WebhookRequest, WebhookResponse, create_webhook, create_webhook_with,
+    Respond, Webhook, WebhookOptions, WebhookRequest, WebhookResponse, create_webhook, create_webhook_with,
 };
 pub use eve_runtime::{
-    Clock, Error, HookDelivery, ManualClock, OpenQuestion, Phase, RunHandle, RunOutcome, Runtime, RuntimeBuilder,
-    StartOptions, SystemClock, Timestamp, WebhookReply,
+    AuthorizationStart, Clock, Error, HookDelivery, ManualClock, OpenQuestion, Phase, RunHandle, RunOutcome, Runtime,
+    RuntimeBuilder, StartOptions, SystemClock, Timestamp, WebhookReply,
 };
 pub use eve_runtime::{cli, journal, secret, store};
 
@@ -320,8 +320,8 @@ pub fn manifest() -> Manifest {
 pub mod prelude {
     pub use crate::{
         AbortSignal, Ask, AskOutcome, Cancelled, FatalError, Hook, HookError, Provider, Respond, RetryableError,
-        Runtime, StepCtx, StepError, TaskCtx, ToolCtx, ToolError, Webhook, WebhookRequest, WebhookResponse,
-        WorkflowCtx, create_hook, create_hook_with_token, create_webhook, create_webhook_with, sleep, sleep_until,
-        step, task, tool, workflow_tool,
+        Runtime, StepCtx, StepError, TaskCtx, ToolCtx, ToolError, Webhook, WebhookOptions, WebhookRequest,
+        WebhookResponse, WorkflowCtx, create_hook, create_hook_with_token, create_webhook, create_webhook_with, sleep,
+        sleep_until, step, task, tool, workflow_tool,
     };
 }

@@ -21,7 +21,7 @@ pub struct Served {
     pub server: ServerHandle,
     /// `http://127.0.0.1:{port}`.
     pub base: String,
-    /// A client that never goes through a proxy.
+    /// A client that never goes through a proxy and keeps cookies, as a browser does.
     pub client: reqwest::Client,
 }
 
@@ -48,7 +48,7 @@ pub async fn serve_with(
     let world = World::in_memory();
     let built = runtime(world.builder(16).public_url(&base)).build().expect("the runtime builds");
     let handle = server(Server::new(built.clone())).serve(listener).expect("the server starts");
-    let client = reqwest::Client::builder().no_proxy().build().expect("a client builds");
+    let client = reqwest::Client::builder().no_proxy().cookie_store(true).build().expect("a client builds");
     Served { world, runtime: built, server: handle, base, client }
 }
 

@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
-use eve_tools::{Clock, OAuth2Provider, OAuth2ProviderBuilder};
+use eve_tools::{Clock, OAuth2Provider, OAuth2ProviderBuilder, Runtime};
 use reqwest::Url;
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -170,6 +170,33 @@ impl FakeOAuth {
     fn books(&self) -> MutexGuard<'_, Books> {
         self.shared.books()
     }
+}
+
+/// A person's browser: it keeps cookies, and follows no redirects, so a test can see each step.
+pub fn browser() -> reqwest::Client {
+    let builder = reqwest::Client::builder().cookie_store(true).no_proxy();
+    builder.redirect(reqwest::redirect::Policy::none()).build().expect("a plain HTTP client builds")
+}
+
+/// Opens a sign-in link the runtime published in `browser` and returns where it sends the browser
+/// (the provider's authorization URL), after checking that it answered with a redirect.
+pub async fn open_sign_in_link(browser: &reqwest::Client, link: &str) -> String {
+    let response = browser.get(link).send().await.expect("the runtime's server answers");
+    let status = response.status();
+    let location = response.headers().get(header::LOCATION).and_then(|value| value.to_str().ok());
+    assert!(status.is_redirection(), "the sign-in link redirects to the provider, but answered {status}");
+    location.expect("a redirect has an ASCII Location").to_owned()
+}
+
+/// The provider's authorization URL behind a sign-in link the runtime published, as a host that
+/// serves its own sign-in pages gets it ([`Runtime::begin_authorization`]).
+pub async fn provider_url(runtime: &Runtime, link: &str) -> String {
+    let url = Url::parse(link).expect("a sign-in link is a URL");
+    let segments: Vec<_> = url.path_segments().expect("a sign-in link has a path").collect();
+    let provider = segments[segments.len() - 2];
+    let state = url.query_pairs().find(|(name, _)| name == "state").expect("a sign-in link carries its `state`").1;
+    let started = runtime.begin_authorization(provider, &state).await.expect("the sign-in is waiting");
+    started.url().to_owned()
 }
 
 /// An HTTP client that does not follow redirects.

@@ -3,8 +3,8 @@
 //! Each principal's [`TokenSet`] is one file in the store's folder. The file's name is a keyed
 //! hash of the principal's id (so a listing reveals no identities), and its contents are the
 //! tokens sealed with XChaCha20-Poly1305 under a key derived from the runtime's [`SecretKey`],
-//! with the principal's id as associated data: a file copied to another principal's name, edited,
-//! or read with another key does not open. Plain tokens exist only in memory, and the buffers that
+//! with the provider's and the principal's ids as associated data: a file copied to another
+//! principal's name or another provider's folder, edited, or read with another key does not open. Plain tokens exist only in memory, and the buffers that
 //! held them are zeroed when dropped. Writes go to a temporary file that is synced and renamed
 //! over the old one, so a crash leaves either the old tokens or the new ones, never a torn file.
 
@@ -21,11 +21,14 @@ use zeroize::{Zeroize, Zeroizing};
 
 use super::tokens::{TokenSet, TokenStore, TokenStoreError};
 use super::{AccessToken, Principal};
-use crate::secret::{SecretKey, fill_random, write_private};
+use crate::secret::{SecretKey, fill_random, sync_parent, write_private};
 use crate::time::Timestamp;
 
-/// The first bytes of every sealed file: the format and its version.
-const MAGIC: &[u8; 8] = b"evetok1\n";
+/// The first bytes of every sealed file: the format and its version. Version 2 seals the
+/// provider's id with the principal's.
+const MAGIC: &[u8; 8] = b"evetok2\n";
+/// The first bytes of a file sealed by version 1, under the principal's id alone.
+const MAGIC_V1: &[u8; 8] = b"evetok1\n";
 /// The length of an XChaCha20-Poly1305 nonce.
 const NONCE_LEN: usize = 24;
 /// What the file-name and sealing keys are derived for, so they differ from every other use of the key.
@@ -34,10 +37,12 @@ const SEAL_PURPOSE: &str = "eve token store: sealing v1";
 
 /// Tokens sealed in files, one per principal, in a folder of their own.
 ///
-/// Give each provider its own folder, and the same [`SecretKey`] the runtime uses (by default
-/// `.eve/eve.key`, created on first use). Under another key the stored tokens are not found,
-/// and people sign in again; nothing else is lost. A file that was altered or moved fails to
-/// load with an error naming it.
+/// Give each provider its own folder and its id (the one it is registered under), and the same
+/// [`SecretKey`] the runtime uses (by default `.eve/eve.key`, created on first use). Under another
+/// key the stored tokens are not found, and people sign in again; nothing else is lost. A file
+/// that was altered, or moved to another principal's name or another provider's folder, fails to
+/// load with an error naming it. A file written before the provider was sealed in (format
+/// version 1) is treated as absent: the person signs in again and the file is replaced.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
@@ -48,12 +53,12 @@ const SEAL_PURPOSE: &str = "eve token store: sealing v1";
 /// # let data = tempfile::tempdir()?;
 /// # let data = data.path();
 /// let key = SecretKey::load_or_create(&data.join("eve.key"))?;
-/// let store = FileTokenStore::open(data.join("tokens/github"), &key)?;
+/// let store = FileTokenStore::open(data.join("tokens/github"), "github", &key)?;
 /// let ada = Principal::new("ada");
 /// store.save(&ada, TokenSet::new(AccessToken::new("s3cret"))).await?;
 ///
 /// // Another process, after a restart, with the same key:
-/// let reopened = FileTokenStore::open(data.join("tokens/github"), &key)?;
+/// let reopened = FileTokenStore::open(data.join("tokens/github"), "github", &key)?;
 /// let tokens = reopened.load(&ada).await?.expect("the sign-in survived");
 /// assert_eq!(tokens.access_token().expose_secret(), "s3cret");
 /// # Ok(())
@@ -71,29 +76,39 @@ const SEAL_PURPOSE: &str = "eve token store: sealing v1";
 ///     .client_id("Iv1.0123")
 ///     .auth_url("https://github.com/login/oauth/authorize")
 ///     .token_url("https://github.com/login/oauth/access_token")
-///     .token_store(FileTokenStore::open(".eve/tokens/github", &key)?)
+///     .token_store(FileTokenStore::open(".eve/tokens/github", "github", &key)?)
 ///     .build()?;
 /// # Ok(())
 /// # }
 /// ```
 pub struct FileTokenStore {
     dir: PathBuf,
+    /// The id of the provider whose tokens these are, sealed in with each principal's.
+    provider: String,
     /// The key file names are derived with.
     names: SecretKey,
     cipher: XChaCha20Poly1305,
 }
 
 impl FileTokenStore {
-    /// Opens the store in `dir`, creating the folder (readable by its owner only) if needed.
+    /// Opens the store of `provider`'s tokens in `dir`, creating the folder (readable by its
+    /// owner only) if needed.
     ///
     /// # Errors
     ///
     /// The folder cannot be created.
-    pub fn open(dir: impl AsRef<Path>, key: &SecretKey) -> io::Result<Self> {
+    pub fn open(dir: impl AsRef<Path>, provider: impl Into<String>, key: &SecretKey) -> io::Result<Self> {
         let dir = dir.as_ref().to_path_buf();
         create_private_dir(&dir)?;
         let cipher = XChaCha20Poly1305::new(key.derive(SEAL_PURPOSE).expose_bytes().into());
-        Ok(FileTokenStore { dir, names: key.derive(NAME_PURPOSE), cipher })
+        Ok(FileTokenStore { dir, provider: provider.into(), names: key.derive(NAME_PURPOSE), cipher })
+    }
+
+    /// The associated data a principal's tokens are sealed with: the provider's id, length
+    /// first so that no two (provider, principal) pairs give the same bytes, then the principal's.
+    fn associated_data(&self, principal: &Principal) -> Vec<u8> {
+        let provider = self.provider.as_bytes();
+        [&(provider.len() as u64).to_be_bytes(), provider, principal.as_str().as_bytes()].concat()
     }
 
     /// The file holding `principal`'s tokens.
@@ -110,7 +125,8 @@ impl FileTokenStore {
         let plain = Zeroizing::new(serde_json::to_vec(&plain).expect("a map of strings and numbers serializes"));
         let mut nonce = [0u8; NONCE_LEN];
         fill_random(&mut nonce);
-        let payload = Payload { msg: plain.as_slice(), aad: principal.as_str().as_bytes() };
+        let aad = self.associated_data(principal);
+        let payload = Payload { msg: plain.as_slice(), aad: &aad };
         let sealed = self
             .cipher
             .encrypt(XNonce::from_slice(&nonce), payload)
@@ -118,21 +134,38 @@ impl FileTokenStore {
         Ok([MAGIC.as_slice(), &nonce, &sealed].concat())
     }
 
-    fn open_sealed(&self, principal: &Principal, path: &Path, bytes: &[u8]) -> Result<TokenSet, TokenStoreError> {
+    /// Opens a file's tokens; `None` for a file of format version 1, which is read as absent.
+    fn open_sealed(
+        &self,
+        principal: &Principal,
+        path: &Path,
+        bytes: &[u8],
+    ) -> Result<Option<TokenSet>, TokenStoreError> {
         let unreadable = |why: &str| {
             TokenStoreError(format!(
                 "the tokens in {} {why}; delete the file and the person signs in again",
                 path.display()
             ))
         };
+        if bytes.starts_with(MAGIC_V1) {
+            tracing::warn!(
+                path = %path.display(),
+                "a token file of an older format (without its provider sealed in) is ignored; the person signs in again"
+            );
+            return Ok(None);
+        }
         let rest = bytes.strip_prefix(MAGIC.as_slice()).ok_or_else(|| unreadable("are not an eve token file"))?;
         if rest.len() < NONCE_LEN {
             return Err(unreadable("are cut short"));
         }
         let (nonce, sealed) = rest.split_at(NONCE_LEN);
-        let payload = Payload { msg: sealed, aad: principal.as_str().as_bytes() };
+        let aad = self.associated_data(principal);
+        let payload = Payload { msg: sealed, aad: &aad };
         let plain = self.cipher.decrypt(XNonce::from_slice(nonce), payload).map_err(|_| {
-            unreadable("do not open with this secret key (the key changed, or the file was altered or moved)")
+            unreadable(
+                "do not open with this secret key and provider (the key changed, or the file was altered or moved \
+                 from another principal or provider)",
+            )
         })?;
         let plain = Zeroizing::new(plain);
         let opened: Opened = serde_json::from_slice(&plain).map_err(|_| unreadable("are not in the expected form"))?;
@@ -143,13 +176,16 @@ impl FileTokenStore {
         if let Some(at) = opened.expires_at {
             tokens = tokens.with_expiry(Timestamp::from_millis(at));
         }
-        Ok(tokens)
+        Ok(Some(tokens))
     }
 }
 
 impl fmt::Debug for FileTokenStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FileTokenStore").field("dir", &self.dir).finish_non_exhaustive()
+        f.debug_struct("FileTokenStore")
+            .field("dir", &self.dir)
+            .field("provider", &self.provider)
+            .finish_non_exhaustive()
     }
 }
 
@@ -188,7 +224,7 @@ impl TokenStore for FileTokenStore {
             Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(error) => return Err(io_error("read", &path, &error)),
         };
-        self.open_sealed(principal, &path, &bytes).map(Some)
+        self.open_sealed(principal, &path, &bytes)
     }
 
     async fn save(&self, principal: &Principal, tokens: TokenSet) -> Result<(), TokenStoreError> {
@@ -229,13 +265,11 @@ fn create_private_dir(dir: &Path) -> io::Result<()> {
 /// Writes `bytes` to a fresh temporary file beside `path` (owner-only), syncs it, renames it over
 /// `path` and syncs the folder, so readers see the old file or the new one, even after a crash.
 fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = path.parent().expect("a token file lives in the store's folder");
     let mut suffix = [0u8; 8];
     fill_random(&mut suffix);
     let temporary = path.with_extension(format!("{}.tmp", u64::from_le_bytes(suffix)));
-    let result = write_private(&temporary, bytes)
-        .and_then(|()| fs::rename(&temporary, path))
-        .and_then(|()| fs::File::open(dir)?.sync_all());
+    let result =
+        write_private(&temporary, bytes).and_then(|()| fs::rename(&temporary, path)).and_then(|()| sync_parent(path));
     if result.is_err() {
         let _ = fs::remove_file(&temporary);
     }
@@ -247,7 +281,7 @@ mod tests {
     use super::*;
 
     fn store(dir: &Path, key: &SecretKey) -> FileTokenStore {
-        FileTokenStore::open(dir, key).expect("the folder can be created")
+        FileTokenStore::open(dir, "github", key).expect("the folder can be created")
     }
 
     fn tokens() -> TokenSet {
@@ -313,7 +347,7 @@ mod tests {
         assert!(other_key.load(&ada).await.unwrap().is_none(), "under another key, ada has not signed in");
         fs::copy(&path, other_key.path(&ada)).unwrap();
         let message = other_key.load(&ada).await.expect_err("another key cannot open the tokens").0;
-        assert!(message.contains("do not open with this secret key"), "{message}");
+        assert!(message.contains("do not open with this secret key and provider"), "{message}");
         assert!(message.contains("delete the file and the person signs in again"), "{message}");
         assert!(!message.contains("CANARY"));
 
@@ -326,9 +360,13 @@ mod tests {
         fs::write(&path, &bytes).unwrap();
         assert!(first.load(&ada).await.unwrap_err().0.contains("altered"));
 
-        fs::write(&path, b"evetok1\nshort").unwrap();
+        fs::write(&path, b"evetok2\nshort").unwrap();
         assert!(first.load(&ada).await.unwrap_err().0.contains("cut short"));
         fs::write(&path, b"{\"access\":\"plain\"}").unwrap();
         assert!(first.load(&ada).await.unwrap_err().0.contains("not an eve token file"));
+        fs::write(&path, b"evetok1\nsealed by an older version").unwrap();
+        assert!(first.load(&ada).await.unwrap().is_none(), "an old file is read as absent: the person signs in again");
+        first.save(&ada, tokens()).await.unwrap();
+        assert!(first.load(&ada).await.unwrap().is_some(), "and is replaced by the next sign-in");
     }
 }

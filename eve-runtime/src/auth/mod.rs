@@ -25,7 +25,12 @@
 //! runtime, so secrets come from the host's configuration, not from code. Tokens resolve under the
 //! identity (principal) that started the run. When there is no token, the step attempt ends
 //! without counting as a failure, the run journals [`Entry::AuthRequired`] and parks on its own
-//! callback, and `authorization.required` carries the sign-in URL. The callback exchanges the
+//! callback, and `authorization.required` carries the sign-in link. The link (served by
+//! [`http`](crate::http)) sets a short-lived cookie that ties the sign-in to the browser that
+//! opened it, then redirects to the provider; a callback from a browser without that cookie is
+//! refused, so nobody can complete a sign-in meant for someone else (login CSRF, RFC 9700 §4.7;
+//! see [`Runtime::begin_authorization`](crate::Runtime::begin_authorization) for hosts that serve
+//! their own sign-in pages). The callback exchanges the
 //! code in memory, stores the token with the provider, and journals only a marker
 //! ([`Entry::AuthCompleted`]); then the whole interrupted step is retried, and earlier steps are
 //! not rerun. A token rejected right after sign-in fails the step, with no second prompt.
@@ -56,8 +61,20 @@ pub use self::file_store::FileTokenStore;
 pub use self::oauth2::{ClientAuth, OAuth2Provider, OAuth2ProviderBuilder};
 pub use self::tokens::{MemoryTokenStore, TokenSet, TokenStore, TokenStoreError};
 
-/// The path prefix of sign-in callbacks: `{prefix}{provider}/callback`.
+/// The path prefix of sign-in links and callbacks: `{prefix}{provider}/start?state=…` and
+/// `{prefix}{provider}/callback`.
 pub const AUTH_CALLBACK_PATH: &str = "/.well-known/workflow/v1/auth/";
+
+/// What a provider id or a `state` may hold unencoded in a sign-in link.
+const LINK_SEGMENT: &percent_encoding::AsciiSet =
+    &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~');
+
+/// The sign-in link `authorization.required` publishes: served by the HTTP server, it ties the
+/// sign-in to the browser that opens it (a cookie) and sends that browser on to the provider.
+pub(crate) fn sign_in_link(public_url: &str, provider: &str, state: &str) -> String {
+    let encode = |text| percent_encoding::utf8_percent_encode(text, LINK_SEGMENT);
+    format!("{public_url}{AUTH_CALLBACK_PATH}{}/start?state={}", encode(provider), encode(state))
+}
 
 /// A handle naming a provider registered with the runtime. Declare one as a `const`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

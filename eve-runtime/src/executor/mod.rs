@@ -65,8 +65,8 @@ pub(crate) struct Services {
     pub providers: HashMap<String, Arc<dyn AuthProvider>>,
     /// The base URL webhook and callback URLs start with, such as `http://127.0.0.1:7700`.
     pub public_url: String,
-    /// Manual webhook requests waiting for a step's response, by delivery id.
-    responses: std::sync::Mutex<HashMap<String, oneshot::Sender<WebhookResponse>>>,
+    /// Manual webhook requests waiting for a step's response, and recent responses to repeat.
+    pub responses: crate::deliver::Responses,
     /// Values the host gave the runtime for steps and plain tools, by type.
     pub state: crate::state::State,
 }
@@ -92,8 +92,17 @@ impl Services {
         format!("{}{AUTH_CALLBACK_PATH}{provider}/callback", self.public_url)
     }
 
-    /// The URL that starts a sign-in with `provider` for `principal`.
+    /// The link `authorization.required` publishes for a sign-in with `provider`: the HTTP
+    /// server's sign-in link, which ties the sign-in to the browser that opens it before sending
+    /// it to the provider. The provider's URL is built first, so a misconfigured provider is
+    /// reported when the sign-in is asked for.
     pub fn authorization_url(&self, provider: &str, principal: &Principal, state: &str) -> Result<String, AuthError> {
+        self.provider_url(provider, principal, state)?;
+        Ok(crate::auth::sign_in_link(&self.public_url, provider, state))
+    }
+
+    /// The provider's own URL that starts a sign-in with `provider` for `principal`.
+    pub fn provider_url(&self, provider: &str, principal: &Principal, state: &str) -> Result<String, AuthError> {
         let Some(auth) = self.providers.get(provider) else {
             let reason = "no such provider is registered".to_owned();
             return Err(AuthError::Config { provider: provider.to_owned(), reason });
@@ -103,24 +112,17 @@ impl Services {
 
     /// Registers a manual webhook request waiting for a step's response.
     pub fn expect_response(&self, delivery: String) -> oneshot::Receiver<WebhookResponse> {
-        let (respond, response) = oneshot::channel();
-        self.lock_responses().insert(delivery, respond);
-        response
+        self.responses.expect(delivery)
     }
 
     /// Hands a step's response to the waiting request; false if none waits.
     pub fn respond(&self, delivery: &str, response: WebhookResponse) -> bool {
-        let waiting = self.lock_responses().remove(delivery);
-        waiting.is_some_and(|respond| respond.send(response).is_ok())
+        self.responses.respond(delivery, response)
     }
 
     /// Forgets a request that stopped waiting.
     pub fn forget_response(&self, delivery: &str) {
-        self.lock_responses().remove(delivery);
-    }
-
-    fn lock_responses(&self) -> std::sync::MutexGuard<'_, HashMap<String, oneshot::Sender<WebhookResponse>>> {
-        self.responses.lock().expect("the responses mutex is never poisoned: no code panics while holding it")
+        self.responses.forget(delivery);
     }
 }
 

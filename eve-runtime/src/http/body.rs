@@ -1,8 +1,9 @@
 //! Request bodies: read within a size limit and a deadline, then decoded as JSON with the path of
 //! the field at fault.
 //!
-//! A body over the limit is drained (up to a bound) before the `413` goes out, so the client reads
-//! the response instead of a connection reset; the connection is then closed.
+//! A body over the limit is not read any further: the `413` goes out at once and the connection
+//! is closed, gracefully (`serve.rs` discards what the client still sends, so the client reads
+//! the response instead of a connection reset).
 
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -13,16 +14,12 @@ use tokio::time::Instant;
 use super::Limits;
 use super::errors::{ApiError, shorten};
 
-/// How much of an oversized body is read and discarded before the `413`, at most.
-const DRAIN_LIMIT: usize = 8 * 1024 * 1024;
-
 /// Reads the whole body, refusing it if it is over the limit or does not arrive in time.
 pub(crate) async fn read(body: Body, headers: &HeaderMap, limits: &Limits) -> Result<Bytes, ApiError> {
     let deadline = Instant::now() + limits.body_timeout;
     let declared = headers.get(header::CONTENT_LENGTH).and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
     let mut body = body.into_data_stream();
     if declared.is_some_and(|length| length > limits.body as u64) {
-        drain(&mut body, deadline).await;
         return Err(too_large(limits));
     }
     let mut bytes = Vec::with_capacity(declared.map_or(0, |length| length as usize));
@@ -34,21 +31,9 @@ pub(crate) async fn read(body: Body, headers: &HeaderMap, limits: &Limits) -> Re
             Ok(Some(Ok(frame))) => frame,
         };
         if bytes.len() + frame.len() > limits.body {
-            drain(&mut body, deadline).await;
             return Err(too_large(limits));
         }
         bytes.extend_from_slice(&frame);
-    }
-}
-
-/// Reads and discards the rest of a refused body, up to [`DRAIN_LIMIT`] bytes or the deadline.
-async fn drain(body: &mut axum::body::BodyDataStream, deadline: Instant) {
-    let mut drained = 0;
-    while drained < DRAIN_LIMIT {
-        match tokio::time::timeout_at(deadline, futures::StreamExt::next(body)).await {
-            Ok(Some(Ok(frame))) => drained += frame.len(),
-            _ => return,
-        }
     }
 }
 

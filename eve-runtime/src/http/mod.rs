@@ -22,6 +22,7 @@
 //! | --- | --- | --- |
 //! | `ANY /.well-known/workflow/v1/webhook/{token}` | [`Runtime::deliver_webhook`] | the webhook's response (default `202`), or `504` |
 //! | `POST /.well-known/workflow/v1/hook/{token}` (JSON) | [`Runtime::resume_hook`] | `202` |
+//! | `GET /.well-known/workflow/v1/auth/{provider}/start?state=…` | [`Runtime::begin_authorization`] | `303` to the provider, with a cookie for the callback |
 //! | `GET /.well-known/workflow/v1/auth/{provider}/callback` | [`Runtime::complete_authorization`] | `200` HTML |
 //! | `POST /v1/tools/{tool}/runs` | [`Runtime::start_with`] | `201 {"runId"}` |
 //! | `GET /v1/runs/{run}` | [`Runtime::journal`] | `{runId, tool, status, outcome?}` |
@@ -38,11 +39,16 @@
 //! [`Server::api_key`] and every `/v1` request must carry `Authorization: Bearer <key>` (else
 //! `401`). Without a key the run API is open to whoever reaches the address, so serve it on
 //! loopback only; the host's `serve` refuses any other address unless `EVE_API_KEY` is set.
+//! Web pages are kept out either way (DNS rebinding, cross-site requests): without a key, `/v1`
+//! answers only requests addressed to a loopback name, and a `/v1` request from a page of another
+//! origin than the server's own (or one given with [`Server::allow_origin`]) gets `403`; see
+//! `origin.rs`.
 //!
 //! # Invariants
 //!
 //! - **One 404 for every token that opens nothing.** An unknown token, a token of a finished run,
-//!   a used sign-in callback, another provider's callback, an over-long or undecodable path
+//!   a used sign-in callback, another provider's callback, a callback from a browser that did not
+//!   open the sign-in's link, an over-long or undecodable path
 //!   segment, and any unrouted path all get the same response: `404` with an empty body and the
 //!   same headers. Bodies are read and checked *before* a token is looked up, so no refusal of a
 //!   body depends on whether its token is live.
@@ -65,6 +71,7 @@ mod auth;
 mod body;
 mod errors;
 mod events;
+mod origin;
 mod routes;
 mod runs;
 mod serve;
@@ -82,6 +89,7 @@ use tokio::net::{TcpListener, ToSocketAddrs};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use self::origin::{Origin, Origins};
 pub use crate::auth::AUTH_CALLBACK_PATH;
 use crate::runtime::Runtime;
 use crate::secret::TokenHash;
@@ -124,6 +132,8 @@ pub(crate) struct Shared {
     pub limits: Limits,
     /// The hash of the key the `/v1` run API requires, if any.
     pub api_key: Option<TokenHash>,
+    /// The origins whose pages may use the `/v1` run API.
+    pub origins: Origins,
     /// Becomes `true` when the server shuts down.
     pub stop: watch::Receiver<bool>,
 }
@@ -159,6 +169,8 @@ pub struct Server {
     runtime: Runtime,
     limits: Limits,
     api_key: Option<TokenHash>,
+    /// Origins given with [`Server::allow_origin`], as given.
+    allowed_origins: Vec<String>,
 }
 
 impl Server {
@@ -171,7 +183,7 @@ impl Server {
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
             connections: DEFAULT_MAX_CONNECTIONS,
         };
-        Server { runtime, limits, api_key: None }
+        Server { runtime, limits, api_key: None, allowed_origins: Vec::new() }
     }
 
     /// Requires `Authorization: Bearer <key>` on every `/v1` run API request; others get `401`.
@@ -191,6 +203,33 @@ impl Server {
     /// ```
     pub fn api_key(mut self, key: impl Into<SecretString>) -> Self {
         self.api_key = Some(TokenHash::of(key.into().expose_secret()));
+        self
+    }
+
+    /// Lets web pages served at `origin` (`scheme://host[:port]`, such as
+    /// `https://inspector.example`) use the `/v1` run API from a browser. Without this, a `/v1`
+    /// request that carries an `Origin` header is refused with `403` unless it comes from the
+    /// server's own origin: that of the runtime's public URL, or `http://{Host}` for a loopback
+    /// `Host`. Requests without `Origin` (scripts, the CLI) are not affected. A page allowed here
+    /// still needs the API key, if the server has one; without a key, requests must also be
+    /// addressed to a loopback name (`localhost`, `127.0.0.1` or `[::1]`).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let runtime = eve_runtime::Runtime::in_memory()?;
+    /// let server = eve_runtime::http::Server::new(runtime)
+    ///     .allow_origin("http://localhost:5173") // a web inspector under development
+    ///     .bind("127.0.0.1:0")
+    ///     .await?;
+    /// server.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// [`Server::serve`] refuses a value that is not an `http` or `https` origin.
+    pub fn allow_origin(mut self, origin: impl Into<String>) -> Self {
+        self.allowed_origins.push(origin.into());
         self
     }
 
@@ -228,15 +267,43 @@ impl Server {
 
     /// Serves on `listener` in a background task until [`ServerHandle::shutdown`]. Must be
     /// called inside a Tokio runtime.
+    ///
+    /// # Errors
+    ///
+    /// The listener has no local address, or an origin given to [`Server::allow_origin`] is not
+    /// an `http` or `https` origin.
     pub fn serve(self, listener: TcpListener) -> io::Result<ServerHandle> {
         let addr = listener.local_addr()?;
+        let origins = self.origins()?;
         let (stop, stopped) = watch::channel(false);
-        let shared =
-            Shared { runtime: self.runtime, limits: self.limits, api_key: self.api_key, stop: stopped.clone() };
+        let shared = Shared {
+            runtime: self.runtime,
+            limits: self.limits,
+            api_key: self.api_key,
+            origins,
+            stop: stopped.clone(),
+        };
         let state = AppState(Arc::new(shared));
         let router = routes::router(state);
         let task = tokio::spawn(serve::accept(listener, router, self.limits, stopped));
         Ok(ServerHandle { addr, stop, task })
+    }
+}
+
+impl Server {
+    /// The origins whose pages may use the run API, besides `http://{Host}` for a loopback `Host`.
+    fn origins(&self) -> io::Result<Origins> {
+        let public = Origin::of_url(&self.runtime.shared.services.public_url);
+        let allowed = self.allowed_origins.iter().map(|text| {
+            Origin::exact(text).ok_or_else(|| {
+                let message = format!(
+                    "`{text}` is not a web origin; give `Server::allow_origin` a value such as `https://inspector.example` \
+                     or `http://localhost:5173` (a scheme, a host and perhaps a port, nothing after them)"
+                );
+                io::Error::new(io::ErrorKind::InvalidInput, message)
+            })
+        });
+        Ok(Origins { public, allowed: allowed.collect::<io::Result<_>>()? })
     }
 }
 

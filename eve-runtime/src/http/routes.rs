@@ -11,7 +11,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::set_header::SetResponseHeaderLayer;
 
 use super::errors::{ApiError, fallback, method_not_allowed, panicked};
-use super::{AppState, HOOK_PATH, auth, events, runs, webhook};
+use super::{AppState, HOOK_PATH, auth, events, origin, runs, webhook};
 use crate::auth::AUTH_CALLBACK_PATH;
 use crate::secret::TokenHash;
 use crate::webhook::WEBHOOK_PATH;
@@ -28,10 +28,13 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/v1/runs/{run}/questions", get(runs::questions))
         .route("/v1/runs/{run}/questions/{request}", post(runs::answer))
         .route("/v1/events", get(events::stream))
-        .route_layer(middleware::from_fn_with_state(state.clone(), require_api_key));
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_api_key))
+        // Outermost, so a page elsewhere is refused before its key is looked at.
+        .route_layer(middleware::from_fn_with_state(state.clone(), origin::only_own_origin));
     Router::new()
         .route(&format!("{WEBHOOK_PATH}{{token}}"), any(webhook::deliver))
         .route(&format!("{HOOK_PATH}{{token}}"), post(webhook::resume))
+        .route(&format!("{AUTH_CALLBACK_PATH}{{provider}}/start"), get(auth::start))
         .route(&format!("{AUTH_CALLBACK_PATH}{{provider}}/callback"), get(auth::callback))
         .merge(run_api)
         .fallback(fallback)

@@ -26,12 +26,14 @@ const LIMITS: Limits = Limits {
 fn app() -> (Router, watch::Sender<bool>) {
     let (stop, stopped) = watch::channel(false);
     let runtime = Runtime::in_memory().expect("an in-memory runtime builds");
-    (router(AppState(std::sync::Arc::new(Shared { runtime, limits: LIMITS, api_key: None, stop: stopped }))), stop)
+    let shared = Shared { runtime, limits: LIMITS, api_key: None, origins: Default::default(), stop: stopped };
+    (router(AppState(std::sync::Arc::new(shared))), stop)
 }
 
 /// What came back: status, headers but `date`, and the body.
 async fn call(app: &Router, method: &str, uri: &str, content_type: Option<&str>, body: &[u8]) -> Reply {
-    let mut request = Request::builder().method(method).uri(uri);
+    // Addressed to loopback, as the keyless run API requires.
+    let mut request = Request::builder().method(method).uri(uri).header("host", "localhost");
     if let Some(content_type) = content_type {
         request = request.header("content-type", content_type);
     }

@@ -33,6 +33,11 @@ pub(crate) async fn deliver(
     match state.runtime.deliver_webhook(&token, key.as_deref(), request).await.map_err(token_refusal)? {
         WebhookReply::Now(response) => Ok(into_response(response)),
         WebhookReply::Later(waiting) => Ok(wait_for_step(&state, waiting).await),
+        WebhookReply::Unanswered => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "a request with this `Idempotency-Key` was delivered and its response is not ready yet; retry \
+             later with the same key to get it",
+        )),
     }
 }
 

@@ -308,9 +308,10 @@ pub enum Entry {
         /// Whether another run already held the chosen token, so the hook never receives anything.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         conflict: bool,
-        /// For a webhook, how the runtime answers its HTTP requests.
+        /// For a webhook, how the runtime answers its HTTP requests and what it redacts from them
+        /// (journaled as a bare `Respond` was when nothing beyond the defaults is redacted).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        webhook: Option<crate::webhook::Respond>,
+        webhook: Option<crate::webhook::WebhookOptions>,
     },
     /// A question for a person was asked.
     AskCreated {

@@ -634,6 +634,7 @@ pub async fn hook_kinds_round_trip_and_sign_in_callbacks_are_released(store: &dy
     let fence = create(store, new_run("kinds", json!({}), 1)).await;
     let (plain, webhook, callback) = (TokenHash::of("hook"), TokenHash::of("webhook"), TokenHash::of("state"));
     let respond = crate::webhook::Respond::Static(crate::webhook::WebhookResponse::status(201).body("thanks ✓"));
+    let keeping = crate::webhook::WebhookOptions::from(respond.clone()).keep_header("authorization");
     let entries = vec![
         hook(0, &plain),
         Entry::HookCreated {
@@ -641,7 +642,7 @@ pub async fn hook_kinds_round_trip_and_sign_in_callbacks_are_released(store: &dy
             token_hash: webhook.as_str().into(),
             nonce: None,
             conflict: false,
-            webhook: Some(respond.clone()),
+            webhook: Some(keeping.clone()),
         },
         Entry::AuthRequired {
             op: Op(2),
@@ -654,7 +655,7 @@ pub async fn hook_kinds_round_trip_and_sign_in_callbacks_are_released(store: &dy
     append(store, &run, fence, 1, entries).await;
     let meta = |hash| async move { store.find_hook(&hash).await.unwrap().map(|row| row.meta) };
     assert_eq!(meta(plain.clone()).await, Some(HookMeta::Hook));
-    assert_eq!(meta(webhook.clone()).await, Some(HookMeta::Webhook { respond }));
+    assert_eq!(meta(webhook.clone()).await, Some(HookMeta::Webhook { respond, redaction: keeping.redaction }));
     assert_eq!(meta(callback.clone()).await, Some(HookMeta::Auth { provider: "github".into() }));
     append(store, &run, fence, 4, vec![Entry::AuthCompleted { op: Op(2) }]).await;
     assert_eq!(meta(callback).await, None, "a completed sign-in's callback is released");

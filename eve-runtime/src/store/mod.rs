@@ -348,6 +348,10 @@ pub enum HookMeta {
     Webhook {
         /// How its HTTP requests are answered.
         respond: crate::webhook::Respond,
+        /// What is redacted from its requests besides the defaults (absent in rows written
+        /// before webhooks had redaction options).
+        #[serde(default, skip_serializing_if = "crate::webhook::Redaction::is_default")]
+        redaction: crate::webhook::Redaction,
     },
     /// The callback of a sign-in a step waits for.
     Auth {
@@ -400,7 +404,9 @@ impl IndexChanges {
                 }
                 Entry::HookCreated { op, token_hash, conflict: false, webhook, .. } => {
                     let meta = match webhook {
-                        Some(respond) => HookMeta::Webhook { respond: respond.clone() },
+                        Some(options) => {
+                            HookMeta::Webhook { respond: options.respond.clone(), redaction: options.redaction.clone() }
+                        }
                         None => HookMeta::Hook,
                     };
                     changes.hooks_added.push((*op, token_hash.clone(), meta));
