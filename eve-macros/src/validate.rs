@@ -33,6 +33,7 @@ pub fn step(model: &StepModel) -> syn::Result<()> {
     step_takes_step_ctx(&mut errors, func);
     contexts_are_shared_references(&mut errors, func, attr, Context::Step);
     step_arguments_are_owned(&mut errors, func);
+    step_arguments_have_one_order(&mut errors, func);
     workflow_capabilities_stay_in_workflows(
         &mut errors,
         func,
@@ -359,6 +360,19 @@ fn step_arguments_are_owned(errors: &mut Errors, func: &FnModel) {
                 display(param.ty())
             );
             errors.push(syn::Error::new_spanned(param.ty(), message));
+        }
+    }
+}
+
+/// Step arguments serialize the same way in every process: a `HashSet` writes its elements in
+/// its random hasher's order, as a sequence whose order counts, so replay would see another call.
+fn step_arguments_have_one_order(errors: &mut Errors, func: &FnModel) {
+    for param in func.params.iter().filter(|param| param.context().is_none()) {
+        for ident in idents(param.ty()).into_iter().filter(|ident| ident == "HashSet") {
+            let message = "`#[step]` arguments must serialize the same way in every process, and a `HashSet` \
+                           lists its elements in a random order, so replay would see another argument; use a \
+                           `BTreeSet` (a `HashMap` is fine: its entries are sorted before hashing)";
+            errors.push(syn::Error::new(ident.span(), message));
         }
     }
 }
