@@ -4,7 +4,8 @@
 //! - two concurrent activations of one run id could run two executors, and a step twice;
 //! - a timer that fell due while an activation failed was lost until the process restarted;
 //! - a step taking a `HashMap` diverged from its own journal on every cold replay;
-//! - a store error after a step succeeded ran the step again on every retry.
+//! - a store error after a step succeeded ran the step again on every retry;
+//! - `step.succeeded` was published before the step's result was durable.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -300,4 +301,40 @@ async fn a_step_whose_completion_the_store_refuses_for_a_while_runs_once() {
     assert_eq!(run.outcome().await.unwrap(), RunOutcome::Completed(json!(null)));
     assert_eq!(faulty.failed(), 3, "the injected failures happened");
     assert_eq!(SENT.load(Ordering::SeqCst), 1, "the email was sent once");
+}
+
+static NOTED: AtomicUsize = AtomicUsize::new(0);
+
+#[step]
+async fn note_once() -> Result<(), StepError> {
+    NOTED.fetch_add(1, Ordering::SeqCst);
+    Ok(())
+}
+
+/// Runs one step.
+#[workflow_tool]
+pub async fn one_step(_input: Nothing, ctx: &WorkflowCtx) -> Result<(), ToolError> {
+    let _ = ctx;
+    Ok(note_once().await?)
+}
+
+#[tokio::test]
+async fn a_step_is_reported_succeeded_only_once_its_result_is_durable() {
+    let faulty = Faulty::new(Arc::new(MemoryStore::new()));
+    faulty.fail_first(2, |entry| matches!(entry, Entry::StepCompleted { .. }));
+    let world = World::over(faulty.clone());
+    let runtime = world.runtime(16);
+    let mut events = runtime.events();
+    let run = runtime.start("one_step", json!({})).await.unwrap();
+    let journaled_when_reported = loop {
+        match within("step.succeeded", events.recv()).await.unwrap() {
+            eve_tools::RunEvent::StepSucceeded { run: of, .. } if &of == run.id() => {
+                let entries = runtime.journal(run.id()).await.unwrap().entries;
+                break entries.iter().any(|entry| matches!(entry, Entry::StepCompleted { .. }));
+            }
+            _ => continue,
+        }
+    };
+    assert!(journaled_when_reported, "step.succeeded came before the result was journaled");
+    within("the run's end", run.outcome()).await.unwrap();
 }

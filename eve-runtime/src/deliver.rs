@@ -189,8 +189,15 @@ impl Callbacks {
         self.0.lock().expect("the callbacks mutex is never poisoned").insert(state_hash.to_owned())
     }
 
-    /// Releases a claim whose exchange failed, so the person can try again.
-    fn release(&self, state_hash: &str) {
+    /// How many callbacks are claimed.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.0.lock().expect("the callbacks mutex is never poisoned").len()
+    }
+
+    /// Releases a claim: its exchange failed (the person may try again), or the run journaled the
+    /// sign-in (its callback hook is gone, so a duplicate is refused without the claim).
+    pub(crate) fn release(&self, state_hash: &str) {
         self.0.lock().expect("the callbacks mutex is never poisoned").remove(state_hash);
     }
 }
@@ -377,12 +384,20 @@ impl Runtime {
             return Err(error);
         }
         let delivery_id = format!("auth:{}", hash.as_str());
-        match self.shared.store.deliver(Target::Hook(hash), Some(&delivery_id), DeliveryPayload::AuthCompleted).await? {
+        let delivered =
+            self.shared.store.deliver(Target::Hook(hash.clone()), Some(&delivery_id), DeliveryPayload::AuthCompleted);
+        match delivered.await? {
+            // The run releases the claim once it journals the sign-in.
             Delivered::Accepted { run, .. } => {
                 self.shared.wake(&run, Msg::Inbox);
                 Ok(run)
             }
-            Delivered::Duplicate { .. } | Delivered::NotFound => Err(Error::UnknownCallback),
+            Delivered::Duplicate { .. } => Err(Error::UnknownCallback),
+            // The run ended meanwhile: nothing holds the callback any more.
+            Delivered::NotFound => {
+                callbacks.release(hash.as_str());
+                Err(Error::UnknownCallback)
+            }
         }
     }
 

@@ -327,7 +327,10 @@ impl Future for Aborted {
         if state.cancelled {
             return Poll::Ready(());
         }
-        state.cancel_wakers.push(cx.waker().clone());
+        // Every future in a body shares the executor's waker: keep one copy, not one per poll.
+        if !state.cancel_wakers.iter().any(|waker| waker.will_wake(cx.waker())) {
+            state.cancel_wakers.push(cx.waker().clone());
+        }
         Poll::Pending
     }
 }

@@ -33,6 +33,8 @@ fn journalable(value: serde_json::Value, step: &str) -> Result<serde_json::Value
 pub(super) struct AwaitingAuth {
     pub attempt: u32,
     pub provider: String,
+    /// What the callback's `state` is derived from.
+    pub nonce: String,
 }
 
 /// When the sign-in before a step's current attempt completed.
@@ -68,7 +70,7 @@ impl Driver {
                 Some(Resume::AwaitAuth { attempt, provider, nonce }) => {
                     // The journal holds the wait, so the sign-in URL can be published again now.
                     self.announce_sign_in(rt, op, &provider, &nonce);
-                    self.awaiting_auth.insert(op, AwaitingAuth { attempt, provider });
+                    self.awaiting_auth.insert(op, AwaitingAuth { attempt, provider, nonce });
                 }
                 Some(Resume::AfterSignIn { attempt }) => {
                     self.signed_in.insert(op, SignedIn::BeforeRestart);
@@ -104,7 +106,7 @@ impl Driver {
         self.in_flight.remove(&op);
         let signed_in = self.signed_in.remove(&op);
         let error = match result.and_then(|value| journalable(value, self.step_info(op).0)) {
-            Ok(value) => return Some(self.complete(rt, op, attempt, StepOutcome::Ok { value })),
+            Ok(value) => return Some(self.complete(op, attempt, StepOutcome::Ok { value })),
             Err(error) => error,
         };
         let Some(need) = error.auth_need() else { return Some(self.failed_attempt(rt, op, attempt, error)) };
@@ -119,7 +121,7 @@ impl Driver {
             _ => None,
         };
         match fatal {
-            Some(message) => Some(self.fail_step(rt, op, attempt, FatalError::new(message).into())),
+            Some(message) => Some(self.fail_step(op, attempt, FatalError::new(message).into())),
             None => Some(self.require_sign_in(op, attempt, provider)),
         }
     }
@@ -128,42 +130,26 @@ impl Driver {
     fn failed_attempt(&mut self, rt: &Shared, op: Op, attempt: u32, error: StepError) -> Entry {
         let (name, input_hash, policy) = self.step_info(op);
         if error.is_fatal() || attempt >= policy.max_attempts || self.core.is_cancelled() {
-            return self.fail_step(rt, op, attempt, error);
+            return self.fail_step(op, attempt, error);
         }
         let delay = error.retry_after().unwrap_or_else(|| policy.backoff.delay_after(attempt));
         let next_attempt_at = rt.services.clock.now().saturating_add(delay);
         let message = error.message().to_owned();
-        rt.events.emit(|| {
-            let (run, step, retry_at) = (self.core.run.clone(), name.to_owned(), Some(next_attempt_at));
-            RunEvent::StepFailed { run, op, step, attempt, error: message.clone(), retry_at }
-        });
         self.wait_to_retry(rt, op, attempt + 1, next_attempt_at);
         Entry::StepRetrying { op, name: name.to_owned(), input_hash, attempt, error: message, next_attempt_at }
     }
 
     /// The step's final failure.
-    fn fail_step(&mut self, rt: &Shared, op: Op, attempt: u32, error: StepError) -> Entry {
-        rt.events.emit(|| {
-            let (run, step, message) =
-                (self.core.run.clone(), self.step_info(op).0.to_owned(), error.message().to_owned());
-            RunEvent::StepFailed { run, op, step, attempt, error: message, retry_at: None }
-        });
+    fn fail_step(&mut self, op: Op, attempt: u32, error: StepError) -> Entry {
         let outcome = StepOutcome::Err { fatal: error.is_fatal(), message: error.message().to_owned() };
-        self.complete(rt, op, attempt, outcome)
+        self.complete(op, attempt, outcome)
     }
 
-    /// Records the step's outcome for good.
-    fn complete(&mut self, rt: &Shared, op: Op, attempt: u32, outcome: StepOutcome) -> Entry {
+    /// Records the step's outcome for good. `step.succeeded` or `step.failed` is published once
+    /// the entry is durable.
+    fn complete(&mut self, op: Op, attempt: u32, outcome: StepOutcome) -> Entry {
         self.execs.remove(&op);
         let (name, input_hash, _) = self.step_info(op);
-        if let StepOutcome::Ok { .. } = outcome {
-            rt.events.emit(|| RunEvent::StepSucceeded {
-                run: self.core.run.clone(),
-                op,
-                step: name.to_owned(),
-                attempt,
-            });
-        }
         Entry::StepCompleted { op, name: name.to_owned(), input_hash, attempt, outcome }
     }
 
@@ -187,7 +173,7 @@ impl Driver {
     fn require_sign_in(&mut self, op: Op, attempt: u32, provider: String) -> Entry {
         let nonce = crate::secret::nonce();
         let state_hash = self.core.services.auth_state(&self.core.run, op, &nonce).hash().as_str().to_owned();
-        self.awaiting_auth.insert(op, AwaitingAuth { attempt, provider: provider.clone() });
+        self.awaiting_auth.insert(op, AwaitingAuth { attempt, provider: provider.clone(), nonce: nonce.clone() });
         self.announce_after_append.push((op, provider.clone(), nonce.clone()));
         Entry::AuthRequired { op, provider, attempt, nonce, state_hash }
     }
@@ -207,7 +193,7 @@ impl Driver {
     /// `AuthCompleted` for a step waiting for this sign-in; its attempt restarts after the append.
     pub(super) fn sign_in_completed(&mut self, op: Op) -> Option<Entry> {
         let waiting = self.awaiting_auth.remove(&op)?;
-        self.restart_after_append.push((op, waiting.attempt, waiting.provider));
+        self.restart_after_append.push((op, waiting));
         Some(Entry::AuthCompleted { op })
     }
 
@@ -217,7 +203,10 @@ impl Driver {
         for (op, provider, nonce) in std::mem::take(&mut self.announce_after_append) {
             self.announce_sign_in(rt, op, &provider, &nonce);
         }
-        for (op, attempt, provider) in std::mem::take(&mut self.restart_after_append) {
+        for (op, AwaitingAuth { attempt, provider, nonce }) in std::mem::take(&mut self.restart_after_append) {
+            // The callback's hook is gone with the `AuthCompleted` just journaled, so a duplicate
+            // callback is refused without its claim: forget the claim.
+            rt.callbacks.release(rt.services.auth_state(&self.core.run, op, &nonce).hash().as_str());
             let (run, task_id) = (self.core.run.clone(), self.core.task_id.clone());
             rt.events.emit(|| RunEvent::AuthorizationCompleted { run, op, task_id, provider });
             self.signed_in.insert(op, SignedIn::Here);

@@ -48,7 +48,7 @@ use self::core::{Mode, ReplayIndex, RunCore, Started};
 use crate::auth::{AUTH_CALLBACK_PATH, AuthError, AuthProvider, Principal};
 use crate::error::{StepError, StoreError, ToolError};
 use crate::events::RunEvent;
-use crate::journal::{Entry, Op, RunFailure, RunId, RunStatus};
+use crate::journal::{Entry, Op, RunFailure, RunId, RunStatus, StepOutcome};
 use crate::registry::{BodyFuture, EntryPoint};
 use crate::runtime::{RunOutcome, Shared};
 use crate::secret::{SecretKey, Token};
@@ -211,8 +211,8 @@ pub(crate) struct Driver {
     signed_in: OpMap<attempts::SignedIn>,
     /// Sign-in URLs to publish once their `AuthRequired` is durable: (op, provider, nonce).
     announce_after_append: Vec<(Op, String, String)>,
-    /// Attempts to restart once their `AuthCompleted` is durable: (op, attempt, provider).
-    restart_after_append: Vec<(Op, u32, String)>,
+    /// Attempts to restart once their `AuthCompleted` is durable.
+    restart_after_append: Vec<(Op, attempts::AwaitingAuth)>,
     /// Steps waiting out a retry backoff: the next attempt and when it is due. Like a sleep, a
     /// backoff is a durable wait: the run may park, and the timer service wakes it.
     retrying: OpMap<(u32, Timestamp)>,
@@ -477,10 +477,12 @@ impl Driver {
         self.append(rt, &mut batch).await?;
         self.after_append(rt);
         for entry in &batch.entries {
+            self.emit_journaled(rt, entry);
+        }
+        for entry in &batch.entries {
             if !entry.is_delivery() {
                 continue;
             }
-            self.emit_delivered(rt, entry);
             self.core.deliver(entry);
             self.start_grace(rt, entry);
             self.poll_body();
@@ -491,9 +493,33 @@ impl Driver {
         Ok(())
     }
 
-    fn emit_delivered(&self, rt: &Shared, entry: &Entry) {
+    /// Publishes what a journaled entry says happened; events never run ahead of the journal.
+    fn emit_journaled(&self, rt: &Shared, entry: &Entry) {
         let run = || self.core.run.clone();
         match entry {
+            Entry::StepCompleted { op, name, attempt, outcome: StepOutcome::Ok { .. }, .. } => rt
+                .events
+                .emit(|| RunEvent::StepSucceeded { run: run(), op: *op, step: name.clone(), attempt: *attempt }),
+            Entry::StepCompleted { op, name, attempt, outcome: StepOutcome::Err { message, .. }, .. } => {
+                rt.events.emit(|| RunEvent::StepFailed {
+                    run: run(),
+                    op: *op,
+                    step: name.clone(),
+                    attempt: *attempt,
+                    error: message.clone(),
+                    retry_at: None,
+                })
+            }
+            Entry::StepRetrying { op, name, attempt, error, next_attempt_at, .. } => {
+                rt.events.emit(|| RunEvent::StepFailed {
+                    run: run(),
+                    op: *op,
+                    step: name.clone(),
+                    attempt: *attempt,
+                    error: error.clone(),
+                    retry_at: Some(*next_attempt_at),
+                })
+            }
             Entry::TimerFired { op } => rt.events.emit(|| RunEvent::TimerFired { run: run(), op: *op }),
             Entry::HookReceived { op, .. } => rt.events.emit(|| RunEvent::HookReceived { run: run(), op: *op }),
             Entry::CancelRequested { .. } => rt.events.emit(|| RunEvent::CancelRequested { run: run() }),

@@ -264,6 +264,72 @@ fn contested_body(_input: Value, _ctx: WorkflowCtx) -> BodyFuture {
     })
 }
 
+workflow!("t.polls_abort", polls_abort_body);
+fn polls_abort_body(_input: Value, ctx: WorkflowCtx) -> BodyFuture {
+    Box::pin(async move {
+        let signal = ctx.abort_signal();
+        for _ in 0..1_000 {
+            tokio::select! {
+                biased;
+                () = signal.aborted() => return Ok(json!("aborted")),
+                () = std::future::ready(()) => {}
+            }
+        }
+        let waiting = crate::executor::core::current().expect("polled by the executor").lock().cancel_wakers.len();
+        Ok(json!(waiting))
+    })
+}
+
+/// Signs in with `test`, then returns.
+fn signs_in_body(_input: Value, _ctx: WorkflowCtx) -> BodyFuture {
+    Box::pin(async move { Ok(json!(needs_token().await?)) })
+}
+workflow!("t.signs_in", signs_in_body);
+
+const TEST_PROVIDER: crate::auth::Provider = crate::auth::Provider::new("test");
+
+static SIGNED_IN_DEF: StepDef = StepDef::new("t::needs_token", "needs_token", RetryPolicy::DEFAULT);
+
+fn needs_token() -> StepCall<String> {
+    StepCall::new(&SIGNED_IN_DEF, (), |(), ctx: StepCtx| async move {
+        ctx.get_token(&TEST_PROVIDER).await?;
+        Ok::<_, StepError>("signed in".to_owned())
+    })
+}
+
+/// A provider that hands out a token once a callback's code is exchanged.
+#[derive(Default)]
+struct TestProvider(Mutex<bool>);
+
+#[async_trait::async_trait]
+impl crate::auth::AuthProvider for TestProvider {
+    async fn token(
+        &self,
+        _: &crate::auth::Principal,
+    ) -> Result<Option<crate::auth::AccessToken>, crate::auth::AuthError> {
+        Ok(self.0.lock().unwrap().then(|| crate::auth::AccessToken::new("token")))
+    }
+
+    async fn forget(&self, _: &crate::auth::Principal) -> Result<(), crate::auth::AuthError> {
+        *self.0.lock().unwrap() = false;
+        Ok(())
+    }
+
+    fn authorization_url(
+        &self,
+        _: &crate::auth::Principal,
+        state: &str,
+        _: &str,
+    ) -> Result<String, crate::auth::AuthError> {
+        Ok(format!("https://provider.example/authorize?state={state}"))
+    }
+
+    async fn exchange(&self, _: &crate::auth::Principal, _: &str, _: &str) -> Result<(), crate::auth::AuthError> {
+        *self.0.lock().unwrap() = true;
+        Ok(())
+    }
+}
+
 // ---- Harness ------------------------------------------------------------------------------------
 
 const START: Timestamp = Timestamp::from_millis(1_000_000);
@@ -595,6 +661,48 @@ async fn a_taken_token_is_seen_at_the_same_point_live_and_on_replay() {
     harness.clock.advance(Duration::from_secs(1));
     runtime.settle().await;
     assert_eq!(run.outcome().await.unwrap(), RunOutcome::Completed(json!("ready")));
+}
+
+/// Waiting on the abort signal again and again keeps one waker, not one per poll.
+#[tokio::test]
+async fn polling_the_abort_signal_keeps_one_waker() {
+    let runtime = Harness::new().runtime(16);
+    let run = runtime.start("t.polls_abort", json!({})).await.unwrap();
+    assert_eq!(run.outcome().await.unwrap(), RunOutcome::Completed(json!(1)));
+}
+
+/// A completed sign-in's callback is forgotten once the run journals it: the set of callbacks
+/// being handled does not grow with every sign-in.
+#[tokio::test]
+async fn a_completed_sign_in_leaves_no_callback_claim_behind() {
+    let harness = Harness::new();
+    let runtime = Runtime::builder()
+        .shared_store(harness.store.clone())
+        .clock(harness.clock.clone())
+        .secret_key(crate::secret::SecretKey::generate())
+        .auth_provider("test", TestProvider::default())
+        .build()
+        .unwrap();
+    let mut events = runtime.events();
+    let run = runtime.start("t.signs_in", json!({})).await.unwrap();
+    run.parked().await.unwrap();
+    let state = std::iter::from_fn(|| events.try_recv().ok())
+        .find_map(|event| match event {
+            crate::RunEvent::AuthorizationRequired { op, .. } => Some(op),
+            _ => None,
+        })
+        .map(|op| {
+            let record = futures::executor::block_on(runtime.journal(run.id())).unwrap();
+            let nonce = record.entries.iter().find_map(|entry| match entry {
+                Entry::AuthRequired { op: at, nonce, .. } if *at == op => Some(nonce.clone()),
+                _ => None,
+            });
+            runtime.shared.services.auth_state(run.id(), op, &nonce.unwrap())
+        })
+        .expect("the run asks for a sign-in");
+    runtime.complete_authorization("test", state.expose(), "code").await.unwrap();
+    assert_eq!(run.outcome().await.unwrap(), RunOutcome::Completed(json!("signed in")));
+    assert_eq!(runtime.shared.callbacks.len(), 0, "no claim is left once the sign-in is journaled");
 }
 
 #[tokio::test]

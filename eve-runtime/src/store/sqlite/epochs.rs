@@ -1,8 +1,8 @@
 //! The current claim epoch of each run, in memory.
 //!
 //! Only one process uses a store file at a time (it holds the file lock), so fences need only
-//! hold within this process. A run absent from the map was not claimed since the store opened:
-//! its current epoch is 0, which no fence handed out by this store carries.
+//! hold within this process. A run absent from the map was not claimed since the store opened, or
+//! has finished: its current epoch is 0, which no fence handed out by this store carries.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -31,12 +31,23 @@ impl Epochs {
         *epoch
     }
 
+    /// Forgets the epoch of a run that finished.
+    pub fn forget(&self, run: &RunId) {
+        self.lock().remove(run);
+    }
+
     /// Undoes a claim of a run that turned out not to exist.
     pub fn forget_if(&self, run: &RunId, epoch: u64) {
         let mut epochs = self.lock();
         if epochs.get(run) == Some(&epoch) {
             epochs.remove(run);
         }
+    }
+
+    /// How many runs have an epoch.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.lock().len()
     }
 
     /// The current epoch of `run` (0 if it was not claimed since the store opened).

@@ -202,8 +202,14 @@ impl Store for SqliteStore {
 
     async fn append(&self, run: &RunId, fence: Fence, append: &Append) -> Result<(), StoreError> {
         let rows = self.encode_append(run, fence, append)?;
+        let finishes = rows.changes.status.is_some();
         let epochs = self.epochs.clone();
-        self.writer.submit(move |conn| writes::append(conn, &rows, &epochs)).await
+        self.writer.submit(move |conn| writes::append(conn, &rows, &epochs)).await?;
+        if finishes {
+            // A finished run refuses appends whatever the fence, so its epoch is no longer needed.
+            self.epochs.forget(run);
+        }
+        Ok(())
     }
 
     async fn deliver(
@@ -242,5 +248,38 @@ impl Store for SqliteStore {
     async fn tail(&self, run: &RunId) -> Result<Option<(RunSummary, Entry)>, StoreError> {
         let run = run.clone();
         self.readers.read(move |conn| reads::tail(conn, &run)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::Op;
+
+    /// Claim epochs live in memory for unfinished runs only: a finished run's is forgotten, so the
+    /// map does not grow with every run the process ever advanced.
+    #[tokio::test]
+    async fn a_finished_runs_claim_epoch_is_forgotten() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path().join("eve.db")).unwrap();
+        let owner = WorkerId("test".into());
+        for index in 0..3 {
+            let run = NewRun {
+                id: format!("run-{index}").parse().unwrap(),
+                workflow_id: "t".into(),
+                tool: "t".into(),
+                input: serde_json::json!({}),
+                created_at: Timestamp::from_millis(1),
+                principal: None,
+                interactive: true,
+            };
+            let Created::New(fence) = store.create_run(run.clone(), &owner).await.unwrap() else { unreachable!() };
+            let claimed = store.claim(&run.id, &owner, Duration::ZERO, Timestamp::from_millis(2), 0).await.unwrap();
+            assert!(claimed.fence.epoch > fence.epoch);
+            let record = Entry::Recorded { op: Op(0), kind: crate::journal::RecordKind::Now, value: 1.into() };
+            let entries = vec![record, Entry::RunCompleted { output: serde_json::json!(index) }];
+            store.append(&run.id, claimed.fence, &Append { first_seq: 1, entries, consumed: vec![] }).await.unwrap();
+        }
+        assert_eq!(store.epochs.len(), 0, "no epoch is kept for a finished run");
     }
 }
