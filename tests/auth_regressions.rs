@@ -69,6 +69,18 @@ mod url_race {
             }
             self.inner.append(run, fence, append).await
         }
+        async fn park(&self, run: &RunId, fence: Fence, next_seq: u64) -> Result<(), StoreError> {
+            self.inner.park(run, fence, next_seq).await
+        }
+
+        async fn recovery(&self) -> Result<Recovery, StoreError> {
+            self.inner.recovery().await
+        }
+
+        async fn continue_as_new(&self, run: &RunId, fence: Fence, started: Entry) -> Result<(), StoreError> {
+            self.inner.continue_as_new(run, fence, started).await
+        }
+
         async fn deliver(
             &self,
             target: Target,

@@ -91,6 +91,23 @@ impl WorkflowCtx {
         if core.interactive { Pending::durable(core.clone(), op) } else { Pending::resolved(AskOutcome::Unavailable) }
     }
 
+    /// Ends this history of the run and starts the body again with `input`, under the same run
+    /// id, with a fresh journal: return it from the body, `return ctx.continue_as_new(next)`.
+    ///
+    /// A workflow that runs for ever (a poller, a subscription, a long conversation) does this
+    /// every so often to keep its journal short, so replay stays fast and the run stays under the
+    /// runtime's history limit. What the next stretch needs must travel in `input`: timers, hooks
+    /// and questions of the old history end with it (deliveries to its hooks are refused), while
+    /// a pending cancellation carries over. The tool's input type must accept `input`.
+    pub fn continue_as_new<T>(&self, input: impl serde::Serialize) -> Result<T, crate::error::ToolError> {
+        match serde_json::to_value(input) {
+            Ok(input) => Err(crate::error::ToolError::continue_as_new(input)),
+            Err(error) => {
+                Err(crate::error::ToolError::new(format!("the input to continue with cannot be serialized: {error}")))
+            }
+        }
+    }
+
     /// Whether the run has been cancelled; cleanup code checks this after a wait returns `Cancelled`.
     pub fn is_cancelled(&self) -> bool {
         self.core.is_cancelled()

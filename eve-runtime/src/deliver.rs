@@ -403,7 +403,7 @@ impl Runtime {
 
     /// The callback hook of a sign-in with `provider` under `state`.
     async fn callback_hook(&self, provider: &str, state: &str) -> Result<HookRow, Error> {
-        let is_this_provider = |meta: &HookMeta| matches!(meta, HookMeta::Auth { provider: p } if p == provider);
+        let is_this_provider = |meta: &HookMeta| matches!(meta, HookMeta::Auth { provider: p, .. } if p == provider);
         self.hook(&TokenHash::of(state), is_this_provider).await.map_err(|_| Error::UnknownCallback)
     }
 

@@ -191,17 +191,29 @@ impl From<RetryableError> for StepError {
 /// ```
 pub struct ToolError {
     message: String,
+    /// Set by `WorkflowCtx::continue_as_new`: not a failure, but the input the run goes on with.
+    continue_with: Option<serde_json::Value>,
 }
 
 impl ToolError {
     /// An error with this message.
     pub fn new(message: impl fmt::Display) -> Self {
-        ToolError { message: message.to_string() }
+        ToolError { message: message.to_string(), continue_with: None }
     }
 
     /// The error message.
     pub fn message(&self) -> &str {
         &self.message
+    }
+
+    /// The "error" `WorkflowCtx::continue_as_new` returns: the run goes on with `input`.
+    pub(crate) fn continue_as_new(input: serde_json::Value) -> Self {
+        ToolError { message: "the run continues as new".to_owned(), continue_with: Some(input) }
+    }
+
+    /// The input the run continues with, if this is `continue_as_new`'s return value.
+    pub(crate) fn continues_with(&mut self) -> Option<serde_json::Value> {
+        self.continue_with.take()
     }
 }
 
@@ -225,13 +237,13 @@ impl<E: std::error::Error + Send + Sync + 'static> From<E> for ToolError {
 
 impl From<StepError> for ToolError {
     fn from(error: StepError) -> Self {
-        ToolError { message: error.message }
+        ToolError::new(error.message)
     }
 }
 
 impl From<FatalError> for ToolError {
     fn from(error: FatalError) -> Self {
-        ToolError { message: error.0 }
+        ToolError::new(error.0)
     }
 }
 
@@ -359,6 +371,26 @@ pub enum StoreError {
         what: &'static str,
         /// The deepest nesting a journaled value may have.
         limit: usize,
+    },
+    /// Too many deliveries wait for the run, or for one of its hooks: it does not take them in as
+    /// fast as they come. Nothing was written; try again later.
+    #[error("run {run} has {pending} deliveries waiting{}, the most its inbox holds; try again later", .hook.map_or_else(String::new, |op| format!(" for the hook at {op}")))]
+    InboxFull {
+        /// The run.
+        run: RunId,
+        /// The hook the limit is for, if it is the per-hook limit.
+        hook: Option<Op>,
+        /// How many deliveries wait.
+        pending: usize,
+    },
+    /// The run's journal reached the runtime's history limit. Nothing was written; the run fails
+    /// (a run that keeps going continues as new with `ctx.continue_as_new` before it gets there).
+    #[error("run {run}'s journal reached the history limit of {limit} entries; nothing more was written")]
+    HistoryLimit {
+        /// The run.
+        run: RunId,
+        /// The limit, in journal entries.
+        limit: u64,
     },
     /// Any other failure of the backing database.
     #[error("eve store error: {0}")]

@@ -157,6 +157,23 @@ pub enum RunEvent {
         /// The provider id.
         provider: String,
     },
+    /// The run's journal grew long: it fails when it reaches `limit` entries unless the body
+    /// continues as new first.
+    HistoryWarning {
+        /// The run.
+        run: RunId,
+        /// How many entries its journal has.
+        entries: u64,
+        /// The history limit.
+        limit: u64,
+    },
+    /// The run ended its history and goes on with a fresh journal (`continue_as_new`).
+    ContinuedAsNew {
+        /// The run.
+        run: RunId,
+        /// How many histories came before the new one.
+        continued: u32,
+    },
     /// The body can make no progress until a durable wait resolves; the run holds no task.
     Parked {
         /// The run.
@@ -189,6 +206,8 @@ impl RunEvent {
             | RunEvent::InputResolved { run, .. }
             | RunEvent::AuthorizationRequired { run, .. }
             | RunEvent::AuthorizationCompleted { run, .. }
+            | RunEvent::HistoryWarning { run, .. }
+            | RunEvent::ContinuedAsNew { run, .. }
             | RunEvent::Parked { run }
             | RunEvent::Finished { run, .. } => run,
         }

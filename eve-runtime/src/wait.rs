@@ -71,19 +71,23 @@ impl Sleep {
             return Sleep { state: SleepState::Detached(SystemClock.sleep_until(at)) };
         };
         let signature = OpSignature { kind: OpKind::Sleep, name: "sleep".into(), input_hash: InputHash::default() };
-        let Some(op) = core.create(signature, Slot::Sleep { fired: false }) else {
+        // The deadline the journal records for the op this sleep is about to take, if any.
+        let recorded = {
+            let state = core.lock();
+            state.index.deadlines.get(&Op(state.next_op)).copied()
+        };
+        let deadline = recorded.unwrap_or_else(|| match deadline {
+            Deadline::After(duration) => core.services.clock.now().saturating_add(duration),
+            Deadline::At(at) => at,
+        });
+        let Some(op) = core.create(signature, Slot::Sleep { fired: false, deadline }) else {
             return Sleep { state: SleepState::Diverged };
         };
-        let mut state = core.lock();
-        if !state.index.deadlines.contains_key(&op) {
-            let deadline = match deadline {
-                Deadline::After(duration) => core.services.clock.now().saturating_add(duration),
-                Deadline::At(at) => at,
-            };
+        if recorded.is_none() {
+            let mut state = core.lock();
             state.outbox.push(Entry::TimerScheduled { op, deadline });
             state.new_timers.push((op, deadline));
         }
-        drop(state);
         Sleep { state: SleepState::Durable { core, op } }
     }
 }
@@ -100,7 +104,7 @@ impl Future for Sleep {
                 let cancelled = state.cancelled;
                 let slot = &mut state.ops[op.0 as usize];
                 match slot.slot {
-                    Slot::Sleep { fired: true } => Poll::Ready(Ok(())),
+                    Slot::Sleep { fired: true, .. } => Poll::Ready(Ok(())),
                     _ if cancelled => Poll::Ready(Err(Cancelled)),
                     _ => {
                         slot.waker = Some(cx.waker().clone());

@@ -180,6 +180,49 @@ fn a_newer_schema_version_is_refused() {
     assert_eq!(version, 99, "the refused file is left as it was");
 }
 
+/// A file written by the previous schema version (1: no parked mark, no hook column in the inbox)
+/// is migrated at open, in place, and everything in it reads back.
+#[tokio::test]
+async fn a_file_of_the_previous_schema_version_is_migrated_at_open() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("eve.db");
+    let conn = rusqlite::Connection::open(&path).expect("plain SQLite creates the file");
+    conn.execute_batch(VERSION_1).expect("the version 1 schema is created");
+    let started = serde_json::to_string(&new_run("old-run", json!({"from": "v1"})).started_entry()).unwrap();
+    conn.execute("INSERT INTO journal (run_id, seq, entry) VALUES ('old-run', 0, ?1)", [started]).unwrap();
+    drop(conn);
+
+    let store = SqliteStore::open(&path).expect("a version 1 file opens");
+    let record = store.load(&"old-run".parse().unwrap()).await.expect("load").expect("the run is there");
+    assert_eq!(record.entries, vec![new_run("old-run", json!({"from": "v1"})).started_entry()]);
+    assert!(!record.summary.parked, "runs from before the mark count as not parked");
+    let recovery = store.recovery().await.expect("recovery reads");
+    assert_eq!(recovery.runnable, vec!["old-run".parse::<RunId>().unwrap()], "so they are loaded at start-up");
+    drop(store);
+    let conn = rusqlite::Connection::open(&path).expect("the file opens in plain SQLite");
+    let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0)).expect("readable");
+    assert_eq!(version, 2, "the file now has the current version");
+}
+
+/// The schema eve wrote as version 1.
+const VERSION_1: &str = "
+PRAGMA application_id = 1163281713;
+PRAGMA user_version = 1;
+CREATE TABLE runs (id TEXT PRIMARY KEY NOT NULL, workflow_id TEXT NOT NULL, tool TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('active', 'completed', 'failed', 'cancelled')),
+    created_at INTEGER NOT NULL, entries INTEGER NOT NULL);
+CREATE INDEX runs_by_status ON runs (status);
+CREATE TABLE journal (run_id TEXT NOT NULL, seq INTEGER NOT NULL, entry TEXT NOT NULL, PRIMARY KEY (run_id, seq)) WITHOUT ROWID;
+CREATE TABLE timers (run_id TEXT NOT NULL, op INTEGER NOT NULL, kind TEXT NOT NULL CHECK (kind IN ('sleep', 'retry')),
+    due INTEGER NOT NULL, PRIMARY KEY (run_id, op, kind)) WITHOUT ROWID;
+CREATE TABLE hooks (token_hash TEXT PRIMARY KEY NOT NULL, run_id TEXT NOT NULL, op INTEGER NOT NULL, meta TEXT NOT NULL) WITHOUT ROWID;
+CREATE INDEX hooks_by_run ON hooks (run_id);
+CREATE TABLE inbox (id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, delivery_id TEXT,
+    delivery TEXT NOT NULL, consumed INTEGER NOT NULL DEFAULT 0, UNIQUE (run_id, delivery_id));
+CREATE INDEX inbox_pending ON inbox (run_id, id) WHERE consumed = 0;
+INSERT INTO runs VALUES ('old-run', 'failures::workflow', 'failures_tool', 'active', 1000, 1);
+";
+
 /// A SQLite file that eve did not create is refused rather than mixed with eve's tables.
 #[test]
 fn a_foreign_sqlite_file_is_refused() {

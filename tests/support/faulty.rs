@@ -8,8 +8,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use eve_tools::secret::TokenHash;
 use eve_tools::store::{
-    Append, Claimed, Created, Delivered, DeliveryPayload, Fence, HookRow, InboxItem, NewRun, RunRecord, RunSummary,
-    Store, StoreError, Target, TimerRow, WorkerId,
+    Append, Claimed, Created, Delivered, DeliveryPayload, Fence, HookRow, InboxItem, NewRun, Recovery, RunRecord,
+    RunSummary, Store, StoreError, Target, TimerRow, WorkerId,
 };
 use eve_tools::{Entry, RunId, RunStatus, Timestamp};
 
@@ -95,6 +95,18 @@ impl Store for Faulty {
             return Err(StoreError::Backend("injected failure: the store is unreachable".into()));
         }
         self.inner.append(run, fence, append).await
+    }
+
+    async fn park(&self, run: &RunId, fence: Fence, next_seq: u64) -> Result<(), StoreError> {
+        self.inner.park(run, fence, next_seq).await
+    }
+
+    async fn recovery(&self) -> Result<Recovery, StoreError> {
+        self.inner.recovery().await
+    }
+
+    async fn continue_as_new(&self, run: &RunId, fence: Fence, started: Entry) -> Result<(), StoreError> {
+        self.inner.continue_as_new(run, fence, started).await
     }
 
     async fn deliver(

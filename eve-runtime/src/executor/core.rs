@@ -56,15 +56,17 @@ impl Drop for EnterGuard {
 pub(crate) struct Started {
     pub principal: Option<String>,
     pub interactive: bool,
+    /// How many histories came before this one (continue-as-new).
+    pub continued: u32,
 }
 
 impl Started {
     pub fn of(entry: &Entry) -> Started {
         match entry {
-            Entry::RunStarted { principal, interactive, .. } => {
-                Started { principal: principal.clone(), interactive: *interactive }
+            Entry::RunStarted { principal, interactive, continued, .. } => {
+                Started { principal: principal.clone(), interactive: *interactive, continued: *continued }
             }
-            _ => Started { principal: None, interactive: true },
+            _ => Started { principal: None, interactive: true, continued: 0 },
         }
     }
 }
@@ -186,6 +188,9 @@ pub(crate) enum Slot {
     Step(StepSlot),
     Sleep {
         fired: bool,
+        /// When it may fire: a timer message for this op that comes earlier (a stale one, say,
+        /// from the history before a continue-as-new) is ignored.
+        deadline: Timestamp,
     },
     Hook(HookSlot),
     /// Recorded values resolve at creation; their slot only reserves the number.
@@ -252,6 +257,8 @@ pub(crate) struct RunCore {
     pub interactive: bool,
     /// The model-facing task id, if the run is a task.
     pub task_id: Option<String>,
+    /// What the run was started with.
+    pub started: Started,
     state: Mutex<CoreState>,
 }
 
@@ -280,7 +287,8 @@ impl RunCore {
         };
         let principal =
             started.principal.clone().map_or_else(crate::auth::Principal::anonymous, crate::auth::Principal::new);
-        RunCore { run, services, principal, interactive: started.interactive, task_id, state: Mutex::new(state) }
+        let interactive = started.interactive;
+        RunCore { run, services, principal, interactive, task_id, started: started.clone(), state: Mutex::new(state) }
     }
 
     pub fn lock(&self) -> MutexGuard<'_, CoreState> {
@@ -358,7 +366,7 @@ impl RunCore {
         };
         match (&mut slot.slot, entry) {
             (Slot::Step(step), Entry::StepCompleted { outcome, .. }) => step.outcome = Some(outcome.clone()),
-            (Slot::Sleep { fired }, Entry::TimerFired { .. }) => *fired = true,
+            (Slot::Sleep { fired, .. }, Entry::TimerFired { .. }) => *fired = true,
             (Slot::Hook(hook), Entry::HookReceived { payload, .. }) => hook.queue.push_back(payload.clone()),
             (Slot::Hook(hook), Entry::HookTokenTaken { .. }) => hook.conflict = true,
             (Slot::Ask { outcome }, Entry::AskResolved { outcome: resolved, .. }) => *outcome = Some(resolved.clone()),

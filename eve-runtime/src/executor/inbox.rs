@@ -11,6 +11,7 @@ use crate::ask::AskOutcome;
 use crate::journal::{Entry, Op};
 use crate::runtime::Shared;
 use crate::store::{Delivery, InboxItem, StoreError};
+use crate::time::Timestamp;
 
 impl Driver {
     /// Moves inbox deliveries into journal entries.
@@ -37,6 +38,14 @@ impl Driver {
             if consumed.contains(&item.id) {
                 continue;
             }
+            if let Delivery::Hook { op, .. } = &item.delivery
+                && self.hook_is_full(*op, rt.hook_buffer, entries)
+            {
+                // Left in the inbox until the body takes payloads: a sender that outpaces the
+                // body meets the inbox's limit instead of growing the journal.
+                self.backlog.insert(*op, ());
+                continue;
+            }
             consumed.push(item.id);
             match item.delivery {
                 Delivery::Hook { op, payload } => entries.push(Entry::HookReceived { op, payload }),
@@ -56,6 +65,23 @@ impl Driver {
             }
         }
         Ok(())
+    }
+
+    /// Whether the hook at `op` holds `limit` payloads the body has not taken, counting those
+    /// about to be journaled.
+    fn hook_is_full(&self, op: Op, limit: usize, pending: &[Entry]) -> bool {
+        let state = self.core.lock();
+        let held = match state.ops.get(op.0 as usize).map(|slot| &slot.slot) {
+            Some(Slot::Hook(hook)) => hook.queue.len(),
+            _ => 0,
+        };
+        let coming = pending.iter().filter(|entry| matches!(entry, Entry::HookReceived { op: to, .. } if *to == op));
+        held + coming.count() >= limit
+    }
+
+    /// Whether a hook whose deliveries were left in the inbox has room again.
+    pub(super) fn backlog_has_room(&self, limit: usize) -> bool {
+        self.backlog.keys().any(|op| !self.hook_is_full(*op, limit, &[]))
     }
 
     /// Resolves the asks the body withdrew as cancelled, unless they resolved otherwise first.
@@ -78,10 +104,12 @@ impl Driver {
         open && !resolving
     }
 
-    /// `TimerFired` for a sleep that has not fired yet (a timer fires exactly once).
-    pub(super) fn timer_fired(&self, op: Op, pending: &[Entry]) -> Option<Entry> {
+    /// `TimerFired` for a sleep that has not fired yet and whose deadline has come (a timer fires
+    /// exactly once, and never early).
+    pub(super) fn timer_fired(&self, op: Op, now: Timestamp, pending: &[Entry]) -> Option<Entry> {
         let state = self.core.lock();
-        let unfired = matches!(state.ops.get(op.0 as usize).map(|slot| &slot.slot), Some(Slot::Sleep { fired: false }));
+        let slot = state.ops.get(op.0 as usize).map(|slot| &slot.slot);
+        let unfired = matches!(slot, Some(Slot::Sleep { fired: false, deadline }) if *deadline <= now);
         let queued = pending.iter().any(|entry| matches!(entry, Entry::TimerFired { op: queued } if *queued == op));
         (unfired && !queued).then_some(Entry::TimerFired { op })
     }

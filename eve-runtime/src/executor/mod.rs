@@ -147,6 +147,8 @@ pub(crate) enum Exit {
     Parked(Box<Driver>),
     /// The run ended and its terminal entry is durable.
     Finished(RunOutcome),
+    /// The run continued as new: its fresh history is durable, and this driver runs it.
+    Continued(Box<Driver>),
     /// The run cannot be advanced here (store failure, a newer claim elsewhere); its journal is
     /// intact and a later activation replays it.
     Lost(StoreError),
@@ -176,6 +178,16 @@ struct Attempt {
     result: Result<Value, StepError>,
 }
 
+/// Where [`Driver::advance`] left the run.
+enum Advanced {
+    /// Only durable waits are outstanding.
+    Idle,
+    /// The run ended; its terminal entry is durable.
+    Finished(RunOutcome),
+    /// The body asked to continue as new with this input.
+    Continues(Value),
+}
+
 /// How the body ended, before it is journaled.
 enum Finish {
     Returned(Result<Value, ToolError>),
@@ -194,6 +206,8 @@ enum Event {
 /// One run's body and everything needed to advance it.
 pub(crate) struct Driver {
     core: Arc<RunCore>,
+    /// The tool whose body this is (`None` only while failing a run of an unknown workflow).
+    tool: Option<&'static crate::registry::ToolDescriptor>,
     body: Option<BodyFuture>,
     finish: Option<Finish>,
     body_waker: Arc<BodyWaker>,
@@ -218,6 +232,9 @@ pub(crate) struct Driver {
     retrying: OpMap<(u32, Timestamp)>,
     /// Inbox items read but not yet journaled.
     inbox: VecDeque<InboxItem>,
+    /// Hooks whose deliveries were left in the inbox because they held as many payloads as the
+    /// runtime's hook buffer allows; the inbox is read again once one of them has room.
+    backlog: OpMap<()>,
     grace_until: Option<Timestamp>,
     /// Whether the body was rebuilt from a journal (so finishing early is a divergence).
     replayed: bool,
@@ -236,13 +253,21 @@ impl Driver {
         let task = task_of(tool, &run);
         let core = Arc::new(RunCore::new(run, rt.services.clone(), started, task, ReplayIndex::default(), Mode::Live));
         let body = start_body(&core, tool, input);
-        Driver::new(core, body, fence, 1, false)
+        Driver::new(core, Some(tool), body, fence, 1, false)
     }
 
-    fn new(core: Arc<RunCore>, body: Option<BodyFuture>, fence: Fence, next_seq: u64, replayed: bool) -> Self {
+    fn new(
+        core: Arc<RunCore>,
+        tool: Option<&'static crate::registry::ToolDescriptor>,
+        body: Option<BodyFuture>,
+        fence: Fence,
+        next_seq: u64,
+        replayed: bool,
+    ) -> Self {
         let body_waker = Arc::new(BodyWaker { woken: AtomicBool::new(true), notify: Notify::new() });
         Driver {
             core,
+            tool,
             body,
             finish: None,
             waker: Waker::from(body_waker.clone()),
@@ -258,6 +283,7 @@ impl Driver {
             restart_after_append: Vec::new(),
             retrying: OpMap::default(),
             inbox: VecDeque::new(),
+            backlog: OpMap::default(),
             grace_until: None,
             replayed,
         }
@@ -285,7 +311,7 @@ impl Driver {
         let started = Started::of(&claimed.entries[0]);
         let core = Arc::new(RunCore::new(run.clone(), rt.services.clone(), &started, task, index, Mode::Replaying));
         let body = tool.and_then(|tool| start_body(&core, tool, input.clone()));
-        let mut driver = Driver::new(core, body, claimed.fence, claimed.next_seq, true);
+        let mut driver = Driver::new(core, tool, body, claimed.fence, claimed.next_seq, true);
         if driver.body.is_none() {
             let failure = RunFailure::UnknownWorkflow { workflow_id: workflow_id.clone() };
             driver.core.lock().mode = Mode::Live;
@@ -299,6 +325,11 @@ impl Driver {
 
     pub fn run_id(&self) -> &RunId {
         &self.core.run
+    }
+
+    /// The fence the driver appends under and the journal's length, for marking the run parked.
+    pub fn position(&self) -> (Fence, u64) {
+        (self.fence, self.next_seq)
     }
 
     /// Feeds the journal's deliveries to the body one at a time, in journal order.
@@ -358,15 +389,18 @@ impl Driver {
     /// Advances the run until it is idle (only durable waits outstanding) or ends. An idle driver
     /// comes back as [`Exit::Parked`]; the runtime parks it unless a message arrived meanwhile.
     pub async fn run(mut self: Box<Self>, rt: &Shared, mailbox: &mut mpsc::UnboundedReceiver<Msg>) -> Exit {
-        match self.advance(rt, mailbox).await {
-            Ok(Some(outcome)) => Exit::Finished(outcome),
-            Ok(None) => Exit::Parked(self),
+        let failure = match self.advance(rt, mailbox).await {
+            Ok(Advanced::Finished(outcome)) => return Exit::Finished(outcome),
+            Ok(Advanced::Idle) => return Exit::Parked(self),
+            Ok(Advanced::Continues(input)) => return self.continue_as_new(rt, input).await,
             Err(error @ (StoreError::TooLarge { .. } | StoreError::TooDeep { .. })) => {
-                match self.fail_unrecordable(rt, &error).await {
-                    Ok(outcome) => Exit::Finished(outcome),
-                    Err(error) => Exit::Lost(error),
-                }
+                RunFailure::Tool { message: format!("the run could not journal what it did next: {error}") }
             }
+            Err(StoreError::HistoryLimit { limit, .. }) => RunFailure::HistoryLimit { limit },
+            Err(error) => return Exit::Lost(error),
+        };
+        match self.fail_unrecordable(rt, failure).await {
+            Ok(outcome) => Exit::Finished(outcome),
             Err(error) => Exit::Lost(error),
         }
     }
@@ -374,27 +408,69 @@ impl Driver {
     /// Ends the run failed because the store refused, as too large, an entry [`fit`] could not
     /// shrink (an `ask` with a huge prompt, say). Retrying would be refused the same way forever.
     /// The refused records are dropped: the run ends here, so nothing will replay them.
-    async fn fail_unrecordable(&mut self, rt: &Shared, error: &StoreError) -> Result<RunOutcome, StoreError> {
+    async fn fail_unrecordable(&mut self, rt: &Shared, failure: RunFailure) -> Result<RunOutcome, StoreError> {
         self.core.lock().outbox.clear();
         self.attempts.clear();
-        let message = format!("the run could not journal what it did next: {error}");
-        self.fail(rt, RunFailure::Tool { message }).await
+        self.fail(rt, failure).await
     }
 
-    /// The loop described in the module documentation. `Ok(None)` means park.
+    /// Replaces the run's history with a fresh one that starts the body again with `input`, and
+    /// returns the driver of the new history (or how the run ended, if `input` does not fit).
+    async fn continue_as_new(mut self: Box<Self>, rt: &Shared, input: Value) -> Exit {
+        let tool = self.tool.expect("a body runs only for a known tool");
+        let fits = (tool.validate_input)(&input).and_then(|()| {
+            crate::journal::depth::check(&input, || "the input".to_owned()).map_err(|error| error.to_string())
+        });
+        if let Err(reason) = fits {
+            let message = format!("`continue_as_new` was given an input tool `{}` does not take: {reason}", tool.name);
+            return match self.fail(rt, RunFailure::Tool { message }).await {
+                Ok(outcome) => Exit::Finished(outcome),
+                Err(error) => Exit::Lost(error),
+            };
+        }
+        let started = Started { continued: self.core.started.continued + 1, ..self.core.started.clone() };
+        let entry = Entry::RunStarted {
+            workflow_id: tool.workflow_id.to_owned(),
+            tool: tool.name.to_owned(),
+            input: input.clone(),
+            at: rt.services.clock.now(),
+            principal: started.principal.clone(),
+            interactive: started.interactive,
+            continued: started.continued,
+        };
+        let mut backoff = StoreBackoff::default();
+        loop {
+            match rt.store.continue_as_new(&self.core.run, self.fence, entry.clone()).await {
+                Ok(()) => break,
+                Err(error) if error.is_transient() => {
+                    if let Err(error) = backoff.wait(rt, &self.core.run, error).await {
+                        return Exit::Lost(error);
+                    }
+                }
+                Err(error) => return Exit::Lost(error),
+            }
+        }
+        // The old history's questions are gone with it; channels stop offering them.
+        self.withdraw_open_asks(rt);
+        let run = self.core.run.clone();
+        rt.events.emit(|| RunEvent::ContinuedAsNew { run: run.clone(), continued: started.continued });
+        Exit::Continued(Box::new(Driver::fresh(rt, run, tool, input, &started, self.fence)))
+    }
+
+    /// The loop described in the module documentation.
     async fn advance(
         &mut self,
         rt: &Shared,
         mailbox: &mut mpsc::UnboundedReceiver<Msg>,
-    ) -> Result<Option<RunOutcome>, StoreError> {
+    ) -> Result<Advanced, StoreError> {
         loop {
             if self.grace_until.is_some_and(|deadline| deadline <= rt.services.clock.now()) {
                 // Checked before anything starts: a run replayed after its grace ended starts no step.
-                return self.end_cancelled(rt).await.map(Some);
+                return self.end_cancelled(rt).await.map(Advanced::Finished);
             }
             self.poll_body();
-            if let Some(outcome) = self.finish_if_done(rt).await? {
-                return Ok(Some(outcome));
+            if let Some(advanced) = self.finish_if_done(rt).await? {
+                return Ok(advanced);
             }
             self.flush_outbox(rt).await?;
             if self.finish.is_some() || self.core.lock().divergence.is_some() {
@@ -402,30 +478,30 @@ impl Driver {
                 continue;
             }
             self.start_polled_steps(rt);
-            let mut events = self.ready_events(mailbox);
+            let mut events = self.ready_events(rt, mailbox);
             if events.is_empty() && self.body_waker.woken.load(Ordering::Acquire) {
                 // Appending can wake the body (a hook whose chosen token turned out to be taken).
                 continue;
             }
             if events.is_empty() {
                 if self.in_flight.is_empty() && self.grace_until.is_none() {
-                    return Ok(None);
+                    return Ok(Advanced::Idle);
                 }
                 events.push(self.next_event(rt, mailbox).await);
-                events.extend(self.ready_events(mailbox));
+                events.extend(self.ready_events(rt, mailbox));
             }
             if events.iter().any(|event| matches!(event, Event::Shutdown)) {
                 return Err(StoreError::Backend("the runtime is shutting down".into()));
             }
             if events.iter().any(|event| matches!(event, Event::GraceOver)) {
-                return self.end_cancelled(rt).await.map(Some);
+                return self.end_cancelled(rt).await.map(Advanced::Finished);
             }
             self.journal_and_deliver(rt, events).await?;
         }
     }
 
     /// Events that are ready now, without waiting.
-    fn ready_events(&mut self, mailbox: &mut mpsc::UnboundedReceiver<Msg>) -> Vec<Event> {
+    fn ready_events(&mut self, rt: &Shared, mailbox: &mut mpsc::UnboundedReceiver<Msg>) -> Vec<Event> {
         let mut events = Vec::new();
         while let Ok(msg) = mailbox.try_recv() {
             events.push(Event::Msg(msg));
@@ -433,7 +509,11 @@ impl Driver {
         while let Some(Some(attempt)) = self.attempts.next().now_or_never() {
             events.push(Event::Attempt(attempt));
         }
-        if !self.inbox.is_empty() || !self.core.lock().withdrawals.is_empty() {
+        let room = !self.backlog.is_empty() && self.backlog_has_room(rt.hook_buffer);
+        if room {
+            self.backlog.clear();
+        }
+        if room || !self.inbox.is_empty() || !self.core.lock().withdrawals.is_empty() {
             // Withdrawals are resolved after the inbox is read, so answers that arrived first win.
             events.push(Event::Msg(Msg::Inbox));
         }
@@ -461,7 +541,9 @@ impl Driver {
         let mut consumed = Vec::new();
         for event in events {
             match event {
-                Event::Msg(Msg::Timer(op, TimerKind::Sleep)) => entries.extend(self.timer_fired(op, &entries)),
+                Event::Msg(Msg::Timer(op, TimerKind::Sleep)) => {
+                    entries.extend(self.timer_fired(op, rt.services.clock.now(), &entries))
+                }
                 Event::Msg(Msg::Timer(op, TimerKind::Retry)) => self.retry_due(rt, op),
                 Event::Msg(Msg::Inbox) => self.read_inbox(rt, &mut entries, &mut consumed).await?,
                 Event::Attempt(attempt) => entries.extend(self.attempt_finished(rt, attempt)),
@@ -569,6 +651,13 @@ impl Driver {
         let mut entries = self.append_records(rt, entries).await?;
         let terminal = entries.pop().expect("the batch ends with the terminal entry");
         // Ending the run withdraws its open questions; channels stop offering them.
+        self.withdraw_open_asks(rt);
+        Ok(terminal)
+    }
+
+    /// Publishes `input.resolved` (cancelled) for every question still open: the run, or its
+    /// history, ended.
+    fn withdraw_open_asks(&self, rt: &Shared) {
         for op in self.open_asks() {
             let (run, request_id, task_id) =
                 (self.core.run.clone(), crate::ask::request_id(op), self.core.task_id.clone());
@@ -579,7 +668,6 @@ impl Driver {
                 outcome: crate::ask::AskOutcome::Cancelled,
             });
         }
-        Ok(terminal)
     }
 
     /// Appends records, and returns them as journaled. A hook whose chosen token another run
@@ -599,6 +687,16 @@ impl Driver {
     /// refuses as too large are replaced by what [`fit`] records instead, and the append retried.
     async fn append(&mut self, rt: &Shared, batch: &mut Append) -> Result<(), StoreError> {
         debug_assert_eq!(batch.first_seq, self.next_seq, "a batch starts where the journal ends");
+        let after = self.next_seq + batch.entries.len() as u64;
+        // The entry that ends the run always fits, so a run at the limit can still fail.
+        if after > rt.history.limit && !batch.entries.last().is_some_and(Entry::is_terminal) {
+            return Err(StoreError::HistoryLimit { run: self.core.run.clone(), limit: rt.history.limit });
+        }
+        if self.next_seq < rt.history.warning && after >= rt.history.warning {
+            let (run, limit) = (self.core.run.clone(), rt.history.limit);
+            tracing::warn!(%run, entries = after, limit, "the run's journal is long; continue it as new before the limit");
+            rt.events.emit(|| RunEvent::HistoryWarning { run, entries: after, limit });
+        }
         let mut backoff = StoreBackoff::default();
         loop {
             match rt.store.append(&self.core.run, self.fence, batch).await {
@@ -612,18 +710,30 @@ impl Driver {
     }
 
     /// Appends the terminal entry if the body returned, diverged or ran out of cancellation grace.
-    async fn finish_if_done(&mut self, rt: &Shared) -> Result<Option<RunOutcome>, StoreError> {
+    async fn finish_if_done(&mut self, rt: &Shared) -> Result<Option<Advanced>, StoreError> {
         let divergence = self.core.lock().divergence.clone();
         if let Some(divergence) = divergence {
-            return self.fail(rt, divergence.failure()).await.map(Some);
+            return self.fail(rt, divergence.failure()).await.map(|outcome| Some(Advanced::Finished(outcome)));
         }
         let Some(finish) = self.finish.take() else { return Ok(None) };
         if let Some(divergence) = self.unvisited_ops() {
-            return self.fail(rt, divergence.failure()).await.map(Some);
+            return self.fail(rt, divergence.failure()).await.map(|outcome| Some(Advanced::Finished(outcome)));
         }
         if self.core.is_cancelled() {
-            return self.end_cancelled(rt).await.map(Some);
+            return self.end_cancelled(rt).await.map(|outcome| Some(Advanced::Finished(outcome)));
         }
+        let outcome = match finish {
+            Finish::Returned(Err(mut error)) => match error.continues_with() {
+                Some(input) => return Ok(Some(Advanced::Continues(input))),
+                None => self.finish_with(rt, Finish::Returned(Err(error))).await?,
+            },
+            finish => self.finish_with(rt, finish).await?,
+        };
+        Ok(outcome.map(Advanced::Finished))
+    }
+
+    /// Journals how the body ended.
+    async fn finish_with(&mut self, rt: &Shared, finish: Finish) -> Result<Option<RunOutcome>, StoreError> {
         match finish {
             Finish::Returned(Ok(output)) => {
                 if let Err(too_deep) = crate::journal::depth::check(&output, || "the tool's output".to_owned()) {
@@ -687,6 +797,23 @@ fn mark_hook_conflict(entries: &mut Vec<Entry>, op: Op) {
     }
     // Right after its record: a batch may end with the run's terminal entry.
     entries.insert(at + 1, Entry::HookTokenTaken { op });
+}
+
+/// Publishes the link of a sign-in a parked run waits for, from the store's index, so a restart
+/// publishes it again without replaying the run.
+pub(crate) fn announce_waiting_sign_in(rt: &Shared, sign_in: &crate::store::WaitingSignIn) {
+    let state = rt.services.auth_state(&sign_in.run, sign_in.op, &sign_in.nonce);
+    let principal = Principal::anonymous();
+    match rt.services.authorization_url(&sign_in.provider, &principal, state.expose()) {
+        Ok(url) => {
+            let task_id = crate::registry::tool(&sign_in.tool).and_then(|tool| task_of(tool, &sign_in.run));
+            let (run, op, provider) = (sign_in.run.clone(), sign_in.op, sign_in.provider.clone());
+            rt.events.emit(|| RunEvent::AuthorizationRequired { run, op, task_id, provider, url });
+        }
+        Err(error) => {
+            tracing::error!(run = %sign_in.run, provider = sign_in.provider, "cannot build the sign-in URL: {error}")
+        }
+    }
 }
 
 /// Creates the body future for `tool`, or `None` if the tool is not a workflow.

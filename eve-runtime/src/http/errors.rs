@@ -73,6 +73,10 @@ impl IntoResponse for ApiError {
                 if close {
                     response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
                 }
+                if status == StatusCode::TOO_MANY_REQUESTS {
+                    // A full inbox drains as the run takes its deliveries in: a second is a fair wait.
+                    response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                }
                 response
             }
         }
@@ -156,6 +160,12 @@ fn from_store(error: StoreError) -> ApiError {
     match error {
         StoreError::TooLarge { .. } => ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, error.to_string()),
         StoreError::TooDeep { .. } => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, error.to_string()),
+        // Without the run id: webhook and hook routes are opened by a token alone.
+        StoreError::InboxFull { hook, .. } => {
+            let waiting = if hook.is_some() { "this hook" } else { "this run" };
+            let message = format!("too many deliveries are waiting for {waiting}; try again later");
+            ApiError::new(StatusCode::TOO_MANY_REQUESTS, message)
+        }
         StoreError::RunNotFound(_) => ApiError::new(StatusCode::NOT_FOUND, error.to_string()),
         StoreError::RunFinished(_) => ApiError::new(StatusCode::CONFLICT, error.to_string()),
         error => {

@@ -230,6 +230,11 @@ pub enum RunFailure {
         /// The panic message.
         message: String,
     },
+    /// The journal reached the runtime's history limit.
+    HistoryLimit {
+        /// The limit, in journal entries.
+        limit: u64,
+    },
 }
 
 /// The kind of a value recorded so the body sees the same value on replay.
@@ -278,6 +283,9 @@ pub enum Entry {
         /// Whether someone can answer the run's asks (false for, say, a scheduled run).
         #[serde(default = "yes", skip_serializing_if = "is_yes")]
         interactive: bool,
+        /// How many histories of this run came before this one (see `WorkflowCtx::continue_as_new`).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        continued: u32,
     },
     /// A deterministic value (clock, randomness) handed to the body.
     Recorded {
@@ -481,6 +489,10 @@ fn yes() -> bool {
 
 fn is_yes(value: &bool) -> bool {
     *value
+}
+
+fn is_zero(value: &u32) -> bool {
+    *value == 0
 }
 
 /// The status of a run as stores index it.

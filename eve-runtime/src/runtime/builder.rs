@@ -40,6 +40,8 @@ pub struct RuntimeBuilder {
     lease: Duration,
     event_capacity: usize,
     replay_concurrency: usize,
+    history_limit: u64,
+    hook_buffer: usize,
     providers: HashMap<String, Arc<dyn AuthProvider>>,
     public_url: String,
     state: crate::state::State,
@@ -58,6 +60,8 @@ impl RuntimeBuilder {
             lease: Duration::from_secs(60),
             event_capacity: 4_096,
             replay_concurrency: 64,
+            history_limit: DEFAULT_HISTORY_LIMIT,
+            hook_buffer: 1_000,
             providers: HashMap::new(),
             public_url: DEFAULT_PUBLIC_URL.to_owned(),
             state: crate::state::State::default(),
@@ -135,6 +139,25 @@ impl RuntimeBuilder {
         self
     }
 
+    /// How many journal entries one history of a run may have (default 50,000). A run that
+    /// reaches the limit fails with `RunFailure::HistoryLimit`; at a fifth of it (10,000 by
+    /// default) the runtime publishes `RunEvent::HistoryWarning` and logs a warning. A workflow
+    /// that loops for ever ends each stretch with `ctx.continue_as_new(input)`, which starts a
+    /// fresh history under the same run id.
+    pub fn history_limit(mut self, entries: u64) -> Self {
+        self.history_limit = entries.max(2);
+        self
+    }
+
+    /// How many payloads a hook holds that its body has not taken yet (default 1,000). Further
+    /// deliveries wait in the store's inbox, which refuses them once it holds its own limit
+    /// ([`InboxLimits`](crate::store::InboxLimits); `429` over HTTP), so a sender that outpaces
+    /// the body is slowed down rather than growing the run's journal without bound.
+    pub fn hook_buffer(mut self, payloads: usize) -> Self {
+        self.hook_buffer = payloads.max(1);
+        self
+    }
+
     /// Builds the runtime. Must be called inside a Tokio runtime.
     pub fn build(self) -> Result<Runtime, Error> {
         tokio::runtime::Handle::try_current().map_err(|_| Error::NoTokioRuntime)?;
@@ -161,6 +184,8 @@ impl RuntimeBuilder {
             worker: WorkerId::generate(),
             lease: self.lease,
             grace: self.grace,
+            hook_buffer: self.hook_buffer,
+            history: super::HistoryLimits { warning: self.history_limit / 5, limit: self.history_limit },
             timers: TimerService::start(self.clock.clone(), weak.clone()),
             runs: Mutex::new(HashMap::new()),
             stopping: watch::channel(false).0,
@@ -184,6 +209,9 @@ fn default_store(dir: &Path) -> Result<Arc<dyn Store>, Error> {
 fn default_store(_dir: &Path) -> Result<Arc<dyn Store>, Error> {
     Ok(Arc::new(MemoryStore::new()))
 }
+
+/// How many entries one history of a run may have unless told otherwise.
+const DEFAULT_HISTORY_LIMIT: u64 = 50_000;
 
 /// The public URL the runtime assumes unless told otherwise: its default HTTP address.
 const DEFAULT_PUBLIC_URL: &str = "http://127.0.0.1:7700";

@@ -234,6 +234,10 @@ pub(crate) struct Shared {
     pub worker: WorkerId,
     pub lease: Duration,
     pub grace: Duration,
+    pub history: HistoryLimits,
+    /// How many payloads a hook holds that its body has not taken; see
+    /// [`RuntimeBuilder::hook_buffer`].
+    pub hook_buffer: usize,
     pub timers: TimerService,
     /// The mailbox of every run active in this process. A run is registered here before anything
     /// can wake it, and at most once, so at most one executor advances it.
@@ -248,6 +252,15 @@ pub(crate) struct Shared {
     phases: Mutex<HashMap<RunId, watch::Sender<Phase>>>,
     replays: Semaphore,
     pub callbacks: crate::deliver::Callbacks,
+}
+
+/// How long a run's journal may grow: see [`RuntimeBuilder::history_limit`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct HistoryLimits {
+    /// At this many entries, `history_warning` is published.
+    pub warning: u64,
+    /// Past this many entries, the run fails.
+    pub limit: u64,
 }
 
 /// Publishes how many runs are active; called with the `runs` lock held after every change.
@@ -333,10 +346,19 @@ impl Shared {
         self.publish(&run, Phase::Running);
         loop {
             match driver.run(&self, &mut mailbox).await {
-                Exit::Parked(parked) => match self.park(parked, &mailbox) {
-                    Some(again) => driver = again,
-                    None => return,
-                },
+                Exit::Parked(parked) => {
+                    // Marked before the run leaves this task: every way a parked run makes
+                    // progress again appends (clearing the mark) or is indexed (a due timer).
+                    let (fence, next_seq) = parked.position();
+                    if let Err(error) = self.store.park(&run, fence, next_seq).await {
+                        tracing::warn!(%run, "cannot mark the run parked; a restart will replay it: {error}");
+                    }
+                    match self.park(parked, &mailbox) {
+                        Some(again) => driver = again,
+                        None => return,
+                    }
+                }
+                Exit::Continued(next) => driver = next,
                 Exit::Finished(outcome) => return self.finish(&run, outcome),
                 Exit::Lost(error) => return self.lose(&run, error),
             }
@@ -402,6 +424,11 @@ impl Shared {
                 self.timers.add(run.clone(), crate::journal::Op(0), due, crate::store::TimerKind::Retry);
             }
         }
+    }
+
+    /// Whether an executor of `run` is registered in this process.
+    fn is_active(&self, run: &RunId) -> bool {
+        lock(&self.runs).contains_key(run)
     }
 
     /// Whether [`Runtime::shutdown`] has begun.
@@ -556,7 +583,7 @@ impl Runtime {
         crate::journal::depth::check(&input, || format!("the input of tool `{tool}`"))?;
         let shared = &self.shared;
         let id = options.id.unwrap_or_else(RunId::generate);
-        let started = Started { principal: options.principal, interactive: options.interactive };
+        let started = Started { principal: options.principal, interactive: options.interactive, continued: 0 };
         let new = NewRun {
             id: id.clone(),
             workflow_id: descriptor.workflow_id.to_owned(),
@@ -596,18 +623,24 @@ impl Runtime {
         Ok(RunHandle { task_id, ..self.handle(id) })
     }
 
-    /// Picks up every unfinished run in the store, replaying each from its journal, and arms
-    /// every pending timer. Call once after building the runtime. Returns how many runs it found.
+    /// Picks up where the last process stopped: arms every pending timer, publishes the links of
+    /// the sign-ins that steps wait for, and loads the runs that have something to do (those that
+    /// were not parked, and those with deliveries waiting). A parked run is not replayed here: it
+    /// is loaded when one of its waits resolves. Call once after building the runtime. Returns how
+    /// many runs are unfinished.
     pub async fn recover(&self) -> Result<usize, Error> {
         let shared = &self.shared;
-        for timer in shared.store.timers().await? {
+        let recovery = shared.store.recovery().await?;
+        for timer in recovery.timers {
             shared.timers.add(timer.run, timer.op, timer.due, timer.kind);
         }
-        let runs = shared.store.list_runs(Some(RunStatus::Active), usize::MAX).await?;
-        for run in &runs {
-            shared.wake(&run.id, Msg::Resume);
+        for sign_in in &recovery.sign_ins {
+            crate::executor::announce_waiting_sign_in(shared, sign_in);
         }
-        Ok(runs.len())
+        for run in &recovery.runnable {
+            shared.wake(run, Msg::Resume);
+        }
+        Ok(recovery.unfinished)
     }
 
     /// Stops this runtime: waits until every run task has parked its run or ended, and drops the
@@ -778,11 +811,16 @@ impl RunHandle {
     async fn wait(&self, done: impl Fn(&Phase) -> bool) -> Result<Phase, Error> {
         let mut phases = self.shared.subscribe(&self.id);
         // The journal is the truth: a run that ended before this process saw it is finished.
-        let tail = self.shared.store.tail(&self.id).await?.ok_or_else(|| Error::RunNotFound(self.id.clone()))?;
-        if let Some(outcome) = RunOutcome::from_terminal(&tail.1) {
+        let (summary, last) =
+            self.shared.store.tail(&self.id).await?.ok_or_else(|| Error::RunNotFound(self.id.clone()))?;
+        if let Some(outcome) = RunOutcome::from_terminal(&last) {
             drop(phases);
             self.shared.forget_phase(&self.id);
             return Ok(Phase::Finished(outcome));
+        }
+        // A parked run that this process has not loaded stays parked until a wait resolves.
+        if summary.parked && !self.shared.is_active(&self.id) && done(&Phase::Parked) {
+            return Ok(Phase::Parked);
         }
         let phase = phases.wait_for(|phase| done(phase)).await.map(|phase| phase.clone());
         match phase {

@@ -23,8 +23,8 @@ use futures::future::join_all;
 use serde_json::{Value, json};
 
 use super::{
-    Append, Created, Delivered, Delivery, DeliveryPayload, Fence, HookMeta, InboxItem, MemoryStore, NewRun, Store,
-    StoreError, Target, TimerKind, TimerRow, WorkerId,
+    Append, Created, Delivered, Delivery, DeliveryPayload, Fence, HookMeta, InboxItem, InboxLimits, MemoryStore,
+    NewRun, Store, StoreError, Target, TimerKind, TimerRow, WaitingSignIn, WorkerId,
 };
 use crate::journal::{Entry, InputHash, Op, RecordKind, RunFailure, RunId, RunStatus, StepOutcome};
 use crate::secret::TokenHash;
@@ -60,6 +60,9 @@ macro_rules! conformance_suite {
                 hook_kinds_round_trip_and_sign_in_callbacks_are_released,
                 answers_and_sign_in_markers_reach_the_right_inbox,
                 tail_is_the_summary_and_the_last_entry,
+                parked_runs_are_left_out_of_recovery_until_they_have_something_to_do,
+                continue_as_new_replaces_the_history_and_keeps_a_pending_cancel,
+                inboxes_refuse_deliveries_beyond_their_limits,
             );
         }
     };
@@ -656,7 +659,7 @@ pub async fn hook_kinds_round_trip_and_sign_in_callbacks_are_released(store: &dy
     let meta = |hash| async move { store.find_hook(&hash).await.unwrap().map(|row| row.meta) };
     assert_eq!(meta(plain.clone()).await, Some(HookMeta::Hook));
     assert_eq!(meta(webhook.clone()).await, Some(HookMeta::Webhook { respond, redaction: keeping.redaction }));
-    assert_eq!(meta(callback.clone()).await, Some(HookMeta::Auth { provider: "github".into() }));
+    assert_eq!(meta(callback.clone()).await, Some(HookMeta::Auth { provider: "github".into(), nonce: "n".into() }));
     append(store, &run, fence, 4, vec![Entry::AuthCompleted { op: Op(2) }]).await;
     assert_eq!(meta(callback).await, None, "a completed sign-in's callback is released");
     assert!(meta(plain).await.is_some() && meta(webhook).await.is_some(), "the run's other hooks stay");
@@ -708,4 +711,119 @@ pub async fn tail_is_the_summary_and_the_last_entry(store: &dyn Store) {
     assert_eq!(summary.entries, 3);
     assert_eq!(last, Entry::RunCompleted { output: json!("done") });
     assert!(store.tail(&run_id("no-such-run")).await.unwrap().is_none());
+}
+
+/// A run marked parked is not runnable at recovery (its timers and sign-ins are listed instead),
+/// unless a delivery waits for it; an append clears the mark, and a stale or outdated mark is
+/// ignored.
+pub async fn parked_runs_are_left_out_of_recovery_until_they_have_something_to_do(store: &dyn Store) {
+    let (busy, sleeping, waiting) = (run_id("busy"), run_id("sleeping"), run_id("waiting"));
+    let busy_fence = create(store, new_run("busy", json!({}), 1)).await;
+    let sleeping_fence = create(store, new_run("sleeping", json!({}), 2)).await;
+    let waiting_fence = create(store, new_run("waiting", json!({}), 3)).await;
+    append(store, &sleeping, sleeping_fence, 1, vec![sleep(0, 5_000)]).await;
+    let sign_in = Entry::AuthRequired {
+        op: Op(0),
+        provider: "github".into(),
+        attempt: 1,
+        nonce: "nonce-1".into(),
+        state_hash: token("sign-in").as_str().into(),
+    };
+    append(store, &waiting, waiting_fence, 1, vec![sign_in, hook(1, &token("waiting"))]).await;
+    store.park(&sleeping, sleeping_fence, 2).await.expect("park succeeds");
+    store.park(&waiting, waiting_fence, 3).await.expect("park succeeds");
+    // Outdated marks change nothing: the journal has grown past them, or the fence is stale.
+    store.park(&busy, busy_fence, 0).await.expect("an outdated park is not an error");
+    let recovery = store.recovery().await.expect("recovery reads");
+    assert_eq!(recovery.unfinished, 3);
+    assert_eq!(recovery.runnable, vec![busy.clone()], "only the run that was not parked has something to do");
+    assert_eq!(timers(store).await, vec![("sleeping".into(), 0, "sleep", 5_000)]);
+    let expected = WaitingSignIn {
+        run: waiting.clone(),
+        tool: "conformance_tool".into(),
+        op: Op(0),
+        provider: "github".into(),
+        nonce: "nonce-1".into(),
+    };
+    assert_eq!(recovery.sign_ins, vec![expected]);
+    let summary = store.tail(&sleeping).await.unwrap().unwrap().0;
+    assert!(summary.parked, "the summary says the run is parked");
+
+    // A delivery makes a parked run runnable; so does an append, which clears the mark.
+    deliver(store, Target::Hook(token("waiting")), None, hook_payload(json!(1))).await;
+    append(store, &sleeping, sleeping_fence, 2, vec![record(1, json!(1))]).await;
+    let mut runnable = store.recovery().await.unwrap().runnable;
+    runnable.sort();
+    assert_eq!(runnable, vec![busy, sleeping.clone(), waiting]);
+    assert!(!store.tail(&sleeping).await.unwrap().unwrap().0.parked);
+    let stale = claim(store, &sleeping, 0).await;
+    store.park(&sleeping, sleeping_fence, 3).await.expect("a stale fence's park is not an error");
+    assert!(!store.tail(&sleeping).await.unwrap().unwrap().0.parked, "a stale fence cannot park the run");
+    store.park(&sleeping, stale.fence, 3).await.unwrap();
+    assert!(store.tail(&sleeping).await.unwrap().unwrap().0.parked);
+}
+
+/// Continuing as new replaces the journal with one entry at sequence 0, releases the old
+/// history's timers and hooks and drops its inbox but for a pending cancellation; a stale fence
+/// or a finished run is refused, writing nothing.
+pub async fn continue_as_new_replaces_the_history_and_keeps_a_pending_cancel(store: &dyn Store) {
+    let run = run_id("looping");
+    let fence = create(store, new_run("looping", json!({"round": 1}), 1)).await;
+    let held = token("looping-hook");
+    append(store, &run, fence, 1, vec![sleep(0, 9_000), hook(1, &held), record(2, json!(7))]).await;
+    deliver(store, Target::Hook(held.clone()), Some("first"), hook_payload(json!("early"))).await;
+    let cancel = DeliveryPayload::Run(Delivery::Cancel { reason: "stop".into() });
+    deliver(store, Target::Run(run.clone()), None, cancel).await;
+    let mut next = new_run("looping", json!({"round": 2}), 2).started_entry();
+    if let Entry::RunStarted { continued, .. } = &mut next {
+        *continued = 1;
+    }
+    let stale = Fence { epoch: fence.epoch + 100 };
+    let refused = store.continue_as_new(&run, stale, next.clone()).await;
+    assert!(matches!(refused, Err(StoreError::Fenced { .. })), "a stale fence is refused: {refused:?}");
+    assert_eq!(entries(store, &run).await.len(), 4, "nothing was written");
+    store.continue_as_new(&run, fence, next.clone()).await.expect("continue as new");
+    assert_eq!(entries(store, &run).await, vec![next.clone()], "the new history starts at sequence 0");
+    assert_eq!(store.load(&run).await.unwrap().unwrap().summary.entries, 1);
+    assert!(timers(store).await.is_empty(), "the old history's timers are released");
+    assert_eq!(find_hook(store, &held).await, None, "the old history's hooks are released");
+    let waiting = inbox(store, &run).await;
+    assert!(matches!(&waiting[..], [InboxItem { delivery: Delivery::Cancel { .. }, .. }]), "{waiting:?}");
+    // The new history appends from sequence 1 and may take the same token again.
+    append(store, &run, fence, 1, vec![hook(0, &held), run_completed()]).await;
+    let finished = store.continue_as_new(&run, fence, next).await;
+    assert!(matches!(finished, Err(StoreError::RunFinished(_))), "{finished:?}");
+}
+
+/// A delivery beyond the per-hook limit, or the per-run limit, is refused with `InboxFull` and
+/// changes nothing; a repeat of an accepted delivery is still a duplicate; taking deliveries in
+/// makes room.
+pub async fn inboxes_refuse_deliveries_beyond_their_limits(store: &dyn Store) {
+    let InboxLimits { per_run, per_hook } = InboxLimits::DEFAULT;
+    let run = run_id("flooded");
+    let fence = create(store, new_run("flooded", json!({}), 1)).await;
+    let hooks: Vec<TokenHash> = (0..=per_run / per_hook).map(|index| token(&format!("flood-{index}"))).collect();
+    let created = hooks.iter().enumerate().map(|(op, hash)| hook(op as u32, hash)).collect();
+    append(store, &run, fence, 1, created).await;
+    let to = |index: usize, id: usize| {
+        let hash = hooks[index].clone();
+        async move { store.deliver(Target::Hook(hash), Some(&format!("d{id}")), hook_payload(json!(id))).await }
+    };
+    let first: Vec<_> = join_all((0..per_hook).map(|id| to(0, id))).await;
+    assert!(first.iter().all(|delivered| matches!(delivered, Ok(Delivered::Accepted { .. }))));
+    let refused = to(0, per_hook).await;
+    assert!(matches!(refused, Err(StoreError::InboxFull { hook: Some(Op(0)), .. })), "{refused:?}");
+    assert!(matches!(to(0, 0).await, Ok(Delivered::Duplicate { .. })), "a repeat is still a duplicate");
+    for index in 1..per_run / per_hook {
+        let batch: Vec<_> = join_all((0..per_hook).map(|id| to(index, index * per_hook + id))).await;
+        assert!(batch.iter().all(Result::is_ok), "hook {index} takes its share");
+    }
+    let refused = to(per_run / per_hook, per_run).await;
+    assert!(matches!(refused, Err(StoreError::InboxFull { hook: None, .. })), "{refused:?}");
+    assert_eq!(inbox(store, &run).await.len(), per_run, "refusals wrote nothing");
+    let taken: Vec<u64> = inbox(store, &run).await.iter().take(10).map(|item| item.id).collect();
+    let received = (0..10).map(|_| Entry::HookReceived { op: Op(0), payload: json!(0) }).collect();
+    let next = hooks.len() as u64 + 1;
+    store.append(&run, fence, &Append { first_seq: next, entries: received, consumed: taken }).await.unwrap();
+    assert!(matches!(to(per_run / per_hook, per_run).await, Ok(Delivered::Accepted { .. })), "taking in makes room");
 }

@@ -8,8 +8,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::{
-    Append, Claimed, Created, Delivered, DeliveryPayload, Fence, HookRow, InboxItem, IndexChanges, NewRun, RunRecord,
-    RunSummary, Store, StoreError, Target, TimerKind, TimerRow, WorkerId,
+    Append, Claimed, Created, Delivered, Delivery, DeliveryPayload, Fence, HookMeta, HookRow, InboxItem, InboxLimits,
+    IndexChanges, NewRun, Recovery, RunRecord, RunSummary, Store, StoreError, Target, TimerKind, TimerRow,
+    WaitingSignIn, WorkerId,
 };
 use crate::journal::{Entry, Op, RunId, RunStatus};
 use crate::secret::TokenHash;
@@ -25,6 +26,7 @@ use crate::time::Timestamp;
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     state: Mutex<State>,
+    limits: InboxLimits,
 }
 
 #[derive(Debug, Default)]
@@ -68,6 +70,11 @@ impl MemoryStore {
     /// An empty store.
     pub fn new() -> Self {
         MemoryStore::default()
+    }
+
+    /// An empty store that refuses deliveries beyond `limits` instead of [`InboxLimits::DEFAULT`].
+    pub fn with_inbox_limits(limits: InboxLimits) -> Self {
+        MemoryStore { limits, ..MemoryStore::default() }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -118,6 +125,36 @@ impl State {
     }
 }
 
+impl State {
+    /// Every pending timer, ordered by run, op and kind.
+    fn timer_rows(&self) -> Vec<TimerRow> {
+        let rows = self.timers.iter().map(|((run, op, kind), due)| TimerRow {
+            run: run.clone(),
+            op: *op,
+            due: *due,
+            kind: match kind {
+                TimerKindKey::Sleep => TimerKind::Sleep,
+                TimerKindKey::Retry => TimerKind::Retry,
+            },
+        });
+        rows.collect()
+    }
+
+    /// Refuses a delivery that would put more than `limits` in waiting for its run or its hook.
+    fn check_room(&self, run: &RunId, delivery: &Delivery, limits: InboxLimits) -> Result<(), StoreError> {
+        let waiting: Vec<&InboxItem> = self.inbox.values().filter(|item| &item.run == run).collect();
+        if waiting.len() >= limits.per_run {
+            return Err(StoreError::InboxFull { run: run.clone(), hook: None, pending: waiting.len() });
+        }
+        let Some(op) = delivery.hook_op() else { return Ok(()) };
+        let for_hook = waiting.iter().filter(|item| item.delivery.hook_op() == Some(op)).count();
+        if for_hook >= limits.per_hook {
+            return Err(StoreError::InboxFull { run: run.clone(), hook: Some(op), pending: for_hook });
+        }
+        Ok(())
+    }
+}
+
 /// A payload sent to the wrong kind of target: a caller bug, refused without changes.
 pub(crate) fn mismatched_target() -> StoreError {
     StoreError::Backend("a hook payload needs a hook target, and a run delivery a run target".into())
@@ -141,6 +178,7 @@ impl Store for MemoryStore {
             status: RunStatus::Active,
             created_at: run.created_at,
             entries: 1,
+            parked: false,
         };
         let run_state = RunState {
             summary,
@@ -207,6 +245,7 @@ impl Store for MemoryStore {
         let run_state = state.run_mut(run)?;
         run_state.entries.extend_from_slice(&append.entries);
         run_state.summary.entries = run_state.entries.len() as u64;
+        run_state.summary.parked = false;
         for &id in &append.consumed {
             // Only this run's items: an id naming another run's delivery must not drop it.
             if state.inbox.get(&id).is_some_and(|item| &item.run == run) {
@@ -214,6 +253,66 @@ impl Store for MemoryStore {
             }
         }
         state.apply_indexes(run, changes);
+        Ok(())
+    }
+
+    async fn park(&self, run: &RunId, fence: Fence, next_seq: u64) -> Result<(), StoreError> {
+        let mut state = self.lock();
+        let run_state = state.run_mut(run)?;
+        if run_state.epoch == fence.epoch && run_state.entries.len() as u64 == next_seq {
+            run_state.summary.parked = !run_state.summary.status.is_finished();
+        }
+        Ok(())
+    }
+
+    async fn recovery(&self) -> Result<Recovery, StoreError> {
+        let state = self.lock();
+        let unfinished: Vec<&RunState> = state.runs.values().filter(|run| !run.summary.status.is_finished()).collect();
+        let with_inbox: std::collections::BTreeSet<&RunId> = state.inbox.values().map(|item| &item.run).collect();
+        let mut runnable: Vec<RunId> = state
+            .order
+            .iter()
+            .filter_map(|id| state.runs.get(id))
+            .filter(|run| !run.summary.status.is_finished())
+            .filter(|run| !run.summary.parked || with_inbox.contains(&run.summary.id))
+            .map(|run| run.summary.id.clone())
+            .collect();
+        let mut sign_ins = Vec::new();
+        for hook in state.hooks.values() {
+            let HookMeta::Auth { provider, nonce } = &hook.meta else { continue };
+            let Some(run) = state.runs.get(&hook.run) else { continue };
+            if nonce.is_empty() {
+                // Written before nonces were indexed: replaying the run publishes its link.
+                runnable.push(hook.run.clone());
+                continue;
+            }
+            let (provider, nonce, tool) = (provider.clone(), nonce.clone(), run.summary.tool.clone());
+            sign_ins.push(WaitingSignIn { run: hook.run.clone(), tool, op: hook.op, provider, nonce });
+        }
+        sign_ins.sort_by(|left, right| (&left.run, left.op).cmp(&(&right.run, right.op)));
+        runnable.dedup();
+        Ok(Recovery { unfinished: unfinished.len(), runnable, timers: state.timer_rows(), sign_ins })
+    }
+
+    async fn continue_as_new(&self, run: &RunId, fence: Fence, started: Entry) -> Result<(), StoreError> {
+        let mut state = self.lock();
+        let run_state = state.run_mut(run)?;
+        if run_state.epoch != fence.epoch {
+            return Err(StoreError::Fenced { run: run.clone(), held: fence.epoch, current: run_state.epoch });
+        }
+        if run_state.summary.status.is_finished() {
+            return Err(StoreError::RunFinished(run.clone()));
+        }
+        run_state.entries = vec![started];
+        run_state.summary.entries = 1;
+        run_state.summary.parked = false;
+        run_state.delivery_ids.clear();
+        let hooks = std::mem::take(&mut run_state.hooks);
+        for hash in hooks {
+            state.hooks.remove(&hash);
+        }
+        state.timers.retain(|(timer_run, _, _), _| timer_run != run);
+        state.inbox.retain(|_, item| &item.run != run || matches!(item.delivery, Delivery::Cancel { .. }));
         Ok(())
     }
 
@@ -236,10 +335,12 @@ impl Store for MemoryStore {
         if run_state.summary.status.is_finished() {
             return Ok(Delivered::NotFound);
         }
-        if let Some(id) = delivery_id
-            && !run_state.delivery_ids.insert(id.to_owned())
-        {
+        if delivery_id.is_some_and(|id| run_state.delivery_ids.contains(id)) {
             return Ok(Delivered::Duplicate { run });
+        }
+        state.check_room(&run, &delivery, self.limits)?;
+        if let Some(id) = delivery_id {
+            state.runs.get_mut(&run).expect("checked above").delivery_ids.insert(id.to_owned());
         }
         state.next_inbox_id += 1;
         let id = state.next_inbox_id;
@@ -262,17 +363,7 @@ impl Store for MemoryStore {
     }
 
     async fn timers(&self) -> Result<Vec<TimerRow>, StoreError> {
-        let state = self.lock();
-        let rows = state.timers.iter().map(|((run, op, kind), due)| TimerRow {
-            run: run.clone(),
-            op: *op,
-            due: *due,
-            kind: match kind {
-                TimerKindKey::Sleep => TimerKind::Sleep,
-                TimerKindKey::Retry => TimerKind::Retry,
-            },
-        });
-        Ok(rows.collect())
+        Ok(self.lock().timer_rows())
     }
 
     async fn load(&self, run: &RunId) -> Result<Option<RunRecord>, StoreError> {

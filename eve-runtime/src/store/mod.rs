@@ -72,6 +72,7 @@ impl NewRun {
             at: self.created_at,
             principal: self.principal.clone(),
             interactive: self.interactive,
+            continued: 0,
         }
     }
 }
@@ -170,6 +171,16 @@ pub enum Delivery {
     },
 }
 
+impl Delivery {
+    /// The op of the hook (or sign-in callback) this delivery is for; inbox limits count per hook.
+    pub fn hook_op(&self) -> Option<Op> {
+        match self {
+            Delivery::Hook { op, .. } | Delivery::AuthCompleted { op } => Some(*op),
+            Delivery::Cancel { .. } | Delivery::Answer { .. } => None,
+        }
+    }
+}
+
 /// Where a delivery goes.
 #[derive(Clone, Debug)]
 pub enum Target {
@@ -235,6 +246,10 @@ pub struct RunSummary {
     pub created_at: Timestamp,
     /// How many journal entries it has.
     pub entries: u64,
+    /// Whether it waits on durable waits only (see [`Store::park`]); a parked run is loaded again
+    /// only when one of them resolves.
+    #[serde(default)]
+    pub parked: bool,
 }
 
 /// A run with its whole journal.
@@ -244,6 +259,58 @@ pub struct RunRecord {
     pub summary: RunSummary,
     /// The journal, entry 0 first.
     pub entries: Vec<Entry>,
+}
+
+/// What a runtime needs at start-up to carry on where the last process stopped, without replaying
+/// the runs that only wait: see [`Store::recovery`].
+#[derive(Clone, Debug, Default)]
+pub struct Recovery {
+    /// How many runs are unfinished.
+    pub unfinished: usize,
+    /// The unfinished runs that have something to do: they were not parked when the last process
+    /// stopped (an activation was under way), or deliveries wait in their inbox.
+    pub runnable: Vec<RunId>,
+    /// Every pending timer; a parked run is loaded when one of its timers falls due.
+    pub timers: Vec<TimerRow>,
+    /// Every sign-in a step of a parked run waits for, so its link can be published again.
+    pub sign_ins: Vec<WaitingSignIn>,
+}
+
+/// A sign-in a step waits for, from the hook index: enough to publish its link again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WaitingSignIn {
+    /// The run.
+    pub run: RunId,
+    /// The run's tool.
+    pub tool: String,
+    /// The step's op.
+    pub op: Op,
+    /// The provider id.
+    pub provider: String,
+    /// The nonce the callback's `state` is derived from.
+    pub nonce: String,
+}
+
+/// How many deliveries may wait in one run's inbox, and for one hook, before more are refused
+/// with [`StoreError::InboxFull`]. A run that keeps up takes its deliveries in as they come, so
+/// its inbox stays near empty; these bound one that does not (or cannot: it is failing).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InboxLimits {
+    /// Deliveries waiting for one run.
+    pub per_run: usize,
+    /// Deliveries waiting for one hook or webhook.
+    pub per_hook: usize,
+}
+
+impl InboxLimits {
+    /// 10,000 deliveries per run, 1,000 per hook.
+    pub const DEFAULT: InboxLimits = InboxLimits { per_run: 10_000, per_hook: 1_000 };
+}
+
+impl Default for InboxLimits {
+    fn default() -> Self {
+        InboxLimits::DEFAULT
+    }
 }
 
 /// The durable home of runs. See the module documentation for the contract; the `testkit` feature
@@ -274,8 +341,25 @@ pub trait Store: Send + Sync + 'static {
     /// ([`StoreError::SeqConflict`]) or an append to a finished run ([`StoreError::RunFinished`]).
     async fn append(&self, run: &RunId, fence: Fence, append: &Append) -> Result<(), StoreError>;
 
+    /// Marks the run parked at `next_seq`: it waits on durable waits only, so a new process need
+    /// not load it until one of them resolves (a timer falls due, a delivery arrives). Does
+    /// nothing if `fence` is stale or the journal has grown past `next_seq`; the next append clears
+    /// the mark. A shared store also gives up the claim, so any worker may take the run.
+    async fn park(&self, run: &RunId, fence: Fence, next_seq: u64) -> Result<(), StoreError>;
+
+    /// What a runtime needs at start-up: see [`Recovery`].
+    async fn recovery(&self) -> Result<Recovery, StoreError>;
+
+    /// Replaces the run's history with a new one that starts with `started` (continue-as-new),
+    /// keeping the run id: deletes its journal, releases its timers and hooks, drops its inbox
+    /// but for a pending cancellation, and writes `started` at sequence 0, all at once. Refuses a
+    /// stale fence ([`StoreError::Fenced`]) or a finished run, writing nothing.
+    async fn continue_as_new(&self, run: &RunId, fence: Fence, started: Entry) -> Result<(), StoreError>;
+
     /// Accepts a delivery into the inbox of the run `target` names. A `delivery_id` seen before
-    /// for the same run is reported as [`Delivered::Duplicate`] and changes nothing.
+    /// for the same run is reported as [`Delivered::Duplicate`] and changes nothing. A delivery
+    /// that would put more than the store's [`InboxLimits`] in waiting is refused with
+    /// [`StoreError::InboxFull`].
     async fn deliver(
         &self,
         target: Target,
@@ -357,6 +441,10 @@ pub enum HookMeta {
     Auth {
         /// The provider id.
         provider: String,
+        /// The nonce the callback's `state` is derived from (absent in rows written before it was
+        /// kept here).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        nonce: String,
     },
 }
 
@@ -411,8 +499,9 @@ impl IndexChanges {
                     };
                     changes.hooks_added.push((*op, token_hash.clone(), meta));
                 }
-                Entry::AuthRequired { op, provider, state_hash, .. } => {
-                    changes.hooks_added.push((*op, state_hash.clone(), HookMeta::Auth { provider: provider.clone() }));
+                Entry::AuthRequired { op, provider, state_hash, nonce, .. } => {
+                    let meta = HookMeta::Auth { provider: provider.clone(), nonce: nonce.clone() };
+                    changes.hooks_added.push((*op, state_hash.clone(), meta));
                 }
                 Entry::AuthCompleted { op } => changes.hooks_removed.push(*op),
                 entry if entry.is_terminal() => changes.status = Some(RunStatus::after(entry)),

@@ -52,8 +52,8 @@ use self::readers::Readers;
 use self::writer::Writer;
 use self::writes::{AppendRows, NewRunRow};
 use super::{
-    Append, Claimed, Created, Delivered, DeliveryPayload, Fence, HookRow, InboxItem, IndexChanges, NewRun, RunRecord,
-    RunSummary, Store, StoreError, Target, TimerRow, WorkerId,
+    Append, Claimed, Created, Delivered, DeliveryPayload, Fence, HookRow, InboxItem, InboxLimits, IndexChanges, NewRun,
+    Recovery, RunRecord, RunSummary, Store, StoreError, Target, TimerRow, WorkerId,
 };
 use crate::journal::{Entry, RunId, RunStatus};
 use crate::secret::TokenHash;
@@ -76,11 +76,18 @@ pub struct SqliteOptions {
     pub max_page_count: Option<u64>,
     /// How many read-only connections, each on its own thread, answer reads. Default 2.
     pub read_connections: usize,
+    /// How many deliveries may wait for one run and for one hook. Default [`InboxLimits::DEFAULT`].
+    pub inbox_limits: InboxLimits,
 }
 
 impl Default for SqliteOptions {
     fn default() -> Self {
-        SqliteOptions { max_entry_bytes: 8 << 20, max_page_count: None, read_connections: 2 }
+        SqliteOptions {
+            max_entry_bytes: 8 << 20,
+            max_page_count: None,
+            read_connections: 2,
+            inbox_limits: InboxLimits::DEFAULT,
+        }
     }
 }
 
@@ -212,14 +219,32 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    async fn park(&self, run: &RunId, fence: Fence, next_seq: u64) -> Result<(), StoreError> {
+        let (run, epochs) = (run.clone(), self.epochs.clone());
+        // A lost mark costs only a replay at the next start, so it need not wait for the disk.
+        self.writer.submit_lazy(move |conn| writes::park(conn, &run, fence, next_seq, &epochs)).await
+    }
+
+    async fn recovery(&self) -> Result<Recovery, StoreError> {
+        self.readers.read(reads::recovery).await
+    }
+
+    async fn continue_as_new(&self, run: &RunId, fence: Fence, started: Entry) -> Result<(), StoreError> {
+        let text = codec::encode_entry(&started, self.options.max_entry_bytes)?;
+        let (run, epochs) = (run.clone(), self.epochs.clone());
+        self.writer.submit(move |conn| writes::continue_as_new(conn, &run, fence, &text, &epochs)).await
+    }
+
     async fn deliver(
         &self,
         target: Target,
         delivery_id: Option<&str>,
         payload: DeliveryPayload,
     ) -> Result<Delivered, StoreError> {
-        let (delivery_id, limit) = (delivery_id.map(str::to_owned), self.options.max_entry_bytes);
-        self.writer.submit(move |conn| writes::deliver(conn, target, delivery_id.as_deref(), payload, limit)).await
+        let (delivery_id, limit, limits) =
+            (delivery_id.map(str::to_owned), self.options.max_entry_bytes, self.options.inbox_limits);
+        let deliver = move |conn: &_| writes::deliver(conn, target, delivery_id.as_deref(), payload, limit, limits);
+        self.writer.submit(deliver).await
     }
 
     async fn inbox(&self, run: &RunId) -> Result<Vec<InboxItem>, StoreError> {

@@ -6,7 +6,9 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::codec::{self, Failure, int};
 use crate::journal::{Entry, Op, RunId, RunStatus};
-use crate::store::{HookRow, InboxItem, RunRecord, RunSummary, StoreError, TimerRow};
+use crate::store::{
+    HookMeta, HookRow, InboxItem, Recovery, RunRecord, RunSummary, StoreError, TimerRow, WaitingSignIn,
+};
 
 /// A run and its whole journal.
 pub(super) fn load(conn: &mut Connection, run: &RunId) -> Result<Option<RunRecord>, Failure> {
@@ -42,13 +44,18 @@ pub(super) fn claimed(
     Ok((entries, next_seq, inbox))
 }
 
-type SummaryRow = (String, String, String, String, i64, i64);
+type SummaryRow = (String, String, String, String, i64, i64, bool);
+
+/// The columns a [`SummaryRow`] reads, in order.
+const SUMMARY: &str = "id, workflow_id, tool, status, created_at, entries, parked";
 
 fn summary_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SummaryRow> {
-    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?))
+    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?, row.get(6)?))
 }
 
-fn decode_summary((id, workflow_id, tool, status, created_at, entries): SummaryRow) -> Result<RunSummary, Failure> {
+fn decode_summary(
+    (id, workflow_id, tool, status, created_at, entries, parked): SummaryRow,
+) -> Result<RunSummary, Failure> {
     Ok(RunSummary {
         id: codec::run_id(&id)?,
         workflow_id,
@@ -56,12 +63,13 @@ fn decode_summary((id, workflow_id, tool, status, created_at, entries): SummaryR
         status: codec::status(&status)?,
         created_at: codec::timestamp(created_at)?,
         entries: codec::uint(entries)?,
+        parked,
     })
 }
 
 fn summary(conn: &Connection, run: &RunId) -> Result<Option<RunSummary>, Failure> {
-    let sql = "SELECT id, workflow_id, tool, status, created_at, entries FROM runs WHERE id = ?1";
-    let row = conn.prepare_cached(sql)?.query_row([run.as_str()], summary_row).optional()?;
+    let sql = format!("SELECT {SUMMARY} FROM runs WHERE id = ?1");
+    let row = conn.prepare_cached(&sql)?.query_row([run.as_str()], summary_row).optional()?;
     row.map(decode_summary).transpose()
 }
 
@@ -95,15 +103,13 @@ pub(super) fn list_runs(
     let limit = int(limit as u64);
     let rows: Vec<SummaryRow> = match status {
         Some(status) => {
-            let sql = "SELECT id, workflow_id, tool, status, created_at, entries FROM runs \
-                       WHERE status = ?1 ORDER BY rowid DESC LIMIT ?2";
-            let mut statement = conn.prepare_cached(sql)?;
+            let sql = format!("SELECT {SUMMARY} FROM runs WHERE status = ?1 ORDER BY rowid DESC LIMIT ?2");
+            let mut statement = conn.prepare_cached(&sql)?;
             statement.query_map(params![codec::status_name(status), limit], summary_row)?.collect::<Result<_, _>>()?
         }
         None => {
-            let sql =
-                "SELECT id, workflow_id, tool, status, created_at, entries FROM runs ORDER BY rowid DESC LIMIT ?1";
-            let mut statement = conn.prepare_cached(sql)?;
+            let sql = format!("SELECT {SUMMARY} FROM runs ORDER BY rowid DESC LIMIT ?1");
+            let mut statement = conn.prepare_cached(&sql)?;
             statement.query_map([limit], summary_row)?.collect::<Result<_, _>>()?
         }
     };
@@ -155,4 +161,43 @@ pub(super) fn find_hook(conn: &Connection, token_hash: &str) -> Result<Option<Ho
         Ok(HookRow { run: codec::run_id(&run)?, op: codec::op(op)?, meta })
     })
     .transpose()
+}
+
+/// What a runtime needs at start-up, read in one snapshot (see `Store::recovery`).
+pub(super) fn recovery(conn: &mut Connection) -> Result<Recovery, Failure> {
+    let tx = conn.transaction()?;
+    let unfinished: i64 =
+        tx.prepare_cached("SELECT count(*) FROM runs WHERE status = 'active'")?.query_row([], |row| row.get(0))?;
+    let sql = "SELECT id FROM runs WHERE status = 'active' AND parked = 0 \
+               UNION SELECT DISTINCT run_id FROM inbox WHERE consumed = 0";
+    let mut runnable = ids(&tx, sql)?;
+    let mut sign_ins = Vec::new();
+    let sql = "SELECT hooks.run_id, hooks.op, hooks.meta, runs.tool FROM hooks JOIN runs ON runs.id = hooks.run_id \
+               WHERE json_extract(hooks.meta, '$.kind') = 'auth' ORDER BY hooks.run_id, hooks.op";
+    let mut statement = tx.prepare_cached(sql)?;
+    let rows = statement.query_map([], |row| {
+        Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?, row.get::<_, String>(2)?, row.get::<_, String>(3)?))
+    })?;
+    for row in rows {
+        let (run, op, meta, tool) = row?;
+        let run = codec::run_id(&run)?;
+        match serde_json::from_str(&meta) {
+            Ok(HookMeta::Auth { provider, nonce }) if !nonce.is_empty() => {
+                sign_ins.push(WaitingSignIn { run, tool, op: codec::op(op)?, provider, nonce });
+            }
+            // Written before nonces were indexed: replaying the run publishes its link.
+            _ => runnable.push(run),
+        }
+    }
+    drop(statement);
+    runnable.sort();
+    runnable.dedup();
+    let timers = timers(&tx)?;
+    Ok(Recovery { unfinished: codec::uint(unfinished)? as usize, runnable, timers, sign_ins })
+}
+
+fn ids(conn: &Connection, sql: &str) -> Result<Vec<RunId>, Failure> {
+    let mut statement = conn.prepare_cached(sql)?;
+    let rows = statement.query_map([], |row| row.get::<_, String>(0))?;
+    rows.map(|row| codec::run_id(&row?)).collect()
 }

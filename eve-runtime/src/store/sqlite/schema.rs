@@ -1,21 +1,24 @@
 //! The schema of an eve SQLite file, and the checks made on it when it is opened.
 //!
 //! An eve file carries `PRAGMA application_id` [`APPLICATION_ID`] and `PRAGMA user_version`
-//! [`VERSION`]. Opening a file that is empty creates the schema (in one transaction, so a crash
-//! leaves either nothing or everything); a file from a newer eve, or a SQLite file that eve did not
-//! create, is refused without being touched.
+//! [`VERSION`]. Opening a file that is empty creates the schema, and opening a file of an older
+//! version migrates it (each in one transaction, so a crash leaves either nothing or everything);
+//! a file from a newer eve, or a SQLite file that eve did not create, is refused untouched.
 //!
 //! Tables (all keyed by the run id first, so a run's rows sit together):
 //!
-//! - `runs`: one row per run; `entries` is the journal length. Claims are not stored: one process
-//!   uses a file at a time, so they live in memory (see the module documentation of the store).
-//!   Listings order by `rowid`, which grows with creation since runs are never deleted.
+//! - `runs`: one row per run; `entries` is the journal length; `parked` marks a run that waits on
+//!   durable waits only (cleared by every append), so a restart need not load it. Claims are not
+//!   stored: one process uses a file at a time, so they live in memory (see the module
+//!   documentation of the store). Listings order by `rowid`, which grows with creation since runs
+//!   are never deleted.
 //! - `journal`: `(run_id, seq) -> entry` JSON, dense from 0.
 //! - `timers`: pending sleeps and retries, one row per `(run_id, op, kind)`.
 //! - `hooks`: `token_hash -> (run_id, op, meta)` for unfinished runs only (meta: hook, webhook with
 //!   its response mode, or sign-in callback); never a token.
-//! - `inbox`: deliveries, `UNIQUE (run_id, delivery_id)` so a repeated delivery id is a duplicate
-//!   even after its item was consumed. `AUTOINCREMENT` keeps ids unique over the file's life, as
+//! - `inbox`: deliveries, with the op of the hook they are for (`NULL` for a cancellation or an
+//!   answer), `UNIQUE (run_id, delivery_id)` so a repeated delivery id is a duplicate even after
+//!   its item was consumed. `AUTOINCREMENT` keeps ids unique over the file's life, as
 //!   callers name items by id. A finished run's rows are deleted (it accepts no deliveries).
 
 use rusqlite::{Connection, TransactionBehavior};
@@ -26,8 +29,9 @@ use crate::store::StoreError;
 /// `PRAGMA application_id` of an eve store: "EVE1" in ASCII.
 pub(super) const APPLICATION_ID: i64 = 0x4556_4531;
 
-/// The schema version this build writes and understands.
-pub(super) const VERSION: i64 = 1;
+/// The schema version this build writes and understands. Files of an older version are migrated
+/// at open ([`MIGRATIONS`]).
+pub(super) const VERSION: i64 = 2;
 
 const CREATE: &str = "
 CREATE TABLE runs (
@@ -36,9 +40,11 @@ CREATE TABLE runs (
     tool        TEXT NOT NULL,
     status      TEXT NOT NULL CHECK (status IN ('active', 'completed', 'failed', 'cancelled')),
     created_at  INTEGER NOT NULL,
-    entries     INTEGER NOT NULL
+    entries     INTEGER NOT NULL,
+    parked      INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX runs_by_status ON runs (status);
+CREATE INDEX runs_unparked ON runs (id) WHERE status = 'active' AND parked = 0;
 
 CREATE TABLE journal (
     run_id TEXT NOT NULL,
@@ -69,10 +75,23 @@ CREATE TABLE inbox (
     delivery_id TEXT,
     delivery    TEXT NOT NULL,
     consumed    INTEGER NOT NULL DEFAULT 0,
+    op          INTEGER,
     UNIQUE (run_id, delivery_id)
 );
 CREATE INDEX inbox_pending ON inbox (run_id, id) WHERE consumed = 0;
+CREATE INDEX inbox_pending_by_hook ON inbox (run_id, op) WHERE consumed = 0;
 ";
+
+/// The SQL that brings a file from version `n` to `n + 1`, at index `n - 1`.
+const MIGRATIONS: &[&str] = &[
+    // 1 -> 2: parked runs are not replayed at start-up; inbox limits count deliveries per hook.
+    "
+ALTER TABLE runs ADD COLUMN parked INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX runs_unparked ON runs (id) WHERE status = 'active' AND parked = 0;
+ALTER TABLE inbox ADD COLUMN op INTEGER;
+CREATE INDEX inbox_pending_by_hook ON inbox (run_id, op) WHERE consumed = 0;
+",
+];
 
 /// What identifies the file's contents.
 struct Identity {
@@ -93,6 +112,9 @@ pub(super) fn prepare(conn: &mut Connection, path: &str) -> Result<(), StoreErro
                  upgrade eve or use another data_dir"
             ),
         )),
+        Identity { application_id: APPLICATION_ID, version, .. } if version >= 1 => {
+            migrate(conn, version).map_err(|error| open_error(&error, path))
+        }
         Identity { application_id: APPLICATION_ID, version, .. } => Err(refuse(
             path,
             format!(
@@ -119,6 +141,17 @@ fn identify(conn: &Connection) -> rusqlite::Result<Identity> {
         version: conn.pragma_query_value(None, "user_version", |row| row.get(0))?,
         objects: conn.query_row("SELECT count(*) FROM sqlite_schema", [], |row| row.get(0))?,
     })
+}
+
+/// Brings a file of schema version `from` to [`VERSION`], in one transaction: a crash leaves the
+/// old version whole, and the next open migrates again.
+fn migrate(conn: &mut Connection, from: i64) -> rusqlite::Result<()> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    for step in &MIGRATIONS[usize::try_from(from - 1).unwrap_or(0)..] {
+        tx.execute_batch(step)?;
+    }
+    tx.pragma_update(None, "user_version", VERSION)?;
+    tx.commit()
 }
 
 fn create(conn: &mut Connection) -> rusqlite::Result<()> {

@@ -12,6 +12,10 @@
 //!    makes the whole batch durable), failpoint `sqlite.after_commit`;
 //! 4. answer every caller: its own result if the commit succeeded, else the commit's error.
 //!
+//! A batch made only of hints ([`Writer::submit_lazy`], such as a run's parked mark) commits with
+//! `synchronous=NORMAL`: without the fsync, so a power failure may lose it, which costs only a
+//! replay at the next start. Any durable request in a batch makes the whole batch durable.
+//!
 //! Invariant: no caller is told "ok" before the COMMIT holding its writes has returned. If SQLite
 //! abandons the transaction midway (it may on a full disk or an I/O error), every request of the
 //! batch gets that error, and nothing of the batch is in the file.
@@ -56,8 +60,27 @@ impl Writer {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, Failure> + Send + 'static,
     {
+        self.send(work, true).await
+    }
+
+    /// Runs `work` like [`submit`](Writer::submit), for a write that may be lost in a power
+    /// failure without harm (a hint such as a run's parked mark): a batch of such writes alone
+    /// commits without waiting for the disk; any durable request in the batch makes it wait.
+    pub(super) async fn submit_lazy<T, F>(&self, work: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, Failure> + Send + 'static,
+    {
+        self.send(work, false).await
+    }
+
+    async fn send<T, F>(&self, work: F, durable: bool) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, Failure> + Send + 'static,
+    {
         let (reply, answer) = oneshot::channel();
-        let request = Box::new(Request { work: Some(work), result: None, reply });
+        let request = Box::new(Request { work: Some(work), result: None, reply, durable });
         let sender = self.sender.as_ref().ok_or_else(stopped)?;
         sender.send(request).map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())?
@@ -86,12 +109,16 @@ trait Job: Send {
 
     /// Answers the caller, given the error that failed the whole batch, if any.
     fn answer(self: Box<Self>, batch_error: Option<&StoreError>);
+
+    /// Whether the caller must hear back only once the write is on disk.
+    fn durable(&self) -> bool;
 }
 
 struct Request<T, F> {
     work: Option<F>,
     result: Option<Result<T, StoreError>>,
     reply: oneshot::Sender<Result<T, StoreError>>,
+    durable: bool,
 }
 
 impl<T, F> Job for Request<T, F>
@@ -118,6 +145,10 @@ where
         // The caller may have stopped waiting; the outcome is durable regardless.
         let _ = self.reply.send(result);
     }
+
+    fn durable(&self) -> bool {
+        self.durable
+    }
 }
 
 /// The writer thread's loop: one batch per iteration until every [`Writer`] handle is gone.
@@ -135,10 +166,18 @@ fn serve(conn: &Connection, path: &str, receiver: &mpsc::Receiver<Box<dyn Job>>)
 /// Runs every request of `batch` in one transaction and commits it; on failure nothing of the
 /// batch is left in the file.
 fn commit_batch(conn: &Connection, path: &str, batch: &mut [Box<dyn Job>]) -> Result<(), StoreError> {
+    // A batch of hints only commits without the fsync; the next durable commit syncs it too.
+    let lazy = batch.iter().all(|job| !job.durable());
+    if lazy {
+        execute(conn, path, "PRAGMA synchronous = NORMAL")?;
+    }
     let outcome = run_batch(conn, path, batch);
     if outcome.is_err() && !conn.is_autocommit() {
         // Best effort: if even ROLLBACK fails, the connection is unusable and the next BEGIN says so.
         let _ = conn.execute_batch("ROLLBACK");
+    }
+    if lazy {
+        execute(conn, path, "PRAGMA synchronous = FULL")?;
     }
     outcome
 }

@@ -14,7 +14,9 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::codec::{self, Failure, int, kind_name, status_name};
 use super::epochs::Epochs;
 use crate::journal::{Op, RunId};
-use crate::store::{Created, Delivered, Delivery, DeliveryPayload, Fence, HookMeta, IndexChanges, StoreError, Target};
+use crate::store::{
+    Created, Delivered, Delivery, DeliveryPayload, Fence, HookMeta, InboxLimits, IndexChanges, StoreError, Target,
+};
 
 /// How much smaller than an entry a delivery must be. The entry that records a delivery
 /// (`HookReceived`, `AskResolved`, `CancelRequested`) is a few dozen bytes longer than the
@@ -70,9 +72,9 @@ pub(super) fn append(conn: &Connection, rows: &AppendRows, epochs: &Epochs) -> R
 fn advance_run(conn: &Connection, rows: &AppendRows, epochs: &Epochs) -> Result<(), Failure> {
     let current = epochs.current(&rows.run);
     if current != rows.fence.epoch {
-        return Err(fenced(conn, rows, current)?.into());
+        return Err(fenced(conn, &rows.run, rows.fence, current)?.into());
     }
-    let sql = "UPDATE runs SET entries = entries + ?3, status = coalesce(?4, status) \
+    let sql = "UPDATE runs SET entries = entries + ?3, status = coalesce(?4, status), parked = 0 \
                WHERE id = ?1 AND entries = ?2 AND status = 'active'";
     let added = int(rows.entries.len() as u64);
     let status = rows.changes.status.map(status_name);
@@ -83,10 +85,14 @@ fn advance_run(conn: &Connection, rows: &AppendRows, epochs: &Epochs) -> Result<
     Err(why_refused(conn, rows)?.into())
 }
 
-/// A stale fence: [`StoreError::Fenced`], or [`StoreError::RunNotFound`] if the run does not exist.
-fn fenced(conn: &Connection, rows: &AppendRows, current: u64) -> Result<StoreError, Failure> {
-    current_row(conn, &rows.run)?;
-    Ok(StoreError::Fenced { run: rows.run.clone(), held: rows.fence.epoch, current })
+/// A fence that is not the current one: [`StoreError::Fenced`], or [`StoreError::RunFinished`] for a
+/// finished run (whose epoch is forgotten), or [`StoreError::RunNotFound`].
+fn fenced(conn: &Connection, run: &RunId, held: Fence, current: u64) -> Result<StoreError, Failure> {
+    let (status, _) = current_row(conn, run)?;
+    if status != "active" {
+        return Ok(StoreError::RunFinished(run.clone()));
+    }
+    Ok(StoreError::Fenced { run: run.clone(), held: held.epoch, current })
 }
 
 /// Why [`advance_run`] matched no row, checked in the memory store's order.
@@ -181,28 +187,108 @@ fn finish(conn: &Connection, run: &RunId) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Accepts a delivery into the inbox of the unfinished run `target` names.
+/// Marks the run parked unless the fence is stale or the journal grew past `next_seq`.
+pub(super) fn park(
+    conn: &Connection,
+    run: &RunId,
+    fence: Fence,
+    next_seq: u64,
+    epochs: &Epochs,
+) -> Result<(), Failure> {
+    if epochs.current(run) != fence.epoch {
+        return Ok(());
+    }
+    let sql = "UPDATE runs SET parked = 1 WHERE id = ?1 AND entries = ?2 AND status = 'active'";
+    conn.prepare_cached(sql)?.execute(params![run.as_str(), int(next_seq)])?;
+    Ok(())
+}
+
+/// Replaces the run's history with one that starts with `started` (see `Store::continue_as_new`).
+pub(super) fn continue_as_new(
+    conn: &Connection,
+    run: &RunId,
+    fence: Fence,
+    started: &str,
+    epochs: &Epochs,
+) -> Result<(), Failure> {
+    let current = epochs.current(run);
+    if current != fence.epoch {
+        return Err(fenced(conn, run, fence, current)?.into());
+    }
+    let sql = "UPDATE runs SET entries = 1, parked = 0 WHERE id = ?1 AND status = 'active'";
+    if conn.prepare_cached(sql)?.execute([run.as_str()])? == 0 {
+        current_row(conn, run)?;
+        return Err(StoreError::RunFinished(run.clone()).into());
+    }
+    for sql in [
+        "DELETE FROM journal WHERE run_id = ?1",
+        "DELETE FROM timers WHERE run_id = ?1",
+        "DELETE FROM hooks WHERE run_id = ?1",
+        "DELETE FROM inbox WHERE run_id = ?1 AND (consumed = 1 OR json_extract(delivery, '$.type') <> 'cancel')",
+    ] {
+        conn.prepare_cached(sql)?.execute([run.as_str()])?;
+    }
+    insert_entries(conn, run, 0, std::slice::from_ref(&started.to_owned()))
+}
+
+/// Accepts a delivery into the inbox of the unfinished run `target` names, if it has room.
 pub(super) fn deliver(
     conn: &Connection,
     target: Target,
     delivery_id: Option<&str>,
     payload: DeliveryPayload,
     limit: usize,
+    limits: InboxLimits,
 ) -> Result<Delivered, Failure> {
     let Some((run, delivery)) = resolve(conn, target, payload)? else { return Ok(Delivered::NotFound) };
     if !is_active(conn, &run)? {
         return Ok(Delivered::NotFound);
     }
+    // A repeat of a delivery already taken is a duplicate, however full the inbox is now.
+    if let Some(id) = delivery_id
+        && is_duplicate(conn, &run, id)?
+    {
+        return Ok(Delivered::Duplicate { run });
+    }
+    check_room(conn, &run, delivery.hook_op(), limits)?;
     let what = "a delivery (SqliteOptions::max_entry_bytes, less room for the journal entry that records it)";
     let text = codec::encode(&delivery, what, limit.saturating_sub(DELIVERY_HEADROOM))?;
-    let sql = "INSERT INTO inbox (run_id, delivery_id, delivery) VALUES (?1, ?2, ?3) \
+    let sql = "INSERT INTO inbox (run_id, delivery_id, delivery, op) VALUES (?1, ?2, ?3, ?4) \
                ON CONFLICT (run_id, delivery_id) DO NOTHING RETURNING id";
-    let id: Option<i64> =
-        conn.prepare_cached(sql)?.query_row(params![run.as_str(), delivery_id, text], |row| row.get(0)).optional()?;
+    let op = delivery.hook_op().map(|op| op.0);
+    let params = params![run.as_str(), delivery_id, text, op];
+    let id: Option<i64> = conn.prepare_cached(sql)?.query_row(params, |row| row.get(0)).optional()?;
     match id {
         Some(id) => Ok(Delivered::Accepted { run, id: codec::uint(id)? }),
         None => Ok(Delivered::Duplicate { run }),
     }
+}
+
+fn is_duplicate(conn: &Connection, run: &RunId, delivery_id: &str) -> Result<bool, Failure> {
+    let sql = "SELECT 1 FROM inbox WHERE run_id = ?1 AND delivery_id = ?2";
+    let found: Option<i64> =
+        conn.prepare_cached(sql)?.query_row([run.as_str(), delivery_id], |row| row.get(0)).optional()?;
+    Ok(found.is_some())
+}
+
+/// Refuses a delivery that would put more than `limits` in waiting for its run or its hook. The
+/// counts stop at the limit, so a full inbox costs no more to refuse than one at the limit.
+fn check_room(conn: &Connection, run: &RunId, hook: Option<Op>, limits: InboxLimits) -> Result<(), Failure> {
+    let sql = "SELECT count(*) FROM (SELECT 1 FROM inbox WHERE run_id = ?1 AND consumed = 0 LIMIT ?2)";
+    let pending: i64 =
+        conn.prepare_cached(sql)?.query_row(params![run.as_str(), int(limits.per_run as u64)], |row| row.get(0))?;
+    let pending = codec::uint(pending)? as usize;
+    if pending >= limits.per_run {
+        return Err(StoreError::InboxFull { run: run.clone(), hook: None, pending }.into());
+    }
+    let Some(op) = hook else { return Ok(()) };
+    let sql = "SELECT count(*) FROM (SELECT 1 FROM inbox WHERE run_id = ?1 AND op = ?2 AND consumed = 0 LIMIT ?3)";
+    let params = params![run.as_str(), op.0, int(limits.per_hook as u64)];
+    let pending = codec::uint(conn.prepare_cached(sql)?.query_row(params, |row| row.get(0))?)? as usize;
+    if pending >= limits.per_hook {
+        return Err(StoreError::InboxFull { run: run.clone(), hook: Some(op), pending }.into());
+    }
+    Ok(())
 }
 
 /// The run a delivery is for and what it carries, or `None` if no unfinished run holds the hook.
