@@ -10,8 +10,6 @@ use darling::ast::NestedMeta;
 use proc_macro2::TokenStream;
 use syn::{Expr, ExprLit, Lit, LitInt, LitStr, Meta};
 
-use crate::model::Macro;
-
 /// The arguments `#[step]` knows, in the order messages list them.
 pub const STEP: &[&str] = &["name", "max_attempts", "backoff", "crate"];
 /// The arguments `#[tool]` and `#[workflow_tool]` know.
@@ -135,5 +133,39 @@ fn form_error(attr: Macro, meta: &Meta, expected: &str) -> syn::Error {
     match meta {
         Meta::NameValue(name_value) => syn::Error::new_spanned(&name_value.value, message),
         other => syn::Error::new_spanned(other, message),
+    }
+}
+
+/// The four attribute macros.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Macro {
+    /// `#[step]`
+    Step,
+    /// `#[tool]`
+    Tool,
+    /// `#[workflow_tool]`
+    WorkflowTool,
+    /// `#[task]`, with or without `serve`
+    Task,
+}
+
+impl Macro {
+    /// The attribute's name as written.
+    pub fn name(self) -> &'static str {
+        match self {
+            Macro::Step => "step",
+            Macro::Tool => "tool",
+            Macro::WorkflowTool => "workflow_tool",
+            Macro::Task => "task",
+        }
+    }
+
+    /// The arguments the attribute accepts.
+    pub fn known_args(self) -> &'static [&'static str] {
+        match self {
+            Macro::Step => STEP,
+            Macro::Tool | Macro::WorkflowTool => TOOL,
+            Macro::Task => TASK,
+        }
     }
 }

@@ -9,7 +9,7 @@ use quote::{ToTokens, TokenStreamExt};
 use syn::parse::{Parse, ParseStream};
 use syn::{Attribute, Signature, Visibility};
 
-use crate::model::Macro;
+use crate::args::Macro;
 
 /// A free fn: `#[attrs] vis async fn name(params) -> Output { body }`.
 pub struct ItemFn {

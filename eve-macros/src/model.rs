@@ -14,43 +14,10 @@ use syn::{
     PathSegment, Receiver, ReturnType, Type,
 };
 
+pub use crate::args::Macro;
 use crate::args::{self, Args, StepArgs, ToolArgs};
 use crate::duration::{self, Backoff};
 use crate::item::ItemFn;
-
-/// The four attribute macros.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Macro {
-    /// `#[step]`
-    Step,
-    /// `#[tool]`
-    Tool,
-    /// `#[workflow_tool]`
-    WorkflowTool,
-    /// `#[task]`, with or without `serve`
-    Task,
-}
-
-impl Macro {
-    /// The attribute's name as written.
-    pub fn name(self) -> &'static str {
-        match self {
-            Macro::Step => "step",
-            Macro::Tool => "tool",
-            Macro::WorkflowTool => "workflow_tool",
-            Macro::Task => "task",
-        }
-    }
-
-    /// The arguments the attribute accepts.
-    pub fn known_args(self) -> &'static [&'static str] {
-        match self {
-            Macro::Step => args::STEP,
-            Macro::Tool | Macro::WorkflowTool => args::TOOL,
-            Macro::Task => args::TASK,
-        }
-    }
-}
 
 /// A tool's cell: lifetime × suspendability (DESIGN.md §3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

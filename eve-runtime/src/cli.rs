@@ -307,7 +307,7 @@ async fn questions(runtime: &Runtime, run: &RunId) -> Result<(), String> {
     Ok(())
 }
 
-fn print_questions(run: &RunId, open: &[crate::deliver::OpenQuestion]) {
+fn print_questions(run: &RunId, open: &[crate::runtime::OpenQuestion]) {
     for question in open {
         let request = &question.request;
         println!("{}  {}", question.request_id, request.prompt);

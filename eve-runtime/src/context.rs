@@ -200,7 +200,7 @@ impl<T> fmt::Debug for Receive<T> {
 pub struct ToolCtx {
     call_id: String,
     tool: &'static str,
-    services: Arc<crate::executor::Services>,
+    services: Arc<crate::executor::core::Services>,
 }
 
 impl fmt::Debug for ToolCtx {
@@ -210,7 +210,7 @@ impl fmt::Debug for ToolCtx {
 }
 
 impl ToolCtx {
-    pub(crate) fn new(call_id: String, tool: &'static str, services: Arc<crate::executor::Services>) -> Self {
+    pub(crate) fn new(call_id: String, tool: &'static str, services: Arc<crate::executor::core::Services>) -> Self {
         ToolCtx { call_id, tool, services }
     }
 

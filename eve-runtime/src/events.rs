@@ -114,7 +114,7 @@ pub enum RunEvent {
         #[serde(skip_serializing_if = "Option::is_none")]
         task_id: Option<String>,
         /// The question.
-        request: crate::ask::Ask,
+        request: crate::journal::ask::Ask,
     },
     /// A question resolved: answered, withdrawn or cancelled.
     #[serde(rename = "input.resolved", rename_all = "camelCase")]
@@ -127,7 +127,7 @@ pub enum RunEvent {
         #[serde(skip_serializing_if = "Option::is_none")]
         task_id: Option<String>,
         /// How it resolved.
-        outcome: crate::ask::AskOutcome,
+        outcome: crate::journal::ask::AskOutcome,
     },
     /// A step waits for a person to sign in at `url`.
     #[serde(rename = "authorization.required", rename_all = "camelCase")]

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::context::{Receive, ServeCtx, TaskCtx, ToolCtx, WorkflowCtx};
 use crate::error::ToolError;
-use crate::step::{RetryPolicy, StepDef};
+use crate::executor::core::{RetryPolicy, StepDef};
 
 /// The future a tool body becomes once its input is decoded and its output encoded.
 pub type BodyFuture = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send>>;

@@ -1,4 +1,4 @@
-//! Randomness, hook tokens and the runtime's secret key.
+//! Hook tokens and the runtime's secret key.
 //!
 //! A hook token is 256 bits. Stores see only its SHA-256 hash. A generated token must come back
 //! unchanged when the body replays (the body may have passed it to a step whose input hash is
@@ -21,14 +21,8 @@ use zeroize::Zeroize;
 
 use crate::journal::{Op, RunId};
 
-/// Fills `bytes` from the operating system's random source.
-///
-/// # Panics
-///
-/// Panics if the operating system has no usable random source, which no supported platform lacks.
-pub fn fill_random(bytes: &mut [u8]) {
-    getrandom::fill(bytes).expect("the operating system random source is available on every supported platform");
-}
+pub(crate) use crate::random::hex;
+pub use crate::random::{fill_random, nonce};
 
 /// The runtime's 256-bit secret key, from which generated hook tokens are derived.
 #[derive(Clone)]
@@ -111,11 +105,6 @@ impl Drop for SecretKey {
     }
 }
 
-/// `bytes` as lowercase hex.
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
-}
-
 /// Writes `bytes` to a new file at `path`, readable by its owner only, and syncs it; fails if the
 /// file exists. Creates the parent folder if needed.
 pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
@@ -135,13 +124,6 @@ pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 pub(crate) fn sync_parent(path: &Path) -> std::io::Result<()> {
     let parent = path.parent().filter(|parent| !parent.as_os_str().is_empty()).unwrap_or(Path::new("."));
     fs::File::open(parent)?.sync_all()
-}
-
-/// A fresh 256-bit nonce, base64url-encoded.
-pub fn nonce() -> String {
-    let mut bytes = [0u8; 32];
-    fill_random(&mut bytes);
-    URL_SAFE_NO_PAD.encode(bytes)
 }
 
 /// A hook or webhook token. Its `Debug` output is redacted; only [`Token::expose`] shows it.

@@ -12,104 +12,17 @@ use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use futures::future::BoxFuture;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::Value;
 
 use crate::auth::{AccessToken, AuthProvider, Provider};
 use crate::error::{FatalError, StepError};
-use crate::executor::core::{self, RunCore, Slot, StepSlot};
+use crate::executor::core::{self, AttemptFn, RunCore, Slot, StepAttempt, StepSlot};
+pub use crate::executor::core::{Backoff, RetryPolicy, StepDef};
 use crate::journal::{InputHash, Op, OpKind, OpSignature, RunId, StepOutcome};
 use crate::webhook::{WebhookRequest, WebhookResponse};
-
-/// How long to wait between attempts: `initial`, then multiplied by `factor` after each failure.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Backoff {
-    initial_millis: u64,
-    factor: u32,
-}
-
-impl Backoff {
-    /// The longest delay any backoff produces: one day.
-    pub const MAX_DELAY: Duration = Duration::from_secs(24 * 3600);
-
-    /// Starts at `initial_millis` and doubles after each failure.
-    pub const fn exponential_millis(initial_millis: u64) -> Self {
-        Backoff { initial_millis, factor: 2 }
-    }
-
-    /// Waits `millis` between every pair of attempts.
-    pub const fn fixed_millis(millis: u64) -> Self {
-        Backoff { initial_millis: millis, factor: 1 }
-    }
-
-    /// The delay after failed attempt number `attempt` (from 1), capped at [`Backoff::MAX_DELAY`].
-    ///
-    /// ```
-    /// # use eve_runtime::Backoff;
-    /// # use std::time::Duration;
-    /// let backoff = Backoff::exponential_millis(1_000);
-    /// assert_eq!(backoff.delay_after(1), Duration::from_secs(1));
-    /// assert_eq!(backoff.delay_after(3), Duration::from_secs(4));
-    /// ```
-    pub fn delay_after(&self, attempt: u32) -> Duration {
-        let factor = u64::from(self.factor).saturating_pow(attempt.saturating_sub(1));
-        Duration::from_millis(self.initial_millis.saturating_mul(factor)).min(Self::MAX_DELAY)
-    }
-}
-
-/// How often a step is attempted and how long to wait in between.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RetryPolicy {
-    /// Attempts in all, including the first; at least 1.
-    pub max_attempts: u32,
-    /// The delay between attempts.
-    pub backoff: Backoff,
-}
-
-impl RetryPolicy {
-    /// 3 attempts, waiting 1 s and then 2 s.
-    pub const DEFAULT: RetryPolicy = RetryPolicy { max_attempts: 3, backoff: Backoff::exponential_millis(1_000) };
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        RetryPolicy::DEFAULT
-    }
-}
-
-/// A step as `#[step]` declares it: a stable id, a name and a retry policy.
-#[derive(Debug)]
-pub struct StepDef {
-    id: &'static str,
-    name: &'static str,
-    policy: RetryPolicy,
-}
-
-impl StepDef {
-    /// A step definition; `#[step]` emits one `static` per step.
-    pub const fn new(id: &'static str, name: &'static str, policy: RetryPolicy) -> Self {
-        StepDef { id, name, policy }
-    }
-
-    /// The module path and fn name.
-    pub fn id(&self) -> &'static str {
-        self.id
-    }
-
-    /// The step's name, as journaled (the fn name unless `name = "…"` was given).
-    pub fn name(&self) -> &'static str {
-        self.name
-    }
-
-    /// The retry policy.
-    pub fn policy(&self) -> RetryPolicy {
-        self.policy
-    }
-}
 
 /// What a step attempt can see: which run and op it belongs to, its attempt number, its stable
 /// idempotency key and the run's abort signal.
@@ -245,9 +158,6 @@ impl fmt::Debug for StepCtx {
     }
 }
 
-/// Runs one attempt of a step and serializes its output.
-pub(crate) type AttemptFn = Box<dyn FnMut(StepCtx) -> BoxFuture<'static, Result<Value, StepError>> + Send>;
-
 /// The future a `#[step]` fn returns. Its output is the step's result, recorded in the journal.
 #[must_use = "a step does nothing unless awaited"]
 pub struct StepCall<T> {
@@ -303,12 +213,12 @@ where
             Ok(bytes) => bytes,
             Err(error) => {
                 let error =
-                    FatalError::new(format!("the arguments of step `{}` cannot be serialized: {error}", def.name));
+                    FatalError::new(format!("the arguments of step `{}` cannot be serialized: {error}", def.name()));
                 return StepCall { state: CallState::Failed(Some(error.into())) };
             }
         };
         let input_hash = InputHash::of(&bytes);
-        let signature = OpSignature { kind: OpKind::Step, name: def.name.into(), input_hash };
+        let signature = OpSignature { kind: OpKind::Step, name: def.name().into(), input_hash };
         // A step whose result the journal records never runs again, so replay skips boxing it.
         let attempt = (!core.next_op_completed()).then(|| attempt_fn(args, bytes, step));
         let slot = StepSlot { def, input_hash, attempt, polled: false, outcome: None };
@@ -329,7 +239,8 @@ where
     E: Into<StepError>,
 {
     let mut first = Some(args);
-    Box::new(move |ctx| {
+    Box::new(move |StepAttempt { core, op, number }| {
+        let ctx = StepCtx::in_run(&core, op, number);
         let args = match first.take() {
             Some(args) => args,
             None => match crate::journal::depth::from_slice(&bytes) {
@@ -380,7 +291,7 @@ fn poll_durable<T: DeserializeOwned>(core: &RunCore, op: Op, cx: &mut Context<'_
             slot.waker = Some(cx.waker().clone());
             return Poll::Pending;
         };
-        (outcome, step.def.name)
+        (outcome, step.def.name())
     };
     // Decoding runs user `Deserialize` code, so it happens after the core's lock is released.
     Poll::Ready(match outcome {

@@ -6,14 +6,12 @@
 //! activates the run; the run's executor journals `TimerFired` exactly once.
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use futures::future::Either;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::executor::Msg;
 use crate::journal::{Op, RunId};
-use crate::runtime::Shared;
 use crate::store::TimerKind;
 use crate::time::{Clock, Timestamp};
 
@@ -37,14 +35,15 @@ struct Timer {
 }
 
 impl TimerService {
-    /// Starts the timer task; it stops when the runtime is dropped.
-    pub fn start(clock: Arc<dyn Clock>, shared: Weak<Shared>) -> Self {
+    /// Starts the timer task, which calls `fire` for each timer that falls due; `fire` returns
+    /// false once nothing is left to wake (the runtime is gone), and the task stops.
+    pub fn start(clock: Arc<dyn Clock>, fire: impl Fn(RunId, Op, TimerKind) -> bool + Send + Sync + 'static) -> Self {
         let (sender, receiver) = mpsc::unbounded_channel();
-        tokio::spawn(run(clock, receiver, shared));
+        tokio::spawn(run(clock, receiver, Box::new(fire)));
         TimerService { sender }
     }
 
-    /// Wakes `run` with `Msg::Timer(op, kind)` once the clock reaches `due`.
+    /// Calls `fire(run, op, kind)` once the clock reaches `due`.
     pub fn add(&self, run: RunId, op: Op, due: Timestamp, kind: TimerKind) {
         let _ = self.sender.send(Command::Add(Timer { due, run, op, retry: kind == TimerKind::Retry }));
     }
@@ -58,7 +57,10 @@ impl TimerService {
     }
 }
 
-async fn run(clock: Arc<dyn Clock>, mut receiver: mpsc::UnboundedReceiver<Command>, shared: Weak<Shared>) {
+/// Called for each timer that falls due; false once nothing is left to wake.
+type Fire = Box<dyn Fn(RunId, Op, TimerKind) -> bool + Send + Sync>;
+
+async fn run(clock: Arc<dyn Clock>, mut receiver: mpsc::UnboundedReceiver<Command>, fire: Fire) {
     let mut pending = BTreeSet::new();
     loop {
         let sleep = match pending.first() {
@@ -71,28 +73,34 @@ async fn run(clock: Arc<dyn Clock>, mut receiver: mpsc::UnboundedReceiver<Comman
                     pending.insert(timer);
                 }
                 Some(Command::Flush(done)) => {
-                    let Some(shared) = shared.upgrade() else { return };
-                    fire_due(&*clock, &mut pending, &shared);
+                    if !fire_due(&*clock, &mut pending, &fire) {
+                        return;
+                    }
                     let _ = done.send(());
                 }
                 None => return,
             },
             () = sleep => {
-                let Some(shared) = shared.upgrade() else { return };
-                fire_due(&*clock, &mut pending, &shared);
+                if !fire_due(&*clock, &mut pending, &fire) {
+                    return;
+                }
             }
         }
     }
 }
 
-fn fire_due(clock: &dyn Clock, pending: &mut BTreeSet<Timer>, shared: &Arc<Shared>) {
+/// Fires every timer due now; false if `fire` says nothing is left to wake.
+fn fire_due(clock: &dyn Clock, pending: &mut BTreeSet<Timer>, fire: &Fire) -> bool {
     let now = clock.now();
     while let Some(timer) = pending.first() {
         if timer.due > now {
-            return;
+            return true;
         }
         let timer = pending.pop_first().expect("the first element exists");
         let kind = if timer.retry { TimerKind::Retry } else { TimerKind::Sleep };
-        shared.wake(&timer.run, Msg::Timer(timer.op, kind));
+        if !fire(timer.run, timer.op, kind) {
+            return false;
+        }
     }
+    true
 }

@@ -162,9 +162,9 @@ enum HookState {
     Diverged,
 }
 
-impl Hook<crate::webhook::WebhookRequest> {
+impl Hook<crate::journal::webhook::WebhookRequest> {
     /// A webhook's hook: a generated token, answered over HTTP as `options` say.
-    pub(crate) fn create_webhook(options: crate::webhook::WebhookOptions) -> Self {
+    pub(crate) fn create_webhook(options: crate::journal::webhook::WebhookOptions) -> Self {
         Hook::create(None, Some(options))
     }
 }
@@ -174,7 +174,7 @@ impl<T> Hook<T> {
     pub(crate) fn url(&self) -> String {
         match &self.state {
             HookState::Durable { core, .. } => {
-                format!("{}{}{}", core.services.public_url, crate::webhook::WEBHOOK_PATH, self.token.expose())
+                format!("{}{}{}", core.services.public_url, crate::journal::webhook::WEBHOOK_PATH, self.token.expose())
             }
             _ => String::new(),
         }
@@ -182,7 +182,7 @@ impl<T> Hook<T> {
 }
 
 impl<T: DeserializeOwned> Hook<T> {
-    fn create(chosen: Option<Token>, webhook: Option<crate::webhook::WebhookOptions>) -> Self {
+    fn create(chosen: Option<Token>, webhook: Option<crate::journal::webhook::WebhookOptions>) -> Self {
         let Some(core) = core::current() else {
             let token = chosen.unwrap_or_else(|| Token::chosen(secret::nonce()));
             return Hook { token, state: HookState::Failed(HookError::NotInRun), payload: PhantomData };

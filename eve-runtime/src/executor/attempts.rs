@@ -11,13 +11,13 @@ use std::panic::AssertUnwindSafe;
 
 use futures::FutureExt;
 
+use super::Engine;
 use super::core::{Resume, Slot};
+use super::core::{RetryPolicy, StepAttempt};
 use super::{Attempt, Driver};
 use crate::error::{FatalError, StepError};
 use crate::events::RunEvent;
 use crate::journal::{Entry, InputHash, Op, StepOutcome};
-use crate::runtime::Shared;
-use crate::step::{RetryPolicy, StepCtx};
 use crate::store::TimerKind;
 use crate::time::Timestamp;
 
@@ -48,7 +48,7 @@ pub(super) enum SignedIn {
 
 impl Driver {
     /// Starts the steps the body polled for the first time, resuming what the journal records.
-    pub(super) fn start_polled_steps(&mut self, rt: &Shared) {
+    pub(super) fn start_polled_steps(&mut self, rt: &Engine) {
         let polled = std::mem::take(&mut self.core.lock().polled);
         for op in polled {
             let (exec, resume, completed) = {
@@ -82,9 +82,9 @@ impl Driver {
     }
 
     /// Starts attempt `number` of the step at `op`.
-    pub(super) fn start_attempt(&mut self, rt: &Shared, op: Op, number: u32) {
+    pub(super) fn start_attempt(&mut self, rt: &Engine, op: Op, number: u32) {
         let exec = self.execs.get_mut(&op).expect("a step's attempt function is kept until it completes");
-        let future = exec(StepCtx::in_run(&self.core, op, number));
+        let future = exec(StepAttempt { core: self.core.clone(), op, number });
         let (name, _, _) = self.step_info(op);
         self.in_flight.insert(op, number);
         let run = &self.core.run;
@@ -99,7 +99,7 @@ impl Driver {
     }
 
     /// The entry recording a finished attempt, and what the step waits for next, if anything.
-    pub(super) fn attempt_finished(&mut self, rt: &Shared, Attempt { op, attempt, result }: Attempt) -> Option<Entry> {
+    pub(super) fn attempt_finished(&mut self, rt: &Engine, Attempt { op, attempt, result }: Attempt) -> Option<Entry> {
         if self.in_flight.get(&op) != Some(&attempt) {
             return None;
         }
@@ -127,7 +127,7 @@ impl Driver {
     }
 
     /// A failed attempt: retried after its backoff if attempts are left, else the step fails.
-    fn failed_attempt(&mut self, rt: &Shared, op: Op, attempt: u32, error: StepError) -> Entry {
+    fn failed_attempt(&mut self, rt: &Engine, op: Op, attempt: u32, error: StepError) -> Entry {
         let (name, input_hash, policy) = self.step_info(op);
         if error.is_fatal() || attempt >= policy.max_attempts || self.core.is_cancelled() {
             return self.fail_step(op, attempt, error);
@@ -154,13 +154,13 @@ impl Driver {
     }
 
     /// Parks attempt `next` of the step at `op` until `due`; the timer service wakes the run.
-    pub(super) fn wait_to_retry(&mut self, rt: &Shared, op: Op, next: u32, due: Timestamp) {
+    pub(super) fn wait_to_retry(&mut self, rt: &Engine, op: Op, next: u32, due: Timestamp) {
         self.retrying.insert(op, (next, due));
         rt.timers.add(self.core.run.clone(), op, due, TimerKind::Retry);
     }
 
     /// Starts the next attempt of the step at `op` if its backoff is over.
-    pub(super) fn retry_due(&mut self, rt: &Shared, op: Op) {
+    pub(super) fn retry_due(&mut self, rt: &Engine, op: Op) {
         let Some(&(next, due)) = self.retrying.get(&op) else { return };
         if due <= rt.services.clock.now() {
             self.retrying.remove(&op);
@@ -179,7 +179,7 @@ impl Driver {
     }
 
     /// Publishes `authorization.required` with the URL that starts the sign-in for `op`.
-    fn announce_sign_in(&self, rt: &Shared, op: Op, provider: &str, nonce: &str) {
+    fn announce_sign_in(&self, rt: &Engine, op: Op, provider: &str, nonce: &str) {
         let state = rt.services.auth_state(&self.core.run, op, nonce);
         match rt.services.authorization_url(provider, &self.core.principal, state.expose()) {
             Ok(url) => {
@@ -199,14 +199,14 @@ impl Driver {
 
     /// What waits for the last append to be durable: publishing new sign-in URLs, and restarting
     /// the attempts whose sign-in completed.
-    pub(super) fn after_append(&mut self, rt: &Shared) {
+    pub(super) fn after_append(&mut self, rt: &Engine) {
         for (op, provider, nonce) in std::mem::take(&mut self.announce_after_append) {
             self.announce_sign_in(rt, op, &provider, &nonce);
         }
         for (op, AwaitingAuth { attempt, provider, nonce }) in std::mem::take(&mut self.restart_after_append) {
             // The callback's hook is gone with the `AuthCompleted` just journaled, so a duplicate
             // callback is refused without its claim: forget the claim.
-            rt.callbacks.release(rt.services.auth_state(&self.core.run, op, &nonce).hash().as_str());
+            rt.services.callbacks.release(rt.services.auth_state(&self.core.run, op, &nonce).hash().as_str());
             let (run, task_id) = (self.core.run.clone(), self.core.task_id.clone());
             rt.events.emit(|| RunEvent::AuthorizationCompleted { run, op, task_id, provider });
             self.signed_in.insert(op, SignedIn::Here);

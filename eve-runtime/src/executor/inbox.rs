@@ -6,10 +6,10 @@
 //! the runtime before the withdrawal wins.
 
 use super::Driver;
+use super::Engine;
 use super::core::Slot;
 use crate::ask::AskOutcome;
 use crate::journal::{Entry, Op};
-use crate::runtime::Shared;
 use crate::store::{Delivery, InboxItem, StoreError};
 use crate::time::Timestamp;
 
@@ -17,7 +17,7 @@ impl Driver {
     /// Moves inbox deliveries into journal entries.
     pub(super) async fn read_inbox(
         &mut self,
-        rt: &Shared,
+        rt: &Engine,
         entries: &mut Vec<Entry>,
         consumed: &mut Vec<u64>,
     ) -> Result<(), StoreError> {

@@ -31,7 +31,7 @@ mod inbox;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -42,93 +42,63 @@ use futures::future::{BoxFuture, Either};
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 use serde_json::Value;
-use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::sync::{Notify, mpsc};
 
-use self::core::{Mode, ReplayIndex, RunCore, Started};
-use crate::auth::{AUTH_CALLBACK_PATH, AuthError, AuthProvider, Principal};
+pub(crate) use self::core::Services;
+use self::core::{AttemptFn, Mode, OpMap, ReplayIndex, RunCore, Started};
+use crate::auth::Principal;
 use crate::error::{StepError, StoreError, ToolError};
 use crate::events::RunEvent;
+use crate::journal::RunOutcome;
 use crate::journal::{Entry, Op, RunFailure, RunId, RunStatus, StepOutcome};
 use crate::registry::{BodyFuture, EntryPoint};
-use crate::runtime::{RunOutcome, Shared};
-use crate::secret::{SecretKey, Token};
-use crate::step::AttemptFn;
 use crate::store::{Append, Fence, InboxItem, TimerKind};
-use crate::time::{Clock, Timestamp};
-use crate::webhook::WebhookResponse;
+use crate::time::Timestamp;
 
-/// What the body's primitives need from the runtime.
-pub(crate) struct Services {
-    pub clock: Arc<dyn Clock>,
-    pub key: SecretKey,
-    /// Auth providers by id.
-    pub providers: HashMap<String, Arc<dyn AuthProvider>>,
-    /// The base URL webhook and callback URLs start with, such as `http://127.0.0.1:7700`.
-    pub public_url: String,
-    /// Manual webhook requests waiting for a step's response, and recent responses to repeat.
-    pub responses: crate::deliver::Responses,
-    /// Values the host gave the runtime for steps and plain tools, by type.
-    pub state: crate::state::State,
+/// What an executor needs from the runtime that drives it: the store, the services the body's
+/// primitives use, the event bus, the timer service, and the limits runs are held to. The runtime
+/// owns one and lends it to every executor.
+pub(crate) struct Engine {
+    pub store: Arc<dyn crate::store::Store>,
+    pub services: Arc<Services>,
+    pub events: crate::events::EventBus,
+    pub timers: crate::timers::TimerService,
+    /// Who this process is, as a shared store's leases name it.
+    pub worker: crate::store::WorkerId,
+    /// How long a claim of a shared store lasts.
+    pub lease: Duration,
+    /// How long a cancelled run may unwind.
+    pub grace: Duration,
+    pub history: HistoryLimits,
+    /// How many payloads a hook holds that its body has not taken; see
+    /// [`RuntimeBuilder::hook_buffer`](crate::RuntimeBuilder::hook_buffer).
+    pub hook_buffer: usize,
+    /// Becomes `true` when the runtime begins to shut down.
+    pub stopping: tokio::sync::watch::Sender<bool>,
 }
 
-impl Services {
-    pub fn new(
-        clock: Arc<dyn Clock>,
-        key: SecretKey,
-        providers: HashMap<String, Arc<dyn AuthProvider>>,
-        public_url: String,
-        state: crate::state::State,
-    ) -> Self {
-        Services { clock, key, providers, public_url, responses: Default::default(), state }
+impl Engine {
+    /// Whether the runtime has begun to shut down.
+    pub fn is_stopping(&self) -> bool {
+        *self.stopping.borrow()
     }
 
-    /// The `state` of the sign-in callback a step at `op` waits for.
-    pub fn auth_state(&self, run: &RunId, op: Op, nonce: &str) -> Token {
-        self.key.derive_token(run, op, &format!("auth:{nonce}"))
-    }
-
-    /// Where a provider sends people back after they sign in.
-    pub fn redirect_uri(&self, provider: &str) -> String {
-        format!("{}{AUTH_CALLBACK_PATH}{provider}/callback", self.public_url)
-    }
-
-    /// The link `authorization.required` publishes for a sign-in with `provider`: the HTTP
-    /// server's sign-in link, which ties the sign-in to the browser that opens it before sending
-    /// it to the provider. The provider's URL is built first, so a misconfigured provider is
-    /// reported when the sign-in is asked for.
-    pub fn authorization_url(&self, provider: &str, principal: &Principal, state: &str) -> Result<String, AuthError> {
-        self.provider_url(provider, principal, state)?;
-        Ok(crate::auth::sign_in_link(&self.public_url, provider, state))
-    }
-
-    /// The provider's own URL that starts a sign-in with `provider` for `principal`.
-    pub fn provider_url(&self, provider: &str, principal: &Principal, state: &str) -> Result<String, AuthError> {
-        let Some(auth) = self.providers.get(provider) else {
-            let reason = "no such provider is registered".to_owned();
-            return Err(AuthError::Config { provider: provider.to_owned(), reason });
-        };
-        auth.authorization_url(principal, state, &self.redirect_uri(provider))
-    }
-
-    /// Registers a manual webhook request waiting for a step's response.
-    pub fn expect_response(&self, delivery: String) -> oneshot::Receiver<WebhookResponse> {
-        self.responses.expect(delivery)
-    }
-
-    /// Hands a step's response to the waiting request; false if none waits.
-    pub fn respond(&self, delivery: &str, response: WebhookResponse) -> bool {
-        self.responses.respond(delivery, response)
-    }
-
-    /// Forgets a request that stopped waiting.
-    pub fn forget_response(&self, delivery: &str) {
-        self.responses.forget(delivery);
+    /// Resolves once the runtime has begun to shut down.
+    pub async fn stopped(&self) {
+        let mut stopping = self.stopping.subscribe();
+        let _ = stopping.wait_for(|stopping| *stopping).await;
     }
 }
 
-/// A map keyed by op number. Ops are small dense integers hashed on every step, so a fast
-/// non-cryptographic hasher is enough (nothing outside the process chooses them).
-pub(crate) type OpMap<V> = rustc_hash::FxHashMap<Op, V>;
+/// How long a run's journal may grow: see
+/// [`RuntimeBuilder::history_limit`](crate::RuntimeBuilder::history_limit).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct HistoryLimits {
+    /// At this many entries, `history_warning` is published.
+    pub warning: u64,
+    /// Past this many entries, the run fails.
+    pub limit: u64,
+}
 
 /// Why a run is being activated or poked.
 #[derive(Clone, Debug)]
@@ -243,7 +213,7 @@ pub(crate) struct Driver {
 impl Driver {
     /// A driver for a run just created: nothing to replay.
     pub fn fresh(
-        rt: &Shared,
+        rt: &Engine,
         run: RunId,
         tool: &'static crate::registry::ToolDescriptor,
         input: Value,
@@ -290,7 +260,7 @@ impl Driver {
     }
 
     /// Rebuilds a run from its journal: claim it, create its body and replay every delivery.
-    pub async fn cold(rt: &Shared, run: &RunId) -> Result<Result<Driver, RunOutcome>, StoreError> {
+    pub async fn cold(rt: &Engine, run: &RunId) -> Result<Result<Driver, RunOutcome>, StoreError> {
         let now = rt.services.clock.now();
         let claimed = rt.store.claim(run, &rt.worker, rt.lease, now, 0).await?;
         if let Some(outcome) = claimed.entries.last().and_then(RunOutcome::from_terminal) {
@@ -333,7 +303,7 @@ impl Driver {
     }
 
     /// Feeds the journal's deliveries to the body one at a time, in journal order.
-    fn replay(&mut self, rt: &Shared, entries: &[Entry]) {
+    fn replay(&mut self, rt: &Engine, entries: &[Entry]) {
         self.poll_body();
         for entry in entries {
             if entry.is_delivery() {
@@ -358,7 +328,7 @@ impl Driver {
     /// Starts the cleanup's grace when `entry` is the cancellation. The deadline is the journaled
     /// one, so a replay after a restart does not extend it (journals from before it was journaled
     /// count from now).
-    fn start_grace(&mut self, rt: &Shared, entry: &Entry) {
+    fn start_grace(&mut self, rt: &Engine, entry: &Entry) {
         if let Entry::CancelRequested { grace_until, .. } = entry {
             let deadline = grace_until.unwrap_or_else(|| rt.services.clock.now().saturating_add(rt.grace));
             self.grace_until = Some(deadline);
@@ -388,7 +358,7 @@ impl Driver {
 
     /// Advances the run until it is idle (only durable waits outstanding) or ends. An idle driver
     /// comes back as [`Exit::Parked`]; the runtime parks it unless a message arrived meanwhile.
-    pub async fn run(mut self: Box<Self>, rt: &Shared, mailbox: &mut mpsc::UnboundedReceiver<Msg>) -> Exit {
+    pub async fn run(mut self: Box<Self>, rt: &Engine, mailbox: &mut mpsc::UnboundedReceiver<Msg>) -> Exit {
         let failure = match self.advance(rt, mailbox).await {
             Ok(Advanced::Finished(outcome)) => return Exit::Finished(outcome),
             Ok(Advanced::Idle) => return Exit::Parked(self),
@@ -408,7 +378,7 @@ impl Driver {
     /// Ends the run failed because the store refused, as too large, an entry [`fit`] could not
     /// shrink (an `ask` with a huge prompt, say). Retrying would be refused the same way forever.
     /// The refused records are dropped: the run ends here, so nothing will replay them.
-    async fn fail_unrecordable(&mut self, rt: &Shared, failure: RunFailure) -> Result<RunOutcome, StoreError> {
+    async fn fail_unrecordable(&mut self, rt: &Engine, failure: RunFailure) -> Result<RunOutcome, StoreError> {
         self.core.lock().outbox.clear();
         self.attempts.clear();
         self.fail(rt, failure).await
@@ -416,7 +386,7 @@ impl Driver {
 
     /// Replaces the run's history with a fresh one that starts the body again with `input`, and
     /// returns the driver of the new history (or how the run ended, if `input` does not fit).
-    async fn continue_as_new(mut self: Box<Self>, rt: &Shared, input: Value) -> Exit {
+    async fn continue_as_new(mut self: Box<Self>, rt: &Engine, input: Value) -> Exit {
         let tool = self.tool.expect("a body runs only for a known tool");
         let fits = (tool.validate_input)(&input).and_then(|()| {
             crate::journal::depth::check(&input, || "the input".to_owned()).map_err(|error| error.to_string())
@@ -460,7 +430,7 @@ impl Driver {
     /// The loop described in the module documentation.
     async fn advance(
         &mut self,
-        rt: &Shared,
+        rt: &Engine,
         mailbox: &mut mpsc::UnboundedReceiver<Msg>,
     ) -> Result<Advanced, StoreError> {
         loop {
@@ -501,7 +471,7 @@ impl Driver {
     }
 
     /// Events that are ready now, without waiting.
-    fn ready_events(&mut self, rt: &Shared, mailbox: &mut mpsc::UnboundedReceiver<Msg>) -> Vec<Event> {
+    fn ready_events(&mut self, rt: &Engine, mailbox: &mut mpsc::UnboundedReceiver<Msg>) -> Vec<Event> {
         let mut events = Vec::new();
         while let Ok(msg) = mailbox.try_recv() {
             events.push(Event::Msg(msg));
@@ -521,7 +491,7 @@ impl Driver {
     }
 
     /// Waits for the next event.
-    async fn next_event(&mut self, rt: &Shared, mailbox: &mut mpsc::UnboundedReceiver<Msg>) -> Event {
+    async fn next_event(&mut self, rt: &Engine, mailbox: &mut mpsc::UnboundedReceiver<Msg>) -> Event {
         let grace = match self.grace_until {
             Some(deadline) => Either::Left(rt.services.clock.sleep_until(deadline)),
             None => Either::Right(futures::future::pending()),
@@ -536,7 +506,7 @@ impl Driver {
     }
 
     /// Turns events into journal entries, appends them in one transaction, then delivers them.
-    async fn journal_and_deliver(&mut self, rt: &Shared, events: Vec<Event>) -> Result<(), StoreError> {
+    async fn journal_and_deliver(&mut self, rt: &Engine, events: Vec<Event>) -> Result<(), StoreError> {
         let mut entries = Vec::new();
         let mut consumed = Vec::new();
         for event in events {
@@ -576,7 +546,7 @@ impl Driver {
     }
 
     /// Publishes what a journaled entry says happened; events never run ahead of the journal.
-    fn emit_journaled(&self, rt: &Shared, entry: &Entry) {
+    fn emit_journaled(&self, rt: &Engine, entry: &Entry) {
         let run = || self.core.run.clone();
         match entry {
             Entry::StepCompleted { op, name, attempt, outcome: StepOutcome::Ok { .. }, .. } => rt
@@ -614,7 +584,7 @@ impl Driver {
     }
 
     /// Appends the records the body produced since the last append.
-    async fn flush_outbox(&mut self, rt: &Shared) -> Result<(), StoreError> {
+    async fn flush_outbox(&mut self, rt: &Engine) -> Result<(), StoreError> {
         let (outbox, timers, asks) = {
             let mut state = self.core.lock();
             (
@@ -645,7 +615,7 @@ impl Driver {
 
     /// Appends the body's outstanding records and the terminal entry in one transaction, and
     /// returns the terminal entry as journaled (a refused oversized output becomes a failure).
-    async fn append_final(&mut self, rt: &Shared, terminal: Entry) -> Result<Entry, StoreError> {
+    async fn append_final(&mut self, rt: &Engine, terminal: Entry) -> Result<Entry, StoreError> {
         let mut entries = std::mem::take(&mut self.core.lock().outbox);
         entries.push(terminal);
         let mut entries = self.append_records(rt, entries).await?;
@@ -657,7 +627,7 @@ impl Driver {
 
     /// Publishes `input.resolved` (cancelled) for every question still open: the run, or its
     /// history, ended.
-    fn withdraw_open_asks(&self, rt: &Shared) {
+    fn withdraw_open_asks(&self, rt: &Engine) {
         for op in self.open_asks() {
             let (run, request_id, task_id) =
                 (self.core.run.clone(), crate::ask::request_id(op), self.core.task_id.clone());
@@ -673,7 +643,7 @@ impl Driver {
     /// Appends records, and returns them as journaled. A hook whose chosen token another run
     /// holds is journaled as conflicting, together with the [`Entry::HookTokenTaken`] delivery
     /// that tells the body; the caller delivers it.
-    async fn append_records(&mut self, rt: &Shared, entries: Vec<Entry>) -> Result<Vec<Entry>, StoreError> {
+    async fn append_records(&mut self, rt: &Engine, entries: Vec<Entry>) -> Result<Vec<Entry>, StoreError> {
         let mut batch = Append { first_seq: self.next_seq, entries, consumed: Vec::new() };
         loop {
             match self.append(rt, &mut batch).await {
@@ -685,7 +655,7 @@ impl Driver {
 
     /// Appends `batch`, which must start at the journal's current length. Entries the store
     /// refuses as too large are replaced by what [`fit`] records instead, and the append retried.
-    async fn append(&mut self, rt: &Shared, batch: &mut Append) -> Result<(), StoreError> {
+    async fn append(&mut self, rt: &Engine, batch: &mut Append) -> Result<(), StoreError> {
         debug_assert_eq!(batch.first_seq, self.next_seq, "a batch starts where the journal ends");
         let after = self.next_seq + batch.entries.len() as u64;
         // The entry that ends the run always fits, so a run at the limit can still fail.
@@ -710,7 +680,7 @@ impl Driver {
     }
 
     /// Appends the terminal entry if the body returned, diverged or ran out of cancellation grace.
-    async fn finish_if_done(&mut self, rt: &Shared) -> Result<Option<Advanced>, StoreError> {
+    async fn finish_if_done(&mut self, rt: &Engine) -> Result<Option<Advanced>, StoreError> {
         let divergence = self.core.lock().divergence.clone();
         if let Some(divergence) = divergence {
             return self.fail(rt, divergence.failure()).await.map(|outcome| Some(Advanced::Finished(outcome)));
@@ -733,7 +703,7 @@ impl Driver {
     }
 
     /// Journals how the body ended.
-    async fn finish_with(&mut self, rt: &Shared, finish: Finish) -> Result<Option<RunOutcome>, StoreError> {
+    async fn finish_with(&mut self, rt: &Engine, finish: Finish) -> Result<Option<RunOutcome>, StoreError> {
         match finish {
             Finish::Returned(Ok(output)) => {
                 if let Err(too_deep) = crate::journal::depth::check(&output, || "the tool's output".to_owned()) {
@@ -767,14 +737,14 @@ impl Driver {
         })
     }
 
-    async fn fail(&mut self, rt: &Shared, failure: RunFailure) -> Result<RunOutcome, StoreError> {
+    async fn fail(&mut self, rt: &Engine, failure: RunFailure) -> Result<RunOutcome, StoreError> {
         self.body = None;
         let terminal = self.append_final(rt, Entry::RunFailed { failure }).await?;
         rt.events.emit(|| RunEvent::Finished { run: self.core.run.clone(), status: RunStatus::Failed });
         Ok(RunOutcome::from_terminal(&terminal).expect("a fitted RunFailed is still terminal"))
     }
 
-    async fn end_cancelled(&mut self, rt: &Shared) -> Result<RunOutcome, StoreError> {
+    async fn end_cancelled(&mut self, rt: &Engine) -> Result<RunOutcome, StoreError> {
         self.body = None;
         self.append_final(rt, Entry::RunCancelled {}).await?;
         rt.events.emit(|| RunEvent::Finished { run: self.core.run.clone(), status: RunStatus::Cancelled });
@@ -782,7 +752,7 @@ impl Driver {
     }
 
     /// Prepares a parked driver to run again after the warm cache hands it back.
-    pub fn resumed_from_cache(&mut self, rt: &Shared) {
+    pub fn resumed_from_cache(&mut self, rt: &Engine) {
         rt.events.emit(|| RunEvent::Resumed { run: self.core.run.clone(), replayed: 0, from_cache: true });
     }
 }
@@ -801,7 +771,7 @@ fn mark_hook_conflict(entries: &mut Vec<Entry>, op: Op) {
 
 /// Publishes the link of a sign-in a parked run waits for, from the store's index, so a restart
 /// publishes it again without replaying the run.
-pub(crate) fn announce_waiting_sign_in(rt: &Shared, sign_in: &crate::store::WaitingSignIn) {
+pub(crate) fn announce_waiting_sign_in(rt: &Engine, sign_in: &crate::store::WaitingSignIn) {
     let state = rt.services.auth_state(&sign_in.run, sign_in.op, &sign_in.nonce);
     let principal = Principal::anonymous();
     match rt.services.authorization_url(&sign_in.provider, &principal, state.expose()) {
@@ -870,7 +840,7 @@ impl StoreBackoff {
     const MAX: Duration = Duration::from_secs(5);
 
     /// Waits before the next attempt, or gives `error` back if the runtime is stopping.
-    pub async fn wait(&mut self, rt: &Shared, run: &RunId, error: StoreError) -> Result<(), StoreError> {
+    pub async fn wait(&mut self, rt: &Engine, run: &RunId, error: StoreError) -> Result<(), StoreError> {
         let delay = Self::FIRST.saturating_mul(1 << self.failures.min(16)).min(Self::MAX);
         self.failures += 1;
         tracing::warn!(%run, failures = self.failures, "the store failed, retrying in {delay:?}: {error}");

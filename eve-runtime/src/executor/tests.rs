@@ -702,7 +702,7 @@ async fn a_completed_sign_in_leaves_no_callback_claim_behind() {
         .expect("the run asks for a sign-in");
     runtime.complete_authorization("test", state.expose(), "code").await.unwrap();
     assert_eq!(run.outcome().await.unwrap(), RunOutcome::Completed(json!("signed in")));
-    assert_eq!(runtime.shared.callbacks.len(), 0, "no claim is left once the sign-in is journaled");
+    assert_eq!(runtime.shared.services.callbacks.len(), 0, "no claim is left once the sign-in is journaled");
 }
 
 #[tokio::test]

@@ -22,9 +22,9 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{Html, IntoResponse, Response};
 use serde::Deserialize;
 
-use super::AppState;
 use super::errors::{ApiError, redact, token_refusal};
-use super::routes::segment;
+use super::path::segment;
+use super::state::AppState;
 use crate::runtime::Error;
 use crate::secret::TokenHash;
 

@@ -11,8 +11,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::Limits;
 use super::errors::{ApiError, shorten};
+use super::state::Limits;
 
 /// Reads the whole body, refusing it if it is over the limit or does not arrive in time.
 pub(crate) async fn read(body: Body, headers: &HeaderMap, limits: &Limits) -> Result<Bytes, ApiError> {

@@ -20,7 +20,8 @@ use tokio::sync::broadcast::{Receiver, error::RecvError};
 use tokio::sync::watch;
 
 use super::errors::ApiError;
-use super::{AppState, serve};
+use super::serve;
+use super::state::AppState;
 use crate::events::RunEvent;
 
 /// The stream's query parameters.

@@ -72,9 +72,11 @@ mod body;
 mod errors;
 mod events;
 mod origin;
+mod path;
 mod routes;
 mod runs;
 mod serve;
+mod state;
 #[cfg(test)]
 mod tests;
 mod webhook;
@@ -90,13 +92,12 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use self::origin::{Origin, Origins};
+pub use self::path::HOOK_PATH;
+use self::state::{AppState, Limits, Shared};
 pub use crate::auth::AUTH_CALLBACK_PATH;
 use crate::runtime::Runtime;
 use crate::secret::TokenHash;
 pub use crate::webhook::WEBHOOK_PATH;
-
-/// The path prefix of hook resumes: `POST {HOOK_PATH}{token}` with a JSON body.
-pub const HOOK_PATH: &str = "/.well-known/workflow/v1/hook/";
 
 /// The default cap on a request body: 1 MiB.
 pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
@@ -109,42 +110,6 @@ pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The default cap on connections open at once: 1,024.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
-
-/// The limits every request is held to.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Limits {
-    /// The largest body accepted, in bytes.
-    pub body: usize,
-    /// How long the headers, and then the whole body, may take to arrive.
-    pub body_timeout: Duration,
-    /// How long a manual webhook waits for its step's response.
-    pub response_timeout: Duration,
-    /// How many connections may be open at once.
-    pub connections: usize,
-}
-
-/// What every handler shares.
-#[derive(Clone)]
-pub(crate) struct AppState(Arc<Shared>);
-
-pub(crate) struct Shared {
-    pub runtime: Runtime,
-    pub limits: Limits,
-    /// The hash of the key the `/v1` run API requires, if any.
-    pub api_key: Option<TokenHash>,
-    /// The origins whose pages may use the `/v1` run API.
-    pub origins: Origins,
-    /// Becomes `true` when the server shuts down.
-    pub stop: watch::Receiver<bool>,
-}
-
-impl std::ops::Deref for AppState {
-    type Target = Shared;
-
-    fn deref(&self) -> &Shared {
-        &self.0
-    }
-}
 
 /// An HTTP server over a [`Runtime`]; see the [module documentation](self) for its routes.
 ///

@@ -25,12 +25,9 @@
 
 use std::fmt;
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 
-use super::AppState;
 use super::errors::{ApiError, shorten};
 
 /// The names a keyless run API answers to.
@@ -86,25 +83,17 @@ pub(crate) struct Origins {
     pub allowed: Vec<Origin>,
 }
 
-/// Refuses a run API request that is addressed to a foreign name (without a key) or sent by a
-/// page of a foreign origin, with `403` and what to do instead.
-pub(crate) async fn only_own_origin(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    match check(&state, &request) {
-        Ok(()) => next.run(request).await,
-        Err(refusal) => refusal.into_response(),
-    }
-}
-
-fn check(state: &AppState, request: &Request) -> Result<(), ApiError> {
+/// Refuses a run API request addressed to a foreign name (when the server has no key) or sent by
+/// a page of a foreign origin, saying what to do instead.
+pub(crate) fn check(origins: &Origins, keyed: bool, request: &Request) -> Result<(), ApiError> {
     let headers = request.headers();
     let host = loopback_host(headers, request.uri());
-    if state.api_key.is_none() {
+    if !keyed {
         host.clone().map_err(forbidden)?;
     }
     let Some(origin) = headers.get(header::ORIGIN) else { return Ok(()) };
     let text = origin.to_str().unwrap_or_default();
     let own_page = host.ok().map(|(host, port)| Origin { scheme: "http".to_owned(), host, port });
-    let origins = &state.origins;
     let mut own = origins.public.iter().chain(&origins.allowed).chain(own_page.as_ref());
     match Origin::exact(text) {
         Some(origin) if own.any(|own| *own == origin) => Ok(()),

@@ -2,7 +2,7 @@
 
 use axum::Router;
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::{HeaderValue, StatusCode, Uri, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
@@ -11,13 +11,12 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::set_header::SetResponseHeaderLayer;
 
 use super::errors::{ApiError, fallback, method_not_allowed, panicked};
-use super::{AppState, HOOK_PATH, auth, events, origin, runs, webhook};
+use super::path::HOOK_PATH;
+use super::state::AppState;
+use super::{auth, events, origin, runs, webhook};
 use crate::auth::AUTH_CALLBACK_PATH;
 use crate::secret::TokenHash;
 use crate::webhook::WEBHOOK_PATH;
-
-/// Path segments longer than this name nothing (tokens are 43 characters).
-pub(crate) const MAX_SEGMENT: usize = 256;
 
 /// Every route, with the layers that log requests (by route template only) and harden responses.
 pub(crate) fn router(state: AppState) -> Router {
@@ -30,7 +29,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/v1/events", get(events::stream))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_api_key))
         // Outermost, so a page elsewhere is refused before its key is looked at.
-        .route_layer(middleware::from_fn_with_state(state.clone(), origin::only_own_origin));
+        .route_layer(middleware::from_fn_with_state(state.clone(), only_own_origin));
     Router::new()
         .route(&format!("{WEBHOOK_PATH}{{token}}"), any(webhook::deliver))
         .route(&format!("{HOOK_PATH}{{token}}"), post(webhook::resume))
@@ -67,6 +66,15 @@ async fn require_api_key(State(state): State<AppState>, request: Request, next: 
     response
 }
 
+/// Refuses a run API request that is addressed to a foreign name (without a key) or sent by a
+/// page of a foreign origin, with `403` and what to do instead.
+async fn only_own_origin(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    match origin::check(&state.origins, state.api_key.is_some(), &request) {
+        Ok(()) => next.run(request).await,
+        Err(refusal) => refusal.into_response(),
+    }
+}
+
 /// Logs each request by its route template (`/.well-known/workflow/v1/webhook/{token}`), never by
 /// its path or query, which may hold a token, a callback `state` or a `code`.
 async fn log(route: Option<MatchedPath>, request: Request, next: Next) -> Response {
@@ -81,16 +89,4 @@ async fn log(route: Option<MatchedPath>, request: Request, next: Next) -> Respon
         "HTTP request"
     );
     response
-}
-
-/// The path segment at `index` (0 is the first after `/`), percent-decoded. `None` if it is
-/// missing, longer than [`MAX_SEGMENT`] bytes, or not UTF-8 once decoded: such a segment names
-/// nothing, whatever it holds.
-pub(crate) fn segment(uri: &Uri, index: usize) -> Option<String> {
-    let raw = uri.path().split('/').nth(index + 1)?;
-    if raw.is_empty() || raw.len() > MAX_SEGMENT * 3 {
-        return None;
-    }
-    let decoded = percent_encoding::percent_decode_str(raw).decode_utf8().ok()?;
-    (decoded.len() <= MAX_SEGMENT).then(|| decoded.into_owned())
 }

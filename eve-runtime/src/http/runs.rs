@@ -9,9 +9,10 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::body;
 use super::errors::{ApiError, from_runtime};
-use super::routes::segment;
-use super::{AppState, body};
+use super::path::segment;
+use super::state::AppState;
 use crate::ask::{Answer, Ask};
 use crate::journal::{RunId, RunStatus};
 use crate::runtime::{RunOutcome, StartOptions};

@@ -24,7 +24,7 @@ use tokio::task::JoinSet;
 /// How long a connection the server ends keeps discarding what the client still sends.
 const LINGER: Duration = Duration::from_secs(2);
 
-use super::Limits;
+use super::state::Limits;
 
 /// Accepts connections until `stop` turns `true` (or its sender is dropped), then waits for the
 /// open connections to finish. With `max_connections` open, it accepts no more until one closes:

@@ -11,8 +11,10 @@ use tokio::sync::watch;
 use tower::ServiceExt;
 
 use super::errors::{redact, shorten};
-use super::routes::{router, segment};
-use super::{AppState, Limits, Shared, body, webhook};
+use super::path::segment;
+use super::routes::router;
+use super::state::{AppState, Limits, Shared};
+use super::{body, webhook};
 use crate::runtime::Runtime;
 use crate::webhook::WebhookResponse;
 

@@ -10,9 +10,10 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 
 use super::errors::{ApiError, token_refusal};
-use super::routes::segment;
-use super::{AppState, body, serve};
-use crate::deliver::{PendingResponse, WebhookReply};
+use super::path::segment;
+use super::state::AppState;
+use super::{body, serve};
+use crate::runtime::{PendingResponse, WebhookReply};
 use crate::webhook::{WebhookRequest, WebhookResponse};
 
 /// The index of the token among the path's segments (`/.well-known/workflow/v1/webhook/{token}`).

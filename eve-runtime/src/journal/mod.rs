@@ -16,8 +16,10 @@
 //!   to the body one at a time in journal order, exactly as the live executor did, so a replay
 //!   sees the interleaving the original run saw.
 
+pub mod ask;
 pub(crate) mod canonical;
 pub mod depth;
+pub mod webhook;
 
 use std::fmt;
 use std::str::FromStr;
@@ -39,7 +41,7 @@ impl RunId {
     pub fn generate() -> Self {
         let millis = crate::time::Timestamp::from_system_time(std::time::SystemTime::now()).as_millis();
         let mut bytes = [0u8; 6];
-        crate::secret::fill_random(&mut bytes);
+        crate::random::fill_random(&mut bytes);
         let random = bytes.iter().fold(0u64, |acc, byte| acc << 8 | u64::from(*byte));
         RunId(format!("run_{:012x}{random:012x}", millis & 0xffff_ffff_ffff))
     }
@@ -319,7 +321,7 @@ pub enum Entry {
         /// For a webhook, how the runtime answers its HTTP requests and what it redacts from them
         /// (journaled as a bare `Respond` was when nothing beyond the defaults is redacted).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        webhook: Option<crate::webhook::WebhookOptions>,
+        webhook: Option<self::webhook::WebhookOptions>,
     },
     /// A question for a person was asked.
     AskCreated {
@@ -328,14 +330,14 @@ pub enum Entry {
         /// The id people answer it by.
         request_id: String,
         /// The question.
-        request: crate::ask::Ask,
+        request: self::ask::Ask,
     },
     /// A question resolved (delivery).
     AskResolved {
         /// The operation.
         op: Op,
         /// How.
-        outcome: crate::ask::AskOutcome,
+        outcome: self::ask::AskOutcome,
     },
     /// A step attempt needs a sign-in; the run waits for the provider's callback. Only the hash of
     /// the callback's `state` is kept (in the store's hook index), never a token or code.
@@ -473,7 +475,7 @@ impl Entry {
             }
             Entry::TimerScheduled { .. } => Some(sig(OpKind::Sleep, "sleep", InputHash::default())),
             Entry::HookCreated { .. } => Some(sig(OpKind::Hook, "hook", InputHash::default())),
-            Entry::AskCreated { request, .. } => Some(sig(OpKind::Ask, "ask", crate::ask::hash(request))),
+            Entry::AskCreated { request, .. } => Some(sig(OpKind::Ask, "ask", self::ask::hash(request))),
             Entry::Recorded { kind, .. } => {
                 let kind = kind.op_kind();
                 Some(sig(kind, &kind.to_string(), InputHash::default()))
@@ -535,6 +537,57 @@ impl fmt::Display for RunStatus {
             RunStatus::Cancelled => "cancelled",
         };
         f.write_str(name)
+    }
+}
+
+/// How a run ended. Serializes as `{"status": "completed", "output": …}`,
+/// `{"status": "failed", "failure": …}` or `{"status": "cancelled"}`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RunOutcome {
+    /// The body returned this output.
+    Completed(Value),
+    /// The run failed.
+    Failed(RunFailure),
+    /// The run was cancelled.
+    Cancelled,
+}
+
+impl Serialize for RunOutcome {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        match self {
+            RunOutcome::Completed(output) => {
+                map.serialize_entry("status", "completed")?;
+                map.serialize_entry("output", output)?;
+            }
+            RunOutcome::Failed(failure) => {
+                map.serialize_entry("status", "failed")?;
+                map.serialize_entry("failure", failure)?;
+            }
+            RunOutcome::Cancelled => map.serialize_entry("status", "cancelled")?,
+        }
+        map.end()
+    }
+}
+
+impl RunOutcome {
+    /// The outcome a terminal journal entry records, or `None` for any other entry.
+    pub fn from_terminal(entry: &Entry) -> Option<RunOutcome> {
+        match entry {
+            Entry::RunCompleted { output } => Some(RunOutcome::Completed(output.clone())),
+            Entry::RunFailed { failure } => Some(RunOutcome::Failed(failure.clone())),
+            Entry::RunCancelled {} => Some(RunOutcome::Cancelled),
+            _ => None,
+        }
+    }
+
+    /// The output of a completed run.
+    pub fn output(&self) -> Option<&Value> {
+        match self {
+            RunOutcome::Completed(output) => Some(output),
+            _ => None,
+        }
     }
 }
 

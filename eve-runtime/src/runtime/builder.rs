@@ -2,20 +2,19 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 
-use super::{Error, Runtime, Shared, WarmCache};
+use super::{Error, Runtime, Shared};
 use crate::auth::AuthProvider;
 use crate::events::EventBus;
-use crate::executor::{DEFAULT_GRACE, Services};
+use crate::executor::core::Services;
+use crate::executor::{DEFAULT_GRACE, Engine, HistoryLimits, Msg};
 use crate::registry;
 use crate::secret::SecretKey;
-#[cfg(not(feature = "sqlite"))]
-use crate::store::MemoryStore;
-use crate::store::{Store, WorkerId};
+use crate::store::{MemoryStore, Store, StoreError, WorkerId};
 use crate::time::{Clock, SystemClock};
 use crate::timers::TimerService;
 
@@ -32,6 +31,8 @@ use crate::timers::TimerService;
 /// ```
 pub struct RuntimeBuilder {
     store: Option<Arc<dyn Store>>,
+    /// Opens the store when none is given; `None` means a memory store.
+    default_store: Option<DefaultStore>,
     path: PathBuf,
     clock: Arc<dyn Clock>,
     key: Option<SecretKey>,
@@ -49,9 +50,13 @@ pub struct RuntimeBuilder {
 
 impl RuntimeBuilder {
     /// The defaults: embedded SQLite in `.eve/eve.db`, the system clock.
-    pub(super) fn new() -> Self {
+    /// The defaults, but for the store: a memory store unless one is given or a default set with
+    /// [`RuntimeBuilder::default_store`]. `Runtime::builder()` (in `crate::defaults`) sets the
+    /// embedded SQLite store as the default.
+    pub(crate) fn new() -> Self {
         RuntimeBuilder {
             store: None,
+            default_store: None,
             path: PathBuf::from(".eve"),
             clock: Arc::new(SystemClock),
             key: None,
@@ -92,6 +97,12 @@ impl RuntimeBuilder {
     /// Uses `store` instead of the default embedded SQLite file.
     pub fn store(mut self, store: impl Store) -> Self {
         self.store = Some(Arc::new(store));
+        self
+    }
+
+    /// Opens the store with `open` in the data directory when none is given.
+    pub(crate) fn default_store(mut self, open: DefaultStore) -> Self {
+        self.default_store = Some(open);
         self
     }
 
@@ -164,9 +175,10 @@ impl RuntimeBuilder {
         if let Some((name, workflow_ids)) = registry::duplicate_names().into_iter().next() {
             return Err(Error::DuplicateTool { name, workflow_ids });
         }
-        let store = match self.store {
-            Some(store) => store,
-            None => default_store(&self.path)?,
+        let store = match (self.store, self.default_store) {
+            (Some(store), _) => store,
+            (None, Some(open)) => open(&self.path)?,
+            (None, None) => Arc::new(MemoryStore::new()),
         };
         let key = match self.key {
             Some(key) => key,
@@ -177,38 +189,34 @@ impl RuntimeBuilder {
             None => SecretKey::generate(),
         };
         let services = Arc::new(Services::new(self.clock.clone(), key, self.providers, self.public_url, self.state));
-        let shared = Arc::new_cyclic(|weak| Shared {
-            store,
-            services,
-            events: EventBus::new(self.event_capacity),
-            worker: WorkerId::generate(),
-            lease: self.lease,
-            grace: self.grace,
-            hook_buffer: self.hook_buffer,
-            history: super::HistoryLimits { warning: self.history_limit / 5, limit: self.history_limit },
-            timers: TimerService::start(self.clock.clone(), weak.clone()),
-            runs: Mutex::new(HashMap::new()),
-            stopping: watch::channel(false).0,
-            active: watch::channel(0).0,
-            tasks: watch::channel(0).0,
-            cache: Mutex::new(WarmCache::new(self.cache_capacity)),
-            phases: Mutex::new(HashMap::new()),
-            replays: Semaphore::new(self.replay_concurrency),
-            callbacks: Default::default(),
+        let shared = Arc::new_cyclic(|weak: &Weak<Shared>| {
+            let weak = weak.clone();
+            // The timer task holds the runtime weakly: it stops once the runtime is dropped.
+            let fire =
+                move |run, op, kind| weak.upgrade().map(|shared| shared.wake(&run, Msg::Timer(op, kind))).is_some();
+            Shared::new(
+                Engine {
+                    store,
+                    services,
+                    events: EventBus::new(self.event_capacity),
+                    timers: TimerService::start(self.clock.clone(), fire),
+                    worker: WorkerId::generate(),
+                    lease: self.lease,
+                    grace: self.grace,
+                    history: HistoryLimits { warning: self.history_limit / 5, limit: self.history_limit },
+                    hook_buffer: self.hook_buffer,
+                    stopping: watch::channel(false).0,
+                },
+                self.cache_capacity,
+                self.replay_concurrency,
+            )
         });
         Ok(Runtime { shared })
     }
 }
 
-#[cfg(feature = "sqlite")]
-fn default_store(dir: &Path) -> Result<Arc<dyn Store>, Error> {
-    Ok(Arc::new(crate::store::SqliteStore::open(dir.join("eve.db"))?))
-}
-
-#[cfg(not(feature = "sqlite"))]
-fn default_store(_dir: &Path) -> Result<Arc<dyn Store>, Error> {
-    Ok(Arc::new(MemoryStore::new()))
-}
+/// Opens the store a runtime uses when given none, in its data directory.
+pub(crate) type DefaultStore = fn(&Path) -> Result<Arc<dyn Store>, StoreError>;
 
 /// How many entries one history of a run may have unless told otherwise.
 const DEFAULT_HISTORY_LIMIT: u64 = 50_000;

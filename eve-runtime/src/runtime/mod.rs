@@ -13,30 +13,31 @@
 //! executor into the warm cache, so a wake can never start a second executor for a run.
 
 mod builder;
+mod deliver;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::{Semaphore, broadcast, mpsc, watch};
 
 use crate::context::ToolCtx;
-use crate::events::{EventBus, RunEvent};
+use crate::events::RunEvent;
 use crate::executor::core::Started;
-use crate::executor::{Driver, Exit, Msg, Services};
-use crate::journal::{Entry, RunFailure, RunId, RunStatus};
+use crate::executor::{Driver, Engine, Exit, Msg};
+pub use crate::journal::RunOutcome;
+use crate::journal::{RunId, RunStatus};
 use crate::registry::{self, EntryPoint, ToolDescriptor};
 use crate::store::{
     Created, Delivered, Delivery, DeliveryPayload, MemoryStore, NewRun, RunRecord, RunSummary, Store, StoreError,
-    Target, WorkerId,
+    Target,
 };
 use crate::time::Clock;
-use crate::timers::TimerService;
 
 pub use self::builder::RuntimeBuilder;
+pub use self::deliver::{AuthorizationStart, OpenQuestion, PendingResponse, WebhookReply};
 
 /// How to start a run: see [`Runtime::start_with`].
 #[derive(Clone, Debug)]
@@ -75,57 +76,6 @@ impl StartOptions {
 impl Default for StartOptions {
     fn default() -> Self {
         StartOptions::new()
-    }
-}
-
-/// How a run ended. Serializes as `{"status": "completed", "output": …}`,
-/// `{"status": "failed", "failure": …}` or `{"status": "cancelled"}`.
-#[derive(Clone, Debug, PartialEq)]
-pub enum RunOutcome {
-    /// The body returned this output.
-    Completed(Value),
-    /// The run failed.
-    Failed(RunFailure),
-    /// The run was cancelled.
-    Cancelled,
-}
-
-impl Serialize for RunOutcome {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut map = serializer.serialize_map(None)?;
-        match self {
-            RunOutcome::Completed(output) => {
-                map.serialize_entry("status", "completed")?;
-                map.serialize_entry("output", output)?;
-            }
-            RunOutcome::Failed(failure) => {
-                map.serialize_entry("status", "failed")?;
-                map.serialize_entry("failure", failure)?;
-            }
-            RunOutcome::Cancelled => map.serialize_entry("status", "cancelled")?,
-        }
-        map.end()
-    }
-}
-
-impl RunOutcome {
-    /// The outcome a terminal journal entry records, or `None` for any other entry.
-    pub fn from_terminal(entry: &Entry) -> Option<RunOutcome> {
-        match entry {
-            Entry::RunCompleted { output } => Some(RunOutcome::Completed(output.clone())),
-            Entry::RunFailed { failure } => Some(RunOutcome::Failed(failure.clone())),
-            Entry::RunCancelled {} => Some(RunOutcome::Cancelled),
-            _ => None,
-        }
-    }
-
-    /// The output of a completed run.
-    pub fn output(&self) -> Option<&Value> {
-        match self {
-            RunOutcome::Completed(output) => Some(output),
-            _ => None,
-        }
     }
 }
 
@@ -228,22 +178,11 @@ pub enum HookDelivery {
 
 /// The state shared by the runtime's handles, executors and timer task.
 pub(crate) struct Shared {
-    pub store: Arc<dyn Store>,
-    pub services: Arc<Services>,
-    pub events: EventBus,
-    pub worker: WorkerId,
-    pub lease: Duration,
-    pub grace: Duration,
-    pub history: HistoryLimits,
-    /// How many payloads a hook holds that its body has not taken; see
-    /// [`RuntimeBuilder::hook_buffer`].
-    pub hook_buffer: usize,
-    pub timers: TimerService,
+    /// What executors need; `Shared` dereferences to it.
+    pub engine: Engine,
     /// The mailbox of every run active in this process. A run is registered here before anything
     /// can wake it, and at most once, so at most one executor advances it.
     runs: Mutex<HashMap<RunId, mpsc::UnboundedSender<Msg>>>,
-    /// Becomes `true` when [`Runtime::shutdown`] begins.
-    stopping: watch::Sender<bool>,
     /// How many runs are active (the size of `runs`), for `Runtime::settle`.
     active: watch::Sender<usize>,
     /// How many run tasks are alive, for `Runtime::shutdown`; see [`TaskGuard`].
@@ -251,16 +190,30 @@ pub(crate) struct Shared {
     cache: Mutex<WarmCache>,
     phases: Mutex<HashMap<RunId, watch::Sender<Phase>>>,
     replays: Semaphore,
-    pub callbacks: crate::deliver::Callbacks,
 }
 
-/// How long a run's journal may grow: see [`RuntimeBuilder::history_limit`].
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct HistoryLimits {
-    /// At this many entries, `history_warning` is published.
-    pub warning: u64,
-    /// Past this many entries, the run fails.
-    pub limit: u64,
+impl Shared {
+    /// The runtime's state around `engine`, keeping up to `cache` parked runs warm and replaying
+    /// at most `replays` runs at once.
+    pub(crate) fn new(engine: Engine, cache: usize, replays: usize) -> Self {
+        Shared {
+            engine,
+            runs: Mutex::new(HashMap::new()),
+            active: watch::channel(0).0,
+            tasks: watch::channel(0).0,
+            cache: Mutex::new(WarmCache::new(cache)),
+            phases: Mutex::new(HashMap::new()),
+            replays: Semaphore::new(replays),
+        }
+    }
+}
+
+impl std::ops::Deref for Shared {
+    type Target = Engine;
+
+    fn deref(&self) -> &Engine {
+        &self.engine
+    }
 }
 
 /// Publishes how many runs are active; called with the `runs` lock held after every change.
@@ -431,17 +384,6 @@ impl Shared {
         lock(&self.runs).contains_key(run)
     }
 
-    /// Whether [`Runtime::shutdown`] has begun.
-    pub fn is_stopping(&self) -> bool {
-        *self.stopping.borrow()
-    }
-
-    /// Resolves once [`Runtime::shutdown`] has begun.
-    pub async fn stopped(&self) {
-        let mut stopping = self.stopping.subscribe();
-        let _ = stopping.wait_for(|stopping| *stopping).await;
-    }
-
     fn deactivate(&self, run: &RunId) {
         let mut runs = lock(&self.runs);
         runs.remove(run);
@@ -553,14 +495,9 @@ pub struct Runtime {
 }
 
 impl Runtime {
-    /// A builder with the defaults: embedded SQLite in `.eve/eve.db`, the system clock.
-    pub fn builder() -> RuntimeBuilder {
-        RuntimeBuilder::new()
-    }
-
     /// A runtime on an in-memory store, for tests and examples.
     pub fn in_memory() -> Result<Runtime, Error> {
-        Runtime::builder().store(MemoryStore::new()).build()
+        RuntimeBuilder::new().store(MemoryStore::new()).build()
     }
 
     /// Starts a run of the workflow tool or task `tool` with a fresh run id.

@@ -636,8 +636,10 @@ pub async fn hook_kinds_round_trip_and_sign_in_callbacks_are_released(store: &dy
     let run = run_id("kinds");
     let fence = create(store, new_run("kinds", json!({}), 1)).await;
     let (plain, webhook, callback) = (TokenHash::of("hook"), TokenHash::of("webhook"), TokenHash::of("state"));
-    let respond = crate::webhook::Respond::Static(crate::webhook::WebhookResponse::status(201).body("thanks ✓"));
-    let keeping = crate::webhook::WebhookOptions::from(respond.clone()).keep_header("authorization");
+    let respond = crate::journal::webhook::Respond::Static(
+        crate::journal::webhook::WebhookResponse::status(201).body("thanks ✓"),
+    );
+    let keeping = crate::journal::webhook::WebhookOptions::from(respond.clone()).keep_header("authorization");
     let entries = vec![
         hook(0, &plain),
         Entry::HookCreated {
@@ -679,7 +681,7 @@ pub async fn answers_and_sign_in_markers_reach_the_right_inbox(store: &dyn Store
         state_hash: state.as_str().into(),
     };
     append(store, &run, fence, 1, vec![required]).await;
-    let answer = crate::ask::Answer::option("approve");
+    let answer = crate::journal::ask::Answer::option("approve");
     let payload = DeliveryPayload::Run(Delivery::Answer { op: Op(0), answer: answer.clone() });
     assert!(matches!(
         deliver(store, Target::Run(run.clone()), Some("ask-0"), payload.clone()).await,

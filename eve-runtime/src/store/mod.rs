@@ -162,7 +162,7 @@ pub enum Delivery {
         /// The ask's operation.
         op: Op,
         /// The answer.
-        answer: crate::ask::Answer,
+        answer: crate::journal::ask::Answer,
     },
     /// The sign-in a step waits for completed (a marker: the provider holds the token).
     AuthCompleted {
@@ -431,11 +431,11 @@ pub enum HookMeta {
     /// A webhook, answered over HTTP as `respond` says.
     Webhook {
         /// How its HTTP requests are answered.
-        respond: crate::webhook::Respond,
+        respond: crate::journal::webhook::Respond,
         /// What is redacted from its requests besides the defaults (absent in rows written
         /// before webhooks had redaction options).
-        #[serde(default, skip_serializing_if = "crate::webhook::Redaction::is_default")]
-        redaction: crate::webhook::Redaction,
+        #[serde(default, skip_serializing_if = "crate::journal::webhook::Redaction::is_default")]
+        redaction: crate::journal::webhook::Redaction,
     },
     /// The callback of a sign-in a step waits for.
     Auth {

@@ -4,8 +4,7 @@
 //! refused (changing nothing) when it targets an unknown run, a finished run, an unknown or
 //! already-answered question, or a token no unfinished run holds.
 
-use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::Mutex;
+use std::collections::HashSet;
 
 use secrecy::{ExposeSecret, SecretString};
 use subtle::ConstantTimeEq;
@@ -42,81 +41,12 @@ pub enum WebhookReply {
     Unanswered,
 }
 
-/// How many manual webhook requests sent with a delivery id (an `Idempotency-Key`) are
-/// remembered, with their responses once written, so that a repeat gets the first's response.
-const RECENT_RESPONSES: usize = 1024;
-
-/// Manual webhook requests waiting for a step's response, by delivery, and the most recent ones
-/// sent with a delivery id, with the response their step wrote (kept even if the request had
-/// stopped waiting, so a retry gets it).
-#[derive(Default)]
-pub(crate) struct Responses(Mutex<ResponseBook>);
-
-#[derive(Default)]
-struct ResponseBook {
-    waiting: HashMap<String, oneshot::Sender<WebhookResponse>>,
-    /// Oldest first, at most [`RECENT_RESPONSES`].
-    recent: VecDeque<Remembered>,
-}
-
-/// A manual webhook request sent with a delivery id.
-struct Remembered {
-    /// The scoped delivery id.
-    key: String,
-    /// The request's own delivery, which its step responds to.
-    delivery: String,
-    response: Option<WebhookResponse>,
-}
-
-impl Responses {
-    /// Registers a request waiting for its step's response.
-    pub fn expect(&self, delivery: String) -> oneshot::Receiver<WebhookResponse> {
-        let (respond, response) = oneshot::channel();
-        self.lock().waiting.insert(delivery, respond);
-        response
-    }
-
-    /// Hands a step's response to the waiting request, and keeps it for repeats of the request's
-    /// delivery id; false if no request waits.
-    pub fn respond(&self, delivery: &str, response: WebhookResponse) -> bool {
-        let mut book = self.lock();
-        if let Some(remembered) = book.recent.iter_mut().find(|remembered| remembered.delivery == delivery) {
-            remembered.response = Some(response.clone());
-        }
-        book.waiting.remove(delivery).is_some_and(|respond| respond.send(response).is_ok())
-    }
-
-    /// Forgets a request that stopped waiting.
-    pub fn forget(&self, delivery: &str) {
-        self.lock().waiting.remove(delivery);
-    }
-
-    /// Remembers that the request delivered under the scoped delivery id `key` is `delivery`.
-    fn remember(&self, key: String, delivery: String) {
-        let mut book = self.lock();
-        if book.recent.len() == RECENT_RESPONSES {
-            book.recent.pop_front();
-        }
-        book.recent.push_back(Remembered { key, delivery, response: None });
-    }
-
-    /// The response written to the request first delivered under `key`, if there is one yet.
-    fn first_response(&self, key: &str) -> Option<WebhookResponse> {
-        let book = self.lock();
-        book.recent.iter().find(|remembered| remembered.key == key).and_then(|remembered| remembered.response.clone())
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, ResponseBook> {
-        self.0.lock().expect("the responses mutex is never poisoned: no code panics while holding it")
-    }
-}
-
 /// The response a step will write to a manual webhook's request. Await it (with a timeout);
 /// dropping it stops the wait, so a step that responds later finds no one waiting.
 pub struct PendingResponse {
     receiver: oneshot::Receiver<WebhookResponse>,
     delivery: String,
-    services: std::sync::Arc<crate::executor::Services>,
+    services: std::sync::Arc<crate::executor::core::Services>,
 }
 
 impl std::future::Future for PendingResponse {
@@ -177,29 +107,6 @@ const BINDING_PURPOSE: &str = "eve sign-in browser binding v1";
 /// hook it was sent to: it can neither collide with another hook's nor block an answer.
 fn scoped(hash: &TokenHash, id: &str) -> String {
     format!("hook:{}:{id}", hash.as_str())
-}
-
-/// Sign-in callbacks being handled or done, so a duplicate never exchanges a code twice.
-#[derive(Debug, Default)]
-pub(crate) struct Callbacks(Mutex<HashSet<String>>);
-
-impl Callbacks {
-    /// Claims the callback with this state hash; false if it was claimed before.
-    fn claim(&self, state_hash: &str) -> bool {
-        self.0.lock().expect("the callbacks mutex is never poisoned").insert(state_hash.to_owned())
-    }
-
-    /// How many callbacks are claimed.
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        self.0.lock().expect("the callbacks mutex is never poisoned").len()
-    }
-
-    /// Releases a claim: its exchange failed (the person may try again), or the run journaled the
-    /// sign-in (its callback hook is gone, so a duplicate is refused without the claim).
-    pub(crate) fn release(&self, state_hash: &str) {
-        self.0.lock().expect("the callbacks mutex is never poisoned").remove(state_hash);
-    }
 }
 
 impl Runtime {
@@ -375,7 +282,7 @@ impl Runtime {
     pub async fn complete_authorization(&self, provider: &str, state: &str, code: &str) -> Result<RunId, Error> {
         let hash = TokenHash::of(state);
         let hook = self.callback_hook(provider, state).await?;
-        let callbacks = &self.shared.callbacks;
+        let callbacks = &self.shared.services.callbacks;
         if !callbacks.claim(hash.as_str()) {
             return Err(Error::UnknownCallback);
         }

@@ -10,6 +10,9 @@
 //! is never polled again. Deliveries reach a slot only through [`RunCore::deliver`], which the
 //! executor calls once per journal entry, after the entry is durable.
 
+mod definition;
+mod services;
+
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -17,13 +20,17 @@ use std::task::Waker;
 
 use serde_json::Value;
 
+pub(crate) use self::definition::{AttemptFn, StepAttempt};
+pub use self::definition::{Backoff, RetryPolicy, StepDef};
+pub(crate) use self::services::Services;
 use crate::error::NonDeterminismError;
 use crate::journal::{Entry, InputHash, Op, OpSignature, RecordKind, RunId, StepOutcome};
 use crate::secret::Token;
-use crate::step::{AttemptFn, StepDef};
 use crate::time::Timestamp;
 
-use super::{OpMap, Services};
+/// A map keyed by op number. Ops are small dense integers hashed on every step, so a fast
+/// non-cryptographic hasher is enough (nothing outside the process chooses them).
+pub(crate) type OpMap<V> = rustc_hash::FxHashMap<Op, V>;
 
 thread_local! {
     static CURRENT: RefCell<Option<Arc<RunCore>>> = const { RefCell::new(None) };
@@ -197,7 +204,7 @@ pub(crate) enum Slot {
     Recorded,
     /// A question for a person, and how it resolved.
     Ask {
-        outcome: Option<crate::ask::AskOutcome>,
+        outcome: Option<crate::journal::ask::AskOutcome>,
     },
 }
 
@@ -242,7 +249,7 @@ pub(crate) struct CoreState {
     /// Futures waiting on the abort signal itself.
     pub cancel_wakers: Vec<Waker>,
     /// Asks created since the executor last looked, for `input.requested`.
-    pub new_asks: Vec<(Op, crate::ask::Ask)>,
+    pub new_asks: Vec<(Op, crate::journal::ask::Ask)>,
     /// Asks the body withdrew, for the executor to resolve.
     pub withdrawals: Vec<Op>,
 }

@@ -1,0 +1,185 @@
+//! What a run's body and its executor need from the runtime: the clock, the key, sign-in
+//! providers, the public URL, the host's state, and the two pieces of bookkeeping that deliveries
+//! from outside share with running steps (manual webhook responses, sign-in callbacks in hand).
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::oneshot;
+
+use crate::auth::{AUTH_CALLBACK_PATH, AuthError, AuthProvider, Principal};
+use crate::journal::webhook::WebhookResponse;
+use crate::journal::{Op, RunId};
+use crate::secret::{SecretKey, Token};
+use crate::time::Clock;
+
+/// What the body's primitives need from the runtime.
+pub(crate) struct Services {
+    pub clock: Arc<dyn Clock>,
+    pub key: SecretKey,
+    /// Auth providers by id.
+    pub providers: HashMap<String, Arc<dyn AuthProvider>>,
+    /// The base URL webhook and callback URLs start with, such as `http://127.0.0.1:7700`.
+    pub public_url: String,
+    /// Manual webhook requests waiting for a step's response, and recent responses to repeat.
+    pub responses: Responses,
+    /// Values the host gave the runtime for steps and plain tools, by type.
+    pub state: crate::state::State,
+    /// Sign-in callbacks being handled, so a duplicate never exchanges a code twice.
+    pub callbacks: Callbacks,
+}
+
+impl Services {
+    pub fn new(
+        clock: Arc<dyn Clock>,
+        key: SecretKey,
+        providers: HashMap<String, Arc<dyn AuthProvider>>,
+        public_url: String,
+        state: crate::state::State,
+    ) -> Self {
+        Services {
+            clock,
+            key,
+            providers,
+            public_url,
+            responses: Default::default(),
+            state,
+            callbacks: Callbacks::default(),
+        }
+    }
+
+    /// The `state` of the sign-in callback a step at `op` waits for.
+    pub fn auth_state(&self, run: &RunId, op: Op, nonce: &str) -> Token {
+        self.key.derive_token(run, op, &format!("auth:{nonce}"))
+    }
+
+    /// Where a provider sends people back after they sign in.
+    pub fn redirect_uri(&self, provider: &str) -> String {
+        format!("{}{AUTH_CALLBACK_PATH}{provider}/callback", self.public_url)
+    }
+
+    /// The link `authorization.required` publishes for a sign-in with `provider`: the HTTP
+    /// server's sign-in link, which ties the sign-in to the browser that opens it before sending
+    /// it to the provider. The provider's URL is built first, so a misconfigured provider is
+    /// reported when the sign-in is asked for.
+    pub fn authorization_url(&self, provider: &str, principal: &Principal, state: &str) -> Result<String, AuthError> {
+        self.provider_url(provider, principal, state)?;
+        Ok(crate::auth::sign_in_link(&self.public_url, provider, state))
+    }
+
+    /// The provider's own URL that starts a sign-in with `provider` for `principal`.
+    pub fn provider_url(&self, provider: &str, principal: &Principal, state: &str) -> Result<String, AuthError> {
+        let Some(auth) = self.providers.get(provider) else {
+            let reason = "no such provider is registered".to_owned();
+            return Err(AuthError::Config { provider: provider.to_owned(), reason });
+        };
+        auth.authorization_url(principal, state, &self.redirect_uri(provider))
+    }
+
+    /// Registers a manual webhook request waiting for a step's response.
+    pub fn expect_response(&self, delivery: String) -> oneshot::Receiver<WebhookResponse> {
+        self.responses.expect(delivery)
+    }
+
+    /// Hands a step's response to the waiting request; false if none waits.
+    pub fn respond(&self, delivery: &str, response: WebhookResponse) -> bool {
+        self.responses.respond(delivery, response)
+    }
+
+    /// Forgets a request that stopped waiting.
+    pub fn forget_response(&self, delivery: &str) {
+        self.responses.forget(delivery);
+    }
+}
+
+/// How many manual webhook requests sent with a delivery id (an `Idempotency-Key`) are
+/// remembered, with their responses once written, so that a repeat gets the first's response.
+const RECENT_RESPONSES: usize = 1024;
+
+/// Manual webhook requests waiting for a step's response, by delivery, and the most recent ones
+/// sent with a delivery id, with the response their step wrote (kept even if the request had
+/// stopped waiting, so a retry gets it).
+#[derive(Default)]
+pub(crate) struct Responses(Mutex<ResponseBook>);
+
+#[derive(Default)]
+struct ResponseBook {
+    waiting: HashMap<String, oneshot::Sender<WebhookResponse>>,
+    /// Oldest first, at most [`RECENT_RESPONSES`].
+    recent: VecDeque<Remembered>,
+}
+
+/// A manual webhook request sent with a delivery id.
+struct Remembered {
+    /// The scoped delivery id.
+    key: String,
+    /// The request's own delivery, which its step responds to.
+    delivery: String,
+    response: Option<WebhookResponse>,
+}
+
+impl Responses {
+    /// Registers a request waiting for its step's response.
+    pub fn expect(&self, delivery: String) -> oneshot::Receiver<WebhookResponse> {
+        let (respond, response) = oneshot::channel();
+        self.lock().waiting.insert(delivery, respond);
+        response
+    }
+
+    /// Hands a step's response to the waiting request, and keeps it for repeats of the request's
+    /// delivery id; false if no request waits.
+    pub fn respond(&self, delivery: &str, response: WebhookResponse) -> bool {
+        let mut book = self.lock();
+        if let Some(remembered) = book.recent.iter_mut().find(|remembered| remembered.delivery == delivery) {
+            remembered.response = Some(response.clone());
+        }
+        book.waiting.remove(delivery).is_some_and(|respond| respond.send(response).is_ok())
+    }
+
+    /// Forgets a request that stopped waiting.
+    pub fn forget(&self, delivery: &str) {
+        self.lock().waiting.remove(delivery);
+    }
+
+    /// Remembers that the request delivered under the scoped delivery id `key` is `delivery`.
+    pub fn remember(&self, key: String, delivery: String) {
+        let mut book = self.lock();
+        if book.recent.len() == RECENT_RESPONSES {
+            book.recent.pop_front();
+        }
+        book.recent.push_back(Remembered { key, delivery, response: None });
+    }
+
+    /// The response written to the request first delivered under `key`, if there is one yet.
+    pub fn first_response(&self, key: &str) -> Option<WebhookResponse> {
+        let book = self.lock();
+        book.recent.iter().find(|remembered| remembered.key == key).and_then(|remembered| remembered.response.clone())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ResponseBook> {
+        self.0.lock().expect("the responses mutex is never poisoned: no code panics while holding it")
+    }
+}
+
+/// Sign-in callbacks being handled or done, so a duplicate never exchanges a code twice.
+#[derive(Debug, Default)]
+pub(crate) struct Callbacks(Mutex<HashSet<String>>);
+
+impl Callbacks {
+    /// Claims the callback with this state hash; false if it was claimed before.
+    pub(crate) fn claim(&self, state_hash: &str) -> bool {
+        self.0.lock().expect("the callbacks mutex is never poisoned").insert(state_hash.to_owned())
+    }
+
+    /// How many callbacks are claimed.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.0.lock().expect("the callbacks mutex is never poisoned").len()
+    }
+
+    /// Releases a claim: its exchange failed (the person may try again), or the run journaled the
+    /// sign-in (its callback hook is gone, so a duplicate is refused without the claim).
+    pub(crate) fn release(&self, state_hash: &str) {
+        self.0.lock().expect("the callbacks mutex is never poisoned").remove(state_hash);
+    }
+}
