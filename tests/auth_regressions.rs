@@ -104,6 +104,10 @@ mod url_race {
         async fn list_runs(&self, status: Option<RunStatus>, limit: usize) -> Result<Vec<RunSummary>, StoreError> {
             self.inner.list_runs(status, limit).await
         }
+        fn max_entry_bytes(&self) -> Option<usize> {
+            self.inner.max_entry_bytes()
+        }
+
         fn is_durable(&self) -> bool {
             false
         }

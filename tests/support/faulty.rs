@@ -142,6 +142,10 @@ impl Store for Faulty {
         self.inner.tail(run).await
     }
 
+    fn max_entry_bytes(&self) -> Option<usize> {
+        self.inner.max_entry_bytes()
+    }
+
     fn is_durable(&self) -> bool {
         self.inner.is_durable()
     }

@@ -3,16 +3,16 @@
 //! A store may cap the size of one journal entry (`SqliteOptions::max_entry_bytes`). A refusal
 //! there is not transient: appending the same entry again fails again, and because a step's
 //! completion is journaled before the body sees it, retrying the activation would run the step
-//! again, and again. So when an append is refused with [`StoreError::TooLarge`], each entry of
-//! the batch over the limit is replaced by one that records why it could not be kept:
+//! again, and again. So each entry over the limit is replaced by one that records why it could not
+//! be kept: a delivery before the body sees it (against the limit the store declares,
+//! `Store::max_entry_bytes`), a record when an append is refused with [`StoreError::TooLarge`]:
 //!
 //! - a step's result becomes a fatal failure of that step, naming the sizes, so the body decides
 //!   what to do and the step is not rerun;
 //! - the tool's output becomes a failure of the run;
 //! - an error message (a step failure or retry, a run failure) is cut to fit.
 //!
-//! Nothing has been delivered to the body yet when this happens, so it only ever observes the
-//! replacement, live and on replay alike. A refused entry that cannot be shrunk (an `ask` with a
+//! The body only ever observes the replacement, live and on replay alike. A refused entry that cannot be shrunk (an `ask` with a
 //! huge prompt) fails the run instead (`Driver::fail_unrecordable`).
 //!
 //! [`StoreError::TooLarge`]: crate::store::StoreError::TooLarge
@@ -24,8 +24,17 @@ const MAX_MESSAGE: usize = 512;
 
 /// Replaces each entry over `limit` bytes of JSON; returns whether any changed.
 pub(super) fn fit_entries(entries: &mut [Entry], limit: usize) -> bool {
+    fit_where(entries, limit, |_| true)
+}
+
+/// Replaces each record (not a delivery, which the body may have seen) over `limit` bytes.
+pub(super) fn fit_records(entries: &mut [Entry], limit: usize) -> bool {
+    fit_where(entries, limit, |entry| !entry.is_delivery())
+}
+
+fn fit_where(entries: &mut [Entry], limit: usize, fittable: impl Fn(&Entry) -> bool) -> bool {
     let mut changed = false;
-    for entry in entries.iter_mut() {
+    for entry in entries.iter_mut().filter(|entry| fittable(entry)) {
         if json_size(entry) > limit {
             changed |= fit(entry, limit);
         }
@@ -33,9 +42,23 @@ pub(super) fn fit_entries(entries: &mut [Entry], limit: usize) -> bool {
     changed
 }
 
-/// The size of `value` as JSON, as the stores encode it.
+/// The size of `value` as JSON, as the stores encode it, counted without keeping the text.
 fn json_size(value: &impl serde::Serialize) -> usize {
-    serde_json::to_vec(value).map_or(usize::MAX, |json| json.len())
+    struct Count(usize);
+
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    let mut count = Count(0);
+    serde_json::to_writer(&mut count, value).map_or(usize::MAX, |()| count.0)
 }
 
 fn fit(entry: &mut Entry, limit: usize) -> bool {

@@ -5,18 +5,25 @@
 //! A [`Driver`] owns a run's body future while the run is active. It repeats:
 //!
 //! 1. Poll the body until it can make no more progress (its waker stays quiet).
-//! 2. If the body returned (or diverged, or the cancellation grace ran out), append the terminal
-//!    entry and stop.
-//! 3. Append the records the body produced (sleep deadlines, hook hashes, recorded values), then
-//!    start the steps the body polled for the first time.
+//! 2. If the body returned (or diverged, or the cancellation grace ran out), append what is
+//!    pending and the terminal entry in one transaction, and stop.
+//! 3. **Commit**: append what is pending (the deliveries the body has seen and the records it
+//!    produced meanwhile: sleep deadlines, hook hashes, recorded values) in one transaction. Only
+//!    then does anything leave the run: steps the body polled start, timers are armed, questions
+//!    and events are published.
 //! 4. If nothing is in flight and no event is ready, **park**: the driver goes into the warm
 //!    cache and no task is held. Otherwise wait for the next events (attempt results, timers,
-//!    inbox deliveries), append them in one transaction, and deliver them to the body one at a
-//!    time, polling to quiescence after each.
+//!    inbox deliveries), turn them into journal entries, and deliver them to the body one at a
+//!    time, polling to quiescence after each; they become pending, with the records each poll
+//!    produced, and the loop commits them together.
 //!
-//! Because every delivery is durable before the body sees it and deliveries reach the body one
-//! at a time in journal order, replay (which feeds the journal's deliveries the same way) sees
-//! exactly the interleaving the live run saw.
+//! So a chain of steps costs one commit per step: a step's completion and whatever the body does
+//! when it sees it (the next sleep, the run's end) are one transaction. The body may see a
+//! delivery before it is durable, but nothing it does escapes before that: if the commit fails
+//! for good, the driver is dropped and the run is rebuilt from the journal, where the delivery
+//! is not, and a step whose completion was lost runs again (at least once per crash). Deliveries
+//! reach the body one at a time in journal order and replay feeds them the same way, so a replay
+//! sees exactly the interleaving the live run saw.
 //!
 //! # Activation
 //!
@@ -200,8 +207,12 @@ pub(crate) struct Driver {
     /// Steps waiting out a retry backoff: the next attempt and when it is due. Like a sleep, a
     /// backoff is a durable wait: the run may park, and the timer service wakes it.
     retrying: OpMap<(u32, Timestamp)>,
-    /// Inbox items read but not yet journaled.
+    /// Inbox items read but not yet turned into entries.
     inbox: VecDeque<InboxItem>,
+    /// Entries not yet durable: deliveries the body has seen and the records it produced, in
+    /// order, and the inbox items they consume; the next commit appends them.
+    pending: Vec<Entry>,
+    pending_consumed: Vec<u64>,
     /// Hooks whose deliveries were left in the inbox because they held as many payloads as the
     /// runtime's hook buffer allows; the inbox is read again once one of them has room.
     backlog: OpMap<()>,
@@ -253,6 +264,8 @@ impl Driver {
             restart_after_append: Vec::new(),
             retrying: OpMap::default(),
             inbox: VecDeque::new(),
+            pending: Vec::new(),
+            pending_consumed: Vec::new(),
             backlog: OpMap::default(),
             grace_until: None,
             replayed,
@@ -380,6 +393,8 @@ impl Driver {
     /// The refused records are dropped: the run ends here, so nothing will replay them.
     async fn fail_unrecordable(&mut self, rt: &Engine, failure: RunFailure) -> Result<RunOutcome, StoreError> {
         self.core.lock().outbox.clear();
+        self.pending.clear();
+        self.pending_consumed.clear();
         self.attempts.clear();
         self.fail(rt, failure).await
     }
@@ -387,6 +402,9 @@ impl Driver {
     /// Replaces the run's history with a fresh one that starts the body again with `input`, and
     /// returns the driver of the new history (or how the run ended, if `input` does not fit).
     async fn continue_as_new(mut self: Box<Self>, rt: &Engine, input: Value) -> Exit {
+        // The old history ends here: what it did since its last commit goes with it.
+        self.pending.clear();
+        self.pending_consumed.clear();
         let tool = self.tool.expect("a body runs only for a known tool");
         let fits = (tool.validate_input)(&input).and_then(|()| {
             crate::journal::depth::check(&input, || "the input".to_owned()).map_err(|error| error.to_string())
@@ -439,12 +457,13 @@ impl Driver {
                 return self.end_cancelled(rt).await.map(Advanced::Finished);
             }
             self.poll_body();
+            self.take_records();
             if let Some(advanced) = self.finish_if_done(rt).await? {
                 return Ok(advanced);
             }
-            self.flush_outbox(rt).await?;
+            self.commit(rt).await?;
             if self.finish.is_some() || self.core.lock().divergence.is_some() {
-                // A delivery made while flushing (a hook's token was taken) let the body return.
+                // A delivery made after the commit (a hook's token was taken) let the body return.
                 continue;
             }
             self.start_polled_steps(rt);
@@ -466,7 +485,7 @@ impl Driver {
             if events.iter().any(|event| matches!(event, Event::GraceOver)) {
                 return self.end_cancelled(rt).await.map(Advanced::Finished);
             }
-            self.journal_and_deliver(rt, events).await?;
+            self.take_in(rt, events).await?;
         }
     }
 
@@ -505,8 +524,10 @@ impl Driver {
         }
     }
 
-    /// Turns events into journal entries, appends them in one transaction, then delivers them.
-    async fn journal_and_deliver(&mut self, rt: &Engine, events: Vec<Event>) -> Result<(), StoreError> {
+    /// Turns events into journal entries and delivers them to the body one at a time, polling to
+    /// quiescence after each; they become pending, each followed by the records its poll
+    /// produced. Nothing is appended here: the loop commits them.
+    async fn take_in(&mut self, rt: &Engine, events: Vec<Event>) -> Result<(), StoreError> {
         let mut entries = Vec::new();
         let mut consumed = Vec::new();
         for event in events {
@@ -522,27 +543,62 @@ impl Driver {
             }
         }
         self.withdrawals(&mut entries);
-        if entries.is_empty() && consumed.is_empty() {
-            return Ok(());
+        self.pending_consumed.extend(consumed);
+        if let Some(limit) = rt.store.max_entry_bytes() {
+            // The body sees these before they are appended, so they must fit already: a step's
+            // result too large to keep becomes its fatal failure now, not after the body saw it.
+            fit::fit_entries(&mut entries, limit);
         }
+        for entry in entries {
+            let delivered = entry.is_delivery() && self.finish.is_none() && self.core.lock().divergence.is_none();
+            if delivered {
+                self.core.deliver(&entry);
+                self.start_grace(rt, &entry);
+            }
+            self.pending.push(entry);
+            if delivered {
+                self.poll_body();
+                self.take_records();
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves the records the body produced since the last look into the pending entries.
+    fn take_records(&mut self) {
+        let records = std::mem::take(&mut self.core.lock().outbox);
+        self.pending.extend(records);
+    }
+
+    /// Appends the pending entries in one transaction, then lets out what waited for them: events,
+    /// armed timers, published questions and sign-in links, restarted attempts, and the delivery
+    /// that tells the body a hook's token was taken. Returns the entries as journaled.
+    async fn commit(&mut self, rt: &Engine) -> Result<Vec<Entry>, StoreError> {
+        if self.pending.is_empty() && self.pending_consumed.is_empty() {
+            return Ok(Vec::new());
+        }
+        let entries = std::mem::take(&mut self.pending);
+        let consumed = std::mem::take(&mut self.pending_consumed);
         let mut batch = Append { first_seq: self.next_seq, entries, consumed };
-        self.append(rt, &mut batch).await?;
+        loop {
+            match self.append(rt, &mut batch).await {
+                Err(StoreError::HookTokenInUse { op, .. }) => mark_hook_conflict(&mut batch.entries, op),
+                result => break result?,
+            }
+        }
         self.after_append(rt);
         for entry in &batch.entries {
             self.emit_journaled(rt, entry);
         }
-        for entry in &batch.entries {
-            if !entry.is_delivery() {
-                continue;
-            }
-            self.core.deliver(entry);
-            self.start_grace(rt, entry);
-            self.poll_body();
-            if self.finish.is_some() || self.core.lock().divergence.is_some() {
-                break;
+        self.publish_new_waits(rt);
+        for entry in batch.entries.iter().filter(|entry| matches!(entry, Entry::HookTokenTaken { .. })) {
+            if self.finish.is_none() {
+                self.core.deliver(entry);
+                self.poll_body();
+                self.take_records();
             }
         }
-        Ok(())
+        Ok(batch.entries)
     }
 
     /// Publishes what a journaled entry says happened; events never run ahead of the journal.
@@ -583,24 +639,13 @@ impl Driver {
         }
     }
 
-    /// Appends the records the body produced since the last append.
-    async fn flush_outbox(&mut self, rt: &Engine) -> Result<(), StoreError> {
-        let (outbox, timers, asks) = {
+    /// Arms the timers and publishes the questions of the sleeps and asks the body created, now
+    /// that their records are durable.
+    fn publish_new_waits(&mut self, rt: &Engine) {
+        let (timers, asks) = {
             let mut state = self.core.lock();
-            (
-                std::mem::take(&mut state.outbox),
-                std::mem::take(&mut state.new_timers),
-                std::mem::take(&mut state.new_asks),
-            )
+            (std::mem::take(&mut state.new_timers), std::mem::take(&mut state.new_asks))
         };
-        if outbox.is_empty() {
-            return Ok(());
-        }
-        let journaled = self.append_records(rt, outbox).await?;
-        for entry in journaled.iter().filter(|entry| matches!(entry, Entry::HookTokenTaken { .. })) {
-            self.core.deliver(entry);
-            self.poll_body();
-        }
         for (op, deadline) in timers {
             rt.events.emit(|| RunEvent::TimerScheduled { run: self.core.run.clone(), op, deadline });
             rt.timers.add(self.core.run.clone(), op, deadline, TimerKind::Sleep);
@@ -610,15 +655,14 @@ impl Driver {
                 (self.core.run.clone(), crate::ask::request_id(op), self.core.task_id.clone());
             rt.events.emit(|| RunEvent::InputRequested { run, request_id, task_id, request });
         }
-        Ok(())
     }
 
     /// Appends the body's outstanding records and the terminal entry in one transaction, and
     /// returns the terminal entry as journaled (a refused oversized output becomes a failure).
     async fn append_final(&mut self, rt: &Engine, terminal: Entry) -> Result<Entry, StoreError> {
-        let mut entries = std::mem::take(&mut self.core.lock().outbox);
-        entries.push(terminal);
-        let mut entries = self.append_records(rt, entries).await?;
+        self.take_records();
+        self.pending.push(terminal);
+        let mut entries = self.commit(rt).await?;
         let terminal = entries.pop().expect("the batch ends with the terminal entry");
         // Ending the run withdraws its open questions; channels stop offering them.
         self.withdraw_open_asks(rt);
@@ -640,19 +684,6 @@ impl Driver {
         }
     }
 
-    /// Appends records, and returns them as journaled. A hook whose chosen token another run
-    /// holds is journaled as conflicting, together with the [`Entry::HookTokenTaken`] delivery
-    /// that tells the body; the caller delivers it.
-    async fn append_records(&mut self, rt: &Engine, entries: Vec<Entry>) -> Result<Vec<Entry>, StoreError> {
-        let mut batch = Append { first_seq: self.next_seq, entries, consumed: Vec::new() };
-        loop {
-            match self.append(rt, &mut batch).await {
-                Err(StoreError::HookTokenInUse { op, .. }) => mark_hook_conflict(&mut batch.entries, op),
-                result => return result.map(|()| batch.entries),
-            }
-        }
-    }
-
     /// Appends `batch`, which must start at the journal's current length. Entries the store
     /// refuses as too large are replaced by what [`fit`] records instead, and the append retried.
     async fn append(&mut self, rt: &Engine, batch: &mut Append) -> Result<(), StoreError> {
@@ -670,7 +701,9 @@ impl Driver {
         let mut backoff = StoreBackoff::default();
         loop {
             match rt.store.append(&self.core.run, self.fence, batch).await {
-                Err(StoreError::TooLarge { limit, .. }) if fit::fit_entries(&mut batch.entries, limit) => {}
+                // Only records, which the body has not seen, are cut to fit here: deliveries were
+                // fitted before the body saw them.
+                Err(StoreError::TooLarge { limit, .. }) if fit::fit_records(&mut batch.entries, limit) => {}
                 Err(error) if error.is_transient() => backoff.wait(rt, &self.core.run, error).await?,
                 result => break result?,
             }
@@ -760,13 +793,17 @@ impl Driver {
 /// Records that the hook at `op` chose a token another run holds: its `HookCreated` says so (the
 /// store then indexes no token for it) and a `HookTokenTaken` delivery follows in the same batch.
 fn mark_hook_conflict(entries: &mut Vec<Entry>, op: Op) {
-    let created = entries.iter().position(|entry| matches!(entry, Entry::HookCreated { op: hook, .. } if *hook == op));
-    let Some(at) = created else { return };
-    if let Entry::HookCreated { conflict, .. } = &mut entries[at] {
-        *conflict = true;
+    for entry in entries.iter_mut() {
+        if let Entry::HookCreated { op: hook, conflict, .. } = entry
+            && *hook == op
+        {
+            *conflict = true;
+        }
     }
-    // Right after its record: a batch may end with the run's terminal entry.
-    entries.insert(at + 1, Entry::HookTokenTaken { op });
+    // After every delivery of the batch, which the body saw without the conflict, but before the
+    // run's terminal entry if the batch ends the run.
+    let at = entries.len() - usize::from(entries.last().is_some_and(Entry::is_terminal));
+    entries.insert(at, Entry::HookTokenTaken { op });
 }
 
 /// Publishes the link of a sign-in a parked run waits for, from the store's index, so a restart

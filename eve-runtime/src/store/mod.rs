@@ -389,6 +389,13 @@ pub trait Store: Send + Sync + 'static {
         Ok(record.and_then(|record| Some((record.summary, record.entries.last()?.clone()))))
     }
 
+    /// The largest journal entry the store keeps, in bytes of JSON, if it has a limit. The
+    /// executor fits a delivery to it before the body sees the delivery; a store that refuses an
+    /// entry as [`StoreError::TooLarge`] without declaring its limit fails the run instead.
+    fn max_entry_bytes(&self) -> Option<usize> {
+        None
+    }
+
     /// Whether several processes share this store, so claims must be released when a run parks.
     fn is_shared(&self) -> bool {
         false

@@ -274,6 +274,10 @@ impl Store for SqliteStore {
         let run = run.clone();
         self.readers.read(move |conn| reads::tail(conn, &run)).await
     }
+
+    fn max_entry_bytes(&self) -> Option<usize> {
+        Some(self.options.max_entry_bytes)
+    }
 }
 
 #[cfg(test)]
