@@ -87,12 +87,15 @@ impl Write for Output {
 }
 
 impl Output {
-    /// Captures every `tracing` event and `log` record of the process at TRACE.
+    /// Captures every `tracing` event, span (with all its fields) and `log` record of the process
+    /// at TRACE.
     fn capture_logs() -> Output {
         let output = Output::default();
         let writer = output.clone();
         tracing_subscriber::fmt()
             .with_max_level(tracing::Level::TRACE)
+            // Every span's fields too, as it opens and closes, not only the events within it.
+            .with_span_events(tracing_subscriber::fmt::format::FmtSpan::FULL)
             .with_writer(move || writer.clone())
             .try_init()
             .expect("this test binary installs the only subscriber");

@@ -98,6 +98,7 @@ fn fire_due(clock: &dyn Clock, pending: &mut BTreeSet<Timer>, fire: &Fire) -> bo
         }
         let timer = pending.pop_first().expect("the first element exists");
         let kind = if timer.retry { TimerKind::Retry } else { TimerKind::Sleep };
+        tracing::debug!(run = %timer.run, op = timer.op.0, ?kind, "a timer is due");
         if !fire(timer.run, timer.op, kind) {
             return false;
         }

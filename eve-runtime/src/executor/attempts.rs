@@ -89,13 +89,19 @@ impl Driver {
         self.in_flight.insert(op, number);
         let run = &self.core.run;
         rt.events.emit(|| RunEvent::StepStarted { run: run.clone(), op, step: name.to_owned(), attempt: number });
-        self.attempts.push(Box::pin(async move {
+        // One span per attempt; what the step logs is recorded inside it.
+        let span = tracing::debug_span!("step", op = op.0, step = name, attempt = number);
+        let attempt = async move {
             let result = match AssertUnwindSafe(future).catch_unwind().await {
                 Ok(result) => result,
                 Err(panic) => Err(StepError::msg(format!("the step panicked: {}", super::panic_message(&*panic)))),
             };
+            if let Err(error) = &result {
+                tracing::warn!(fatal = error.is_fatal(), "the attempt failed: {}", error.message());
+            }
             Attempt { op, attempt: number, result }
-        }));
+        };
+        self.attempts.push(Box::pin(tracing::Instrument::instrument(attempt, span)));
     }
 
     /// The entry recording a finished attempt, and what the step waits for next, if anything.

@@ -213,6 +213,8 @@ pub(crate) struct Driver {
     /// order, and the inbox items they consume; the next commit appends them.
     pending: Vec<Entry>,
     pending_consumed: Vec<u64>,
+    /// Sleeps found due when the run was rebuilt, to fire in its first batch.
+    due_timers: Vec<Op>,
     /// Hooks whose deliveries were left in the inbox because they held as many payloads as the
     /// runtime's hook buffer allows; the inbox is read again once one of them has room.
     backlog: OpMap<()>,
@@ -267,6 +269,7 @@ impl Driver {
             pending: Vec::new(),
             pending_consumed: Vec::new(),
             backlog: OpMap::default(),
+            due_timers: Vec::new(),
             grace_until: None,
             replayed,
         }
@@ -285,8 +288,11 @@ impl Driver {
         };
         let index = ReplayIndex::build(&claimed.entries);
         // Whatever activated the run, its unfired timers are armed again: a timer message lost
-        // with a failed activation would otherwise never come back.
-        for (op, deadline) in index.unfired_timers() {
+        // with a failed activation would otherwise never come back. One already due is taken in
+        // by this activation itself rather than by another wake.
+        let now = rt.services.clock.now();
+        let (due, later): (Vec<_>, Vec<_>) = index.unfired_timers().partition(|(_, deadline)| *deadline <= now);
+        for (op, deadline) in later {
             rt.timers.add(run.clone(), op, deadline, TimerKind::Sleep);
         }
         let tool = crate::registry::workflow(workflow_id);
@@ -301,13 +307,20 @@ impl Driver {
             return driver.fail(rt, failure).await.map(Err);
         }
         rt.events.emit(|| RunEvent::Resumed { run: run.clone(), replayed: claimed.entries.len(), from_cache: false });
+        tracing::debug!(entries = claimed.entries.len(), "replaying the journal");
         driver.replay(rt, &claimed.entries[1..]);
         driver.inbox.extend(claimed.inbox);
+        driver.due_timers.extend(due.into_iter().map(|(op, _)| op));
         Ok(Ok(driver))
     }
 
     pub fn run_id(&self) -> &RunId {
         &self.core.run
+    }
+
+    /// The model-facing name of the tool whose body this is, for spans.
+    pub fn tool_name(&self) -> &'static str {
+        self.tool.map_or("(unknown)", |tool| tool.name)
     }
 
     /// The fence the driver appends under and the journal's length, for marking the run parked.
@@ -498,6 +511,7 @@ impl Driver {
         while let Some(Some(attempt)) = self.attempts.next().now_or_never() {
             events.push(Event::Attempt(attempt));
         }
+        events.extend(self.due_timers.drain(..).map(|op| Event::Msg(Msg::Timer(op, TimerKind::Sleep))));
         let room = !self.backlog.is_empty() && self.backlog_has_room(rt.hook_buffer);
         if room {
             self.backlog.clear();
@@ -552,6 +566,7 @@ impl Driver {
         for entry in entries {
             let delivered = entry.is_delivery() && self.finish.is_none() && self.core.lock().divergence.is_none();
             if delivered {
+                tracing::debug!(op = entry.op().map(|op| op.0), delivery = entry.kind(), "delivering to the body");
                 self.core.deliver(&entry);
                 self.start_grace(rt, &entry);
             }

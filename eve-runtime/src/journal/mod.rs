@@ -448,6 +448,29 @@ impl Entry {
         }
     }
 
+    /// The entry's kind as it is journaled, such as `step_completed`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Entry::RunStarted { .. } => "run_started",
+            Entry::Recorded { .. } => "recorded",
+            Entry::TimerScheduled { .. } => "timer_scheduled",
+            Entry::HookCreated { .. } => "hook_created",
+            Entry::AskCreated { .. } => "ask_created",
+            Entry::AskResolved { .. } => "ask_resolved",
+            Entry::AuthRequired { .. } => "auth_required",
+            Entry::AuthCompleted { .. } => "auth_completed",
+            Entry::StepRetrying { .. } => "step_retrying",
+            Entry::StepCompleted { .. } => "step_completed",
+            Entry::TimerFired { .. } => "timer_fired",
+            Entry::HookReceived { .. } => "hook_received",
+            Entry::HookTokenTaken { .. } => "hook_token_taken",
+            Entry::CancelRequested { .. } => "cancel_requested",
+            Entry::RunCompleted { .. } => "run_completed",
+            Entry::RunFailed { .. } => "run_failed",
+            Entry::RunCancelled {} => "run_cancelled",
+        }
+    }
+
     /// Whether this entry ends the run.
     pub fn is_terminal(&self) -> bool {
         matches!(self, Entry::RunCompleted { .. } | Entry::RunFailed { .. } | Entry::RunCancelled {})

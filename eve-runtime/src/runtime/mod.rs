@@ -228,6 +228,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Shared {
     /// Sends `msg` to the run's executor, activating the run if it is not active.
     pub fn wake(self: &Arc<Self>, run: &RunId, msg: Msg) {
+        tracing::debug!(%run, reason = ?msg, "waking the run");
         let mut runs = lock(&self.runs);
         let msg = match runs.get(run) {
             Some(mailbox) => match mailbox.send(msg) {
@@ -276,11 +277,14 @@ impl Shared {
 
     /// Runs the run's executor in a task of its own; `mailbox` is its registration's receiver.
     fn spawn(self: &Arc<Self>, run: RunId, start: Start, mailbox: Mailbox) {
+        // One span per activation; `tool` is filled in once the driver is known.
+        let span = tracing::info_span!("run", run = %run, tool = tracing::field::Empty, start = start.kind());
         let (guard, shared) = (TaskGuard::new(&self.tasks), self.clone());
-        tokio::spawn(async move {
+        let activation = async move {
             shared.activate(run, start, mailbox).await;
             drop(guard);
-        });
+        };
+        tokio::spawn(tracing::Instrument::instrument(activation, span));
     }
 
     /// Runs an executor until its run parks or ends.
@@ -296,6 +300,7 @@ impl Shared {
                 None => return,
             },
         };
+        tracing::Span::current().record("tool", driver.tool_name());
         self.publish(&run, Phase::Running);
         loop {
             match driver.run(&self, &mut mailbox).await {
@@ -308,7 +313,7 @@ impl Shared {
                     }
                     match self.park(parked, &mailbox) {
                         Some(again) => driver = again,
-                        None => return,
+                        None => return tracing::debug!("parked: waiting on durable waits only"),
                     }
                 }
                 Exit::Continued(next) => driver = next,
@@ -443,6 +448,17 @@ enum Start {
     Cached(Box<Driver>),
     /// Rebuilt from the journal.
     Cold,
+}
+
+impl Start {
+    /// How the activation starts, as its span says: `fresh`, `warm` or `cold` (replayed).
+    fn kind(&self) -> &'static str {
+        match self {
+            Start::Fresh(_) => "fresh",
+            Start::Cached(_) => "warm",
+            Start::Cold => "cold",
+        }
+    }
 }
 
 /// Parked executors kept in memory so a resume costs no replay; the least recently parked is
