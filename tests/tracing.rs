@@ -15,9 +15,12 @@ use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 
-/// Spans by name, each with its fields as text, in the order they were opened.
+/// A span's name and its fields as text.
+type Opened = (String, BTreeMap<String, String>);
+
+/// The spans opened, in order.
 #[derive(Clone, Default)]
-struct Spans(Arc<Mutex<Vec<(String, BTreeMap<String, String>)>>>);
+struct Spans(Arc<Mutex<Vec<Opened>>>);
 
 struct Fields<'a>(&'a mut BTreeMap<String, String>);
 
