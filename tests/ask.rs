@@ -271,7 +271,7 @@ async fn the_provided_ask_question_and_sleep_tools_work() {
     let nap = runtime.start("sleep", json!({ "seconds": 90 })).await.unwrap();
     nap.parked().await.unwrap();
     world.clock.advance(Duration::from_secs(90));
-    assert_eq!(nap.outcome().await.unwrap(), RunOutcome::Completed(json!({ "slept": 90 })));
+    assert_eq!(nap.outcome().await.unwrap(), RunOutcome::Completed(json!("Slept 90 seconds.")));
     let error = runtime.start("sleep", json!({ "seconds": -1 })).await.unwrap_err();
     assert!(error.to_string().starts_with("invalid input for tool `sleep`"), "{error}");
 }

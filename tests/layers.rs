@@ -45,6 +45,14 @@ const RUNTIME: &[(&str, u32)] = &[
     // The executor, then the runtime on top of the core.
     ("executor", 12),
     ("runtime", 13),
+    // Sessions: a workflow of the runtime's own, and the handle that drives it.
+    ("session::strings", 14),
+    ("session::model", 14),
+    ("session::inbound", 14),
+    ("session::tasks", 15),
+    ("session::feed", 15),
+    ("session::engine", 16),
+    ("session", 17),
     // Outer layers: stores and providers on the network or the disk, defaults, HTTP, the CLI.
     ("store::sqlite", 20),
     ("store::postgres", 20),

@@ -407,7 +407,7 @@ pub fn describe(entry: &Entry) -> String {
             write!(text, "{op}: attempt {attempt} waits for a sign-in with {provider}")
         }
         Entry::AuthCompleted { op } => write!(text, "{op}: sign-in completed; the step runs again"),
-        Entry::CancelRequested { reason, grace_until } => match grace_until {
+        Entry::CancelRequested { reason, grace_until, .. } => match grace_until {
             Some(deadline) => write!(text, "cancel requested: {reason}; cleanup may run until {deadline}"),
             None => write!(text, "cancel requested: {reason}"),
         },

@@ -6,7 +6,7 @@
 
 use std::fmt;
 use std::ops::Deref;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
@@ -108,6 +108,17 @@ impl WorkflowCtx {
         }
     }
 
+    /// The state the run's body shares with its executor.
+    pub(crate) fn core(&self) -> &Arc<RunCore> {
+        &self.core
+    }
+
+    /// Publishes `value` (to the run's parent, or a session's event feed): recorded, so it is
+    /// published once and not again on replay.
+    pub(crate) fn publish(&self, value: Value) {
+        self.core.record(RecordKind::Published, || value);
+    }
+
     /// Whether the run has been cancelled; cleanup code checks this after a wait returns `Cancelled`.
     pub fn is_cancelled(&self) -> bool {
         self.core.is_cancelled()
@@ -162,9 +173,23 @@ impl Deref for TaskCtx {
 }
 
 /// The context of a `#[task(serve)]` body: a [`TaskCtx`] that also replies to calls.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct ServeCtx {
     task: TaskCtx,
+    calls: Arc<Mutex<Calls>>,
+}
+
+impl ServeCtx {
+    /// Settles every call received so far with `output` (each call's result is `output`) and
+    /// withdraws the questions still open for them. Calls received later wait for the next reply.
+    pub fn reply(&self, output: impl serde::Serialize) -> Result<(), crate::error::ToolError> {
+        let output = serde_json::to_value(output)
+            .map_err(|error| crate::error::ToolError::new(format!("the reply cannot be serialized: {error}")))?;
+        let settled: Vec<String> = lock(&self.calls).unsettled.drain(..).map(|(call, _)| call).collect();
+        self.core.withdraw_open_asks();
+        self.publish(serde_json::json!({ "reply": { "calls": settled, "output": output } }));
+        Ok(())
+    }
 }
 
 impl Deref for ServeCtx {
@@ -175,9 +200,86 @@ impl Deref for ServeCtx {
     }
 }
 
+impl fmt::Debug for ServeCtx {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServeCtx").field("task", &self.task).finish_non_exhaustive()
+    }
+}
+
+/// What a resumable task's calls hook receives: a call, or the end of a stretch of work.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(crate) enum ServeInbound {
+    /// A call of the tool, in stretch `stretch`.
+    Call {
+        /// The call's id.
+        #[serde(rename = "callId")]
+        call_id: String,
+        /// Its input.
+        input: Value,
+        /// The stretch of work it belongs to.
+        stretch: u64,
+    },
+    /// Stop the work of stretch `stretch` (its calls were cancelled).
+    Stop {
+        /// The stretch.
+        stretch: u64,
+    },
+}
+
+/// The op of a resumable task's calls hook: the first op of its run.
+pub(crate) const CALLS_HOOK: crate::journal::Op = crate::journal::Op(0);
+
+/// The calls a resumable task has received and not yet taken, and where its stretches stand.
+struct Calls {
+    core: Arc<RunCore>,
+    hook: crate::wait::Hook<Value>,
+    buffered: std::collections::VecDeque<(String, Value, u64)>,
+    /// The highest stretch whose work was stopped.
+    stopped: u64,
+    /// Calls taken and not yet replied to, with their stretches.
+    unsettled: Vec<(String, u64)>,
+    /// The stretch the body was last seen idle in, so idleness is published once per stretch.
+    idle_in: Option<u64>,
+    /// The stretch of the last call taken.
+    stretch: u64,
+    /// Whether the run was cancelled (the hook yields no more calls).
+    closed: bool,
+}
+
+impl Calls {
+    /// Takes what the hook holds: calls are buffered, stops applied.
+    fn drain(&mut self, cx: &mut std::task::Context<'_>) {
+        while let std::task::Poll::Ready(next) = self.hook.poll_payload(cx) {
+            match next.map(serde_json::from_value::<ServeInbound>) {
+                Ok(Ok(ServeInbound::Call { call_id, input, stretch })) => {
+                    self.buffered.push_back((call_id, input, stretch))
+                }
+                Ok(Ok(ServeInbound::Stop { stretch })) => {
+                    // The stopped calls were settled `cancelled` by the session already.
+                    self.stopped = self.stopped.max(stretch);
+                    let stopped = self.stopped;
+                    self.unsettled.retain(|(_, stretch)| *stretch > stopped);
+                }
+                Ok(Err(error)) => tracing::warn!("a resumable task received a call it cannot read: {error}"),
+                Err(_) => {
+                    self.closed = true;
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn lock(calls: &Mutex<Calls>) -> std::sync::MutexGuard<'_, Calls> {
+    calls.lock().expect("the calls mutex is never poisoned: no code panics while holding it")
+}
+
 /// The stream of calls a `#[task(serve)]` body receives, one per call of the tool, each with an
-/// input of type `T`.
+/// input of type `T`. Take them with [`Receive::recv`]; when it returns `None` the run was
+/// cancelled and the body should return.
 pub struct Receive<T = Value> {
+    calls: Arc<Mutex<Calls>>,
     input: std::marker::PhantomData<fn() -> T>,
 }
 
@@ -185,13 +287,148 @@ impl<T> Receive<T> {
     /// The same stream, decoding each call's input as `U`. Generated code uses this.
     #[doc(hidden)]
     pub fn typed<U>(self) -> Receive<U> {
-        Receive { input: std::marker::PhantomData }
+        Receive { calls: self.calls, input: std::marker::PhantomData }
+    }
+}
+
+impl<T: serde::de::DeserializeOwned> Receive<T> {
+    /// Waits for the next call. While the body waits here with nothing to take, the task is idle:
+    /// its caller may give it new work later, and the state the body built stays.
+    pub fn recv(&mut self) -> RecvCall<'_, T> {
+        RecvCall { receive: self }
     }
 }
 
 impl<T> fmt::Debug for Receive<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Receive").finish_non_exhaustive()
+    }
+}
+
+/// The future [`Receive::recv`] returns.
+#[must_use = "a call arrives only if awaited"]
+pub struct RecvCall<'a, T> {
+    receive: &'a mut Receive<T>,
+}
+
+impl<T: serde::de::DeserializeOwned> std::future::Future for RecvCall<'_, T> {
+    type Output = Option<Call<T>>;
+
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<Call<T>>> {
+        let shared = self.receive.calls.clone();
+        let mut calls = lock(&shared);
+        calls.drain(cx);
+        while let Some((call_id, input, stretch)) = calls.buffered.pop_front() {
+            if stretch <= calls.stopped {
+                continue; // Its stretch was stopped before the body took it: it was settled cancelled.
+            }
+            let input = match serde_json::from_value(input) {
+                Ok(input) => input,
+                Err(error) => {
+                    tracing::warn!("a call of a resumable task does not match its input type: {error}");
+                    continue;
+                }
+            };
+            calls.stretch = stretch;
+            calls.unsettled.push((call_id.clone(), stretch));
+            let signal = StretchSignal { calls: shared.clone(), stretch };
+            return std::task::Poll::Ready(Some(Call { input, id: call_id, signal }));
+        }
+        if calls.closed {
+            return std::task::Poll::Ready(None);
+        }
+        let stretch = calls.stretch;
+        if calls.idle_in != Some(stretch) && calls.unsettled.is_empty() {
+            // Back in `receive()` with nothing to take and no call to answer: the task is idle
+            // (published once per stretch). A body that takes calls before replying is not.
+            calls.idle_in = Some(stretch);
+            let core = calls.core.clone();
+            drop(calls);
+            let idle = serde_json::json!({ "idle": { "stretch": stretch } });
+            core.record(RecordKind::Published, || idle);
+        }
+        std::task::Poll::Pending
+    }
+}
+
+/// One call of a resumable task.
+#[derive(Debug)]
+pub struct Call<T> {
+    /// The call's input.
+    pub input: T,
+    id: String,
+    signal: StretchSignal,
+}
+
+impl<T> Call<T> {
+    /// The call's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Fires when the work of the call's stretch is stopped (`task_cancel`, a cancelled turn) or
+    /// the run is cancelled: stop, reply with what you have or not, and return to `receive()`.
+    /// Every call of one stretch shares it.
+    pub fn abort_signal(&self) -> StretchSignal {
+        self.signal.clone()
+    }
+}
+
+/// The abort signal of a stretch of a resumable task's work: see [`Call::abort_signal`].
+#[derive(Clone)]
+pub struct StretchSignal {
+    calls: Arc<Mutex<Calls>>,
+    stretch: u64,
+}
+
+impl StretchSignal {
+    /// Whether the stretch's work was stopped.
+    pub fn is_aborted(&self) -> bool {
+        let calls = lock(&self.calls);
+        calls.stopped >= self.stretch || calls.closed || calls.core.is_cancelled()
+    }
+}
+
+impl std::future::Future for StretchSignal {
+    type Output = ();
+
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        let mut calls = lock(&self.calls);
+        calls.drain(cx);
+        if calls.stopped >= self.stretch || calls.closed || calls.core.is_cancelled() {
+            return std::task::Poll::Ready(());
+        }
+        drop(calls);
+        // The run's own cancellation also ends the stretch.
+        let mut aborted = AbortSignal::new(Some(lock(&self.calls).core.clone())).aborted();
+        std::pin::Pin::new(&mut aborted).poll(cx)
+    }
+}
+
+impl fmt::Debug for StretchSignal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StretchSignal").field("stretch", &self.stretch).finish_non_exhaustive()
+    }
+}
+
+impl ServeCtx {
+    /// The context and the stream of calls of a resumable task's run: its calls hook is the
+    /// run's first op ([`CALLS_HOOK`]).
+    pub(crate) fn new(task: TaskCtx) -> (ServeCtx, Receive) {
+        let core = task.workflow.core.clone();
+        let hook = crate::wait::Hook::<Value>::in_run(core.clone());
+        let calls = Calls {
+            core,
+            hook,
+            buffered: Default::default(),
+            stopped: 0,
+            unsettled: Vec::new(),
+            idle_in: None,
+            stretch: 0,
+            closed: false,
+        };
+        let calls = Arc::new(Mutex::new(calls));
+        (ServeCtx { task, calls: calls.clone() }, Receive { calls, input: std::marker::PhantomData })
     }
 }
 

@@ -174,6 +174,21 @@ pub enum RunEvent {
         /// How many histories came before the new one.
         continued: u32,
     },
+    /// The body published a value (a session's event, a resumable task's reply), now durable.
+    Published {
+        /// The run.
+        run: RunId,
+        /// The value.
+        value: serde_json::Value,
+    },
+    /// A piece of a model's answer as it streams in a session; not durable (the whole answer is
+    /// journaled with the step that asked for it).
+    ModelText {
+        /// The session's run.
+        run: RunId,
+        /// The text.
+        text: String,
+    },
     /// The body can make no progress until a durable wait resolves; the run holds no task.
     Parked {
         /// The run.
@@ -208,6 +223,8 @@ impl RunEvent {
             | RunEvent::AuthorizationCompleted { run, .. }
             | RunEvent::HistoryWarning { run, .. }
             | RunEvent::ContinuedAsNew { run, .. }
+            | RunEvent::Published { run, .. }
+            | RunEvent::ModelText { run, .. }
             | RunEvent::Parked { run }
             | RunEvent::Finished { run, .. } => run,
         }

@@ -21,6 +21,7 @@ mod random;
 pub mod registry;
 mod runtime;
 pub mod secret;
+pub mod session;
 mod state;
 pub mod step;
 pub mod store;

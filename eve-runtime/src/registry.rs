@@ -110,8 +110,14 @@ pub struct ToolRegistration(pub &'static ToolDescriptor);
 #[derive(Debug)]
 pub struct StepRegistration(pub &'static StepDef);
 
+/// Submits one of the runtime's own workflows (a session): started by the runtime, never offered
+/// to a model, and absent from the manifest.
+#[derive(Debug)]
+pub(crate) struct InternalWorkflow(pub &'static ToolDescriptor);
+
 inventory::collect!(ToolRegistration);
 inventory::collect!(StepRegistration);
+inventory::collect!(InternalWorkflow);
 
 /// Every tool compiled into this binary, sorted by name.
 pub fn tools() -> Vec<&'static ToolDescriptor> {
@@ -125,11 +131,11 @@ pub fn tool(name: &str) -> Option<&'static ToolDescriptor> {
     inventory::iter::<ToolRegistration>().map(|registration| registration.0).find(|tool| tool.name == name)
 }
 
-/// The tool whose body has this workflow id.
+/// The tool (or runtime workflow) whose body has this workflow id.
 pub fn workflow(workflow_id: &str) -> Option<&'static ToolDescriptor> {
-    inventory::iter::<ToolRegistration>()
-        .map(|registration| registration.0)
-        .find(|tool| tool.workflow_id == workflow_id)
+    let tools = inventory::iter::<ToolRegistration>().map(|registration| registration.0);
+    let internal = inventory::iter::<InternalWorkflow>().map(|registration| registration.0);
+    tools.chain(internal).find(|tool| tool.workflow_id == workflow_id)
 }
 
 /// Every step compiled into this binary, sorted by id.

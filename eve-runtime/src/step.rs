@@ -44,6 +44,11 @@ impl StepCtx {
         StepCtx { op: None, attempt: 1, key: std::sync::OnceLock::new(), core: None }
     }
 
+    /// The runtime's services, inside a run.
+    pub(crate) fn services(&self) -> Option<&Arc<crate::executor::core::Services>> {
+        self.core.as_ref().map(|core| &core.services)
+    }
+
     /// The run this attempt belongs to, or `None` when the step was called outside any run.
     pub fn run_id(&self) -> Option<&RunId> {
         self.core.as_ref().map(|core| &core.run)

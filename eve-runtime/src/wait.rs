@@ -182,8 +182,22 @@ impl<T> Hook<T> {
 }
 
 impl<T: DeserializeOwned> Hook<T> {
+    /// A hook with a generated token in the run `core`, created outside a poll of its body (a
+    /// resumable task's calls hook, made before the body first runs).
+    pub(crate) fn in_run(core: Arc<RunCore>) -> Self {
+        Hook::create_in(Some(core), None, None)
+    }
+
     fn create(chosen: Option<Token>, webhook: Option<crate::journal::webhook::WebhookOptions>) -> Self {
-        let Some(core) = core::current() else {
+        Hook::create_in(core::current(), chosen, webhook)
+    }
+
+    fn create_in(
+        core: Option<Arc<RunCore>>,
+        chosen: Option<Token>,
+        webhook: Option<crate::journal::webhook::WebhookOptions>,
+    ) -> Self {
+        let Some(core) = core else {
             let token = chosen.unwrap_or_else(|| Token::chosen(secret::nonce()));
             return Hook { token, state: HookState::Failed(HookError::NotInRun), payload: PhantomData };
         };
@@ -228,7 +242,7 @@ impl<T: DeserializeOwned> Hook<T> {
         Recv { hook: self }
     }
 
-    fn poll_payload(&mut self, cx: &mut Context<'_>) -> Poll<Result<T, HookError>> {
+    pub(crate) fn poll_payload(&mut self, cx: &mut Context<'_>) -> Poll<Result<T, HookError>> {
         let (core, op) = match &self.state {
             HookState::Durable { core, op } => (core, *op),
             HookState::Failed(error) => return Poll::Ready(Err(error.clone())),

@@ -22,6 +22,7 @@ fn new_run(id: &str, input: Value) -> NewRun {
         created_at: Timestamp::from_millis(1_000),
         principal: None,
         interactive: true,
+        parent: None,
     }
 }
 
@@ -257,7 +258,9 @@ async fn a_full_disk_loses_nothing_acknowledged() {
         // An append of several entries of which the first fit: none of them may be kept.
         let (run, seq) = (&runs[0].id, acknowledged[0].len() as u64);
         let mixed = vec![filler(9_000, 10), filler(9_001, 10), filler(9_002, 200_000)];
-        let refused = store.append(run, fences[0], &Append { first_seq: seq, entries: mixed, consumed: vec![] }).await;
+        let refused = store
+            .append(run, fences[0], &Append { first_seq: seq, entries: mixed, consumed: vec![], notices: vec![] })
+            .await;
         assert!(matches!(refused, Err(StoreError::DiskFull)), "got {refused:?}");
         assert_eq!(journal(&store, run).await, acknowledged[0], "reads still work and show no partial rows");
     }
@@ -269,7 +272,12 @@ async fn a_full_disk_loses_nothing_acknowledged() {
     }
     let claimed = store.claim(&runs[0].id, &WorkerId("after".into()), Default::default(), Timestamp::EPOCH, 0).await;
     let fence = claimed.expect("the run can be claimed").fence;
-    let next = Append { first_seq: acknowledged[0].len() as u64, entries: vec![filler(1, 100)], consumed: vec![] };
+    let next = Append {
+        first_seq: acknowledged[0].len() as u64,
+        entries: vec![filler(1, 100)],
+        consumed: vec![],
+        notices: vec![],
+    };
     store.append(&runs[0].id, fence, &next).await.expect("with space again, appends resume");
 }
 
@@ -287,6 +295,7 @@ async fn fill(store: &SqliteStore, runs: &[NewRun], fences: &[Fence], acknowledg
                 first_seq: acknowledged[index].len() as u64,
                 entries: vec![filler(op, 3_000)],
                 consumed: vec![],
+                notices: vec![],
             };
             let (store, run, fence) = (&store, &runs[index].id, fences[index]);
             async move { store.append(run, fence, &append).await }
@@ -319,11 +328,15 @@ async fn an_oversized_entry_is_refused_and_nothing_is_written() {
     let hook =
         Entry::HookCreated { op: Op(0), token_hash: hash.as_str().into(), nonce: None, conflict: false, webhook: None };
     let entries = vec![hook.clone(), filler(1, 2_000)];
-    let appended = store.append(&run.id, fence, &Append { first_seq: 1, entries, consumed: vec![] }).await;
+    let appended =
+        store.append(&run.id, fence, &Append { first_seq: 1, entries, consumed: vec![], notices: vec![] }).await;
     assert_too_large(appended);
     assert_eq!(journal(&store, &run.id).await.len(), 1, "no entry of the oversized append was written");
     assert_eq!(store.find_hook(&hash).await.expect("find_hook succeeds"), None);
-    store.append(&run.id, fence, &Append { first_seq: 1, entries: vec![hook], consumed: vec![] }).await.expect("fits");
+    store
+        .append(&run.id, fence, &Append { first_seq: 1, entries: vec![hook], consumed: vec![], notices: vec![] })
+        .await
+        .expect("fits");
     // A delivery must leave room for the entry that records it (64 bytes), so one that would
     // itself just fit is refused too: accepted, it could never be journaled.
     for size in [2_000, 1_024 - 40] {
@@ -337,7 +350,8 @@ async fn an_oversized_entry_is_refused_and_nothing_is_written() {
     let [item] = store.inbox(&run.id).await.expect("inbox succeeds").try_into().expect("one delivery");
     let Delivery::Hook { op, payload } = item.delivery else { panic!("a hook delivery") };
     let entries = vec![Entry::HookReceived { op, payload }];
-    let recorded = store.append(&run.id, fence, &Append { first_seq: 2, entries, consumed: vec![item.id] }).await;
+    let recorded =
+        store.append(&run.id, fence, &Append { first_seq: 2, entries, consumed: vec![item.id], notices: vec![] }).await;
     recorded.expect("the entry recording an accepted delivery fits");
 }
 
@@ -407,7 +421,12 @@ mod crash {
                 panic!("the child's run is new")
             };
             for op in 0..APPENDS {
-                let append = Append { first_seq: u64::from(op) + 1, entries: vec![filler(op, 60)], consumed: vec![] };
+                let append = Append {
+                    first_seq: u64::from(op) + 1,
+                    entries: vec![filler(op, 60)],
+                    consumed: vec![],
+                    notices: vec![],
+                };
                 store.append(&run.id, fence, &append).await.expect("appended");
             }
         });

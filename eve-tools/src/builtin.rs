@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use crate::{Ask, AskOutcome, ToolError, WorkflowCtx, workflow_tool};
 
@@ -83,26 +83,21 @@ pub struct SleepInput {
     pub seconds: u64,
 }
 
-/// What `sleep` reports.
-#[derive(Debug, Serialize)]
-pub struct Slept {
-    /// Seconds waited, when the wait ran its course.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub slept: Option<u64>,
-    /// Set when a new message (or a cancellation) ended the wait early.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub interrupted: bool,
+/// What `sleep` answers when its time ran out.
+fn slept(seconds: u64) -> String {
+    let unit = if seconds == 1 { "second" } else { "seconds" };
+    format!("Slept {seconds} {unit}.")
 }
 
 /// Wait for a number of seconds without holding compute, then continue. A new message ends the
 /// wait early.
 #[workflow_tool(crate = "crate", name = "sleep")]
-pub async fn sleep_tool(input: SleepInput, _ctx: &WorkflowCtx) -> Result<Slept, ToolError> {
+pub async fn sleep_tool(input: SleepInput, _ctx: &WorkflowCtx) -> Result<String, ToolError> {
     if input.seconds == 0 {
         return Err(ToolError::new("`seconds` must be at least 1"));
     }
     Ok(match crate::sleep(Duration::from_secs(input.seconds)).await {
-        Ok(()) => Slept { slept: Some(input.seconds), interrupted: false },
-        Err(crate::Cancelled) => Slept { slept: None, interrupted: true },
+        Ok(()) => slept(input.seconds),
+        Err(crate::Cancelled) => eve_runtime::session::strings::SLEEP_INTERRUPTED.to_owned(),
     })
 }

@@ -285,7 +285,7 @@ pub use eve_runtime::auth::{FileTokenStore, MemoryTokenStore, TokenSet, TokenSto
 // Sign-in with OAuth 2.0 (cargo feature `oauth2`, on by default).
 #[cfg(feature = "oauth2")]
 pub use eve_runtime::auth::{ClientAuth, OAuth2Provider, OAuth2ProviderBuilder};
-pub use eve_runtime::context::{Receive, ServeCtx, StepCtxSource, TaskCtx, ToolCtx, WorkflowCtx};
+pub use eve_runtime::context::{Call, Receive, ServeCtx, StepCtxSource, StretchSignal, TaskCtx, ToolCtx, WorkflowCtx};
 pub use eve_runtime::error::{FatalError, NonDeterminismError, RetryableError, StepError, StoreError, ToolError};
 pub use eve_runtime::events::RunEvent;
 /// The HTTP server: webhooks, hook resumes, answers to asks, sign-in callbacks and the run API.
@@ -304,7 +304,7 @@ pub use eve_runtime::{
     AuthorizationStart, Clock, Error, HookDelivery, ManualClock, OpenQuestion, Phase, RunHandle, RunOutcome, Runtime,
     RuntimeBuilder, StartOptions, SystemClock, Timestamp, WebhookReply,
 };
-pub use eve_runtime::{cli, journal, secret, store};
+pub use eve_runtime::{cli, journal, secret, session, store};
 
 /// The manifest of every tool and step compiled into this binary, sorted by name.
 ///

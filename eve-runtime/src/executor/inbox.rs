@@ -55,10 +55,10 @@ impl Driver {
                     }
                 }
                 Delivery::AuthCompleted { op } => entries.extend(self.sign_in_completed(op)),
-                Delivery::Cancel { reason } if !cancelled => {
+                Delivery::Cancel { reason, keep_output } if !cancelled => {
                     cancelled = true;
                     let grace_until = Some(rt.services.clock.now().saturating_add(rt.grace));
-                    entries.push(Entry::CancelRequested { reason, grace_until });
+                    entries.push(Entry::CancelRequested { reason, grace_until, keep_output });
                     entries.extend(self.cancel_waiting_steps());
                 }
                 Delivery::Cancel { .. } => {}

@@ -82,6 +82,8 @@ pub(crate) struct Engine {
     pub hook_buffer: usize,
     /// Becomes `true` when the runtime begins to shut down.
     pub stopping: tokio::sync::watch::Sender<bool>,
+    /// Wakes another run whose inbox just received something (a child's report to its parent).
+    pub wake: Box<dyn Fn(&RunId) + Send + Sync>,
 }
 
 impl Engine {
@@ -219,6 +221,9 @@ pub(crate) struct Driver {
     /// runtime's hook buffer allows; the inbox is read again once one of them has room.
     backlog: OpMap<()>,
     grace_until: Option<Timestamp>,
+    /// Whether the cancellation keeps the body's output (an interrupted call) instead of ending
+    /// the run cancelled.
+    keeps_output: bool,
     /// Whether the body was rebuilt from a journal (so finishing early is a divergence).
     replayed: bool,
 }
@@ -271,6 +276,7 @@ impl Driver {
             backlog: OpMap::default(),
             due_timers: Vec::new(),
             grace_until: None,
+            keeps_output: false,
             replayed,
         }
     }
@@ -355,9 +361,10 @@ impl Driver {
     /// one, so a replay after a restart does not extend it (journals from before it was journaled
     /// count from now).
     fn start_grace(&mut self, rt: &Engine, entry: &Entry) {
-        if let Entry::CancelRequested { grace_until, .. } = entry {
+        if let Entry::CancelRequested { grace_until, keep_output, .. } = entry {
             let deadline = grace_until.unwrap_or_else(|| rt.services.clock.now().saturating_add(rt.grace));
             self.grace_until = Some(deadline);
+            self.keeps_output = *keep_output;
         }
     }
 
@@ -438,6 +445,7 @@ impl Driver {
             principal: started.principal.clone(),
             interactive: started.interactive,
             continued: started.continued,
+            parent: started.parent.clone(),
         };
         let mut backoff = StoreBackoff::default();
         loop {
@@ -594,12 +602,16 @@ impl Driver {
         }
         let entries = std::mem::take(&mut self.pending);
         let consumed = std::mem::take(&mut self.pending_consumed);
-        let mut batch = Append { first_seq: self.next_seq, entries, consumed };
+        let mut batch = Append { first_seq: self.next_seq, entries, consumed, notices: Vec::new() };
         loop {
+            batch.notices = self.reports(&batch);
             match self.append(rt, &mut batch).await {
                 Err(StoreError::HookTokenInUse { op, .. }) => mark_hook_conflict(&mut batch.entries, op),
                 result => break result?,
             }
+        }
+        if let Some(parent) = batch.notices.first().map(|notice| notice.run.clone()) {
+            (rt.wake)(&parent);
         }
         self.after_append(rt);
         for entry in &batch.entries {
@@ -644,6 +656,9 @@ impl Driver {
                 })
             }
             Entry::TimerFired { op } => rt.events.emit(|| RunEvent::TimerFired { run: run(), op: *op }),
+            Entry::Recorded { kind: crate::journal::RecordKind::Published, value, .. } => {
+                rt.events.emit(|| RunEvent::Published { run: run(), value: value.clone() })
+            }
             Entry::HookReceived { op, .. } => rt.events.emit(|| RunEvent::HookReceived { run: run(), op: *op }),
             Entry::CancelRequested { .. } => rt.events.emit(|| RunEvent::CancelRequested { run: run() }),
             Entry::AskResolved { op, outcome } => {
@@ -652,6 +667,26 @@ impl Driver {
             }
             _ => {}
         }
+    }
+
+    /// What a child run tells its parent about the entries of `batch`: see
+    /// [`ChildReport`](crate::journal::ChildReport).
+    fn reports(&self, batch: &Append) -> Vec<crate::store::Notice> {
+        let Some(parent) = &self.core.started.parent else { return Vec::new() };
+        let run = &self.core.run;
+        let seqs = batch.first_seq..;
+        let reported = seqs.zip(&batch.entries).filter(|(_, entry)| crate::journal::ChildReport::reports(entry));
+        reported
+            .map(|(seq, entry)| {
+                let report = crate::journal::ChildReport { child: run.clone(), seq, entry: entry.clone() };
+                let payload = serde_json::to_value(report).expect("a child report always serializes");
+                crate::store::Notice {
+                    run: parent.run.clone(),
+                    delivery_id: format!("child:{run}:{seq}"),
+                    delivery: crate::store::Delivery::Hook { op: parent.hook, payload },
+                }
+            })
+            .collect()
     }
 
     /// Arms the timers and publishes the questions of the sleeps and asks the body created, now
@@ -737,7 +772,7 @@ impl Driver {
         if let Some(divergence) = self.unvisited_ops() {
             return self.fail(rt, divergence.failure()).await.map(|outcome| Some(Advanced::Finished(outcome)));
         }
-        if self.core.is_cancelled() {
+        if self.core.is_cancelled() && !self.keeps_output {
             return self.end_cancelled(rt).await.map(|outcome| Some(Advanced::Finished(outcome)));
         }
         let outcome = match finish {
@@ -847,7 +882,12 @@ fn start_body(core: &Arc<RunCore>, tool: &'static crate::registry::ToolDescripto
             let task_id = core.task_id.clone().unwrap_or_else(|| task_id(tool.name, &core.run));
             Some(entry(input, crate::context::TaskCtx::new(ctx, task_id)))
         }
-        EntryPoint::Plain(_) | EntryPoint::Serve(_) => None,
+        EntryPoint::Serve(entry) => {
+            let task_id = core.task_id.clone().unwrap_or_else(|| task_id(tool.name, &core.run));
+            let (serve, receive) = crate::context::ServeCtx::new(crate::context::TaskCtx::new(ctx, task_id));
+            Some(entry(receive, serve))
+        }
+        EntryPoint::Plain(_) => None,
     }
 }
 

@@ -366,11 +366,12 @@ impl Harness {
             created_at: START,
             principal: None,
             interactive: true,
+            parent: None,
         };
         let Created::New(fence) = self.store.create_run(new, &WorkerId::generate()).await.unwrap() else {
             unreachable!("fresh id")
         };
-        let append = Append { first_seq: 1, entries, consumed: Vec::new() };
+        let append = Append { first_seq: 1, entries, consumed: Vec::new(), notices: Vec::new() };
         self.store.append(&id, fence, &append).await.unwrap();
         id
     }

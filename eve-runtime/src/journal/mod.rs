@@ -149,6 +149,8 @@ pub enum OpKind {
     Uuid,
     /// `ctx.ask()`.
     Ask,
+    /// A published value.
+    Published,
 }
 
 impl fmt::Display for OpKind {
@@ -161,6 +163,7 @@ impl fmt::Display for OpKind {
             OpKind::Random => "random",
             OpKind::Uuid => "uuid",
             OpKind::Ask => "ask",
+            OpKind::Published => "published",
         };
         f.write_str(name)
     }
@@ -239,6 +242,44 @@ pub enum RunFailure {
     },
 }
 
+/// The run a child run reports to, and the hook of that run that receives its reports: what the
+/// child journals that its parent must know (a question, a sign-in, a published value, its end)
+/// reaches that hook as a [`ChildReport`], in the same transaction as the child's entry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParentLink {
+    /// The parent run.
+    pub run: RunId,
+    /// The parent's hook that receives the reports.
+    pub hook: Op,
+}
+
+/// What a child run tells its parent: one of its journal entries, and where it stands in the
+/// child's journal.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChildReport {
+    /// The child run.
+    pub child: RunId,
+    /// The entry's sequence number in the child's journal.
+    pub seq: u64,
+    /// The entry.
+    pub entry: Entry,
+}
+
+impl ChildReport {
+    /// Whether a child reports `entry` to its parent: questions and their resolution, sign-ins,
+    /// values it published, and its end.
+    pub fn reports(entry: &Entry) -> bool {
+        matches!(
+            entry,
+            Entry::AskCreated { .. }
+                | Entry::AskResolved { .. }
+                | Entry::AuthRequired { .. }
+                | Entry::AuthCompleted { .. }
+                | Entry::Recorded { kind: RecordKind::Published, .. }
+        ) || entry.is_terminal()
+    }
+}
+
 /// The kind of a value recorded so the body sees the same value on replay.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -249,6 +290,9 @@ pub enum RecordKind {
     Random,
     /// A random (version 4) UUID.
     Uuid,
+    /// A value the body published (to its parent, or to a session's event feed): recorded so it
+    /// is published once, and not again on replay.
+    Published,
 }
 
 impl RecordKind {
@@ -258,6 +302,7 @@ impl RecordKind {
             RecordKind::Now => OpKind::Now,
             RecordKind::Random => OpKind::Random,
             RecordKind::Uuid => OpKind::Uuid,
+            RecordKind::Published => OpKind::Published,
         }
     }
 }
@@ -288,6 +333,9 @@ pub enum Entry {
         /// How many histories of this run came before this one (see `WorkflowCtx::continue_as_new`).
         #[serde(default, skip_serializing_if = "is_zero")]
         continued: u32,
+        /// The run this one reports to, if another run started it (a session's task).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        parent: Option<ParentLink>,
     },
     /// A deterministic value (clock, randomness) handed to the body.
     Recorded {
@@ -409,6 +457,10 @@ pub enum Entry {
     CancelRequested {
         /// Why, for people reading the journal.
         reason: String,
+        /// Whether the run ends with what its body returns (a call interrupted by a new message)
+        /// rather than cancelled.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        keep_output: bool,
         /// When the grace for cleanup ends: a body still running then ends cancelled. Journaled so
         /// that a restart does not grant the cleanup a fresh grace.
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -190,10 +190,19 @@ impl RuntimeBuilder {
         };
         let services = Arc::new(Services::new(self.clock.clone(), key, self.providers, self.public_url, self.state));
         let shared = Arc::new_cyclic(|weak: &Weak<Shared>| {
-            let weak = weak.clone();
-            // The timer task holds the runtime weakly: it stops once the runtime is dropped.
-            let fire =
-                move |run, op, kind| weak.upgrade().map(|shared| shared.wake(&run, Msg::Timer(op, kind))).is_some();
+            // The timer task and the executors hold the runtime weakly: they stop once it is dropped.
+            let for_timers = weak.clone();
+            let fire = move |run, op, kind| {
+                for_timers.upgrade().map(|shared| shared.wake(&run, Msg::Timer(op, kind))).is_some()
+            };
+            let for_reports = weak.clone();
+            let wake = Box::new(move |run: &crate::journal::RunId| {
+                if let Some(shared) = for_reports.upgrade() {
+                    shared.wake(run, Msg::Inbox);
+                }
+            });
+            let host: Weak<dyn std::any::Any + Send + Sync> = weak.clone();
+            let _ = services.host.set(host);
             Shared::new(
                 Engine {
                     store,
@@ -206,6 +215,7 @@ impl RuntimeBuilder {
                     history: HistoryLimits { warning: self.history_limit / 5, limit: self.history_limit },
                     hook_buffer: self.hook_buffer,
                     stopping: watch::channel(false).0,
+                    wake,
                 },
                 self.cache_capacity,
                 self.replay_concurrency,

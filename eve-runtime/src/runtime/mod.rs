@@ -45,12 +45,13 @@ pub struct StartOptions {
     id: Option<RunId>,
     principal: Option<String>,
     interactive: bool,
+    parent: Option<crate::journal::ParentLink>,
 }
 
 impl StartOptions {
     /// A fresh run id, an anonymous caller, and someone to answer questions.
     pub fn new() -> Self {
-        StartOptions { id: None, principal: None, interactive: true }
+        StartOptions { id: None, principal: None, interactive: true, parent: None }
     }
 
     /// Uses this run id; a run with an existing id is returned unchanged.
@@ -62,6 +63,12 @@ impl StartOptions {
     /// The identity starting the run; steps' tokens resolve under it.
     pub fn principal(mut self, principal: impl Into<String>) -> Self {
         self.principal = Some(principal.into());
+        self
+    }
+
+    /// Makes the run a child of another, which it reports to (see `journal::ParentLink`).
+    pub(crate) fn parent(mut self, link: crate::journal::ParentLink) -> Self {
+        self.parent = Some(link);
         self
     }
 
@@ -151,6 +158,9 @@ pub enum Error {
     /// No run has this id.
     #[error("no run with id {0}; list runs to see the ids this store holds")]
     RunNotFound(RunId),
+    /// The run with this id is not a session.
+    #[error("run {0} is not a session; sessions are started with Runtime::session")]
+    NotASession(RunId),
     /// The runtime was built outside a Tokio runtime.
     #[error("the eve runtime must be built inside a Tokio runtime (use #[tokio::main] or Runtime::block_on)")]
     NoTokioRuntime,
@@ -530,13 +540,32 @@ impl Runtime {
     /// Starts a run of `tool` as `options` say (its id, the identity starting it, whether anyone
     /// can answer its questions).
     pub async fn start_with(&self, tool: &str, input: Value, options: StartOptions) -> Result<RunHandle, Error> {
-        let descriptor = workflow_tool(tool)?;
-        (descriptor.validate_input)(&input)
-            .map_err(|message| Error::InvalidInput { tool: tool.to_owned(), message })?;
+        self.start_descriptor(workflow_tool(tool)?, input, options).await
+    }
+
+    /// Starts a run of the workflow `descriptor` describes: a tool of the manifest, a resumable
+    /// task a session calls, or one of the runtime's own workflows (a session).
+    pub(crate) async fn start_descriptor(
+        &self,
+        descriptor: &'static ToolDescriptor,
+        input: Value,
+        options: StartOptions,
+    ) -> Result<RunHandle, Error> {
+        let tool = descriptor.name;
+        // A resumable task's run starts with no input: each of its calls is checked as it is sent.
+        if !matches!(descriptor.entry, EntryPoint::Serve(_)) {
+            (descriptor.validate_input)(&input)
+                .map_err(|message| Error::InvalidInput { tool: tool.to_owned(), message })?;
+        }
         crate::journal::depth::check(&input, || format!("the input of tool `{tool}`"))?;
         let shared = &self.shared;
         let id = options.id.unwrap_or_else(RunId::generate);
-        let started = Started { principal: options.principal, interactive: options.interactive, continued: 0 };
+        let started = Started {
+            principal: options.principal,
+            interactive: options.interactive,
+            continued: 0,
+            parent: options.parent.clone(),
+        };
         let new = NewRun {
             id: id.clone(),
             workflow_id: descriptor.workflow_id.to_owned(),
@@ -545,6 +574,7 @@ impl Runtime {
             created_at: shared.services.clock.now(),
             principal: started.principal.clone(),
             interactive: started.interactive,
+            parent: started.parent.clone(),
         };
         // The id is reserved in this process before the store creates the run: whatever else
         // activates it meanwhile (a retried start, recovery, a delivery, a cancel) finds the
@@ -649,8 +679,18 @@ impl Runtime {
     /// Fires the run's abort signal. Its pending waits resolve as cancelled, its cleanup runs, and
     /// it ends cancelled (after at most the cancellation grace). Cancelling a finished run does nothing.
     pub async fn cancel(&self, run: &RunId, reason: &str) -> Result<(), Error> {
+        self.abort(run, reason, false).await
+    }
+
+    /// Fires the run's abort signal, as [`Runtime::cancel`] does, but lets the run end with what
+    /// its body returns: how a new message interrupts a call the turn waits on.
+    pub(crate) async fn interrupt(&self, run: &RunId, reason: &str) -> Result<(), Error> {
+        self.abort(run, reason, true).await
+    }
+
+    async fn abort(&self, run: &RunId, reason: &str, keep_output: bool) -> Result<(), Error> {
         let target = Target::Run(run.clone());
-        let payload = DeliveryPayload::Run(Delivery::Cancel { reason: reason.to_owned() });
+        let payload = DeliveryPayload::Run(Delivery::Cancel { reason: reason.to_owned(), keep_output });
         match self.shared.store.deliver(target, None, payload).await? {
             Delivered::Accepted { run, .. } | Delivered::Duplicate { run } => self.shared.wake(&run, Msg::Inbox),
             Delivered::NotFound => {
@@ -702,6 +742,31 @@ impl Runtime {
         &self.shared.services.clock
     }
 
+    /// The runtime that `services` belong to, if it is still alive: how a step of the runtime's
+    /// own workflows (a session's) reaches it.
+    pub(crate) fn of(services: &crate::executor::Services) -> Option<Runtime> {
+        let host = services.host.get()?.upgrade()?;
+        host.downcast::<Shared>().ok().map(|shared| Runtime { shared })
+    }
+
+    /// Delivers `payload` to the hook at `op` of `run`, once per `delivery_id`, and wakes the run:
+    /// how a session sends a call to a resumable task.
+    pub(crate) async fn deliver_to(
+        &self,
+        run: &RunId,
+        op: crate::journal::Op,
+        delivery_id: &str,
+        payload: Value,
+    ) -> Result<(), Error> {
+        let delivery = DeliveryPayload::Run(Delivery::Hook { op, payload });
+        match self.shared.store.deliver(Target::Run(run.clone()), Some(delivery_id), delivery).await? {
+            Delivered::Accepted { .. } => self.shared.wake(run, Msg::Inbox),
+            Delivered::Duplicate { .. } => {}
+            Delivered::NotFound => return Err(Error::RunNotFound(run.clone())),
+        }
+        Ok(())
+    }
+
     #[cfg(test)]
     pub(crate) fn shared_key(&self) -> &crate::secret::SecretKey {
         &self.shared.services.key
@@ -717,13 +782,13 @@ fn workflow_tool(tool: &str) -> Result<&'static ToolDescriptor, Error> {
             Err(Error::WrongKind { tool: tool.to_owned(), actual: "a plain tool", hint })
         }
         EntryPoint::Serve(_) => {
-            let hint = "resumable tasks are driven by agent sessions, which this runtime does not host yet";
+            let hint = "a resumable task is called from a session (Runtime::session), which sends it its calls";
             Err(Error::WrongKind { tool: tool.to_owned(), actual: "a resumable task (`#[task(serve)]`)", hint })
         }
     }
 }
 
-fn unknown_tool(name: &str) -> Error {
+pub(crate) fn unknown_tool(name: &str) -> Error {
     Error::UnknownTool { name: name.to_owned(), known: registry::tools().iter().map(|tool| tool.name).collect() }
 }
 

@@ -63,6 +63,7 @@ macro_rules! conformance_suite {
                 parked_runs_are_left_out_of_recovery_until_they_have_something_to_do,
                 continue_as_new_replaces_the_history_and_keeps_a_pending_cancel,
                 inboxes_refuse_deliveries_beyond_their_limits,
+                notices_reach_other_runs_with_the_append_that_implies_them,
             );
         }
     };
@@ -128,6 +129,7 @@ fn new_run(name: &str, input: Value, created_at: u64) -> NewRun {
         created_at: Timestamp::from_millis(created_at),
         principal: None,
         interactive: true,
+        parent: None,
     }
 }
 
@@ -146,7 +148,8 @@ async fn claim(store: &dyn Store, run: &RunId, from_seq: u64) -> super::Claimed 
 }
 
 async fn append(store: &dyn Store, run: &RunId, fence: Fence, first_seq: u64, entries: Vec<Entry>) {
-    let result = store.append(run, fence, &Append { first_seq, entries, consumed: Vec::new() }).await;
+    let result =
+        store.append(run, fence, &Append { first_seq, entries, consumed: Vec::new(), notices: Vec::new() }).await;
     result.unwrap_or_else(|error| panic!("appending to run {run} at {first_seq} should succeed, got {error}"));
 }
 
@@ -275,7 +278,7 @@ pub async fn append_at_the_wrong_seq_is_refused(store: &dyn Store) {
     let fence = create(store, run.clone()).await;
     append(store, &run.id, fence, 1, vec![record(0, json!(0))]).await;
     for first_seq in [0, 1, 3, 100] {
-        let refused = Append { first_seq, entries: vec![sleep(1, 5_000)], consumed: Vec::new() };
+        let refused = Append { first_seq, entries: vec![sleep(1, 5_000)], consumed: Vec::new(), notices: Vec::new() };
         let result = store.append(&run.id, fence, &refused).await;
         assert!(
             matches!(&result, Err(StoreError::SeqConflict { expected, actual: 2, .. }) if *expected == first_seq),
@@ -291,13 +294,15 @@ pub async fn append_at_the_wrong_seq_is_refused(store: &dyn Store) {
 pub async fn stale_fence_is_refused_and_allocates_nothing(store: &dyn Store) {
     let run = new_run("run-stale", json!(null), 1_000);
     let stale = create(store, run.clone()).await;
-    let cancel = DeliveryPayload::Run(Delivery::Cancel { reason: "test".into() });
+    let cancel = DeliveryPayload::Run(Delivery::Cancel { reason: "test".into(), keep_output: false });
     let item = accepted_id(deliver(store, Target::Run(run.id.clone()), None, cancel).await);
     let current = claim(store, &run.id, 0).await.fence;
     assert!(current.epoch > stale.epoch, "a claim's epoch is higher than any before it");
     let hash = token("stale");
     let doomed = vec![sleep(0, 5_000), hook(1, &hash), retrying(2, 1, 6_000)];
-    let result = store.append(&run.id, stale, &Append { first_seq: 1, entries: doomed, consumed: vec![item] }).await;
+    let result = store
+        .append(&run.id, stale, &Append { first_seq: 1, entries: doomed, consumed: vec![item], notices: Vec::new() })
+        .await;
     assert!(
         matches!(&result, Err(StoreError::Fenced { held, current: now, .. }) if *held == stale.epoch && *now == current.epoch),
         "a stale fence should be refused with Fenced, got {result:?}"
@@ -345,7 +350,8 @@ pub async fn concurrent_claims_leave_exactly_one_writer(store: &dyn Store) {
     epochs.dedup();
     assert_eq!(epochs.len(), 8, "every claim gets its own epoch");
     let attempts = claims.iter().enumerate().map(|(index, claimed)| {
-        let append = Append { first_seq: 1, entries: vec![record(0, json!(index))], consumed: Vec::new() };
+        let append =
+            Append { first_seq: 1, entries: vec![record(0, json!(index))], consumed: Vec::new(), notices: Vec::new() };
         let run = &run.id;
         async move { store.append(run, claimed.fence, &append).await }
     });
@@ -369,8 +375,13 @@ pub async fn hook_tokens_are_unique_until_their_run_ends(store: &dyn Store) {
     let hash = token("unique");
     append(store, &holder.id, holder_fence, 1, vec![hook(0, &hash)]).await;
     let clash = vec![record(0, json!(0)), sleep(1, 9_000), hook(2, &hash)];
-    let result =
-        store.append(&other.id, other_fence, &Append { first_seq: 1, entries: clash, consumed: Vec::new() }).await;
+    let result = store
+        .append(
+            &other.id,
+            other_fence,
+            &Append { first_seq: 1, entries: clash, consumed: Vec::new(), notices: Vec::new() },
+        )
+        .await;
     assert!(
         matches!(&result, Err(StoreError::HookTokenInUse { run, op: Op(2) }) if *run == other.id),
         "a held token should be refused with HookTokenInUse, got {result:?}"
@@ -420,6 +431,7 @@ pub async fn deliveries_are_deduplicated_and_refused_after_the_end(store: &dyn S
         first_seq: 2,
         entries: vec![Entry::HookReceived { op: Op(0), payload: json!(1) }],
         consumed: vec![first],
+        notices: Vec::new(),
     };
     store.append(&run.id, fence, &consumed).await.expect("consuming an inbox item succeeds");
     assert_eq!(
@@ -427,7 +439,7 @@ pub async fn deliveries_are_deduplicated_and_refused_after_the_end(store: &dyn S
         Delivered::Duplicate { run: run.id.clone() },
         "also after consumption"
     );
-    let cancel = || DeliveryPayload::Run(Delivery::Cancel { reason: "stop".into() });
+    let cancel = || DeliveryPayload::Run(Delivery::Cancel { reason: "stop".into(), keep_output: false });
     accepted_id(deliver(store, Target::Run(run.id.clone()), Some("c1"), cancel()).await);
     let nobody = deliver(store, Target::Run(run_id("run-nobody")), None, cancel()).await;
     assert_eq!(nobody, Delivered::NotFound, "a cancel for an unknown run");
@@ -454,8 +466,12 @@ pub async fn appends_consume_inbox_items_of_their_own_run(store: &dyn Store) {
     }
     let foreign = accepted_id(deliver(store, Target::Hook(other_hash), None, hook_payload(json!("b"))).await);
     let received = |value| Entry::HookReceived { op: Op(0), payload: json!(value) };
-    let consume =
-        Append { first_seq: 2, entries: vec![received(1), received(3)], consumed: vec![ids[0], ids[2], foreign] };
+    let consume = Append {
+        first_seq: 2,
+        entries: vec![received(1), received(3)],
+        consumed: vec![ids[0], ids[2], foreign],
+        notices: Vec::new(),
+    };
     store.append(&run.id, fence, &consume).await.expect("consuming inbox items succeeds");
     let pending: Vec<u64> = inbox(store, &run.id).await.iter().map(|item| item.id).collect();
     assert_eq!(pending, vec![ids[1]], "consumed items leave the inbox, the rest stay in order");
@@ -546,7 +562,7 @@ pub async fn the_deepest_accepted_values_round_trip(store: &dyn Store) {
     let received = Entry::HookReceived { op: Op(2), payload: deep.clone() };
     let output = Entry::RunCompleted { output: deep.clone() };
     let consumed = vec![items[0].id];
-    let batch = Append { first_seq: 4, entries: vec![received, output], consumed };
+    let batch = Append { first_seq: 4, entries: vec![received, output], consumed, notices: Vec::new() };
     store.append(&run.id, fence, &batch).await.expect("the deepest values are accepted");
     let loaded = entries(store, &run.id).await;
     assert_eq!(loaded.len(), 6);
@@ -600,13 +616,21 @@ pub async fn finished_runs_refuse_appends(store: &dyn Store) {
     let loaded = store.load(&run.id).await.expect("load succeeds").expect("the run exists");
     assert_eq!(loaded.summary.status, RunStatus::Completed);
     let late = store
-        .append(&run.id, fence, &Append { first_seq: 2, entries: vec![record(0, json!(0))], consumed: Vec::new() })
+        .append(
+            &run.id,
+            fence,
+            &Append { first_seq: 2, entries: vec![record(0, json!(0))], consumed: Vec::new(), notices: Vec::new() },
+        )
         .await;
     assert!(matches!(&late, Err(StoreError::RunFinished(id)) if *id == run.id), "got {late:?}");
     let reclaimed = claim(store, &run.id, 0).await;
     assert_eq!(reclaimed.entries.last(), Some(&run_completed()), "a claim still reads a finished journal");
     let again = store
-        .append(&run.id, reclaimed.fence, &Append { first_seq: 2, entries: vec![sleep(0, 1)], consumed: Vec::new() })
+        .append(
+            &run.id,
+            reclaimed.fence,
+            &Append { first_seq: 2, entries: vec![sleep(0, 1)], consumed: Vec::new(), notices: Vec::new() },
+        )
         .await;
     assert!(matches!(&again, Err(StoreError::RunFinished(_))), "got {again:?}");
     assert_eq!(entries(store, &run.id).await.len(), 2, "nothing was written after the end");
@@ -774,7 +798,7 @@ pub async fn continue_as_new_replaces_the_history_and_keeps_a_pending_cancel(sto
     let held = token("looping-hook");
     append(store, &run, fence, 1, vec![sleep(0, 9_000), hook(1, &held), record(2, json!(7))]).await;
     deliver(store, Target::Hook(held.clone()), Some("first"), hook_payload(json!("early"))).await;
-    let cancel = DeliveryPayload::Run(Delivery::Cancel { reason: "stop".into() });
+    let cancel = DeliveryPayload::Run(Delivery::Cancel { reason: "stop".into(), keep_output: false });
     deliver(store, Target::Run(run.clone()), None, cancel).await;
     let mut next = new_run("looping", json!({"round": 2}), 2).started_entry();
     if let Entry::RunStarted { continued, .. } = &mut next {
@@ -826,6 +850,49 @@ pub async fn inboxes_refuse_deliveries_beyond_their_limits(store: &dyn Store) {
     let taken: Vec<u64> = inbox(store, &run).await.iter().take(10).map(|item| item.id).collect();
     let received = (0..10).map(|_| Entry::HookReceived { op: Op(0), payload: json!(0) }).collect();
     let next = hooks.len() as u64 + 1;
-    store.append(&run, fence, &Append { first_seq: next, entries: received, consumed: taken }).await.unwrap();
+    store
+        .append(&run, fence, &Append { first_seq: next, entries: received, consumed: taken, notices: Vec::new() })
+        .await
+        .unwrap();
     assert!(matches!(to(per_run / per_hook, per_run).await, Ok(Delivered::Accepted { .. })), "taking in makes room");
+}
+
+/// A notice rides on an append: it lands in the other run's inbox exactly when the append is
+/// journaled (not when it is refused), once per delivery id, and not at all for a finished run.
+pub async fn notices_reach_other_runs_with_the_append_that_implies_them(store: &dyn Store) {
+    let (parent, child, done) = (run_id("parent"), run_id("child"), run_id("done"));
+    create(store, new_run("parent", json!({}), 1)).await;
+    let child_fence = create(store, new_run("child", json!({}), 2)).await;
+    let done_fence = create(store, new_run("done", json!({}), 3)).await;
+    append(store, &done, done_fence, 1, vec![run_completed()]).await;
+    let notice = |run: &RunId, id: &str| super::Notice {
+        run: run.clone(),
+        delivery_id: id.to_owned(),
+        delivery: Delivery::Hook { op: Op(0), payload: json!({ "from": "child", "id": id }) },
+    };
+    let stale = Fence { epoch: child_fence.epoch + 100 };
+    let refused = Append {
+        first_seq: 1,
+        entries: vec![record(0, json!(1))],
+        consumed: Vec::new(),
+        notices: vec![notice(&parent, "n0")],
+    };
+    assert!(store.append(&child, stale, &refused).await.is_err(), "a stale fence is refused");
+    assert!(inbox(store, &parent).await.is_empty(), "a refused append sends nothing");
+    let notices = vec![notice(&parent, "n1"), notice(&done, "n1")];
+    let batch = Append { first_seq: 1, entries: vec![record(0, json!(1))], consumed: Vec::new(), notices };
+    store.append(&child, child_fence, &batch).await.expect("the append succeeds");
+    let again = vec![notice(&parent, "n1"), notice(&parent, "n2")];
+    let batch = Append { first_seq: 2, entries: vec![record(1, json!(2))], consumed: Vec::new(), notices: again };
+    store.append(&child, child_fence, &batch).await.expect("the append succeeds");
+    let received: Vec<Value> = inbox(store, &parent)
+        .await
+        .into_iter()
+        .map(|item| match item.delivery {
+            Delivery::Hook { payload, .. } => payload["id"].clone(),
+            other => panic!("a hook delivery: {other:?}"),
+        })
+        .collect();
+    assert_eq!(received, [json!("n1"), json!("n2")], "each delivery id once, in order");
+    assert!(inbox(store, &done).await.is_empty(), "a finished run takes no notice");
 }

@@ -126,6 +126,17 @@ impl State {
 }
 
 impl State {
+    /// Accepts a notice into its run's inbox, unless the run is finished or the id was seen.
+    fn accept_notice(&mut self, notice: &super::Notice) {
+        let Some(run_state) = self.runs.get_mut(&notice.run) else { return };
+        if run_state.summary.status.is_finished() || !run_state.delivery_ids.insert(notice.delivery_id.clone()) {
+            return;
+        }
+        self.next_inbox_id += 1;
+        let (id, run, delivery) = (self.next_inbox_id, notice.run.clone(), notice.delivery.clone());
+        self.inbox.insert(id, InboxItem { id, run, delivery });
+    }
+
     /// Every pending timer, ordered by run, op and kind.
     fn timer_rows(&self) -> Vec<TimerRow> {
         let rows = self.timers.iter().map(|((run, op, kind), due)| TimerRow {
@@ -253,6 +264,9 @@ impl Store for MemoryStore {
             }
         }
         state.apply_indexes(run, changes);
+        for notice in &append.notices {
+            state.accept_notice(notice);
+        }
         Ok(())
     }
 

@@ -60,6 +60,8 @@ pub struct NewRun {
     pub principal: Option<String>,
     /// Whether someone can answer its asks.
     pub interactive: bool,
+    /// The run it reports to, if it was started by another run (a session's task).
+    pub parent: Option<crate::journal::ParentLink>,
 }
 
 impl NewRun {
@@ -73,6 +75,7 @@ impl NewRun {
             principal: self.principal.clone(),
             interactive: self.interactive,
             continued: 0,
+            parent: self.parent.clone(),
         }
     }
 }
@@ -128,6 +131,22 @@ pub struct Append {
     pub entries: Vec<Entry>,
     /// Inbox items these entries consume; they are marked consumed in the same transaction.
     pub consumed: Vec<u64>,
+    /// Deliveries to other runs that these entries imply (a child run telling its parent what it
+    /// did): accepted into their inboxes in the same transaction, so they are sent exactly when
+    /// the entries are journaled. A notice to a finished run, or a repeated delivery id, is
+    /// dropped; notices are not held to the receiving inbox's limits.
+    pub notices: Vec<Notice>,
+}
+
+/// A delivery to another run's inbox that an append implies: see [`Append::notices`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Notice {
+    /// The run it is for.
+    pub run: RunId,
+    /// Its delivery id, unique for the receiving run (a repeat is dropped).
+    pub delivery_id: String,
+    /// What it delivers.
+    pub delivery: Delivery,
 }
 
 /// A delivery from outside, accepted durably and waiting for the run's owner.
@@ -156,6 +175,10 @@ pub enum Delivery {
     Cancel {
         /// Why.
         reason: String,
+        /// Whether the run ends with what its body returns, as a call interrupted by a new
+        /// message does, rather than cancelled.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        keep_output: bool,
     },
     /// A person's answer to an ask.
     Answer {

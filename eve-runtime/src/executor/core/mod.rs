@@ -65,15 +65,20 @@ pub(crate) struct Started {
     pub interactive: bool,
     /// How many histories came before this one (continue-as-new).
     pub continued: u32,
+    /// The run this one reports to, if any.
+    pub parent: Option<crate::journal::ParentLink>,
 }
 
 impl Started {
     pub fn of(entry: &Entry) -> Started {
         match entry {
-            Entry::RunStarted { principal, interactive, continued, .. } => {
-                Started { principal: principal.clone(), interactive: *interactive, continued: *continued }
-            }
-            _ => Started { principal: None, interactive: true, continued: 0 },
+            Entry::RunStarted { principal, interactive, continued, parent, .. } => Started {
+                principal: principal.clone(),
+                interactive: *interactive,
+                continued: *continued,
+                parent: parent.clone(),
+            },
+            _ => Started { principal: None, interactive: true, continued: 0, parent: None },
         }
     }
 }
@@ -389,6 +394,23 @@ impl RunCore {
         let mut state = self.lock();
         if !state.withdrawals.contains(&op) {
             state.withdrawals.push(op);
+        }
+    }
+
+    /// Withdraws every question still open (a resumable task's reply settles their calls).
+    pub fn withdraw_open_asks(&self) {
+        let mut state = self.lock();
+        let open: Vec<Op> = state
+            .ops
+            .iter()
+            .enumerate()
+            .filter(|(_, slot)| matches!(slot.slot, Slot::Ask { outcome: None }))
+            .map(|(op, _)| Op(op as u32))
+            .collect();
+        for op in open {
+            if !state.withdrawals.contains(&op) {
+                state.withdrawals.push(op);
+            }
         }
     }
 

@@ -27,6 +27,9 @@ pub(crate) struct Services {
     pub state: crate::state::State,
     /// Sign-in callbacks being handled, so a duplicate never exchanges a code twice.
     pub callbacks: Callbacks,
+    /// The runtime these services belong to, held weakly and type-erased (the core does not know
+    /// the runtime's type): the outer layers reach the runtime from a step through it.
+    pub host: std::sync::OnceLock<std::sync::Weak<dyn std::any::Any + Send + Sync>>,
 }
 
 impl Services {
@@ -45,6 +48,7 @@ impl Services {
             responses: Default::default(),
             state,
             callbacks: Callbacks::default(),
+            host: std::sync::OnceLock::new(),
         }
     }
 

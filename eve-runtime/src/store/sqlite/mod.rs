@@ -163,6 +163,16 @@ impl SqliteStore {
     fn encode_append(&self, run: &RunId, fence: Fence, append: &Append) -> Result<AppendRows, StoreError> {
         let limit = self.options.max_entry_bytes;
         let entries = append.entries.iter().map(|entry| codec::encode_entry(entry, limit)).collect::<Result<_, _>>()?;
+        let what = "a notice to another run (SqliteOptions::max_entry_bytes)";
+        let notices = append
+            .notices
+            .iter()
+            .map(|notice| {
+                let delivery = codec::encode(&notice.delivery, what, limit)?;
+                let op = notice.delivery.hook_op().map(|op| op.0);
+                Ok((notice.run.clone(), notice.delivery_id.clone(), op, delivery))
+            })
+            .collect::<Result<_, StoreError>>()?;
         Ok(AppendRows {
             run: run.clone(),
             fence,
@@ -170,6 +180,7 @@ impl SqliteStore {
             entries,
             consumed: append.consumed.clone(),
             changes: IndexChanges::of(&append.entries),
+            notices,
         })
     }
 }
@@ -301,13 +312,17 @@ mod tests {
                 created_at: Timestamp::from_millis(1),
                 principal: None,
                 interactive: true,
+                parent: None,
             };
             let Created::New(fence) = store.create_run(run.clone(), &owner).await.unwrap() else { unreachable!() };
             let claimed = store.claim(&run.id, &owner, Duration::ZERO, Timestamp::from_millis(2), 0).await.unwrap();
             assert!(claimed.fence.epoch > fence.epoch);
             let record = Entry::Recorded { op: Op(0), kind: crate::journal::RecordKind::Now, value: 1.into() };
             let entries = vec![record, Entry::RunCompleted { output: serde_json::json!(index) }];
-            store.append(&run.id, claimed.fence, &Append { first_seq: 1, entries, consumed: vec![] }).await.unwrap();
+            store
+                .append(&run.id, claimed.fence, &Append { first_seq: 1, entries, consumed: vec![], notices: vec![] })
+                .await
+                .unwrap();
         }
         assert_eq!(store.epochs.len(), 0, "no epoch is kept for a finished run");
     }

@@ -44,6 +44,8 @@ pub(super) struct AppendRows {
     pub entries: Vec<String>,
     pub consumed: Vec<u64>,
     pub changes: IndexChanges,
+    /// The notices to other runs, with each delivery as JSON.
+    pub notices: Vec<(RunId, String, Option<u32>, String)>,
 }
 
 /// Creates the run claimed by its creator at epoch 1, or reports that the id is taken.
@@ -65,7 +67,28 @@ pub(super) fn append(conn: &Connection, rows: &AppendRows, epochs: &Epochs) -> R
     advance_run(conn, rows, epochs)?;
     insert_entries(conn, &rows.run, rows.first_seq, &rows.entries)?;
     consume(conn, &rows.run, &rows.consumed)?;
-    apply_indexes(conn, &rows.run, &rows.changes)
+    apply_indexes(conn, &rows.run, &rows.changes)?;
+    for (run, delivery_id, op, delivery) in &rows.notices {
+        accept_notice(conn, run, delivery_id, *op, delivery)?;
+    }
+    Ok(())
+}
+
+/// Accepts a notice into an unfinished run's inbox; a repeated delivery id is dropped.
+fn accept_notice(
+    conn: &Connection,
+    run: &RunId,
+    delivery_id: &str,
+    op: Option<u32>,
+    delivery: &str,
+) -> Result<(), Failure> {
+    if !is_active(conn, run)? {
+        return Ok(());
+    }
+    let sql = "INSERT INTO inbox (run_id, delivery_id, delivery, op) VALUES (?1, ?2, ?3, ?4) \
+               ON CONFLICT (run_id, delivery_id) DO NOTHING";
+    conn.prepare_cached(sql)?.execute(params![run.as_str(), delivery_id, delivery, op])?;
+    Ok(())
 }
 
 /// Checks the fence, then the status and length of the run, advancing them in one statement.

@@ -1,0 +1,1074 @@
+//! The session's body: the agent loop, itself a durable workflow of the runtime (`eve.session`).
+//!
+//! Everything a session learns arrives on one hook, the first op of its run: messages from
+//! people, cancellations, and the reports of the runs it started (tasks and the workflow tool
+//! calls a turn waits on; see [`ChildReport`]). Everything it does that leaves the run is a step:
+//! calling the model (plain tools run inside that step), starting a child run, sending a
+//! resumable task a call, interrupting or cancelling a run. What it tells the outside world is a
+//! published event ([`SessionEvent`](super::SessionEvent)). So a session is replayed like any
+//! workflow: after a restart mid-turn it goes on where it was, without calling the model twice
+//! for one step or starting a tool twice.
+//!
+//! # A turn
+//!
+//! A message opens a turn (`turn.started`). Each model step first takes in what arrived since
+//! the last one (task results as one `task.result` message, the `[Tasks]` note when tasks
+//! changed), then calls the model. Its text completes a message (`message.completed`); its tool
+//! calls are dispatched (`actions.requested`): plain tools already ran in the step; a
+//! `#[workflow_tool]` call starts a child run the turn waits on; a `#[task]` or `#[task(serve)]`
+//! call starts (or reaches) a task and answers with a receipt; `task_wait` and `task_cancel` are
+//! answered by the session. A step without tool calls ends the turn, unless tasks still work:
+//! then the turn is held (`turn.waiting`) until one settles or its caller steers it, and the
+//! model is called again in the same turn. `turn.completed` comes only when the turn really ends,
+//! and `session.waiting` after it.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::inbound::{SessionInbound, TurnPolicy, UserMessage};
+use super::model::SessionModel;
+use super::model::{self, FinishReason, Message, ModelRequest, ModelResponse, ToolCall, ToolSpec};
+use super::strings;
+use super::tasks::{Settled, Task, TaskKind, TaskStatus, Tasks};
+use crate::context::{CALLS_HOOK, ServeInbound, WorkflowCtx};
+use crate::error::{FatalError, RetryableError, StepError, ToolError};
+use crate::journal::{ChildReport, Entry, Op, ParentLink, RecordKind, RunId, RunOutcome};
+use crate::registry::{BodyFuture, EntryPoint, InternalWorkflow, Shape, ToolDescriptor};
+use crate::runtime::{Runtime, StartOptions};
+use crate::step::{Backoff, RetryPolicy, StepCall, StepCtx, StepDef};
+use crate::time::Timestamp;
+use crate::wait::{Hook, create_hook, sleep, sleep_until};
+use futures::future::Either;
+
+/// The session workflow, started by `Runtime::session`; not a tool any model is offered.
+pub(crate) static SESSION: ToolDescriptor = ToolDescriptor {
+    name: "eve.session",
+    description: "An agent session: turns in which a model calls tools.",
+    workflow_id: "eve_runtime::session",
+    shape: Shape::WORKFLOW_TOOL,
+    input_schema: || json!({ "type": "object" }),
+    validate_input: |input| {
+        serde_json::from_value::<SessionInput>(input.clone()).map(drop).map_err(|error| error.to_string())
+    },
+    entry: EntryPoint::Workflow(entry),
+};
+
+inventory::submit!(InternalWorkflow(&SESSION));
+
+/// The op of the session's hook: the first op of its run.
+pub(crate) const SESSION_HOOK: Op = Op(0);
+
+/// How a session was started.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct SessionInput {
+    /// The system prompt.
+    #[serde(default)]
+    pub system: String,
+    /// The tools the model may call (all of the manifest's when absent).
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
+    /// Whether only the final reply reaches the caller (a child session).
+    #[serde(default)]
+    pub child: bool,
+}
+
+fn entry(input: Value, ctx: WorkflowCtx) -> BodyFuture {
+    Box::pin(async move {
+        let input: SessionInput =
+            serde_json::from_value(input).map_err(|error| ToolError::new(format!("invalid session input: {error}")))?;
+        Body::new(input, &ctx).run().await?;
+        Ok(Value::Null)
+    })
+}
+
+/// What the session's hook receives.
+enum Inbound {
+    Message(UserMessage),
+    Cancel,
+    Close,
+    Report(ChildReport),
+    /// A stopped resumable task did not return to `receive()` in time.
+    Overdue,
+}
+
+/// A resumable task whose work was stopped, until its body returns to `receive()`.
+struct Stopping {
+    run: RunId,
+    stretch: u64,
+    deadline: Timestamp,
+}
+
+/// How long a stopped resumable task's body has to return to `receive()` before its run is
+/// cancelled and the task finishes.
+const STOP_GRACE: Duration = Duration::from_secs(30);
+
+fn parse(payload: Value) -> Option<Inbound> {
+    if payload.get("child").is_some() {
+        return serde_json::from_value(payload).ok().map(Inbound::Report);
+    }
+    match serde_json::from_value(payload) {
+        Ok(SessionInbound::Message(message)) => Some(Inbound::Message(message)),
+        Ok(SessionInbound::Cancel) => Some(Inbound::Cancel),
+        Ok(SessionInbound::Close) => Some(Inbound::Close),
+        Err(error) => {
+            tracing::warn!("a session received something it cannot read: {error}");
+            None
+        }
+    }
+}
+
+/// How a tool offered to the model is called.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Plain,
+    Execute,
+    Task,
+    Serve,
+    TaskWait,
+    TaskCancel,
+}
+
+/// A tool the session offers: what the model sees, and how it is called.
+struct Offered {
+    spec: ToolSpec,
+    kind: Kind,
+    descriptor: Option<&'static ToolDescriptor>,
+}
+
+/// The open turn.
+struct Turn {
+    id: String,
+    caller: Option<String>,
+    cancelled: bool,
+}
+
+/// A workflow tool call the turn waits on.
+struct Execution {
+    call: ToolCall,
+    run: RunId,
+    interrupted: bool,
+}
+
+/// The session's state: rebuilt exactly on replay, since everything it learns is journaled.
+struct Body<'c> {
+    ctx: &'c WorkflowCtx,
+    inbox: Hook<Value>,
+    input: SessionInput,
+    offered: Vec<Offered>,
+    messages: Vec<Message>,
+    tasks: Tasks,
+    /// `<task_result>` blocks for the next step boundary.
+    results: Vec<String>,
+    /// Whether the tasks changed since the last `[Tasks]` note.
+    note_due: bool,
+    /// Messages waiting for the open turn to end.
+    queued: VecDeque<UserMessage>,
+    turn: Option<Turn>,
+    /// Workflow tool calls the turn waits on, by child run.
+    executing: BTreeMap<RunId, Execution>,
+    /// Results of those calls that settled, by call id.
+    executed: BTreeMap<String, String>,
+    /// Steering messages to read after the current step's results.
+    steered: Vec<String>,
+    /// Resumable tasks stopped and not yet back in `receive()`.
+    stopping: Vec<Stopping>,
+    /// Counters that name things: turns, model steps, child runs, events.
+    turns: u64,
+    steps: u64,
+    children: u64,
+    feed: u64,
+    /// The name of the last event published.
+    last_event: &'static str,
+}
+
+impl<'c> Body<'c> {
+    fn new(input: SessionInput, ctx: &'c WorkflowCtx) -> Self {
+        // First op of the run: deliveries address it as `SESSION_HOOK`.
+        let inbox = create_hook::<Value>();
+        let offered = offered_tools(input.tools.as_deref());
+        Body {
+            ctx,
+            inbox,
+            input,
+            offered,
+            messages: Vec::new(),
+            tasks: Tasks::default(),
+            results: Vec::new(),
+            note_due: false,
+            queued: VecDeque::new(),
+            turn: None,
+            executing: BTreeMap::new(),
+            executed: BTreeMap::new(),
+            steered: Vec::new(),
+            stopping: Vec::new(),
+            turns: 0,
+            steps: 0,
+            children: 0,
+            feed: 0,
+            last_event: "",
+        }
+    }
+
+    async fn run(mut self) -> Result<(), ToolError> {
+        loop {
+            let Some(inbound) = self.next().await else { return Ok(()) };
+            match inbound {
+                Inbound::Message(message) => {
+                    self.turn(message).await?;
+                    while let Some(message) = self.queued.pop_front() {
+                        self.turn(message).await?;
+                    }
+                    self.emit("session.waiting", json!({}));
+                }
+                Inbound::Report(report) => self.on_report(report).await?,
+                Inbound::Overdue => self.overdue().await?,
+                Inbound::Cancel => self.cancel_tasks("turn_cancelled").await?,
+                Inbound::Close => {
+                    self.cancel_tasks("turn_ended").await?;
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// The next thing the hook received, waiting for it (or for a stopped task's grace to run
+    /// out); `None` once the run is cancelled.
+    async fn next(&mut self) -> Option<Inbound> {
+        loop {
+            let received = match self.stopping.iter().map(|stop| stop.deadline).min() {
+                None => self.inbox.recv().await,
+                Some(deadline) => {
+                    let overdue = sleep_until(deadline);
+                    match futures::future::select(Box::pin(self.inbox.recv()), overdue).await {
+                        Either::Left((received, _)) => received,
+                        Either::Right(_) => return Some(Inbound::Overdue),
+                    }
+                }
+            };
+            match received {
+                Ok(payload) => match parse(payload) {
+                    Some(inbound) => return Some(inbound),
+                    None => continue,
+                },
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// The next thing the hook holds already, without waiting.
+    async fn next_ready(&mut self) -> Option<Inbound> {
+        loop {
+            match futures::poll!(self.inbox.recv()) {
+                std::task::Poll::Ready(Ok(payload)) => match parse(payload) {
+                    Some(inbound) => return Some(inbound),
+                    None => continue,
+                },
+                _ => return None,
+            }
+        }
+    }
+
+    /// Publishes an event on the session's feed.
+    fn emit(&mut self, name: &'static str, data: Value) {
+        self.feed += 1;
+        self.last_event = name;
+        self.ctx.publish(json!({ "sequence": self.feed, "type": name, "data": data }));
+    }
+
+    fn turn_id(&self) -> Value {
+        self.turn.as_ref().map_or(Value::Null, |turn| Value::from(turn.id.clone()))
+    }
+
+    // ---- turns
+
+    async fn turn(&mut self, message: UserMessage) -> Result<(), ToolError> {
+        self.turns += 1;
+        let id = format!("turn-{}", self.turns);
+        self.turn = Some(Turn { id: id.clone(), caller: message.caller.clone(), cancelled: false });
+        self.emit("turn.started", json!({ "turnId": id }));
+        self.messages.push(Message::user(message.text));
+        let ended = self.steps_of_turn().await;
+        let turn = self.turn.take().expect("a turn is open");
+        match ended {
+            Ok(()) if turn.cancelled => {
+                self.emit("turn.completed", json!({ "turnId": turn.id, "status": "cancelled" }))
+            }
+            Ok(()) => self.emit("turn.completed", json!({ "turnId": turn.id, "status": "completed" })),
+            Err(failure) => {
+                // A failed turn cancels every working task.
+                self.cancel_tasks("turn_ended").await?;
+                self.emit("turn.completed", json!({ "turnId": turn.id, "status": "failed", "error": failure }));
+            }
+        }
+        Ok(())
+    }
+
+    /// The model steps of the open turn; `Err` with the reason when the turn fails.
+    async fn steps_of_turn(&mut self) -> Result<(), String> {
+        loop {
+            self.take_in_ready().await.map_err(|error| error.to_string())?;
+            if self.turn_cancelled() {
+                return Ok(());
+            }
+            self.boundary();
+            let step = self.model_step().await.map_err(|error| error.to_string())?;
+            let calls = step.response.tool_calls.clone();
+            let held = calls.is_empty() && self.tasks.working_count() > 0;
+            let finish = if held && self.input.child { FinishReason::ToolCalls } else { step.response.finish_reason };
+            let turn_id = self.turn_id();
+            let text = step.response.text.clone();
+            if !text.is_empty() || calls.is_empty() {
+                self.emit("message.completed", json!({ "turnId": turn_id, "text": text, "finishReason": finish }));
+            }
+            self.messages.push(Message::Assistant { content: step.response.text.clone(), tool_calls: calls.clone() });
+            if calls.is_empty() {
+                if !held {
+                    return Ok(());
+                }
+                // No turn ends while tasks work: hold it until one settles or its caller steers.
+                self.wait(None).await.map_err(|error| error.to_string())?;
+                continue;
+            }
+            let actions: Vec<Value> = calls
+                .iter()
+                .map(|call| json!({ "callId": call.id, "name": call.name, "input": call.arguments }))
+                .collect();
+            self.emit("actions.requested", json!({ "turnId": turn_id, "actions": actions }));
+            self.dispatch(&calls, step.plain).await.map_err(|error| error.to_string())?;
+        }
+    }
+
+    fn turn_cancelled(&self) -> bool {
+        self.turn.as_ref().is_some_and(|turn| turn.cancelled)
+    }
+
+    /// What the model reads first at a step boundary: task results, then the `[Tasks]` note.
+    fn boundary(&mut self) {
+        if !self.results.is_empty() {
+            let blocks = std::mem::take(&mut self.results);
+            self.messages.push(Message::user(strings::task_results(&blocks)));
+        }
+        if self.note_due {
+            self.note_due = false;
+            self.messages.push(Message::user(self.tasks.note()));
+        }
+    }
+
+    /// Calls the model (in a step) with the conversation so far.
+    async fn model_step(&mut self) -> Result<ModelStep, StepError> {
+        self.steps += 1;
+        let data = json!({ "turnId": self.turn_id(), "step": self.steps });
+        self.emit("step.started", data);
+        let mut system = self.input.system.clone();
+        if self.offered.iter().any(|tool| matches!(tool.kind, Kind::Task | Kind::Serve)) {
+            if !system.is_empty() {
+                system.push_str("\n\n");
+            }
+            system.push_str(strings::tasks_prompt(self.input.child));
+        }
+        let request = ModelRequest {
+            system,
+            messages: self.messages.clone(),
+            tools: self.offered.iter().map(|tool| tool.spec.clone()).collect(),
+        };
+        let plain: Vec<String> =
+            self.offered.iter().filter(|tool| tool.kind == Kind::Plain).map(|tool| tool.spec.name.clone()).collect();
+        let prefix = format!("{}-{}", self.ctx.run_id(), self.steps);
+        call_model(self.steps, request, plain, prefix).await
+    }
+
+    // ---- tool calls
+
+    /// Dispatches one step's tool calls, waits for what the turn waits on, and appends their
+    /// results in call order (then any steering message, which the model reads next).
+    async fn dispatch(
+        &mut self,
+        calls: &[ToolCall],
+        plain: BTreeMap<String, Result<Value, String>>,
+    ) -> Result<(), ToolError> {
+        let mut results: BTreeMap<String, String> = BTreeMap::new();
+        let mut wait: Option<Option<u64>> = None;
+        for call in calls {
+            let kind =
+                self.offered.iter().find(|tool| tool.spec.name == call.name).map(|tool| (tool.kind, tool.descriptor));
+            let answer = match kind {
+                None => Some(Err(format!("there is no tool named `{}`", call.name))),
+                Some((Kind::Plain, _)) => Some(
+                    plain.get(&call.id).cloned().unwrap_or_else(|| Err("the tool did not run".into())).map(text_of),
+                ),
+                Some((Kind::Execute, Some(descriptor))) => self.execute(call, descriptor).await?,
+                Some((Kind::Task, Some(descriptor))) => Some(self.start_task(call, descriptor, TaskKind::Task).await?),
+                Some((Kind::Serve, Some(descriptor))) => Some(self.serve(call, descriptor).await?),
+                Some((Kind::TaskCancel, _)) => Some(self.task_cancel(call).await?),
+                Some((Kind::TaskWait, _)) => {
+                    wait = Some(call.arguments.get("timeoutSeconds").and_then(Value::as_u64).filter(|s| *s >= 1));
+                    None
+                }
+                Some(_) => Some(Err("the tool cannot be called".to_owned())),
+            };
+            if let Some(answer) = answer {
+                self.action_result(call, &answer);
+                results.insert(call.id.clone(), answer.unwrap_or_else(|error| format!("Error: {error}")));
+            }
+        }
+        // The turn waits on its workflow tool calls until each settles (or is interrupted).
+        while !self.executing.is_empty() && !self.turn_cancelled() {
+            self.park().await?;
+        }
+        for (call_id, text) in std::mem::take(&mut self.executed) {
+            results.insert(call_id, text);
+        }
+        if let Some(timeout) = wait {
+            let call = calls.iter().find(|call| call.name == strings::TASK_WAIT).expect("a task_wait call");
+            let answer = self.wait(timeout).await?;
+            self.action_result(call, &Ok(answer.clone()));
+            results.insert(call.id.clone(), answer);
+        }
+        for call in calls {
+            if let Some(text) = results.remove(&call.id) {
+                self.messages.push(Message::Tool { call_id: call.id.clone(), content: text });
+            }
+        }
+        for text in std::mem::take(&mut self.steered) {
+            self.messages.push(Message::user(text));
+        }
+        Ok(())
+    }
+
+    fn action_result(&mut self, call: &ToolCall, answer: &Result<String, String>) {
+        let mut data = json!({ "turnId": self.turn_id(), "callId": call.id, "name": call.name });
+        match answer {
+            Ok(output) => data["output"] = Value::from(output.clone()),
+            Err(error) => data["error"] = Value::from(error.clone()),
+        }
+        self.emit("action.result", data);
+    }
+
+    /// Starts a workflow tool call's run, which the turn then waits on.
+    async fn execute(
+        &mut self,
+        call: &ToolCall,
+        tool: &'static ToolDescriptor,
+    ) -> Result<Option<Result<String, String>>, ToolError> {
+        let run = self.child_run();
+        match self.start_child(tool, call.arguments.clone(), &run, None).await {
+            Ok(()) => {
+                self.executing.insert(run.clone(), Execution { call: call.clone(), run, interrupted: false });
+                Ok(None)
+            }
+            Err(error) => Ok(Some(Err(error))),
+        }
+    }
+
+    /// Starts a task and answers with its receipt.
+    async fn start_task(
+        &mut self,
+        call: &ToolCall,
+        tool: &'static ToolDescriptor,
+        kind: TaskKind,
+    ) -> Result<Result<String, String>, ToolError> {
+        if self.tasks.working_count() >= strings::MAX_WORKING_TASKS {
+            return Ok(Err(strings::too_many_tasks(self.tasks.working_count())));
+        }
+        if let Err(message) = (tool.validate_input)(&without_task_id(&call.arguments)) {
+            return Ok(Err(format!("invalid input for {}: {message}", tool.name)));
+        }
+        let run = self.child_run();
+        let task_id = crate::executor::task_id(tool.name, &run);
+        let first = (kind == TaskKind::Serve).then(|| ServeInbound::Call {
+            call_id: call.id.clone(),
+            input: without_task_id(&call.arguments),
+            stretch: 1,
+        });
+        let input = if kind == TaskKind::Serve { json!({}) } else { call.arguments.clone() };
+        if let Err(error) = self.start_child(tool, input, &run, first).await {
+            return Ok(Err(error));
+        }
+        let turn_id = self.turn_id();
+        self.tasks.start(Task::new(task_id.clone(), tool.name, run, kind, &call.id, turn_id.clone()));
+        self.note_due = true;
+        let event =
+            json!({ "taskId": task_id, "callId": call.id, "turnId": turn_id, "name": tool.name, "kind": "tool" });
+        self.emit("task.started", event);
+        Ok(Ok(match kind {
+            TaskKind::Serve => strings::started_resumable(&task_id, tool.name),
+            TaskKind::Task => strings::started(&task_id),
+        }))
+    }
+
+    /// A call of a resumable task's tool: a new task, or another call of an unfinished one.
+    async fn serve(
+        &mut self,
+        call: &ToolCall,
+        tool: &'static ToolDescriptor,
+    ) -> Result<Result<String, String>, ToolError> {
+        let Some(task_id) = call.arguments.get("taskId").and_then(Value::as_str).map(str::to_owned) else {
+            return self.start_task(call, tool, TaskKind::Serve).await;
+        };
+        let input = without_task_id(&call.arguments);
+        if let Err(message) = (tool.validate_input)(&input) {
+            return Ok(Err(format!("invalid input for {}: {message}", tool.name)));
+        }
+        let Some(task) = self.tasks.resumable(&task_id, tool.name) else {
+            return Ok(Err(strings::unknown_task(&task_id, tool.name)));
+        };
+        let was_idle = task.status == TaskStatus::Idle;
+        if was_idle && self.tasks.working_count() >= strings::MAX_WORKING_TASKS {
+            return Ok(Err(strings::too_many_tasks(self.tasks.working_count())));
+        }
+        let turn_id = self.turn_id();
+        let (run, stretch) = self.tasks.call(&task_id, &call.id, turn_id.clone());
+        let payload = serde_json::to_value(ServeInbound::Call { call_id: call.id.clone(), input, stretch })
+            .expect("a call always serializes");
+        if let Err(error) = send_call(run, format!("call:{}", call.id), payload).await {
+            return Ok(Err(error.to_string()));
+        }
+        self.note_due = true;
+        let event =
+            json!({ "taskId": task_id, "callId": call.id, "turnId": turn_id, "name": tool.name, "kind": "tool" });
+        self.emit("task.started", event);
+        Ok(Ok(strings::sent(&task_id)))
+    }
+
+    async fn task_cancel(&mut self, call: &ToolCall) -> Result<Result<String, String>, ToolError> {
+        let Some(task_id) = call.arguments.get("taskId").and_then(Value::as_str) else {
+            return Ok(Err("`taskId` is required".to_owned()));
+        };
+        let Some(task) = self.tasks.get(task_id) else { return Ok(Err(strings::unknown_task_to_cancel(task_id))) };
+        if task.status != TaskStatus::Working {
+            return Ok(Ok(strings::nothing_to_stop(task_id)));
+        }
+        let (tool, kind) = (task.tool, task.kind);
+        self.stop(task_id, "task_cancel").await?;
+        Ok(Ok(match kind {
+            TaskKind::Serve => strings::stopped_resumable(task_id, tool),
+            TaskKind::Task => strings::stopped(task_id),
+        }))
+    }
+
+    /// Stops a working task's current work: its calls settle `cancelled` with `reason` and never
+    /// report back. A task's run is cancelled (its cleanup runs); a resumable task's stretch is
+    /// stopped, and the task is idle once its body returns to `receive()`.
+    async fn stop(&mut self, task_id: &str, reason: &str) -> Result<(), ToolError> {
+        let Some(task) = self.tasks.get(task_id).cloned() else { return Ok(()) };
+        let settled = self.tasks.cancel(task_id);
+        for settled in settled {
+            self.settled_event(&settled, json!({ "cancel": { "reason": reason } }), "cancelled");
+        }
+        self.note_due = true;
+        match task.kind {
+            TaskKind::Task => abort_child(task.run.clone(), false, reason.to_owned()).await?,
+            TaskKind::Serve => {
+                let payload = serde_json::to_value(ServeInbound::Stop { stretch: task.stretch }).expect("serializes");
+                send_call(task.run.clone(), format!("stop:{}:{}", task.run, task.stretch), payload).await?;
+                let deadline = self.ctx.now().saturating_add(STOP_GRACE);
+                self.stopping.push(Stopping { run: task.run.clone(), stretch: task.stretch, deadline });
+            }
+        }
+        Ok(())
+    }
+
+    /// Cancels the runs of stopped resumable tasks whose bodies did not return to `receive()`
+    /// within [`STOP_GRACE`]: their tasks finish.
+    async fn overdue(&mut self) -> Result<(), ToolError> {
+        let now = self.ctx.now();
+        let (due, waiting): (Vec<Stopping>, Vec<Stopping>) =
+            std::mem::take(&mut self.stopping).into_iter().partition(|stop| stop.deadline <= now);
+        self.stopping = waiting;
+        for stop in due {
+            let reason = "the task did not return to receive() within 30 seconds of a cancel";
+            abort_child(stop.run, false, reason.to_owned()).await?;
+        }
+        Ok(())
+    }
+
+    /// Cancels every working task, and the workflow tool calls the open turn waits on.
+    async fn cancel_tasks(&mut self, reason: &str) -> Result<(), ToolError> {
+        for task in self.tasks.working_ids() {
+            self.stop(&task, reason).await?;
+        }
+        for run in std::mem::take(&mut self.executing).into_keys() {
+            abort_child(run, false, reason.to_owned()).await?;
+        }
+        Ok(())
+    }
+
+    // ---- waiting
+
+    /// `task_wait` (with its timeout, if any) or a held turn (`timeout` is `None` then): parks
+    /// the turn until a task settles, its caller steers it, or the timeout passes. Returns at once
+    /// if a result is already waiting. Returns `task_wait`'s answer.
+    async fn wait(&mut self, timeout: Option<u64>) -> Result<String, ToolError> {
+        let mut deadline = timeout.map(|seconds| Box::pin(sleep(Duration::from_secs(seconds))));
+        let before = self.tasks.settled_count();
+        loop {
+            let settled = self.tasks.settled_since(before);
+            if !settled.is_empty() || !self.results.is_empty() {
+                let working = self.tasks.working_ids();
+                return Ok(strings::task_wait_answer(&settled, &working));
+            }
+            if self.turn_cancelled() || !self.steered.is_empty() {
+                return Ok(strings::task_wait_interrupted(&self.tasks.working_ids()));
+            }
+            if self.tasks.working_count() == 0 {
+                return Ok(strings::still_working(&[]));
+            }
+            self.parking();
+            let inbound = match deadline.as_mut() {
+                Some(deadline) => {
+                    let first = match futures::future::select(Box::pin(self.next()), deadline).await {
+                        Either::Left((inbound, _)) => Some(inbound),
+                        Either::Right(_) => None,
+                    };
+                    let Some(inbound) = first else {
+                        let working = self.tasks.working_ids();
+                        return Ok(strings::task_wait_timed_out(timeout.unwrap_or_default(), &working));
+                    };
+                    inbound
+                }
+                None => self.next().await,
+            };
+            match inbound {
+                Some(inbound) => self.take(inbound).await?,
+                None => return Ok(strings::task_wait_interrupted(&self.tasks.working_ids())),
+            }
+        }
+    }
+
+    /// Parks the open turn until one thing arrives, and takes it in.
+    async fn park(&mut self) -> Result<(), ToolError> {
+        self.parking();
+        match self.next().await {
+            Some(inbound) => self.take(inbound).await,
+            None => {
+                if let Some(turn) = self.turn.as_mut() {
+                    turn.cancelled = true;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// `turn.waiting`: the open turn parks.
+    fn parking(&mut self) {
+        let Some(turn) = self.turn.as_ref() else { return };
+        if self.last_event == "turn.waiting" {
+            return; // Still parked: what arrived (a queued message, say) changed nothing the feed shows.
+        }
+        let data = json!({ "turnId": turn.id, "sequence": self.feed + 1 });
+        self.emit("turn.waiting", data);
+    }
+
+    /// Takes in everything the hook holds already (at a step boundary).
+    async fn take_in_ready(&mut self) -> Result<(), ToolError> {
+        while let Some(inbound) = self.next_ready().await {
+            self.take(inbound).await?;
+        }
+        Ok(())
+    }
+
+    /// Takes in one thing the hook received while a turn is open.
+    async fn take(&mut self, inbound: Inbound) -> Result<(), ToolError> {
+        match inbound {
+            Inbound::Report(report) => self.on_report(report).await,
+            Inbound::Overdue => self.overdue().await,
+            Inbound::Message(message) => {
+                let own = self.turn.as_ref().is_some_and(|turn| turn.caller == message.caller);
+                if own && message.turn_policy == TurnPolicy::Steer {
+                    // A steering message ends a wait and interrupts the calls the turn waits on,
+                    // never a task; the model reads it next.
+                    for execution in self.executing.values_mut().filter(|execution| !execution.interrupted) {
+                        execution.interrupted = true;
+                        abort_child(execution.run.clone(), true, "a new message arrived".into()).await?;
+                    }
+                    self.steered.push(message.text);
+                } else {
+                    self.queued.push_back(message);
+                }
+                Ok(())
+            }
+            Inbound::Cancel => {
+                if let Some(turn) = self.turn.as_mut() {
+                    turn.cancelled = true;
+                }
+                self.cancel_tasks("turn_cancelled").await
+            }
+            Inbound::Close => {
+                if let Some(turn) = self.turn.as_mut() {
+                    turn.cancelled = true;
+                }
+                self.cancel_tasks("turn_ended").await
+            }
+        }
+    }
+
+    // ---- child runs
+
+    /// A fresh id for a child run: the session's id and a counter, so a replay names it again.
+    fn child_run(&mut self) -> RunId {
+        self.children += 1;
+        format!("{}.{}", self.ctx.run_id(), self.children).parse().expect("a child of a valid run id is valid")
+    }
+
+    async fn start_child(
+        &mut self,
+        tool: &'static ToolDescriptor,
+        input: Value,
+        run: &RunId,
+        first: Option<ServeInbound>,
+    ) -> Result<(), String> {
+        let start = ChildStart {
+            tool: tool.name.to_owned(),
+            input,
+            run: run.clone(),
+            parent: ParentLink { run: self.ctx.run_id().clone(), hook: SESSION_HOOK },
+            first,
+        };
+        start_child(start).await.map_err(|error| error.to_string())
+    }
+
+    /// What a child run reported: a question, a sign-in, a reply, idleness, or its end.
+    async fn on_report(&mut self, report: ChildReport) -> Result<(), ToolError> {
+        let task = self.tasks.by_run(&report.child).map(|task| task.id.clone());
+        let task_field = task.clone().map_or(Value::Null, Value::from);
+        match &report.entry {
+            Entry::AskCreated { request_id, request, .. } => {
+                let data = json!({ "requestId": format!("{}:{request_id}", report.child), "taskId": task_field, "request": request });
+                self.emit("input.requested", data);
+            }
+            Entry::AskResolved { op, outcome } => {
+                let request_id = crate::ask::request_id(*op);
+                let data = json!({ "requestId": format!("{}:{request_id}", report.child), "taskId": task_field, "outcome": outcome });
+                self.emit("input.resolved", data);
+            }
+            Entry::AuthRequired { op, provider, nonce, .. } => {
+                let services = &self.ctx.core().services;
+                let state = services.auth_state(&report.child, *op, nonce);
+                let url = crate::auth::sign_in_link(&services.public_url, provider, state.expose());
+                self.emit("authorization.required", json!({ "taskId": task_field, "provider": provider, "url": url }));
+            }
+            Entry::AuthCompleted { .. } => self.emit("authorization.completed", json!({ "taskId": task_field })),
+            Entry::Recorded { kind: RecordKind::Published, value, .. } => self.on_published(&report.child, value),
+            entry if entry.is_terminal() => self.on_end(&report.child, RunOutcome::from_terminal(entry)),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// A value a resumable task published: a reply settling its calls, or that it is idle.
+    fn on_published(&mut self, run: &RunId, value: &Value) {
+        if let Some(reply) = value.get("reply") {
+            let calls: Vec<String> = serde_json::from_value(reply["calls"].clone()).unwrap_or_default();
+            let output = reply["output"].clone();
+            for settled in self.tasks.reply(run, &calls) {
+                self.results.push(strings::task_result(
+                    &settled.task,
+                    settled.tool,
+                    "completed",
+                    &text_of(output.clone()),
+                ));
+                self.settled_event(&settled, json!({ "output": output }), "completed");
+            }
+            self.note_due = true;
+        } else if let Some(stretch) = value.pointer("/idle/stretch").and_then(Value::as_u64) {
+            // Back in `receive()`: a stop of this stretch (or an earlier one) is done.
+            self.stopping.retain(|stop| !(&stop.run == run && stop.stretch <= stretch));
+        }
+    }
+
+    /// A child run ended: a task settles (its result waits for the next step boundary), or a
+    /// workflow tool call the turn waits on has its result.
+    fn on_end(&mut self, run: &RunId, outcome: Option<RunOutcome>) {
+        let Some(outcome) = outcome else { return };
+        self.stopping.retain(|stop| &stop.run != run);
+        if let Some(execution) = self.executing.remove(run) {
+            let text = match outcome {
+                RunOutcome::Completed(output) => text_of(output),
+                RunOutcome::Failed(failure) if execution.interrupted => {
+                    json!({ "interrupted": true, "error": failure }).to_string()
+                }
+                RunOutcome::Failed(failure) => format!("Error: {}", failure_message(&failure)),
+                RunOutcome::Cancelled => json!({ "interrupted": true }).to_string(),
+            };
+            let answer = Ok(text.clone());
+            self.action_result(&execution.call, &answer);
+            self.executed.insert(execution.call.id, text);
+            return;
+        }
+        let (status, field, body) = match &outcome {
+            RunOutcome::Completed(output) => ("completed", json!({ "output": output }), text_of(output.clone())),
+            RunOutcome::Failed(failure) => {
+                let message = failure_message(failure);
+                ("failed", json!({ "error": message }), message)
+            }
+            RunOutcome::Cancelled => ("cancelled", json!({}), String::new()),
+        };
+        // Cancelled work never reports back: the calls a cancel settled are settled already.
+        for settled in self.tasks.end(run, status) {
+            if status != "cancelled" {
+                self.results.push(strings::task_result(&settled.task, settled.tool, status, &body));
+            }
+            self.settled_event(&settled, field.clone(), status);
+        }
+        self.note_due = true;
+    }
+
+    fn settled_event(&mut self, settled: &Settled, extra: Value, status: &str) {
+        let mut data = json!({
+            "taskId": settled.task,
+            "callId": settled.call,
+            "turnId": settled.turn,
+            "name": settled.tool,
+            "kind": "tool",
+            "status": status,
+        });
+        if let (Some(data), Some(extra)) = (data.as_object_mut(), extra.as_object()) {
+            data.extend(extra.clone());
+        }
+        self.emit("task.settled", data);
+    }
+}
+
+/// The tools a session offers: the manifest's (or those named), and `task_wait` and
+/// `task_cancel` when any of them is a task.
+fn offered_tools(only: Option<&[String]>) -> Vec<Offered> {
+    let mut offered: Vec<Offered> = crate::registry::tools()
+        .into_iter()
+        .filter(|tool| only.is_none_or(|names| names.iter().any(|name| name == tool.name)))
+        .map(|tool| {
+            let kind = match tool.entry {
+                EntryPoint::Plain(_) => Kind::Plain,
+                EntryPoint::Workflow(_) => Kind::Execute,
+                EntryPoint::Task(_) => Kind::Task,
+                EntryPoint::Serve(_) => Kind::Serve,
+            };
+            let mut schema = (tool.input_schema)();
+            if kind == Kind::Serve {
+                add_task_id(&mut schema);
+            }
+            let spec =
+                ToolSpec { name: tool.name.to_owned(), description: tool.description.to_owned(), input_schema: schema };
+            Offered { spec, kind, descriptor: Some(tool) }
+        })
+        .collect();
+    if offered.iter().any(|tool| matches!(tool.kind, Kind::Task | Kind::Serve)) {
+        offered.push(builtin(strings::TASK_WAIT, TASK_WAIT_DESCRIPTION, task_wait_schema(), Kind::TaskWait));
+        offered.push(builtin(strings::TASK_CANCEL, TASK_CANCEL_DESCRIPTION, task_cancel_schema(), Kind::TaskCancel));
+    }
+    offered
+}
+
+const TASK_WAIT_DESCRIPTION: &str = "Wait until a task has a result, a new message arrives, or timeoutSeconds pass. Call it only \
+    when you deliberately withhold a reply until a result arrives; tasks keep running and their results reach you without \
+    it.";
+
+const TASK_CANCEL_DESCRIPTION: &str = "Stop a task's current work. It won't report back.";
+
+fn builtin(name: &str, description: &str, schema: Value, kind: Kind) -> Offered {
+    let spec = ToolSpec { name: name.to_owned(), description: description.to_owned(), input_schema: schema };
+    Offered { spec, kind, descriptor: None }
+}
+
+fn task_wait_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": { "timeoutSeconds": { "type": "integer", "minimum": 1, "description": "Whole seconds to wait at most." } },
+        "additionalProperties": false
+    })
+}
+
+fn task_cancel_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": { "taskId": { "type": "string", "description": "The task to stop." } },
+        "required": ["taskId"],
+        "additionalProperties": false
+    })
+}
+
+/// Adds the optional `taskId` a resumable task's calls carry to reach an unfinished task.
+fn add_task_id(schema: &mut Value) {
+    if let Some(properties) = schema.get_mut("properties").and_then(Value::as_object_mut) {
+        let description = "Send this call to the unfinished task with this id instead of starting a new one.";
+        properties.insert("taskId".into(), json!({ "type": "string", "description": description }));
+    }
+}
+
+fn without_task_id(arguments: &Value) -> Value {
+    let mut input = arguments.clone();
+    if let Some(object) = input.as_object_mut() {
+        object.remove("taskId");
+    }
+    input
+}
+
+/// A tool's output as the model reads it: a string as it is, anything else as JSON.
+fn text_of(output: Value) -> String {
+    match output {
+        Value::String(text) => text,
+        other => other.to_string(),
+    }
+}
+
+fn failure_message(failure: &crate::journal::RunFailure) -> String {
+    match failure {
+        crate::journal::RunFailure::Tool { message } | crate::journal::RunFailure::Panicked { message } => {
+            message.clone()
+        }
+        other => serde_json::to_string(other).unwrap_or_default(),
+    }
+}
+
+// ---- steps
+
+/// What one model step journals: the answer (with call ids), and the plain tools' results.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct ModelStep {
+    response: ModelResponse,
+    plain: BTreeMap<String, Result<Value, String>>,
+}
+
+static MODEL_STEP: StepDef = StepDef::new(
+    "eve_runtime::session::model",
+    "session.model",
+    RetryPolicy { max_attempts: 5, backoff: Backoff::exponential_millis(1_000) },
+);
+
+/// Calls the model and runs the plain tools it called: one step, so replay does neither again.
+fn call_model(step: u64, request: ModelRequest, plain: Vec<String>, prefix: String) -> StepCall<ModelStep> {
+    StepCall::new(&MODEL_STEP, step, move |_: u64, ctx: StepCtx| {
+        let (request, plain, prefix) = (request.clone(), plain.clone(), prefix.clone());
+        async move {
+            let model = ctx.state::<SessionModel>().map_err(|_| {
+                FatalError::new("no model is configured: give the runtime one with RuntimeBuilder::model")
+            })?;
+            let services = ctx.services().cloned();
+            let run = ctx.run_id().cloned();
+            let stream = model.0.stream(&request).await.map_err(model_error)?;
+            let mut response = model::collect(stream, |text| {
+                if let (Some(services), Some(run)) = (&services, &run)
+                    && let Some(runtime) = Runtime::of(services)
+                {
+                    runtime
+                        .shared
+                        .events
+                        .emit(|| crate::events::RunEvent::ModelText { run: run.clone(), text: text.to_owned() });
+                }
+            })
+            .await
+            .map_err(model_error)?;
+            for (index, call) in response.tool_calls.iter_mut().enumerate() {
+                if call.id.is_empty() {
+                    call.id = format!("{prefix}-{index}");
+                }
+            }
+            let mut results = BTreeMap::new();
+            for call in response.tool_calls.iter().filter(|call| plain.contains(&call.name)) {
+                results.insert(call.id.clone(), run_plain(&ctx, call).await);
+            }
+            Ok::<_, StepError>(ModelStep { response, plain: results })
+        }
+    })
+}
+
+fn model_error(error: model::ModelError) -> StepError {
+    match error {
+        model::ModelError::Unavailable { retry_after: Some(delay), .. } => {
+            RetryableError::new(error.to_string()).retry_after(delay).into()
+        }
+        model::ModelError::Unavailable { .. } => StepError::msg(error),
+        model::ModelError::Malformed(_) | model::ModelError::Config(_) => FatalError::new(error).into(),
+    }
+}
+
+/// Runs a plain tool inside the model step.
+async fn run_plain(ctx: &StepCtx, call: &ToolCall) -> Result<Value, String> {
+    let Some(tool) = crate::registry::tool(&call.name) else {
+        return Err(format!("there is no tool named `{}`", call.name));
+    };
+    let EntryPoint::Plain(entry) = tool.entry else { return Err("the tool is not a plain tool".into()) };
+    (tool.validate_input)(&call.arguments).map_err(|message| format!("invalid input: {message}"))?;
+    let services = ctx.services().cloned().ok_or("no run")?;
+    let tool_ctx = crate::context::ToolCtx::new(call.id.clone(), tool.name, services);
+    entry(call.arguments.clone(), tool_ctx).await.map_err(|error| error.message().to_owned())
+}
+
+/// A child run to start: a task, a resumable task (with its first call), or a workflow tool call.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct ChildStart {
+    tool: String,
+    input: Value,
+    run: RunId,
+    parent: ParentLink,
+    first: Option<ServeInbound>,
+}
+
+static START_STEP: StepDef = StepDef::new("eve_runtime::session::start", "session.start", RetryPolicy::DEFAULT);
+
+/// Starts a child run; the run id makes it idempotent, so a retried or replayed start finds it.
+fn start_child(start: ChildStart) -> StepCall<()> {
+    StepCall::new(&START_STEP, start, |start: ChildStart, ctx: StepCtx| async move {
+        let runtime = runtime_of(&ctx)?;
+        let tool = crate::registry::tool(&start.tool)
+            .ok_or_else(|| FatalError::new(format!("there is no tool named `{}`", start.tool)))?;
+        let options = StartOptions::new().id(start.run.clone()).parent(start.parent);
+        runtime.start_descriptor(tool, start.input, options).await.map_err(start_error)?;
+        if let Some(call) = start.first {
+            let id = match &call {
+                ServeInbound::Call { call_id, .. } => format!("call:{call_id}"),
+                ServeInbound::Stop { stretch } => format!("stop:{}:{stretch}", start.run),
+            };
+            let payload = serde_json::to_value(call).expect("a call always serializes");
+            runtime.deliver_to(&start.run, CALLS_HOOK, &id, payload).await.map_err(StepError::msg)?;
+        }
+        Ok::<_, StepError>(())
+    })
+}
+
+/// A start the store could not take now is tried again; anything else (invalid input, say) is
+/// the call's answer.
+fn start_error(error: crate::runtime::Error) -> StepError {
+    match error {
+        crate::runtime::Error::Store(store) if store.is_transient() => StepError::msg(store),
+        other => FatalError::new(other).into(),
+    }
+}
+
+static SEND_STEP: StepDef = StepDef::new("eve_runtime::session::send", "session.send", RetryPolicy::DEFAULT);
+
+/// Sends a resumable task a call (or a stop), once per delivery id.
+fn send_call(run: RunId, delivery: String, payload: Value) -> StepCall<()> {
+    StepCall::new(
+        &SEND_STEP,
+        (run, delivery, payload),
+        |(run, delivery, payload): (RunId, String, Value), ctx: StepCtx| async move {
+            runtime_of(&ctx)?.deliver_to(&run, CALLS_HOOK, &delivery, payload).await.map_err(StepError::msg)?;
+            Ok::<_, StepError>(())
+        },
+    )
+}
+
+static ABORT_STEP: StepDef = StepDef::new("eve_runtime::session::abort", "session.abort", RetryPolicy::DEFAULT);
+
+/// Cancels a child run (or, with `keep_output`, interrupts it: it ends with what it returns).
+fn abort_child(run: RunId, keep_output: bool, reason: String) -> StepCall<()> {
+    StepCall::new(
+        &ABORT_STEP,
+        (run, keep_output, reason),
+        |(run, keep, reason): (RunId, bool, String), ctx: StepCtx| async move {
+            let runtime = runtime_of(&ctx)?;
+            let done = if keep { runtime.interrupt(&run, &reason).await } else { runtime.cancel(&run, &reason).await };
+            done.map_err(StepError::msg)?;
+            Ok::<_, StepError>(())
+        },
+    )
+}
+
+fn runtime_of(ctx: &StepCtx) -> Result<Runtime, StepError> {
+    let services = ctx.services().ok_or_else(|| FatalError::new("a session's step runs inside its run"))?;
+    Runtime::of(services).ok_or_else(|| StepError::msg("the runtime is shutting down"))
+}

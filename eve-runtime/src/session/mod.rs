@@ -1,0 +1,218 @@
+//! Agent sessions: a model calls the manifest's tools in turns, and tasks keep working while the
+//! conversation goes on.
+//!
+//! A session is a durable run of the runtime (the `eve.session` workflow, see [`engine`]): every
+//! model call is a step, every tool call is journaled, and what the session tells the world is
+//! its event feed, numbered and durable. So a session survives a restart mid-turn without calling
+//! the model twice for one step or starting a tool twice.
+//!
+//! ```no_run
+//! use eve_runtime::session::{ModelResponse, ScriptedModel, SessionOptions};
+//! use eve_runtime::Runtime;
+//! use futures::StreamExt;
+//!
+//! # async fn demo() -> Result<(), eve_runtime::Error> {
+//! let model = ScriptedModel::new(|request| ModelResponse::text(format!("You said: {}", request.last_user().unwrap_or(""))));
+//! let runtime = Runtime::builder().model(model).build()?;
+//! let session = runtime.session(SessionOptions::new().system("Be brief.")).await?;
+//! session.send("hello").await?;
+//! let mut events = session.events(0);
+//! while let Some(event) = events.next().await {
+//!     let event = event?;
+//!     println!("{} {}", event.name, event.data);
+//!     if event.name == "session.waiting" {
+//!         break;
+//!     }
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The model-facing strings (receipts, `task_wait` and `task_cancel` answers, `<task_result>`
+//! blocks, the `[Tasks]` note) are a contract kept in [`strings`].
+
+mod engine;
+mod feed;
+mod inbound;
+pub mod model;
+pub mod strings;
+mod tasks;
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use serde_json::Value;
+
+pub use feed::SessionEvent;
+pub use inbound::{TurnPolicy, UserMessage};
+pub use model::{
+    FinishReason, Message, Model, ModelDelta, ModelError, ModelRequest, ModelResponse, ModelStream, ScriptedModel,
+    ToolCall, ToolSpec,
+};
+
+use crate::ask::Answer;
+use crate::journal::RunId;
+use crate::runtime::{Error, Runtime, RuntimeBuilder, StartOptions};
+use engine::{SESSION, SESSION_HOOK, SessionInput};
+use inbound::SessionInbound;
+use model::SessionModel;
+
+/// How a session starts: [`Runtime::session`].
+#[derive(Clone, Debug, Default)]
+pub struct SessionOptions {
+    id: Option<RunId>,
+    input: SessionInput,
+}
+
+impl SessionOptions {
+    /// A session with no system prompt that offers every tool of the manifest.
+    pub fn new() -> Self {
+        SessionOptions::default()
+    }
+
+    /// The session's id (its run's). Starting a session with an id that exists returns that
+    /// session unchanged, so a process that restarts can call this again.
+    pub fn id(mut self, id: RunId) -> Self {
+        self.id = Some(id);
+        self
+    }
+
+    /// The system prompt. The block about tasks is added after it when the session offers a task.
+    pub fn system(mut self, prompt: impl Into<String>) -> Self {
+        self.input.system = prompt.into();
+        self
+    }
+
+    /// Offers only these tools of the manifest (`task_wait` and `task_cancel` come with any task).
+    pub fn tools<I, S>(mut self, names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.input.tools = Some(names.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// A child session (or a schedule's): only its final reply reaches its caller, so a turn
+    /// held for tasks reports its text with `finishReason: "tool-calls"`.
+    pub fn child(mut self) -> Self {
+        self.input.child = true;
+        self
+    }
+}
+
+impl RuntimeBuilder {
+    /// The model the runtime's sessions talk to. A session's model step fails with a clear error
+    /// when none is set.
+    pub fn model(self, model: impl Model) -> Self {
+        self.state(SessionModel(Arc::new(model)))
+    }
+}
+
+impl Runtime {
+    /// Starts a session (or, with [`SessionOptions::id`] of one that exists, returns it).
+    pub async fn session(&self, options: SessionOptions) -> Result<Session, Error> {
+        for name in options.input.tools.iter().flatten() {
+            if crate::registry::tool(name).is_none() {
+                return Err(crate::runtime::unknown_tool(name));
+            }
+        }
+        let input = serde_json::to_value(&options.input).expect("session options always serialize");
+        let mut start = StartOptions::new();
+        if let Some(id) = options.id {
+            start = start.id(id);
+        }
+        let handle = self.start_descriptor(&SESSION, input, start).await?;
+        Ok(Session { runtime: self.clone(), id: handle.id().clone() })
+    }
+
+    /// The session with this id, checking that it is one.
+    pub async fn open_session(&self, id: &RunId) -> Result<Session, Error> {
+        let record = self.journal(id).await?;
+        if record.summary.tool != SESSION.name {
+            return Err(Error::NotASession(id.clone()));
+        }
+        Ok(Session { runtime: self.clone(), id: id.clone() })
+    }
+}
+
+/// A handle to a session: send it messages, cancel its turn, answer its tasks' questions, and
+/// read its event feed.
+#[derive(Clone)]
+pub struct Session {
+    runtime: Runtime,
+    id: RunId,
+}
+
+impl Session {
+    /// The session's id (its run's).
+    pub fn id(&self) -> &RunId {
+        &self.id
+    }
+
+    /// Sends the model a message from an anonymous caller that steers the open turn, or opens a
+    /// turn when none is open.
+    pub async fn send(&self, text: impl Into<String>) -> Result<(), Error> {
+        self.send_message(UserMessage::new(text)).await
+    }
+
+    /// Sends a message with its policy and caller.
+    pub async fn send_message(&self, message: UserMessage) -> Result<(), Error> {
+        let id = format!("message:{}", crate::random::nonce());
+        self.deliver(&id, SessionInbound::Message(message)).await
+    }
+
+    /// Sends a message at most once per `delivery_id`: a client that retries after a lost reply
+    /// sends it again with the same id, and the session reads it once.
+    pub async fn send_message_once(&self, message: UserMessage, delivery_id: &str) -> Result<(), Error> {
+        self.deliver(&format!("message:{delivery_id}"), SessionInbound::Message(message)).await
+    }
+
+    /// Cancels the open turn, the `#[workflow_tool]` calls it waits on and every working task
+    /// (`cancel.reason` `turn_cancelled`). An idle resumable task stays and can be continued.
+    pub async fn cancel(&self) -> Result<(), Error> {
+        self.deliver(&format!("cancel:{}", crate::random::nonce()), SessionInbound::Cancel).await
+    }
+
+    /// Ends the session: every task ends (`cancel.reason` `turn_ended`), then the session's run.
+    pub async fn close(&self) -> Result<(), Error> {
+        self.deliver("close", SessionInbound::Close).await
+    }
+
+    /// Answers a question a task asked: `request_id` as the feed's `input.requested` gives it.
+    pub async fn answer(&self, request_id: &str, answer: Answer) -> Result<(), Error> {
+        let unknown =
+            || Error::Answer(crate::ask::AnswerError::NotOpen { run: self.id.clone(), request: request_id.to_owned() });
+        let (run, request) = request_id.rsplit_once(':').ok_or_else(unknown)?;
+        let run: RunId = run.parse().map_err(|_| unknown())?;
+        // Only the runs this session started are its children.
+        if !run.as_str().strip_prefix(self.id.as_str()).is_some_and(|rest| rest.starts_with('.')) {
+            return Err(unknown());
+        }
+        self.runtime.answer(&run, request, answer).await
+    }
+
+    /// The feed's events after sequence number `after` (0 for all), then each new one as the
+    /// session commits it. A client that reconnects passes the last sequence it saw and misses
+    /// nothing, also across restarts. The stream ends when the session's run ends.
+    pub fn events(&self, after: u64) -> BoxStream<'static, Result<SessionEvent, Error>> {
+        feed::follow(self.runtime.clone(), self.id.clone(), after).boxed()
+    }
+
+    /// The events the feed holds now, after sequence number `after`.
+    pub async fn history(&self, after: u64) -> Result<Vec<SessionEvent>, Error> {
+        Ok(feed::journaled(&self.runtime.journal(&self.id).await?.entries, after))
+    }
+
+    async fn deliver(&self, delivery_id: &str, inbound: SessionInbound) -> Result<(), Error> {
+        let payload: Value = serde_json::to_value(inbound).expect("what a session receives always serializes");
+        self.runtime.deliver_to(&self.id, SESSION_HOOK, delivery_id, payload).await
+    }
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session").field("id", &self.id).finish_non_exhaustive()
+    }
+}
