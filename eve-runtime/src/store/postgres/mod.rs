@@ -351,11 +351,11 @@ impl Store for PostgresStore {
     }
 
     async fn recovery(&self) -> Result<Recovery, StoreError> {
-        with_client!(self, "reading what to recover".to_owned(), |client| reads::recovery(&mut client))
+        with_client!(self, "reading what to recover", |client| reads::recovery(&mut client))
     }
 
     async fn claimable(&self, now: Timestamp, limit: usize) -> Result<Vec<RunId>, StoreError> {
-        with_client!(self, "listing claimable runs".to_owned(), |client| reads::claimable(&mut client, now, limit))
+        with_client!(self, "listing claimable runs", |client| reads::claimable(&mut client, now, limit))
     }
 
     async fn continue_as_new(&self, run: &RunId, fence: Fence, started: Entry) -> Result<(), StoreError> {
@@ -375,7 +375,7 @@ impl Store for PostgresStore {
         payload: DeliveryPayload,
     ) -> Result<Delivered, StoreError> {
         let (limit, limits) = (self.options.max_entry_bytes, self.options.inbox_limits);
-        with_client!(self, "a delivery".to_owned(), |client| writes::deliver(
+        with_client!(self, "a delivery", |client| writes::deliver(
             &mut client,
             &target,
             delivery_id,
@@ -390,11 +390,11 @@ impl Store for PostgresStore {
     }
 
     async fn find_hook(&self, token: &TokenHash) -> Result<Option<HookRow>, StoreError> {
-        with_client!(self, "looking up a hook".to_owned(), |client| reads::find_hook(&client, token.as_str()))
+        with_client!(self, "looking up a hook", |client| reads::find_hook(&client, token.as_str()))
     }
 
     async fn timers(&self) -> Result<Vec<TimerRow>, StoreError> {
-        with_client!(self, "listing timers".to_owned(), |client| reads::timers(&client))
+        with_client!(self, "listing timers", |client| reads::timers(&client))
     }
 
     async fn load(&self, run: &RunId) -> Result<Option<RunRecord>, StoreError> {
@@ -402,7 +402,7 @@ impl Store for PostgresStore {
     }
 
     async fn list_runs(&self, status: Option<RunStatus>, limit: usize) -> Result<Vec<RunSummary>, StoreError> {
-        with_client!(self, "listing runs".to_owned(), |client| reads::list_runs(&client, status, limit))
+        with_client!(self, "listing runs", |client| reads::list_runs(&client, status, limit))
     }
 
     async fn tail(&self, run: &RunId) -> Result<Option<(RunSummary, Entry)>, StoreError> {
