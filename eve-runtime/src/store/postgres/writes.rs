@@ -113,8 +113,20 @@ pub(super) async fn claim(
                WHERE id = $1 AND (owner IS NULL OR owner = $2 OR lease_until <= $4)
                RETURNING epoch, entries";
     let (until, now) = (int(lease_until.as_millis()), int(now.as_millis()));
-    let Some(row) = query_opt(&tx, sql, &[&run.as_str(), &owner.0.as_bytes(), &until, &now]).await? else {
-        return Err(why_not_claimed(&tx, run, now).await?.into());
+    let mut taken = None;
+    // A lease released between the `UPDATE` and the look at why it matched nothing is free: try again.
+    for _ in 0..3 {
+        taken = query_opt(&tx, sql, &[&run.as_str(), &owner.0.as_bytes(), &until, &now]).await?;
+        match taken {
+            Some(_) => break,
+            None => match why_not_claimed(&tx, run, now).await? {
+                Some(refusal) => return Err(refusal.into()),
+                None => continue,
+            },
+        }
+    }
+    let Some(row) = taken else {
+        return Err(StoreError::Backend(format!("run {run}'s lease kept changing while it was being claimed")).into());
     };
     let (epoch, next_seq) = (codec::uint(row.try_get(0)?)?, codec::uint(row.try_get(1)?)?);
     let entries = super::reads::journal(&tx, run, from_seq, next_seq).await?;
@@ -123,20 +135,20 @@ pub(super) async fn claim(
     Ok(Claimed { fence: Fence { epoch }, entries, next_seq, inbox })
 }
 
-/// Why a claim's `UPDATE` matched no row: no such run, or another worker's lease.
-async fn why_not_claimed<C: GenericClient>(conn: &C, run: &RunId, now: i64) -> Result<StoreError, Failure> {
+/// Why a claim's `UPDATE` matched no row: no such run, or another worker's lease; `None` if the
+/// lease is free after all (released or expired since).
+async fn why_not_claimed<C: GenericClient>(conn: &C, run: &RunId, now: i64) -> Result<Option<StoreError>, Failure> {
     let sql = "SELECT owner, lease_until FROM runs WHERE id = $1";
     let Some(row) = query_opt(conn, sql, &[&run.as_str()]).await? else {
-        return Ok(StoreError::RunNotFound(run.clone()));
+        return Ok(Some(StoreError::RunNotFound(run.clone())));
     };
     let (owner, until): (Option<&[u8]>, Option<i64>) = (row.try_get(0)?, row.try_get(1)?);
     match (owner, until) {
         (Some(owner), Some(until)) if until > now => {
             let owner = codec::text(owner, "owner")?;
-            Ok(StoreError::Leased { run: run.clone(), owner, until: codec::timestamp(until)? })
+            Ok(Some(StoreError::Leased { run: run.clone(), owner, until: codec::timestamp(until)? }))
         }
-        // Released or expired since the UPDATE looked: the caller may simply claim again.
-        _ => Ok(StoreError::Backend(format!("run {run}'s lease changed while it was being claimed; claim it again"))),
+        _ => Ok(None),
     }
 }
 
