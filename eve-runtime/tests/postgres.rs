@@ -269,6 +269,27 @@ async fn a_connection_lost_mid_transaction_commits_nothing() {
     store.append(&run.id, fence, &append_of(3, vec![record(2)])).await.expect("the store goes on");
 }
 
+/// A statement that waits past `PostgresOptions::statement_timeout` (here on a row lock another
+/// session holds) is cancelled by the server: the append fails with a transient error naming the
+/// timeout and writes nothing.
+#[tokio::test]
+async fn a_statement_past_its_timeout_is_cancelled_and_writes_nothing() {
+    let schema = Schema::new();
+    let options = PostgresOptions { statement_timeout: Duration::from_millis(300), ..schema.options() };
+    let store = PostgresStore::connect_with(&schema.store_url(), options).await.expect("the store opens");
+    let run = new_run("slow");
+    let Ok(Created::New(fence)) = store.create_run(run.clone(), &WorkerId("w".into())).await else { panic!("created") };
+    let mut admin = schema.admin().await;
+    let holder = admin.transaction().await.expect("a transaction");
+    holder.execute("SELECT 1 FROM runs WHERE id = $1 FOR UPDATE", &[&run.id.as_str()]).await.expect("the row locks");
+    let error = store.append(&run.id, fence, &append_of(1, vec![record(0)])).await.expect_err("the append times out");
+    holder.rollback().await.expect("the lock is let go");
+    assert!(error.is_transient(), "{error:?}");
+    assert!(error.to_string().contains("statement timeout"), "the message names the timeout: {error}");
+    assert_eq!(store.load(&run.id).await.unwrap().unwrap().entries.len(), 1, "nothing was written");
+    store.append(&run.id, fence, &append_of(1, vec![record(0)])).await.expect("the store goes on");
+}
+
 /// After the server crashes and restarts (`pg_ctl restart -m immediate`: no checkpoint, recovery
 /// from the WAL), everything acknowledged is there, and the same store, whose pooled connections
 /// all died, goes on working without being reopened.
