@@ -23,7 +23,7 @@ use serde_json::json;
 use self::cluster::{Cluster, Schema};
 
 async fn fixture() -> (PostgresStore, Schema) {
-    let schema = Schema::new();
+    let schema = Schema::new().await;
     let store = schema.store().await;
     (store, schema)
 }
@@ -133,7 +133,7 @@ async fn a_missing_database_is_named() {
 /// A user that may neither create a schema nor use an existing one is told what to grant.
 #[tokio::test]
 async fn a_user_without_privileges_is_told_what_to_grant() {
-    let schema = Schema::new();
+    let schema = Schema::new().await;
     let admin = schema.admin().await;
     let role = format!("{}_role", schema.name);
     admin
@@ -160,7 +160,7 @@ async fn tls_without_the_feature_is_refused_clearly() {
 /// A schema written by a newer eve is refused with both versions named, and left as it was.
 #[tokio::test]
 async fn a_newer_schema_is_refused_untouched() {
-    let schema = Schema::new();
+    let schema = Schema::new().await;
     let store = schema.store().await;
     let Ok(Created::New(_)) = store.create_run(new_run("kept"), &WorkerId("w".into())).await else { panic!("created") };
     drop(store);
@@ -185,7 +185,7 @@ async fn a_newer_schema_is_refused_untouched() {
 /// and the others find them ready; every one of them works.
 #[tokio::test]
 async fn workers_starting_at_once_create_the_schema_once() {
-    let schema = Schema::new();
+    let schema = Schema::new().await;
     let url = schema.store_url();
     let opened = futures::future::join_all((0..6).map(|_| PostgresStore::connect_with(&url, schema.options()))).await;
     let stores: Vec<PostgresStore> =
@@ -220,7 +220,7 @@ async fn waiting_backend(admin: &tokio_postgres::Client, schema: &Schema) -> i32
 /// way the journal holds every acknowledged entry once and nothing else, and the store goes on.
 #[tokio::test]
 async fn a_connection_lost_mid_transaction_commits_nothing() {
-    let schema = Schema::new();
+    let schema = Schema::new().await;
     let store = schema.store().await;
     let worker = WorkerId("w".into());
     let run = new_run("cut-off");
@@ -274,7 +274,7 @@ async fn a_connection_lost_mid_transaction_commits_nothing() {
 /// timeout and writes nothing.
 #[tokio::test]
 async fn a_statement_past_its_timeout_is_cancelled_and_writes_nothing() {
-    let schema = Schema::new();
+    let schema = Schema::new().await;
     let options = PostgresOptions { statement_timeout: Duration::from_millis(300), ..schema.options() };
     let store = PostgresStore::connect_with(&schema.store_url(), options).await.expect("the store opens");
     let run = new_run("slow");
@@ -295,6 +295,8 @@ async fn a_statement_past_its_timeout_is_cancelled_and_writes_nothing() {
 /// all died, goes on working without being reopened.
 #[tokio::test]
 async fn acknowledged_writes_survive_a_server_crash() {
+    // Held so that the figures test, which measures alone, does not run beside this cluster's work.
+    let _turn = Schema::new().await;
     let cluster =
         Cluster::start().unwrap_or_else(|reason| panic!("this test starts its own cluster, which failed: {reason}"));
     let options = PostgresOptions { pool_size: 4, ..PostgresOptions::default() };
@@ -339,13 +341,14 @@ async fn acknowledged_writes_survive_a_server_crash() {
 
 /// Sequential appends (one entry per transaction, each waiting for its commit) run at no less than
 /// half the server's raw commit rate (one `INSERT` per transaction, `synchronous_commit` on),
-/// measured in the same run: 1,000 of each, interleaved in blocks of 100 so that a change of load
-/// on the machine weighs on both alike. The rates are printed (`--nocapture` shows them).
+/// measured in the same run while no other test uses the server: 1,000 of each, interleaved in
+/// blocks of 100 so that a change of load on the machine weighs on both alike. The rates are
+/// printed (`--nocapture` shows them).
 #[tokio::test]
 async fn sequential_appends_commit_at_half_the_raw_rate_or_better() {
     const TOTAL: usize = 1_000;
     const BLOCK: usize = 100;
-    let schema = Schema::new();
+    let schema = Schema::alone().await;
     let store = schema.store().await;
     let admin = schema.admin().await;
     admin.batch_execute("CREATE TABLE raw_commits (id bigserial PRIMARY KEY, value text NOT NULL)").await.unwrap();

@@ -15,9 +15,10 @@
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use eve_runtime::store::{PostgresOptions, PostgresStore};
+use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock};
 
 /// The variable naming the server the tests use.
 pub const URL_VARIABLE: &str = "EVE_TEST_DATABASE_URL";
@@ -93,20 +94,40 @@ pub fn server_url() -> &'static str {
     }
 }
 
+/// Held by every test while it uses the shared server: shared by most, alone by a test that
+/// measures speed, so no other test's load weighs on its figures.
+fn gate() -> Arc<RwLock<()>> {
+    static GATE: OnceLock<Arc<RwLock<()>>> = OnceLock::new();
+    GATE.get_or_init(|| Arc::new(RwLock::new(()))).clone()
+}
+
+/// How a test holds the [`gate`]: kept, never read, until the test ends.
+type Turn = (Option<OwnedRwLockReadGuard<()>>, Option<OwnedRwLockWriteGuard<()>>);
+
 /// A schema of its own for one test, dropped (with everything in it) when the value is dropped.
 pub struct Schema {
     url: String,
     /// Its name.
     pub name: String,
+    _turn: Turn,
 }
 
 impl Schema {
     /// A new, unused schema name on the shared server (the schema itself is created by the store).
-    pub fn new() -> Schema {
+    pub async fn new() -> Schema {
+        Schema::with((Some(gate().read_owned().await), None))
+    }
+
+    /// Like [`Schema::new`], once no other test uses the server, and keeping it to itself.
+    pub async fn alone() -> Schema {
+        Schema::with((None, Some(gate().write_owned().await)))
+    }
+
+    fn with(turn: Turn) -> Schema {
         let mut bytes = [0u8; 8];
         eve_runtime::secret::fill_random(&mut bytes);
         let suffix: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
-        Schema { url: server_url().to_owned(), name: format!("t_{suffix}") }
+        Schema { url: server_url().to_owned(), name: format!("t_{suffix}"), _turn: turn }
     }
 
     /// The server's URL.
@@ -134,12 +155,6 @@ impl Schema {
     /// A plain connection to the server, as an administrator, its search path on this schema.
     pub async fn admin(&self) -> tokio_postgres::Client {
         admin(&self.url, Some(&self.name)).await
-    }
-}
-
-impl Default for Schema {
-    fn default() -> Self {
-        Schema::new()
     }
 }
 

@@ -217,11 +217,14 @@ impl PostgresStore {
         })
     }
 
-    /// Settles an append whose commit was in doubt by reading the journal back.
-    async fn settle(&self, rows: &AppendRows, doubt: Failure) -> Result<(), StoreError> {
+    /// Settles an append that may have been written before its connection was lost, by reading
+    /// the journal back: "ok" if its entries are there, else `refusal` if there is one (the journal
+    /// moved on without them), else an error naming the lost connection.
+    async fn settle(&self, rows: &AppendRows, lost: Failure, refusal: Option<StoreError>) -> Result<(), StoreError> {
         let what = || format!("an append to run {}", rows.run);
+        let mut found = Err(Failure::Store(StoreError::Backend(String::new())));
         for _ in 0..=RETRIES {
-            let found = match self.client().await {
+            found = match self.client().await {
                 Ok(client) => {
                     let found = writes::landed(&client, rows).await;
                     discard_if_broken(client, &found);
@@ -229,30 +232,21 @@ impl PostgresStore {
                 }
                 Err(failure) => Err(failure),
             };
-            match found {
-                Ok(Some(true)) => return Ok(()),
-                Ok(Some(false)) => {
-                    let message = format!(
-                        "lost the connection to Postgres at {} while committing {}; it was not written, and \
-                         another writer has written there since",
-                        self.target,
-                        what()
-                    );
-                    return Err(StoreError::Backend(message));
-                }
-                Ok(None) => {
-                    let message = format!(
-                        "lost the connection to Postgres at {} while committing {}; it was not written",
-                        self.target,
-                        what()
-                    );
-                    return Err(StoreError::Backend(message));
-                }
-                Err(failure) if failure.is_lost_connection() => continue,
-                Err(failure) => return Err(failure.into_store_error(&what(), &self.target)),
+            if !found.as_ref().is_err_and(Failure::is_lost_connection) {
+                break;
             }
         }
-        Err(doubt.into_store_error(&what(), &self.target))
+        match (found, refusal) {
+            (Ok(Some(true)), _) => Ok(()),
+            (Ok(_), Some(refusal)) => Err(refusal),
+            // Not in the journal: nothing of it was committed.
+            (Ok(_), None) => match lost {
+                Failure::Pg(error) | Failure::InDoubt(error) => Err(codec::pg_error(&error, &what(), &self.target)),
+                other => Err(other.into_store_error(&what(), &self.target)),
+            },
+            (Err(failure), _) if failure.is_lost_connection() => Err(lost.into_store_error(&what(), &self.target)),
+            (Err(failure), _) => Err(failure.into_store_error(&what(), &self.target)),
+        }
     }
 }
 
@@ -327,8 +321,10 @@ impl Store for PostgresStore {
     async fn append(&self, run: &RunId, fence: Fence, append: &Append) -> Result<(), StoreError> {
         let rows = self.encode_append(run, fence, append)?;
         let what = format!("an append to run {run}");
-        let mut attempt = 0;
-        loop {
+        // An append is guarded by its first sequence number, so running it again after a lost
+        // connection can never write it twice: the second try is refused if the first got through.
+        let mut lost = None;
+        for _ in 0..=RETRIES {
             let result = match self.client().await {
                 Ok(mut client) => {
                     let result = writes::append(&mut client, &rows).await;
@@ -337,12 +333,18 @@ impl Store for PostgresStore {
                 }
                 Err(failure) => Err(failure),
             };
-            match result {
-                Ok(()) => return Ok(()),
-                Err(failure) if failure.is_lost_connection() && attempt < RETRIES => attempt += 1,
-                Err(doubt @ Failure::InDoubt(_)) => return self.settle(&rows, doubt).await,
-                Err(failure) => return Err(failure.into_store_error(&what, &self.target)),
+            match (result, lost.take()) {
+                (Ok(()), _) => return Ok(()),
+                (Err(failure), _) if failure.broke_connection() => lost = Some(failure),
+                (Err(Failure::Store(conflict @ StoreError::SeqConflict { .. })), Some(earlier)) => {
+                    return self.settle(&rows, earlier, Some(conflict)).await;
+                }
+                (Err(failure), _) => return Err(failure.into_store_error(&what, &self.target)),
             }
+        }
+        match lost {
+            Some(failure) => self.settle(&rows, failure, None).await,
+            None => Err(StoreError::Backend(format!("{what} was tried {} times", RETRIES + 1))),
         }
     }
 

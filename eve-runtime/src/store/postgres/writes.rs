@@ -177,9 +177,41 @@ pub(super) async fn renew(client: &Client, run: &RunId, fence: Fence, lease_unti
     Ok(())
 }
 
-/// Appends the entries, consumes the inbox items and applies the index changes they imply.
+/// Appends the entries, consumes the inbox items and applies the index changes they imply. An
+/// append that implies no index change (a step's result, a recorded value: most of them) is one
+/// statement committed on its own, one round trip; the others take a transaction.
 pub(super) async fn append(client: &mut Client, rows: &AppendRows) -> Result<(), Failure> {
+    if implies_nothing(&rows.changes) {
+        let advanced = advance(client, rows).await.map_err(|error| {
+            // The statement is its own commit: lost midway, it may have been written.
+            if codec::is_connection_loss(&error) { Failure::InDoubt(error) } else { Failure::Pg(error) }
+        })?;
+        if advanced != 1 {
+            return Err(why_refused(client, rows).await?.into());
+        }
+        return Ok(());
+    }
     let tx = client.transaction().await?;
+    if advance(&tx, rows).await? != 1 {
+        return Err(why_refused(&tx, rows).await?.into());
+    }
+    apply_indexes(&tx, &rows.run, &rows.changes).await?;
+    commit(tx).await
+}
+
+fn implies_nothing(changes: &IndexChanges) -> bool {
+    let IndexChanges { timers_added, timers_removed, hooks_added, hooks_removed, status } = changes;
+    timers_added.is_empty()
+        && timers_removed.is_empty()
+        && hooks_added.is_empty()
+        && hooks_removed.is_empty()
+        && status.is_none()
+}
+
+/// The statement at the heart of an append: checks the fence, status and journal length while
+/// advancing them, inserts the entries and consumes the inbox items, or, if a check fails, changes
+/// nothing. Returns how many runs it advanced (1 or 0).
+async fn advance<C: GenericClient>(conn: &C, rows: &AppendRows) -> Result<i64, tokio_postgres::Error> {
     let sql = "WITH advanced AS (
                    UPDATE runs SET entries = entries + cardinality($3::text[]), status = coalesce($5, status),
                                    parked = false
@@ -197,12 +229,7 @@ pub(super) async fn append(client: &mut Client, rows: &AppendRows) -> Result<(),
     let (first, epoch, status) = (int(rows.first_seq), int(rows.fence.epoch), rows.changes.status.map(status_name));
     let params: [&(dyn tokio_postgres::types::ToSql + Sync); 6] =
         [&rows.run.as_str(), &first, &rows.entries, &epoch, &status, &rows.consumed];
-    let advanced: i64 = query_one(&tx, sql, &params).await?.try_get(0)?;
-    if advanced != 1 {
-        return Err(why_refused(&tx, rows).await?.into());
-    }
-    apply_indexes(&tx, &rows.run, &rows.changes).await?;
-    commit(tx).await
+    query_one(conn, sql, &params).await?.try_get(0)
 }
 
 /// Why an append's `UPDATE` matched no row, checked in the memory store's order.
