@@ -8,9 +8,11 @@
 //! ([`schema`]: created or migrated in one transaction under an advisory lock; a newer schema is
 //! refused untouched). Each request takes a connection from the pool for one transaction. A request
 //! whose connection turns out to be dead before anything was committed (the server restarted, the
-//! connection was cut) runs again on a fresh one, a few times; a commit whose connection is lost
-//! midway is *in doubt*, and an append in doubt is settled by reading the journal back, so a
-//! caller is told "ok" exactly when its entries are there.
+//! connection was cut) runs again on a fresh one, a few times, and the broken connection leaves
+//! the pool. A commit whose connection is lost midway is *in doubt*; an append (guarded by its
+//! first sequence number, so never written twice) is then run again, and settled by reading the
+//! journal back if the retry is refused or cannot be made, so a caller is told "ok" exactly when
+//! its entries are there.
 //!
 //! # Claims, leases and fences
 //!

@@ -12,8 +12,10 @@
 //! - an append's first statement is one conditional `UPDATE runs` (fence epoch, status, journal
 //!   length) that also inserts the entries and consumes inbox items (data-modifying CTEs); a
 //!   stale writer's `UPDATE` matches no row, so the statement writes nothing and the transaction
-//!   is rolled back. A claim raising the epoch at the same moment holds the row: the append waits
-//!   for it, then finds the epoch changed;
+//!   is rolled back. An append implying no index change is that statement alone, which Postgres
+//!   commits as a transaction of its own (one round trip); the others add the index changes in
+//!   the same explicit transaction. A claim raising the epoch at the same moment holds the row:
+//!   the append waits for it, then finds the epoch changed;
 //! - a claim is one conditional `UPDATE runs` that takes the lease only if it is free, expired or
 //!   the caller's own, so of two workers claiming at once exactly one wins;
 //! - a delivery locks the run's row `FOR SHARE`: it waits for an append in flight, so it never
