@@ -6,9 +6,17 @@ use eve_runtime::conformance_suite;
 use eve_runtime::store::MemoryStore;
 
 conformance_suite!(memory, async { MemoryStore::new() });
+eve_runtime::claims_conformance_suite!(memory_claims, async { MemoryStore::new() });
 
 #[cfg(feature = "sqlite")]
 conformance_suite!(sqlite, async {
+    let dir = tempfile::tempdir().expect("a temporary directory can be created");
+    let store = eve_runtime::store::SqliteStore::open(dir.path().join("eve.db")).expect("a fresh SQLite store opens");
+    (store, dir)
+});
+
+#[cfg(feature = "sqlite")]
+eve_runtime::claims_conformance_suite!(sqlite_claims, async {
     let dir = tempfile::tempdir().expect("a temporary directory can be created");
     let store = eve_runtime::store::SqliteStore::open(dir.path().join("eve.db")).expect("a fresh SQLite store opens");
     (store, dir)

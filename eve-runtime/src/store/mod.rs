@@ -22,13 +22,19 @@
 //! leases that never expire; a shared store (Postgres) expires them so a dead worker's runs move on.
 
 mod memory;
+#[cfg(feature = "postgres")]
+mod postgres;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 
 #[cfg(feature = "testkit")]
 pub mod conformance;
+#[cfg(feature = "testkit")]
+pub mod shared_conformance;
 
 pub use memory::MemoryStore;
+#[cfg(feature = "postgres")]
+pub use postgres::{ConnectError as PostgresConnectError, PostgresOptions, PostgresStore};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteOptions, SqliteStore};
 
@@ -417,6 +423,30 @@ pub trait Store: Send + Sync + 'static {
     /// entry as [`StoreError::TooLarge`] without declaring its limit fails the run instead.
     fn max_entry_bytes(&self) -> Option<usize> {
         None
+    }
+
+    /// Extends the lease of the claim `fence` holds to `now + lease` (a worker's heartbeat while it
+    /// advances the run). Fails with [`StoreError::Fenced`] if another claim superseded it; a
+    /// released claim (or a parked run) stays released. Single-process stores hold leases that
+    /// never expire, so the default does nothing.
+    async fn renew(&self, run: &RunId, fence: Fence, lease: Duration, now: Timestamp) -> Result<(), StoreError> {
+        let _ = (run, fence, lease, now);
+        Ok(())
+    }
+
+    /// At most `limit` unfinished runs a worker may claim at `now`, oldest first: runs with
+    /// something to do (not parked, a delivery waiting, or a timer due by `now`) whose lease is
+    /// free or expired at `now`. A shared store answers without waiting on other workers'
+    /// transactions. The default, for single-process stores (whose leases are all this process's
+    /// own), lists [`Recovery::runnable`] and the runs with a timer due, by run id.
+    async fn claimable(&self, now: Timestamp, limit: usize) -> Result<Vec<RunId>, StoreError> {
+        let recovery = self.recovery().await?;
+        let due = recovery.timers.into_iter().filter(|timer| timer.due <= now).map(|timer| timer.run);
+        let mut runs: Vec<RunId> = recovery.runnable.into_iter().chain(due).collect();
+        runs.sort();
+        runs.dedup();
+        runs.truncate(limit);
+        Ok(runs)
     }
 
     /// Whether several processes share this store, so claims must be released when a run parks.

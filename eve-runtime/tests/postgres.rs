@@ -1,0 +1,385 @@
+//! The Postgres store passes the whole store conformance suite and the shared-store cases, each
+//! test in a schema of its own; and bad input (a malformed URL, an unreachable server, a refused
+//! login, a missing database or privilege, a schema from a newer eve, a connection lost midway, a
+//! server crash) gets a clear typed error and loses nothing acknowledged.
+//!
+//! The tests use the server in `EVE_TEST_DATABASE_URL`, or start a throwaway cluster themselves
+//! with `scripts/postgres.sh` (see `postgres/cluster.rs`); without either they fail, saying why.
+#![cfg(all(feature = "postgres", feature = "testkit"))]
+
+#[path = "postgres/cluster.rs"]
+mod cluster;
+
+use std::time::Duration;
+
+use eve_runtime::journal::{Entry, Op, RecordKind};
+use eve_runtime::store::{
+    Append, Created, Delivered, DeliveryPayload, NewRun, PostgresConnectError, PostgresOptions, PostgresStore, Store,
+    StoreError, Target, WorkerId,
+};
+use eve_runtime::{Timestamp, claims_conformance_suite, conformance_suite, shared_conformance_suite};
+use serde_json::json;
+
+use self::cluster::{Cluster, Schema};
+
+async fn fixture() -> (PostgresStore, Schema) {
+    let schema = Schema::new().await;
+    let store = schema.store().await;
+    (store, schema)
+}
+
+conformance_suite!(postgres, fixture());
+claims_conformance_suite!(postgres_claims, fixture());
+shared_conformance_suite!(postgres_shared, fixture());
+
+fn new_run(id: &str) -> NewRun {
+    NewRun {
+        id: id.parse().expect("a valid run id"),
+        workflow_id: "postgres::workflow".into(),
+        tool: "postgres_tool".into(),
+        input: json!({"city": "Zürich"}),
+        created_at: Timestamp::from_millis(1_000),
+        principal: None,
+        interactive: true,
+        parent: None,
+    }
+}
+
+fn record(op: u32) -> Entry {
+    Entry::Recorded { op: Op(op), kind: RecordKind::Random, value: json!(op) }
+}
+
+fn append_of(first_seq: u64, entries: Vec<Entry>) -> Append {
+    Append { first_seq, entries, consumed: Vec::new(), notices: Vec::new() }
+}
+
+/// The URL of the shared server with its password (and user, or database) replaced.
+fn with(url: &str, user: Option<&str>, password: &str, database: Option<&str>) -> String {
+    let config: tokio_postgres::Config = url.parse().expect("the test URL parses");
+    let host = match &config.get_hosts()[0] {
+        tokio_postgres::config::Host::Tcp(host) => host.clone(),
+        tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let user = user.map(str::to_owned).or(config.get_user().map(str::to_owned)).unwrap_or_default();
+    let database = database.map(str::to_owned).or(config.get_dbname().map(str::to_owned)).unwrap_or_default();
+    format!("postgres://{user}:{password}@{host}:{port}/{database}")
+}
+
+async fn connect_error(url: &str, options: PostgresOptions) -> PostgresConnectError {
+    match PostgresStore::connect_with(url, options).await {
+        Ok(store) => panic!("connecting should fail, but a store opened: {store:?}"),
+        Err(error) => error,
+    }
+}
+
+// ---- Bad input -----------------------------------------------------------------------------------
+
+/// A URL that does not parse is refused before anything is contacted, without repeating it (it
+/// may hold a password).
+#[tokio::test]
+async fn a_malformed_url_is_refused_without_repeating_it() {
+    for url in ["postgres://eve:hunter2@localhost:notaport/eve", "host=localhost password=hunter2 port=x", ""] {
+        let error = connect_error(url, PostgresOptions::default()).await;
+        assert!(matches!(error, PostgresConnectError::InvalidUrl { .. }), "{url:?}: got {error:?}");
+        assert!(!error.to_string().contains("hunter2"), "the password is not repeated: {error}");
+    }
+    let options = PostgresOptions { schema: "Robert'); DROP TABLE students;--".into(), ..PostgresOptions::default() };
+    let error = connect_error("postgres://eve@localhost/eve", options).await;
+    assert!(matches!(error, PostgresConnectError::InvalidUrl { ref reason } if reason.contains("schema")), "{error}");
+}
+
+/// Nothing listening at the address: `Unreachable`, naming the host and port.
+#[tokio::test]
+async fn an_unreachable_server_is_named() {
+    let port =
+        std::net::TcpListener::bind("127.0.0.1:0").and_then(|listener| listener.local_addr()).expect("a port").port();
+    let url = format!("postgres://eve:hunter2@127.0.0.1:{port}/eve");
+    let options = PostgresOptions { connect_timeout: Duration::from_secs(2), ..PostgresOptions::default() };
+    let error = connect_error(&url, options).await;
+    assert!(matches!(error, PostgresConnectError::Unreachable { .. }), "got {error:?}");
+    let message = error.to_string();
+    assert!(message.contains(&format!("127.0.0.1:{port}")), "the message names the server: {message}");
+    assert!(!message.contains("hunter2"), "the password is not shown: {message}");
+    assert!(matches!(StoreError::from(error), StoreError::Open { .. }), "it converts to StoreError::Open");
+}
+
+/// A wrong password and an unknown user are both a refused login, saying what to check and never
+/// showing the password.
+#[tokio::test]
+async fn a_refused_login_says_so() {
+    let server = cluster::server_url();
+    for url in [with(server, None, "wrong-password", None), with(server, Some("nobody_here"), "x-password", None)] {
+        let error = connect_error(&url, PostgresOptions::default()).await;
+        assert!(matches!(error, PostgresConnectError::LoginRefused { .. }), "got {error:?}");
+        let message = error.to_string();
+        assert!(message.contains("refused the login"), "{message}");
+        assert!(!message.contains("wrong-password") && !message.contains("x-password"), "{message}");
+    }
+}
+
+/// A database that does not exist is named as such.
+#[tokio::test]
+async fn a_missing_database_is_named() {
+    let server = cluster::server_url();
+    let password =
+        server.parse::<tokio_postgres::Config>().ok().and_then(|config| config.get_password().map(<[u8]>::to_vec));
+    let password = String::from_utf8(password.unwrap_or_default()).expect("a UTF-8 password");
+    let error =
+        connect_error(&with(server, None, &password, Some("no_such_database")), PostgresOptions::default()).await;
+    assert!(matches!(error, PostgresConnectError::NoDatabase { .. }), "got {error:?}");
+    assert!(error.to_string().contains("no_such_database"), "{error}");
+}
+
+/// A user that may neither create a schema nor use an existing one is told what to grant.
+#[tokio::test]
+async fn a_user_without_privileges_is_told_what_to_grant() {
+    let schema = Schema::new().await;
+    let admin = schema.admin().await;
+    let role = format!("{}_role", schema.name);
+    admin
+        .batch_execute(&format!("CREATE ROLE {role} LOGIN PASSWORD 'pw-{role}'"))
+        .await
+        .expect("the role can be created");
+    let url = with(schema.url(), Some(&role), &format!("pw-{role}"), None);
+    let error = connect_error(&url, schema.options()).await;
+    assert!(matches!(error, PostgresConnectError::Privileges { .. }), "got {error:?}");
+    assert!(error.to_string().contains("grant it CREATE"), "{error}");
+    admin.batch_execute(&format!("DROP ROLE {role}")).await.expect("the role can be dropped");
+}
+
+/// `sslmode=require` in a build without the `postgres-tls` feature is refused up front, saying
+/// which feature to enable.
+#[cfg(not(feature = "postgres-tls"))]
+#[tokio::test]
+async fn tls_without_the_feature_is_refused_clearly() {
+    let error = connect_error("postgres://eve:pw@localhost/eve?sslmode=require", PostgresOptions::default()).await;
+    assert!(matches!(error, PostgresConnectError::Tls { .. }), "got {error:?}");
+    assert!(error.to_string().contains("postgres-tls"), "{error}");
+}
+
+/// A schema written by a newer eve is refused with both versions named, and left as it was.
+#[tokio::test]
+async fn a_newer_schema_is_refused_untouched() {
+    let schema = Schema::new().await;
+    let store = schema.store().await;
+    let Ok(Created::New(_)) = store.create_run(new_run("kept"), &WorkerId("w".into())).await else { panic!("created") };
+    drop(store);
+    let admin = schema.admin().await;
+    admin.batch_execute("UPDATE schema_version SET version = 99, written_by = 'eve from the future'").await.unwrap();
+    let error = connect_error(&schema.store_url(), schema.options()).await;
+    match &error {
+        PostgresConnectError::NewerSchema { found: 99, supported: 1, .. } => {}
+        other => panic!("expected NewerSchema 99 > 1, got {other:?}"),
+    }
+    let message = error.to_string();
+    assert!(message.contains("99") && message.contains("nothing was changed"), "{message}");
+    let row = admin.query_one("SELECT version, written_by, (SELECT count(*) FROM runs) FROM schema_version", &[]).await;
+    let row = row.expect("the schema is still there");
+    assert_eq!(
+        (row.get::<_, i32>(0), row.get::<_, String>(1), row.get::<_, i64>(2)),
+        (99, "eve from the future".into(), 1)
+    );
+}
+
+/// Many workers opening one fresh schema at once: the advisory lock lets one create the tables
+/// and the others find them ready; every one of them works.
+#[tokio::test]
+async fn workers_starting_at_once_create_the_schema_once() {
+    let schema = Schema::new().await;
+    let url = schema.store_url();
+    let opened = futures::future::join_all((0..6).map(|_| PostgresStore::connect_with(&url, schema.options()))).await;
+    let stores: Vec<PostgresStore> =
+        opened.into_iter().map(|store| store.unwrap_or_else(|error| panic!("every worker opens: {error}"))).collect();
+    for (index, store) in stores.iter().enumerate() {
+        let created = store.create_run(new_run(&format!("run-{index}")), &WorkerId(format!("w{index}"))).await;
+        assert!(matches!(created, Ok(Created::New(_))), "worker {index} can create a run: {created:?}");
+    }
+    let listed = stores[0].list_runs(None, 100).await.expect("listing succeeds");
+    assert_eq!(listed.len(), 6, "every worker sees every run");
+    let admin = schema.admin().await;
+    let version: i32 = admin.query_one("SELECT version FROM schema_version", &[]).await.unwrap().get(0);
+    assert_eq!(version, 1);
+}
+
+/// The pid of the schema's store connection waiting for a lock, once there is one. (Each call
+/// reads `pg_stat_activity` in a transaction of its own: a transaction sees one snapshot of it.)
+async fn waiting_backend(admin: &tokio_postgres::Client, schema: &Schema) -> i32 {
+    let sql = "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'";
+    for _ in 0..500 {
+        if let Some(row) = admin.query_opt(sql, &[&schema.name]).await.expect("pg_stat_activity reads") {
+            return row.get(0);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("no eve connection came to wait for the lock");
+}
+
+/// A connection lost in the middle of an append's transaction (its backend terminated while it
+/// waits for a row lock) commits nothing: the store runs the append again on a fresh connection,
+/// and when the connection is lost every time, reports a transient error naming the cause. Either
+/// way the journal holds every acknowledged entry once and nothing else, and the store goes on.
+#[tokio::test]
+async fn a_connection_lost_mid_transaction_commits_nothing() {
+    let schema = Schema::new().await;
+    let store = schema.store().await;
+    let worker = WorkerId("w".into());
+    let run = new_run("cut-off");
+    let Ok(Created::New(fence)) = store.create_run(run.clone(), &worker).await else { panic!("created") };
+    store.append(&run.id, fence, &append_of(1, vec![record(0)])).await.expect("the first append is acknowledged");
+
+    let (mut admin, watcher) = (schema.admin().await, schema.admin().await);
+    for kills in [1, 4] {
+        let holder = admin.transaction().await.expect("a transaction");
+        holder
+            .execute("SELECT 1 FROM runs WHERE id = $1 FOR UPDATE", &[&run.id.as_str()])
+            .await
+            .expect("the row locks");
+        // The first round's append lands at 2; the second's, at 3, never does.
+        let second = if kills == 1 { append_of(2, vec![record(1)]) } else { append_of(3, vec![record(9)]) };
+        let appending = store.append(&run.id, fence, &second);
+        let killing = async {
+            for _ in 0..kills {
+                let pid = waiting_backend(&watcher, &schema).await;
+                watcher.execute("SELECT pg_terminate_backend($1)", &[&pid]).await.expect("the backend is terminated");
+                // Wait until it is gone, so the next look finds the retry's backend, not this one.
+                let alive = "SELECT 1 FROM pg_stat_activity WHERE pid = $1";
+                while watcher.query_opt(alive, &[&pid]).await.expect("pg_stat_activity reads").is_some() {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            }
+            holder.rollback().await.expect("the lock is let go");
+        };
+        let (result, ()) = tokio::join!(appending, killing);
+        match kills {
+            1 => result.expect("a single lost connection is retried on a fresh one"),
+            _ => {
+                let error = result.expect_err("a connection lost at every try is reported");
+                assert!(error.is_transient(), "a lost connection is worth retrying: {error:?}");
+                let message = error.to_string();
+                assert!(
+                    message.contains("lost the connection") && message.contains("nothing of it was committed"),
+                    "{message}"
+                );
+                assert!(message.contains("cut-off"), "the message names the run: {message}");
+            }
+        }
+    }
+    let entries = store.load(&run.id).await.expect("load succeeds").expect("the run exists").entries;
+    assert_eq!(entries, vec![run.started_entry(), record(0), record(1)], "each acknowledged entry once, nothing else");
+    store.append(&run.id, fence, &append_of(3, vec![record(2)])).await.expect("the store goes on");
+}
+
+/// A statement that waits past `PostgresOptions::statement_timeout` (here on a row lock another
+/// session holds) is cancelled by the server: the append fails with a transient error naming the
+/// timeout and writes nothing.
+#[tokio::test]
+async fn a_statement_past_its_timeout_is_cancelled_and_writes_nothing() {
+    let schema = Schema::new().await;
+    let options = PostgresOptions { statement_timeout: Duration::from_millis(300), ..schema.options() };
+    let store = PostgresStore::connect_with(&schema.store_url(), options).await.expect("the store opens");
+    let run = new_run("slow");
+    let Ok(Created::New(fence)) = store.create_run(run.clone(), &WorkerId("w".into())).await else { panic!("created") };
+    let mut admin = schema.admin().await;
+    let holder = admin.transaction().await.expect("a transaction");
+    holder.execute("SELECT 1 FROM runs WHERE id = $1 FOR UPDATE", &[&run.id.as_str()]).await.expect("the row locks");
+    let error = store.append(&run.id, fence, &append_of(1, vec![record(0)])).await.expect_err("the append times out");
+    holder.rollback().await.expect("the lock is let go");
+    assert!(error.is_transient(), "{error:?}");
+    assert!(error.to_string().contains("statement timeout"), "the message names the timeout: {error}");
+    assert_eq!(store.load(&run.id).await.unwrap().unwrap().entries.len(), 1, "nothing was written");
+    store.append(&run.id, fence, &append_of(1, vec![record(0)])).await.expect("the store goes on");
+}
+
+/// After the server crashes and restarts (`pg_ctl restart -m immediate`: no checkpoint, recovery
+/// from the WAL), everything acknowledged is there, and the same store, whose pooled connections
+/// all died, goes on working without being reopened.
+#[tokio::test]
+async fn acknowledged_writes_survive_a_server_crash() {
+    // Held so that the figures test, which measures alone, does not run beside this cluster's work.
+    let _turn = Schema::new().await;
+    let cluster =
+        Cluster::start().unwrap_or_else(|reason| panic!("this test starts its own cluster, which failed: {reason}"));
+    let options = PostgresOptions { pool_size: 4, ..PostgresOptions::default() };
+    let store = PostgresStore::connect_with(&cluster.url, options).await.expect("the store opens");
+    let worker = WorkerId("w".into());
+    let mut journals = Vec::new();
+    for index in 0..8 {
+        let run = new_run(&format!("durable-{index}"));
+        let Ok(Created::New(fence)) = store.create_run(run.clone(), &worker).await else { panic!("created") };
+        let hook = Entry::HookCreated {
+            op: Op(1),
+            token_hash: format!("hash-{index}"),
+            nonce: None,
+            conflict: false,
+            webhook: None,
+        };
+        let added = vec![record(0), hook, Entry::TimerScheduled { op: Op(2), deadline: Timestamp::from_millis(9_000) }];
+        store.append(&run.id, fence, &append_of(1, added.clone())).await.expect("acknowledged");
+        let delivered = store
+            .deliver(
+                Target::Run(run.id.clone()),
+                Some("d"),
+                DeliveryPayload::Run(eve_runtime::store::Delivery::Cancel { reason: "x".into(), keep_output: false }),
+            )
+            .await;
+        assert!(matches!(delivered, Ok(Delivered::Accepted { .. })), "{delivered:?}");
+        let mut journal = vec![run.started_entry()];
+        journal.extend(added);
+        journals.push((run.id, fence, journal));
+    }
+    cluster.restart("immediate");
+    for (run, fence, journal) in &journals {
+        let loaded = store.load(run).await.expect("the store reconnects").expect("the run survived");
+        assert_eq!(&loaded.entries, journal, "run {run}'s journal survived whole");
+        assert_eq!(store.inbox(run).await.expect("inbox reads").len(), 1, "its delivery survived");
+        store.append(run, *fence, &append_of(4, vec![Entry::TimerFired { op: Op(2) }])).await.expect("appends go on");
+    }
+    assert_eq!(store.timers().await.expect("timers read").len(), 0, "every timer fired");
+}
+
+// ---- Figures -------------------------------------------------------------------------------------
+
+/// Sequential appends (one entry per transaction, each waiting for its commit) run at no less than
+/// half the server's raw commit rate (one `INSERT` per transaction, `synchronous_commit` on),
+/// measured in the same run while no other test uses the server: 1,000 of each, interleaved in
+/// blocks of 100 so that a change of load on the machine weighs on both alike. The rates are
+/// printed (`--nocapture` shows them).
+#[tokio::test]
+async fn sequential_appends_commit_at_half_the_raw_rate_or_better() {
+    const TOTAL: usize = 1_000;
+    const BLOCK: usize = 100;
+    let schema = Schema::alone().await;
+    let store = schema.store().await;
+    let admin = schema.admin().await;
+    admin.batch_execute("CREATE TABLE raw_commits (id bigserial PRIMARY KEY, value text NOT NULL)").await.unwrap();
+    let insert = admin.prepare("INSERT INTO raw_commits (value) VALUES ($1)").await.unwrap();
+    let run = new_run("figures");
+    let Ok(Created::New(fence)) = store.create_run(run.clone(), &WorkerId("w".into())).await else { panic!("created") };
+    let (mut raw, mut appends) = (Duration::ZERO, Duration::ZERO);
+    let mut next_seq = 1;
+    for _ in 0..TOTAL / BLOCK {
+        let started = std::time::Instant::now();
+        for index in 0..BLOCK {
+            admin.execute(&insert, &[&format!("{{\"op\":{index}}}")]).await.unwrap();
+        }
+        raw += started.elapsed();
+        let started = std::time::Instant::now();
+        for _ in 0..BLOCK {
+            let op = u32::try_from(next_seq).expect("small");
+            store.append(&run.id, fence, &append_of(next_seq, vec![record(op)])).await.expect("the append commits");
+            next_seq += 1;
+        }
+        appends += started.elapsed();
+    }
+    let rate = |elapsed: Duration| TOTAL as f64 / elapsed.as_secs_f64();
+    let (raw_rate, append_rate) = (rate(raw), rate(appends));
+    eprintln!(
+        "raw commits: {raw_rate:.0}/s ({:.2} ms each); sequential appends: {append_rate:.0}/s ({:.2} ms each); ratio {:.2}",
+        raw.as_secs_f64() * 1e3 / TOTAL as f64,
+        appends.as_secs_f64() * 1e3 / TOTAL as f64,
+        append_rate / raw_rate
+    );
+    assert!(append_rate >= 0.5 * raw_rate, "appends ran at {append_rate:.0}/s, under half the raw {raw_rate:.0}/s");
+    assert_eq!(store.load(&run.id).await.unwrap().unwrap().entries.len(), TOTAL + 1);
+}
