@@ -68,6 +68,7 @@ const RUNTIME: &[(&str, u32)] = &[
     ("http::auth", 35),
     ("http::events", 35),
     ("http::runs", 35),
+    ("http::sessions", 35),
     ("http::webhook", 35),
     ("http::routes", 36),
     ("http", 37),

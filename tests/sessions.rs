@@ -6,6 +6,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod http_support;
+
 use eve_tests::World;
 use eve_tools::prelude::*;
 use eve_tools::session::{
@@ -733,4 +735,147 @@ async fn results_are_cut_to_their_budget_and_cannot_close_their_block() {
     assert!(message.ends_with("[truncated]"));
     assert_eq!(message.matches("</task_result").count(), 0, "cut before its end, and the forged end is escaped");
     assert!(message.contains("&lt;/task_result>"));
+}
+
+/// The feed over HTTP, read as server-sent events: `(id, name, data)` of each event.
+struct Feed {
+    response: reqwest::Response,
+    buffer: String,
+}
+
+impl Feed {
+    async fn open(client: &reqwest::Client, url: &str, last_event_id: Option<u64>) -> Feed {
+        let mut request = client.get(url);
+        if let Some(id) = last_event_id {
+            request = request.header("last-event-id", id.to_string());
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.headers()["content-type"], "text/event-stream");
+        Feed { response, buffer: String::new() }
+    }
+
+    /// Reads events until one named `until`.
+    async fn until(&mut self, until: &str) -> Vec<(u64, String, Value)> {
+        let mut read = Vec::new();
+        loop {
+            while let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let field = |key: &str| block.lines().find_map(|line| line.strip_prefix(key)).map(str::trim);
+                let Some(data) = field("data:") else { continue }; // a keep-alive comment
+                let event = (
+                    field("id:").unwrap().parse().unwrap(),
+                    field("event:").unwrap().to_owned(),
+                    serde_json::from_str(data).unwrap(),
+                );
+                let done = event.1 == until;
+                read.push(event);
+                if done {
+                    return read;
+                }
+            }
+            let chunk = tokio::time::timeout(Duration::from_secs(10), self.response.chunk()).await;
+            let chunk =
+                chunk.unwrap_or_else(|_| panic!("no {until}; read {read:?}")).unwrap().expect("the stream stays open");
+            self.buffer.push_str(std::str::from_utf8(&chunk).unwrap());
+        }
+    }
+}
+
+/// The session API over HTTP: create, send, follow the feed, reconnect with `Last-Event-ID`
+/// (also to a restarted server) without loss or duplicates, and clear refusals of bad input.
+#[tokio::test]
+async fn the_session_api_over_http_resumes_the_feed_after_a_reconnect_and_a_restart() {
+    let script = |request: &ModelRequest| {
+        if shown(request).contains("<task_result id=") {
+            ModelResponse::text("Deployed over HTTP.")
+        } else if request.messages.len() == 1 {
+            ModelResponse::call("deploy", json!({ "service": "web" }))
+        } else {
+            ModelResponse::call("task_wait", json!({}))
+        }
+    };
+    let served =
+        http_support::serve_with(move |builder| builder.model(ScriptedModel::new(script)), |server| server).await;
+    let client = &served.client;
+    let created = client
+        .post(served.url("/v1/sessions"))
+        .json(&json!({ "sessionId": "web-1", "tools": ["deploy"] }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    assert_eq!(created.headers()["location"], "/v1/sessions/web-1");
+    assert_eq!(created.json::<Value>().await.unwrap()["sessionId"], "web-1");
+    let events_url = served.url("/v1/sessions/web-1/events");
+    let mut feed = Feed::open(client, &events_url, None).await;
+    let sent = client
+        .post(served.url("/v1/sessions/web-1/messages"))
+        .json(&json!({ "text": "Deploy web", "turnPolicy": "steer", "messageId": "m-1" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(sent.status(), 202);
+    let first = feed.until("turn.waiting").await;
+    assert_eq!(first.iter().map(|(id, ..)| *id).collect::<Vec<_>>(), (1..=first.len() as u64).collect::<Vec<_>>());
+    assert_eq!(first[0].2["type"], "turn.started");
+    drop(feed);
+
+    // Reconnect with the last id seen; the task settles meanwhile.
+    let last = first.last().unwrap().0;
+    served.runtime.resume_hook("deploy-web", json!({})).await.unwrap();
+    let mut feed = Feed::open(client, &events_url, Some(last)).await;
+    let rest = feed.until("session.waiting").await;
+    assert_eq!(rest[0].0, last + 1, "resumed right after the last event seen");
+    let names: Vec<&str> =
+        rest.iter().map(|(_, name, _)| name.as_str()).filter(|name| *name != "step.started").collect();
+    assert_eq!(names, ["task.settled", "action.result", "message.completed", "turn.completed", "session.waiting"]);
+    // A retried message (same id) is read once: no second turn.
+    let again = client
+        .post(served.url("/v1/sessions/web-1/messages"))
+        .json(&json!({ "text": "Deploy web", "messageId": "m-1" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 202);
+
+    // Bad input: clear refusals, nothing changed.
+    let refusals = [
+        ("/v1/sessions/web-1/messages", json!({ "text": 5 }), 422, Some("text")),
+        ("/v1/sessions/web-1/messages", json!({ "text": "hi", "turnPolicy": "sometimes" }), 422, Some("turnPolicy")),
+        ("/v1/sessions/nope/messages", json!({ "text": "hi" }), 404, None),
+        ("/v1/sessions", json!({ "tools": ["no_such_tool"] }), 422, Some("tools")),
+        ("/v1/sessions", json!({ "sessionId": "a b" }), 422, Some("sessionId")),
+        ("/v1/sessions/web-1/questions/web-1.1:ask-9", json!({ "optionId": "yes" }), 409, None),
+    ];
+    for (path, body, status, field) in refusals {
+        let seen = http_support::Seen::of(client.post(served.url(path)).json(&body).send().await.unwrap()).await;
+        assert_eq!(seen.status, status, "{path} {body}: {}", String::from_utf8_lossy(&seen.body));
+        let (message, at) = seen.error();
+        assert_eq!(at.as_str(), field, "{path} {body}: {message}");
+    }
+    let bad_id = client.get(&events_url).header("last-event-id", "abc").send().await.unwrap();
+    assert_eq!(bad_id.status(), 400);
+    let not_a_session = served.runtime.start("deploy", json!({ "service": "plain-run" })).await.unwrap();
+    let refused = client.get(served.url(&format!("/v1/sessions/{}/events", not_a_session.id()))).send().await.unwrap();
+    assert_eq!(refused.status(), 404);
+
+    // A restarted server reads the same feed from the store.
+    let http_support::Served { world, runtime, server, .. } = served;
+    server.shutdown().await;
+    runtime.shutdown().await;
+    let runtime = world.builder(16).model(ScriptedModel::new(script)).build().unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let _server = eve_tools::http::Server::new(runtime.clone()).serve(listener).unwrap();
+    let mut feed = Feed::open(client, &format!("{base}/v1/sessions/web-1/events"), Some(last + 2)).await;
+    let replayed = feed.until("session.waiting").await;
+    assert_eq!(
+        replayed.iter().map(|(id, ..)| *id).collect::<Vec<_>>(),
+        rest[2..].iter().map(|(id, ..)| *id).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        runtime.open_session(&"web-1".parse().unwrap()).await.unwrap().history(0).await.unwrap().len() as u64,
+        rest.last().unwrap().0
+    );
 }

@@ -121,7 +121,9 @@ pub(crate) fn token_refusal(error: Error) -> ApiError {
 pub(crate) fn from_runtime(error: Error) -> ApiError {
     match error {
         Error::UnknownHook | Error::UnknownCallback => ApiError::NotFound,
-        Error::UnknownTool { .. } | Error::RunNotFound(_) => ApiError::new(StatusCode::NOT_FOUND, error.to_string()),
+        Error::UnknownTool { .. } | Error::RunNotFound(_) | Error::NotASession(_) => {
+            ApiError::new(StatusCode::NOT_FOUND, error.to_string())
+        }
         Error::InvalidInput { .. } => {
             ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, shorten(&error.to_string(), 512)).field("input")
         }

@@ -76,6 +76,7 @@ mod path;
 mod routes;
 mod runs;
 mod serve;
+mod sessions;
 mod state;
 #[cfg(test)]
 mod tests;

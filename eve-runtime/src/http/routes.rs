@@ -13,7 +13,7 @@ use tower_http::set_header::SetResponseHeaderLayer;
 use super::errors::{ApiError, fallback, method_not_allowed, panicked};
 use super::path::HOOK_PATH;
 use super::state::AppState;
-use super::{auth, events, origin, runs, webhook};
+use super::{auth, events, origin, runs, sessions, webhook};
 use crate::auth::AUTH_CALLBACK_PATH;
 use crate::secret::TokenHash;
 use crate::webhook::WEBHOOK_PATH;
@@ -27,6 +27,12 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/v1/runs/{run}/questions", get(runs::questions))
         .route("/v1/runs/{run}/questions/{request}", post(runs::answer))
         .route("/v1/events", get(events::stream))
+        .route("/v1/sessions", post(sessions::start))
+        .route("/v1/sessions/{session}/messages", post(sessions::message))
+        .route("/v1/sessions/{session}/cancel", post(sessions::cancel))
+        .route("/v1/sessions/{session}/close", post(sessions::close))
+        .route("/v1/sessions/{session}/questions/{request}", post(sessions::answer))
+        .route("/v1/sessions/{session}/events", get(sessions::events))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_api_key))
         // Outermost, so a page elsewhere is refused before its key is looked at.
         .route_layer(middleware::from_fn_with_state(state.clone(), only_own_origin));
