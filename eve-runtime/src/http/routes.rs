@@ -27,7 +27,11 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/v1/runs/{run}/cancel", post(runs::cancel))
         .route("/v1/runs/{run}/questions", get(runs::questions))
         .route("/v1/runs/{run}/questions/{request}", post(runs::answer))
-        .route("/v1/events", get(events::stream))
+        .route("/v1/events", get(events::stream));
+    // MCP: Streamable HTTP at `/mcp`, behind the same layers as the run API.
+    #[cfg(feature = "mcp")]
+    let run_api = run_api.nest_service("/mcp", mcp_service(&state));
+    let run_api = run_api
         .route_layer(middleware::from_fn_with_state(state.clone(), require_api_key))
         // Outermost, so a page elsewhere is refused before its key is looked at.
         .route_layer(middleware::from_fn_with_state(state.clone(), origin::only_own_origin));
@@ -46,6 +50,18 @@ pub(crate) fn router(state: AppState) -> Router {
         .layer(SetResponseHeaderLayer::overriding(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer")))
         .layer(SetResponseHeaderLayer::overriding(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")))
         .with_state(state)
+}
+
+/// MCP: the `/mcp` service, told the rules the run API's layers apply so that its own checks agree.
+#[cfg(feature = "mcp")]
+fn mcp_service(state: &AppState) -> Router {
+    let mounter = state
+        .mcp
+        .clone()
+        .unwrap_or_else(|| crate::mcp::http::Mounter::new(crate::mcp::McpServer::new(state.runtime.clone())));
+    let origins = state.origins.public.iter().chain(&state.origins.allowed).map(ToString::to_string).collect();
+    let (keyed, body_limit, stop) = (state.api_key.is_some(), state.limits.body, state.stop.clone());
+    mounter.mount(crate::mcp::http::Mount { keyed, origins, body_limit, stop })
 }
 
 /// Lets a run API request through if the server has no key, or if it carries the key as
