@@ -60,8 +60,9 @@ fn mcp_service(state: &AppState) -> Router {
         .clone()
         .unwrap_or_else(|| crate::mcp::http::Mounter::new(crate::mcp::McpServer::new(state.runtime.clone())));
     let origins = state.origins.public.iter().chain(&state.origins.allowed).map(ToString::to_string).collect();
-    let (keyed, body_limit, stop) = (state.api_key.is_some(), state.limits.body, state.stop.clone());
-    mounter.mount(crate::mcp::http::Mount { keyed, origins, body_limit, stop })
+    let (keyed, stop) = (state.api_key.is_some(), state.stop.clone());
+    let (body_limit, body_timeout) = (state.limits.body, state.limits.body_timeout);
+    mounter.mount(crate::mcp::http::Mount { keyed, origins, body_limit, body_timeout, stop })
 }
 
 /// Lets a run API request through if the server has no key, or if it carries the key as
