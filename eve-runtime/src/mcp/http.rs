@@ -91,23 +91,20 @@ fn service<H: ServerHandler + Clone>(handler: H, mount: Mount) -> StreamableHttp
     StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(LocalSessionManager::default()), config)
 }
 
-/// The protocol's request methods that take parameters.
-const METHODS: [&str; 15] = [
-    "initialize",
+/// The protocol's request methods that take parameters. Methods protocol 2026-07-28 removed
+/// (`initialize`, `logging/setLevel`, `resources/subscribe`, ...) are left to rmcp, which
+/// answers them `-32601` as that revision asks.
+const METHODS: [&str; 10] = [
     "tools/call",
     "tasks/get",
     "tasks/update",
     "tasks/cancel",
     "prompts/get",
     "resources/read",
-    "resources/subscribe",
-    "resources/unsubscribe",
     "completion/complete",
-    "logging/setLevel",
     "subscriptions/listen",
     "skills/get",
     "resources/directory/read",
-    "elicitation/create",
 ];
 
 #[derive(Clone, Copy)]
