@@ -21,7 +21,7 @@ use eve_tools::mcp::rmcp::model::{
 };
 use eve_tools::mcp::rmcp::service::RunningService;
 use eve_tools::mcp::rmcp::transport::TokioChildProcess;
-use eve_tools::mcp::rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
+use eve_tools::mcp::rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient};
 use eve_tools::prelude::*;
 use serde_json::json;
 
