@@ -96,7 +96,8 @@ struct Parked {
 async fn park(client: &RunningService<RoleClient, ClientConfig>, count: u64) {
     let mut ids = Vec::new();
     for index in 0..count {
-        let params = CallToolRequestParams::new("ask_once").with_arguments(arguments(json!({"text": format!("Question {index}?")})));
+        let params = CallToolRequestParams::new("ask_once")
+            .with_arguments(arguments(json!({"text": format!("Question {index}?")})));
         match client.call_tool_once(params).await.expect("ask_once starts") {
             CallToolResponse::Task(created) => ids.push(created.task.task_id),
             other => panic!("expected a task, got {other:?}"),
@@ -133,7 +134,8 @@ fn parked(dir: &std::path::Path) -> Parked {
     let elapsed = started.elapsed();
     let (in_process_tasks_before, in_process_tasks_after) = tokio.block_on(async {
         let store = eve_tools::store::SqliteStore::open(dir.join("in-process.db")).expect("the store opens");
-        let runtime = Runtime::builder().store(store).secret_key(eve_benches::secret_key()).build().expect("the runtime builds");
+        let runtime =
+            Runtime::builder().store(store).secret_key(eve_benches::secret_key()).build().expect("the runtime builds");
         let server = McpServer::new(runtime.clone());
         let (client_io, server_io) = tokio::io::duplex(64 * 1024);
         let (server_read, server_write) = tokio::io::split(server_io);
@@ -160,7 +162,11 @@ fn summary(parked: &Parked) {
     report("ratio stdio / direct", format!("{:.0}×", stdio / direct.max(0.001)), "");
     heading("MCP: tasks parked on questions, one server");
     let megabytes = parked.host_rss as f64 / (1024.0 * 1024.0);
-    report(&format!("host resident memory with {} tasks input_required", parked.tasks), format!("{megabytes:.1} MB"), "< 50 MB");
+    report(
+        &format!("host resident memory with {} tasks input_required", parked.tasks),
+        format!("{megabytes:.1} MB"),
+        "< 50 MB",
+    );
     report("  time to create them and see each parked", format!("{:.2} s", parked.elapsed.as_secs_f64()), "");
     let (before, after) = (parked.in_process_tasks_before, parked.in_process_tasks_after);
     report("Tokio tasks alive in process, before → after parking", format!("{before} → {after}"), "no task per run");
