@@ -3,16 +3,21 @@
 //! at `/mcp` by eve's own HTTP server, on an in-memory store. Prints `listening on http://ADDR`
 //! once it accepts connections; `--addr 127.0.0.1:0` (the default) picks a free port.
 //!
-//! The suite's resources and prompts have no eve counterpart, so `Fixture` serves them itself
-//! and hands tools and tasks to eve's `McpServer`.
+//! The suite's resources, prompts and completions have no eve counterpart, so `Fixture` serves
+//! them itself (as rmcp's own conformance server does) and hands tools and tasks to eve's
+//! `McpServer`: every tool here is an eve tool.
 
 use std::time::Duration;
 
 use eve_tools::mcp::McpServer;
 use eve_tools::mcp::ToolContent;
 use eve_tools::mcp::rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CancelTaskParams, ContentBlock, GetTaskParams, GetTaskResult,
-    ListToolsResult, PaginatedRequestParams, ResourceContents, ServerConfig, Tool, UpdateTaskParams,
+    CacheScope, CallToolRequestParams, CallToolResponse, CancelTaskParams, CompleteRequestParams, CompleteResult,
+    CompletionInfo, ContentBlock, GetPromptRequestParams, GetPromptResponse, GetPromptResult, GetTaskParams,
+    GetTaskResult, ImageContent, InputRequests, InputRequiredResult, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, Prompt, PromptArgument, PromptMessage,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Reference, Resource, ResourceContents,
+    ResourceTemplate, Role, ServerCapabilities, ServerConfig, Tool, UpdateTaskParams,
 };
 use eve_tools::mcp::rmcp::service::RequestContext;
 use eve_tools::mcp::rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -213,9 +218,157 @@ struct Fixture {
     eve: McpServer,
 }
 
+/// How long clients may cache the fixture's lists and resources.
+const CACHE_TTL_MS: u64 = 60_000;
+
 impl ServerHandler for Fixture {
     fn get_info(&self) -> ServerConfig {
-        self.eve.get_info()
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tasks()
+            .enable_resources()
+            .enable_prompts()
+            .enable_completions()
+            .build();
+        let eve = self.eve.get_info();
+        ServerConfig::new(capabilities).with_server_info(eve.server_info)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let resources = vec![
+            Resource::new("test://static-text", "Static Text Resource").with_mime_type("text/plain"),
+            Resource::new("test://static-binary", "Static Binary Resource").with_mime_type("image/png"),
+        ];
+        Ok(ListResourcesResult::with_all_items(resources)
+            .with_ttl_ms(CACHE_TTL_MS)
+            .with_cache_scope(CacheScope::Public))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let templates = vec![
+            ResourceTemplate::new("test://template/{id}/data", "Dynamic Resource").with_mime_type("application/json"),
+        ];
+        Ok(ListResourceTemplatesResult::with_all_items(templates)
+            .with_ttl_ms(CACHE_TTL_MS)
+            .with_cache_scope(CacheScope::Public))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let uri = request.uri.as_str();
+        let template_id = uri.strip_prefix("test://template/").and_then(|rest| rest.strip_suffix("/data"));
+        let contents = match (uri, template_id) {
+            ("test://static-text", _) => {
+                ResourceContents::text("This is the content of the static text resource.", uri)
+                    .with_mime_type("text/plain")
+            }
+            ("test://static-binary", _) => ResourceContents::blob(PNG, uri).with_mime_type("image/png"),
+            (_, Some(id)) => {
+                let data = serde_json::json!({"id": id, "templateTest": true, "data": format!("Data for ID: {id}")});
+                ResourceContents::text(data.to_string(), uri).with_mime_type("application/json")
+            }
+            _ => {
+                let data = serde_json::json!({ "uri": uri });
+                return Err(ErrorData::resource_not_found(format!("no resource at {uri}"), Some(data)));
+            }
+        };
+        let result =
+            ReadResourceResult::new(vec![contents]).with_ttl_ms(CACHE_TTL_MS).with_cache_scope(CacheScope::Public);
+        Ok(result.into())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let arguments = vec![
+            PromptArgument::new("arg1").with_description("First test argument").with_required(true),
+            PromptArgument::new("arg2").with_description("Second test argument").with_required(false),
+        ];
+        let prompts = vec![
+            Prompt::new("test_simple_prompt", Some("A simple test prompt with no arguments"), None),
+            Prompt::new("test_prompt_with_arguments", Some("A test prompt that accepts arguments"), Some(arguments)),
+            Prompt::new("test_prompt_with_embedded_resource", Some("A prompt with an embedded resource"), None),
+            Prompt::new("test_prompt_with_image", Some("A prompt with an image"), None),
+            Prompt::new("test_input_required_result_prompt", Some("A prompt that asks for context first"), None),
+        ];
+        Ok(ListPromptsResult::with_all_items(prompts).with_ttl_ms(CACHE_TTL_MS).with_cache_scope(CacheScope::Public))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let text = |text: String| PromptMessage::new_text(Role::User, text);
+        let messages = match request.name.as_str() {
+            "test_simple_prompt" => vec![text("This is a simple test prompt.".into())],
+            "test_prompt_with_arguments" => {
+                let arguments = request.arguments.unwrap_or_default();
+                let argument =
+                    |name: &str| arguments.get(name).and_then(|value| value.as_str()).unwrap_or("").to_owned();
+                vec![text(format!("Prompt with arguments: arg1='{}', arg2='{}'", argument("arg1"), argument("arg2")))]
+            }
+            "test_prompt_with_embedded_resource" => vec![
+                text("Here is a resource:".into()),
+                PromptMessage::new_resource(
+                    Role::User,
+                    "test://static-text".into(),
+                    Some("text/plain".into()),
+                    Some("Resource content for prompt".into()),
+                    None,
+                    None,
+                    None,
+                ),
+            ],
+            "test_prompt_with_image" => vec![
+                text("Here is an image:".into()),
+                PromptMessage::new(Role::User, ContentBlock::Image(ImageContent::new(PNG, "image/png"))),
+            ],
+            "test_input_required_result_prompt" => {
+                let answer = request.input_responses.as_ref().and_then(|responses| responses.get("user_context"));
+                let Some(answer) = answer else {
+                    let schema = serde_json::json!({"type": "object", "properties": {"context": {"type": "string"}}, "required": ["context"]});
+                    let request = serde_json::json!({"method": "elicitation/create", "params": {"mode": "form", "message": "What context should the prompt use?", "requestedSchema": schema}});
+                    let mut requests = InputRequests::new();
+                    let request = serde_json::from_value(request)
+                        .map_err(|error| ErrorData::internal_error(error.to_string(), None))?;
+                    requests.insert("user_context".into(), request);
+                    return Ok(InputRequiredResult::from_input_requests(requests).into());
+                };
+                let context = answer["content"]["context"].as_str().unwrap_or("(no context)");
+                vec![text(format!("Prompt with elicited context: {context}"))]
+            }
+            other => return Err(ErrorData::invalid_params(format!("unknown prompt `{other}`"), None)),
+        };
+        Ok(GetPromptResult::new(messages).into())
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let values = match (&request.r#ref, request.argument.name.as_str()) {
+            (Reference::Resource(_), "id") => vec!["1".into(), "2".into(), "3".into()],
+            (Reference::Prompt(_), "arg1" | "arg2") => vec!["paris".into(), "park".into(), "party".into()],
+            (Reference::Prompt(prompt), _) => vec![prompt.name.clone()],
+            _ => Vec::new(),
+        };
+        let completion = CompletionInfo::new(values).map_err(|error| ErrorData::internal_error(error, None))?;
+        Ok(CompleteResult::new(completion))
     }
 
     async fn list_tools(
