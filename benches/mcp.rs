@@ -13,7 +13,7 @@
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
-use eve_benches::{SAMPLES, heading, micros, multi_thread, record, report, size};
+use eve_benches::{SAMPLES, current_thread, heading, micros, multi_thread, record, report, size};
 use eve_tools::mcp::McpServer;
 use eve_tools::mcp::rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, GetTaskParams, Implementation,
@@ -40,8 +40,12 @@ fn client_config(tasks: bool) -> ClientConfig {
 }
 
 async fn spawn_host(dir: &std::path::Path, tasks: bool) -> (RunningService<RoleClient, ClientConfig>, u32) {
+    spawn(dir, tasks, "mcp").await
+}
+
+async fn spawn(dir: &std::path::Path, tasks: bool, mode: &str) -> (RunningService<RoleClient, ClientConfig>, u32) {
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-bench-host"));
-    command.arg("mcp").env("EVE_DATA_DIR", dir);
+    command.arg(mode).env("EVE_DATA_DIR", dir);
     let transport = TokioChildProcess::new(command).expect("the bench host starts");
     let pid = transport.id().expect("the host has a pid");
     let mode = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
@@ -50,8 +54,11 @@ async fn spawn_host(dir: &std::path::Path, tasks: bool) -> (RunningService<RoleC
 }
 
 fn latency(criterion: &mut Criterion, dir: &std::path::Path) {
-    let tokio = multi_thread();
+    // The client's own runtime is single-threaded, as an agent's stdio loop often is: no
+    // cross-thread wake-ups on its side of the pipes.
+    let tokio = current_thread();
     let (client, _) = tokio.block_on(spawn_host(dir, false));
+    let (raw, _) = tokio.block_on(spawn(dir, false, "raw"));
     let mut group = criterion.benchmark_group("mcp_stdio");
     group.sample_size(SAMPLES.max(20));
     group.bench_function("direct_fn_call", |b| {
@@ -78,9 +85,24 @@ fn latency(criterion: &mut Criterion, dir: &std::path::Path) {
             }
         })
     });
+    group.bench_function("tools_call_over_stdio_bare_rmcp", |b| {
+        b.to_async(&tokio).iter_custom(|iters| {
+            let raw = &raw;
+            async move {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    let params = CallToolRequestParams::new("echo").with_arguments(arguments(json!({"text": "hello"})));
+                    let result = raw.call_tool(params).await.expect("echo answers");
+                    std::hint::black_box(result);
+                }
+                record("raw", iters, start.elapsed())
+            }
+        })
+    });
     group.finish();
     tokio.block_on(async move {
         let _ = client.cancel().await;
+        let _ = raw.cancel().await;
     });
 }
 
@@ -160,6 +182,9 @@ fn summary(parked: &Parked) {
     report("tools/call over stdio, median (p50)", format!("{:.1} µs", stdio), "");
     report("added latency at p50", format!("{:.1} µs", stdio - direct), "≤ 100 µs");
     report("ratio stdio / direct", format!("{:.0}×", stdio / direct.max(0.001)), "");
+    let raw = micros("raw");
+    report("the same echo on a bare rmcp handler, median", format!("{raw:.1} µs"), "");
+    report("  eve's share (eve − bare rmcp)", format!("{:.1} µs", stdio - raw), "");
     heading("MCP: tasks parked on questions, one server");
     let megabytes = parked.host_rss as f64 / (1024.0 * 1024.0);
     report(
