@@ -102,7 +102,8 @@ impl McpServer {
     /// A server over every tool compiled into this binary, run by `runtime`.
     ///
     /// Create it before calling [`Runtime::recover`], so that it hears the sign-in links that
-    /// recovery publishes again.
+    /// recovery publishes again. Must be called inside a Tokio runtime (it listens to the
+    /// runtime's events in a task of its own, one per server, not per run).
     pub fn new(runtime: Runtime) -> Self {
         let sign_ins = signins::SignIns::listen(&runtime);
         let inner = Inner {
