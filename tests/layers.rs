@@ -59,6 +59,8 @@ const RUNTIME: &[(&str, u32)] = &[
     ("auth::oauth2", 20),
     ("auth::file_store", 20),
     ("defaults", 21),
+    // MCP: the manifest served over the Model Context Protocol (stdio, and `/mcp` on HTTP).
+    ("mcp", 22),
     ("http::path", 30),
     ("http::errors", 31),
     ("http::origin", 32),

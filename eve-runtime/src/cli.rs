@@ -7,8 +7,8 @@
 //! }
 //! ```
 //!
-//! Commands: `manifest`, `call`, `runs`, `inspect`, `questions`, `answer`, `cancel`, `resume-hook`
-//! and `serve`. Every error is one sentence saying what went wrong and what to do next, and the
+//! Commands: `manifest`, `call`, `runs`, `inspect`, `questions`, `answer`, `cancel`, `resume-hook`,
+//! `serve`, and `mcp` (with the cargo feature `mcp`). Every error is one sentence saying what went wrong and what to do next, and the
 //! exit code is non-zero.
 
 use std::fmt::Write as _;
@@ -116,6 +116,12 @@ enum Command {
         #[arg(long, env = "EVE_ADDR", default_value = "127.0.0.1:7700")]
         addr: String,
     },
+    /// Serve every tool over the Model Context Protocol on stdin and stdout until the client
+    /// closes stdin: plain tools answer at once, workflow tools and tasks run durably (as MCP tasks
+    /// for clients with the tasks extension), and unfinished runs are recovered first. Logs go to
+    /// stderr; stdout carries the protocol.
+    #[cfg(feature = "mcp")]
+    Mcp,
 }
 
 impl Host {
@@ -166,6 +172,8 @@ impl Host {
                 Ok(())
             }
             Command::Serve { .. } => serve(&runtime, listener).await,
+            #[cfg(feature = "mcp")]
+            Command::Mcp => mcp(runtime, &self.data_dir).await,
         }
     }
 }
@@ -469,4 +477,18 @@ async fn follow(events: &mut tokio::sync::broadcast::Receiver<RunEvent>) -> Resu
             _ = tokio::signal::ctrl_c() => return Ok(()),
         }
     }
+}
+
+/// MCP: serves the tools over stdio. Multi round-trip states are sealed with a key derived from
+/// the data directory's secret key, so a round goes on after the server restarts.
+#[cfg(feature = "mcp")]
+async fn mcp(runtime: Runtime, data_dir: &std::path::Path) -> Result<(), String> {
+    let path = data_dir.join("eve.key");
+    let key = crate::secret::SecretKey::load_or_create(&path)
+        .map_err(|error| format!("cannot read or create the secret key at {} ({error})", path.display()))?;
+    let server = crate::mcp::McpServer::new(runtime.clone()).request_state_key(&key);
+    runtime.recover().await.map_err(|error| error.to_string())?;
+    let served = server.serve_io(tokio::io::stdin(), tokio::io::stdout()).await;
+    runtime.shutdown().await;
+    served.map_err(|error| error.to_string())
 }

@@ -17,6 +17,8 @@ mod failpoint;
 #[cfg(feature = "http")]
 pub mod http;
 pub mod journal;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 mod random;
 pub mod registry;
 mod runtime;

@@ -292,6 +292,10 @@ pub use eve_runtime::events::RunEvent;
 #[cfg(feature = "http")]
 pub use eve_runtime::http;
 pub use eve_runtime::journal::{Entry, Op, RunFailure, RunId, RunStatus};
+/// The Model Context Protocol server (cargo feature `mcp`): every tool over stdio
+/// ([`mcp::serve_stdio`]) and at `/mcp` on the HTTP server, durable runs as MCP tasks.
+#[cfg(feature = "mcp")]
+pub use eve_runtime::mcp;
 pub use eve_runtime::registry::{Lifetime, Manifest, Shape, Suspend};
 pub use eve_runtime::step::{Backoff, RetryPolicy, StepCall, StepCtx};
 pub use eve_runtime::wait::{

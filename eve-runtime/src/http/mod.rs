@@ -137,6 +137,9 @@ pub struct Server {
     api_key: Option<TokenHash>,
     /// Origins given with [`Server::allow_origin`], as given.
     allowed_origins: Vec<String>,
+    /// MCP: what to mount at `/mcp`, if not the default server.
+    #[cfg(feature = "mcp")]
+    mcp: Option<crate::mcp::http::Mounter>,
 }
 
 impl Server {
@@ -149,7 +152,24 @@ impl Server {
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
             connections: DEFAULT_MAX_CONNECTIONS,
         };
-        Server { runtime, limits, api_key: None, allowed_origins: Vec::new() }
+        Server {
+            runtime,
+            limits,
+            api_key: None,
+            allowed_origins: Vec::new(),
+            #[cfg(feature = "mcp")]
+            mcp: None,
+        }
+    }
+
+    /// MCP: serves `handler` at `/mcp` instead of a default [`McpServer`](crate::mcp::McpServer)
+    /// over the runtime: a configured one (some tools task-only, say), or a handler of your own
+    /// that adds prompts or resources and hands tools and tasks to an `McpServer`. `/mcp` is
+    /// behind the same API key and `Origin`/`Host` rules as the `/v1` run API.
+    #[cfg(feature = "mcp")]
+    pub fn mcp<H: rmcp::ServerHandler + Clone>(mut self, handler: H) -> Self {
+        self.mcp = Some(crate::mcp::http::Mounter::new(handler));
+        self
     }
 
     /// Requires `Authorization: Bearer <key>` on every `/v1` run API request; others get `401`.
@@ -248,6 +268,8 @@ impl Server {
             api_key: self.api_key,
             origins,
             stop: stopped.clone(),
+            #[cfg(feature = "mcp")]
+            mcp: self.mcp,
         };
         let state = AppState(Arc::new(shared));
         let router = routes::router(state);

@@ -32,7 +32,11 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/v1/sessions/{session}/cancel", post(sessions::cancel))
         .route("/v1/sessions/{session}/close", post(sessions::close))
         .route("/v1/sessions/{session}/questions/{request}", post(sessions::answer))
-        .route("/v1/sessions/{session}/events", get(sessions::events))
+        .route("/v1/sessions/{session}/events", get(sessions::events));
+    // MCP: Streamable HTTP at `/mcp`, behind the same layers as the run API.
+    #[cfg(feature = "mcp")]
+    let run_api = run_api.nest_service("/mcp", mcp_service(&state));
+    let run_api = run_api
         .route_layer(middleware::from_fn_with_state(state.clone(), require_api_key))
         // Outermost, so a page elsewhere is refused before its key is looked at.
         .route_layer(middleware::from_fn_with_state(state.clone(), only_own_origin));
@@ -51,6 +55,19 @@ pub(crate) fn router(state: AppState) -> Router {
         .layer(SetResponseHeaderLayer::overriding(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer")))
         .layer(SetResponseHeaderLayer::overriding(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")))
         .with_state(state)
+}
+
+/// MCP: the `/mcp` service, told the rules the run API's layers apply so that its own checks agree.
+#[cfg(feature = "mcp")]
+fn mcp_service(state: &AppState) -> Router {
+    let mounter = state
+        .mcp
+        .clone()
+        .unwrap_or_else(|| crate::mcp::http::Mounter::new(crate::mcp::McpServer::new(state.runtime.clone())));
+    let origins = state.origins.public.iter().chain(&state.origins.allowed).map(ToString::to_string).collect();
+    let (keyed, stop) = (state.api_key.is_some(), state.stop.clone());
+    let (body_limit, body_timeout) = (state.limits.body, state.limits.body_timeout);
+    mounter.mount(crate::mcp::http::Mount { keyed, origins, body_limit, body_timeout, stop })
 }
 
 /// Lets a run API request through if the server has no key, or if it carries the key as

@@ -36,6 +36,9 @@ pub(crate) struct Shared {
     pub origins: Origins,
     /// Becomes `true` when the server shuts down.
     pub stop: watch::Receiver<bool>,
+    /// MCP: what is mounted at `/mcp` (a default server over the runtime when `None`).
+    #[cfg(feature = "mcp")]
+    pub mcp: Option<crate::mcp::http::Mounter>,
 }
 
 impl std::ops::Deref for AppState {

@@ -28,7 +28,15 @@ const LIMITS: Limits = Limits {
 fn app() -> (Router, watch::Sender<bool>) {
     let (stop, stopped) = watch::channel(false);
     let runtime = Runtime::in_memory().expect("an in-memory runtime builds");
-    let shared = Shared { runtime, limits: LIMITS, api_key: None, origins: Default::default(), stop: stopped };
+    let shared = Shared {
+        runtime,
+        limits: LIMITS,
+        api_key: None,
+        origins: Default::default(),
+        stop: stopped,
+        #[cfg(feature = "mcp")]
+        mcp: None,
+    };
     (router(AppState(std::sync::Arc::new(shared))), stop)
 }
 

@@ -1,0 +1,67 @@
+//! The MCP host the `mcp` bench spawns (`mcp-bench-host mcp`): a plain tool to call, and a
+//! workflow tool that parks on a question. `mcp-bench-host raw` serves the same `echo` with a
+//! bare rmcp handler instead, so the bench can tell eve's share of the latency from rmcp's and
+//! the pipes'.
+
+use eve_tools::mcp::rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ServerCapabilities, ServerConfig,
+};
+use eve_tools::mcp::rmcp::service::RequestContext;
+use eve_tools::mcp::rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use eve_tools::prelude::*;
+
+/// Text to echo.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+pub struct Text {
+    /// The text.
+    pub text: String,
+}
+
+/// Echo the text back.
+#[tool]
+pub async fn echo(input: Text) -> Result<String, ToolError> {
+    Ok(input.text)
+}
+
+/// Ask a person the text, and return what they chose.
+#[workflow_tool]
+pub async fn ask_once(input: Text, ctx: &WorkflowCtx) -> Result<String, ToolError> {
+    let answer = ctx.ask(Ask::confirmation(input.text).option("yes", "Yes").primary().option("no", "No")).await;
+    Ok(answer.status().to_owned())
+}
+
+/// `echo` on a bare rmcp handler, for comparison.
+struct Raw;
+
+impl ServerHandler for Raw {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let text = request.arguments.and_then(|arguments| arguments.get("text")?.as_str().map(str::to_owned));
+        Ok(CallToolResult::success(vec![ContentBlock::text(text.unwrap_or_default())]).into())
+    }
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    if std::env::args().nth(1).as_deref() != Some("raw") {
+        return eve_tools::cli::Host::from_env().main().await;
+    }
+    let served = match Raw.serve((tokio::io::stdin(), tokio::io::stdout())).await {
+        Ok(running) => running.waiting().await.map(drop).map_err(|error| error.to_string()),
+        Err(error) => Err(error.to_string()),
+    };
+    match served {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

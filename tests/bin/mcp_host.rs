@@ -1,0 +1,98 @@
+//! A binary hosting tools written with eve's macros, served over MCP with `mcp-host mcp`, as a
+//! user's binary is. Each step appends its name to the file `EVE_MCP_COUNTS` names, so a test
+//! counts how often each step ran across process kills.
+
+use std::io::Write as _;
+use std::time::Duration;
+
+use eve_tools::prelude::*;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+/// Who to greet.
+#[derive(Deserialize, JsonSchema)]
+pub struct Greeting {
+    /// Their name.
+    name: String,
+}
+
+/// Greet someone, at once.
+#[tool]
+pub async fn greet(input: Greeting) -> Result<String, ToolError> {
+    Ok(format!("hello, {}", input.name))
+}
+
+/// What to deploy.
+#[derive(Deserialize, JsonSchema)]
+pub struct Deploy {
+    /// The service.
+    service: String,
+}
+
+/// Deploy a service once a person approves.
+#[workflow_tool]
+pub async fn approve_deploy(input: Deploy, ctx: &WorkflowCtx) -> Result<String, ToolError> {
+    let question = Ask::confirmation(format!("Deploy {}?", input.service))
+        .option("approve", "Deploy")
+        .primary()
+        .option("cancel", "Cancel");
+    if !ctx.ask(question).await.chose("approve") {
+        return Ok(format!("{} not deployed", input.service));
+    }
+    Ok(record("deploy".into()).await?.replace("deploy", &format!("deployed {}", input.service)))
+}
+
+/// What to release.
+#[derive(Deserialize, JsonSchema)]
+pub struct Release {
+    /// The version.
+    version: String,
+}
+
+/// Build a release, ask before shipping it, ship it, then announce it after a short wait.
+#[task]
+pub async fn release(input: Release, ctx: &TaskCtx) -> Result<String, ToolError> {
+    record("build".into()).await?;
+    let question =
+        Ask::confirmation(format!("Ship {}?", input.version)).option("ship", "Ship").primary().option("hold", "Hold");
+    if !ctx.ask(question).await.chose("ship") {
+        return Ok(format!("{} held", input.version));
+    }
+    record("ship".into()).await?;
+    sleep(Duration::from_millis(200)).await?;
+    record("announce".into()).await?;
+    Ok(format!("released {}", input.version))
+}
+
+/// Nothing.
+#[derive(Deserialize, JsonSchema)]
+pub struct Nothing {}
+
+/// Prepare, then wait an hour; on cancellation, clean up.
+#[task]
+pub async fn long_job(_input: Nothing, _ctx: &TaskCtx) -> Result<String, ToolError> {
+    record("prepare".into()).await?;
+    match sleep(Duration::from_secs(3600)).await {
+        Ok(()) => Ok("done".into()),
+        Err(cancelled) => {
+            record("cleanup".into()).await?;
+            Err(cancelled.into())
+        }
+    }
+}
+
+/// Appends `name` to the counts file, once per execution.
+#[step(max_attempts = 1)]
+async fn record(name: String) -> Result<String, StepError> {
+    if let Ok(path) = std::env::var("EVE_MCP_COUNTS") {
+        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+        writeln!(file, "{name}")?;
+        file.sync_all()?;
+    }
+    Ok(name)
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    eve_tools::cli::Host::from_env().main().await
+}

@@ -1,0 +1,296 @@
+//! The MCP server over stdio, driven by rmcp's client as a user's agent drives it: it spawns the
+//! host binary (`bin/mcp_host.rs`, `mcp-host mcp`) on a SQLite data directory, kills it with
+//! SIGKILL and starts it again. Each step of the host's tools appends its name to a counts file,
+//! so the tests see how often each step ran across processes.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ClientCapabilities, ClientConfig,
+    ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability, FormElicitationCapability,
+    GetTaskParams, Implementation, InputResponses, JsonObject, ProgressNotificationParam, ProtocolVersion, TaskPayload,
+    UpdateTaskParams, UrlElicitationCapability,
+};
+use rmcp::service::{NotificationContext, RequestContext, RunningService, ServiceError};
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, ErrorData, RoleClient, ServiceExt};
+use serde_json::{Value, json};
+
+/// A person at an MCP client: picks `choice` for every question, and notes what the server asked
+/// and the progress it reported.
+#[derive(Clone)]
+struct Person {
+    tasks: bool,
+    choice: &'static str,
+    asked: Arc<Mutex<Vec<String>>>,
+    progress: Arc<Mutex<Vec<String>>>,
+}
+
+impl Person {
+    fn new(tasks: bool, choice: &'static str) -> Self {
+        Person { tasks, choice, asked: Default::default(), progress: Default::default() }
+    }
+}
+
+impl ClientHandler for Person {
+    fn get_info(&self) -> ClientConfig {
+        let elicitation = ElicitationCapability::new()
+            .with_form(FormElicitationCapability::new())
+            .with_url(UrlElicitationCapability::new());
+        let builder = ClientCapabilities::builder().enable_elicitation_with(elicitation);
+        let capabilities = if self.tasks { builder.enable_tasks().build() } else { builder.build() };
+        ClientConfig::new(capabilities, Implementation::new("eve-mcp-test", "0.0.1"))
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _cx: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        if let ElicitRequestParams::FormElicitationParams { message, .. } = &request {
+            self.asked.lock().unwrap().push(message.clone());
+        }
+        Ok(ElicitResult::new(ElicitationAction::Accept).with_content(json!({ "choice": self.choice })))
+    }
+
+    async fn on_progress(&self, params: ProgressNotificationParam, _cx: NotificationContext<RoleClient>) {
+        self.progress.lock().unwrap().push(params.message.unwrap_or_default());
+    }
+}
+
+/// A host process on `dir`, counting steps into `dir/counts`.
+fn host(dir: &Path) -> TokioChildProcess {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-host"));
+    command.arg("mcp").env("EVE_DATA_DIR", dir).env("EVE_MCP_COUNTS", dir.join("counts"));
+    TokioChildProcess::new(command).expect("the host binary starts")
+}
+
+/// Connects with the 2026-07-28 lifecycle (`server/discover`), or with `initialize` (legacy).
+async fn connect(transport: TokioChildProcess, person: Person, modern: bool) -> RunningService<RoleClient, Person> {
+    if modern {
+        let mode = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
+        person.serve_with_lifecycle(transport, mode).await.expect("server/discover succeeds")
+    } else {
+        person.serve(transport).await.expect("initialize succeeds")
+    }
+}
+
+fn call(tool: &str, arguments: Value) -> CallToolRequestParams {
+    let arguments: JsonObject = arguments.as_object().expect("arguments are an object").clone();
+    CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments)
+}
+
+fn text(result: &CallToolResult) -> String {
+    result.content.first().and_then(|block| block.as_text()).map(|text| text.text.clone()).unwrap_or_default()
+}
+
+fn counts(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("counts")).unwrap_or_default().lines().map(str::to_owned).collect()
+}
+
+fn error_code(error: ServiceError) -> i32 {
+    match error {
+        ServiceError::McpError(error) => error.code.0,
+        other => panic!("expected a JSON-RPC error, got {other:?}"),
+    }
+}
+
+/// Polls `tasks/get` until `done` accepts the payload (at most 20 s).
+async fn poll(
+    client: &RunningService<RoleClient, Person>,
+    task: &str,
+    done: impl Fn(&TaskPayload) -> bool,
+) -> TaskPayload {
+    let started = Instant::now();
+    loop {
+        let got = client.peer().get_task(GetTaskParams::new(task)).await.expect("tasks/get answers");
+        if done(&got.task.payload) {
+            return got.task.payload;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "task {task} stuck at {:?}", got.task.payload);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until process `pid` has exited (it may stay a zombie until reaped: its store lock is
+/// released either way).
+async fn exited(pid: u32) {
+    let started = Instant::now();
+    loop {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        if status.is_empty() || status.lines().any(|line| line.starts_with("State:") && line.contains('Z')) {
+            return;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "process {pid} did not exit");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn task_id(response: CallToolResponse) -> String {
+    match response {
+        CallToolResponse::Task(created) => created.task.task_id,
+        other => panic!("expected a task, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn tools_are_listed_from_the_manifest_and_plain_tools_answer_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = connect(host(dir.path()), Person::new(false, "approve"), true).await;
+    let tools = client.list_all_tools().await.unwrap();
+    let names: Vec<_> = tools.iter().map(|tool| tool.name.as_ref()).collect();
+    assert_eq!(names, ["approve_deploy", "ask_question", "greet", "long_job", "release", "sleep"]);
+    let greet = tools.iter().find(|tool| tool.name == "greet").unwrap();
+    assert_eq!(greet.description.as_deref(), Some("Greet someone, at once."));
+    assert_eq!(greet.input_schema.get("required"), Some(&json!(["name"])));
+    assert!(greet.input_schema.get("$schema").is_none(), "no dialect: MCP defaults to 2020-12");
+
+    let result = client.call_tool(call("greet", json!({"name": "Ada"}))).await.unwrap();
+    assert_eq!((text(&result), result.is_error), ("hello, Ada".to_owned(), Some(false)));
+
+    // Arguments that do not fit: an isError result naming the field; nothing runs.
+    let result = client.call_tool(call("greet", json!({"name": 7}))).await.unwrap();
+    assert_eq!(result.is_error, Some(true));
+    assert!(
+        text(&result).starts_with("invalid arguments for tool `greet`: field `name`: 7 is not of type"),
+        "{}",
+        text(&result)
+    );
+    let result = client.call_tool(call("release", json!({}))).await.unwrap();
+    assert_eq!(text(&result), "invalid arguments for tool `release`: field `version` is required");
+    assert!(counts(dir.path()).is_empty(), "a refused call starts nothing");
+
+    // An unknown tool is a protocol error.
+    let error = client.call_tool(call("nope", json!({}))).await.unwrap_err();
+    assert_eq!(error_code(error), -32602);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_workflow_tool_asks_its_question_and_returns_the_result_once_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    // 2026-07-28 without the tasks extension: an InputRequiredResult, answered by a second round.
+    let person = Person::new(false, "approve");
+    let client = connect(host(dir.path()), person.clone(), true).await;
+    let first = client.call_tool_once(call("approve_deploy", json!({"service": "api"}))).await.unwrap();
+    let CallToolResponse::InputRequired(asked) = first else { panic!("expected a question, got {first:?}") };
+    let requests = asked.input_requests.clone().unwrap();
+    assert_eq!(requests.keys().collect::<Vec<_>>(), ["ask-0"], "keyed by the question's request id");
+    let request = serde_json::to_value(&requests["ask-0"]).unwrap();
+    assert_eq!(request["method"], "elicitation/create");
+    assert_eq!(request["params"]["message"], "Deploy api?");
+    let mut responses = InputResponses::new();
+    responses.insert("ask-0".into(), json!({"action": "accept", "content": {"choice": "approve"}}));
+    let state = asked.request_state.clone().expect("a sealed request state");
+    let second = call("approve_deploy", json!({"service": "api"}))
+        .with_input_responses(responses)
+        .with_request_state(state.clone());
+    let CallToolResponse::Complete(result) = client.call_tool_once(second).await.unwrap() else {
+        panic!("expected a result")
+    };
+    assert_eq!(text(&result), "deployed api");
+
+    // A forged state is refused and answers nothing.
+    let forged = call("approve_deploy", json!({"service": "api"})).with_request_state(format!("{state}x"));
+    assert_eq!(error_code(client.call_tool_once(forged).await.unwrap_err()), -32602);
+
+    // rmcp's client drives the rounds itself, asking the person.
+    let result = client.call_tool(call("approve_deploy", json!({"service": "web"}))).await.unwrap();
+    assert_eq!(text(&result), "deployed web");
+    assert_eq!(person.asked.lock().unwrap().as_slice(), ["Deploy web?"]);
+    client.cancel().await.unwrap();
+
+    assert_eq!(counts(dir.path()), ["deploy", "deploy"], "one deploy per approval");
+
+    // An older revision (initialize): the server sends elicitation/create while the call waits.
+    let dir = tempfile::tempdir().unwrap();
+    for (choice, expected) in [("cancel", "db not deployed"), ("approve", "deployed db")] {
+        let person = Person::new(false, choice);
+        let transport = host(dir.path());
+        let pid = transport.id().expect("the host has a pid");
+        let client = connect(transport, person.clone(), false).await;
+        let result = client.call_tool(call("approve_deploy", json!({"service": "db"}))).await.unwrap();
+        assert_eq!(text(&result), expected);
+        assert_eq!(person.asked.lock().unwrap().as_slice(), ["Deploy db?"]);
+        client.cancel().await.unwrap();
+        exited(pid).await;
+    }
+    assert_eq!(counts(dir.path()), ["deploy"]);
+}
+
+#[tokio::test]
+async fn a_task_survives_a_killed_server_and_each_step_runs_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let transport = host(dir.path());
+    let pid = transport.id().expect("the host has a pid");
+    let client = connect(transport, Person::new(true, "ship"), true).await;
+    let task = task_id(client.call_tool_once(call("release", json!({"version": "1.2"}))).await.unwrap());
+    let payload = poll(&client, &task, |payload| matches!(payload, TaskPayload::InputRequired { .. })).await;
+    let TaskPayload::InputRequired { input_requests } = payload else { unreachable!() };
+    assert_eq!(input_requests.keys().collect::<Vec<_>>(), ["ask-1"]);
+
+    // SIGKILL: no shutdown, no flush beyond what the store made durable.
+    let killed = std::process::Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap();
+    assert!(killed.success());
+    exited(pid).await;
+    drop(client);
+
+    let client = connect(host(dir.path()), Person::new(true, "ship"), true).await;
+    let payload = poll(&client, &task, |_| true).await;
+    assert!(
+        matches!(&payload, TaskPayload::InputRequired { input_requests } if input_requests.contains_key("ask-1")),
+        "{payload:?}"
+    );
+    let mut responses = InputResponses::new();
+    responses.insert("ask-1".into(), json!({"action": "accept", "content": {"choice": "ship"}}));
+    client.peer().update_task(UpdateTaskParams::new(task.clone(), responses)).await.unwrap();
+    let payload =
+        poll(&client, &task, |payload| !matches!(payload, TaskPayload::Working | TaskPayload::InputRequired { .. }))
+            .await;
+    let TaskPayload::Completed { result } = payload else { panic!("expected completed, got {payload:?}") };
+    assert_eq!(result["content"][0]["text"], "released 1.2");
+    assert_eq!(counts(dir.path()), ["build", "ship", "announce"], "each step ran once across the kill");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_cancelled_task_runs_its_cleanup_and_ends_cancelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = connect(host(dir.path()), Person::new(true, "approve"), true).await;
+    let task = task_id(client.call_tool_once(call("long_job", json!({}))).await.unwrap());
+    let working = client.peer().get_task(GetTaskParams::new(task.clone())).await.unwrap();
+    assert!(matches!(working.task.payload, TaskPayload::Working), "found at once after creation");
+    client.peer().cancel_task(CancelTaskParams::new(task.clone())).await.unwrap();
+    let payload = poll(&client, &task, |payload| !matches!(payload, TaskPayload::Working)).await;
+    assert!(matches!(payload, TaskPayload::Cancelled), "{payload:?}");
+    assert_eq!(counts(dir.path()), ["prepare", "cleanup"]);
+    // Cancelling again is an idempotent acknowledgement; an unknown id is -32602.
+    client.peer().cancel_task(CancelTaskParams::new(task.clone())).await.unwrap();
+    let unknown = client.peer().get_task(GetTaskParams::new("run_unknown")).await.unwrap_err();
+    assert_eq!(error_code(unknown), -32602);
+    client.cancel().await.unwrap();
+
+    // Without the tasks extension, the tasks methods are refused (-32021).
+    let dir = tempfile::tempdir().unwrap();
+    let client = connect(host(dir.path()), Person::new(false, "approve"), true).await;
+    let refused = client.peer().get_task(GetTaskParams::new(task)).await.unwrap_err();
+    assert_eq!(error_code(refused), -32021);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_client_without_tasks_gets_the_result_with_its_steps_as_progress() {
+    let dir = tempfile::tempdir().unwrap();
+    let person = Person::new(false, "ship");
+    let client = connect(host(dir.path()), person.clone(), true).await;
+    let params = call("release", json!({"version": "2.0"}));
+    let result = client.call_tool(params).await.unwrap();
+    assert_eq!(text(&result), "released 2.0");
+    let progress = person.progress.lock().unwrap().clone();
+    let done = progress.iter().filter(|message| *message == "step record: done").count();
+    assert_eq!(done, 3, "one notification per step done (build, ship, announce): {progress:?}");
+    assert!(progress.first().is_some_and(|message| message == "step record: attempt 1 started"), "{progress:?}");
+    client.cancel().await.unwrap();
+}
