@@ -479,6 +479,11 @@ impl Driver {
             }
             self.poll_body();
             self.take_records();
+            if !self.core.lock().withdrawals.is_empty() {
+                // A withdrawal lands in the commit of what the body did as it withdrew (a resumable
+                // task's reply): the inbox is read first, so an answer that arrived before it wins.
+                self.take_in(rt, vec![Event::Msg(Msg::Inbox)]).await?;
+            }
             if let Some(advanced) = self.finish_if_done(rt).await? {
                 return Ok(advanced);
             }
@@ -675,8 +680,13 @@ impl Driver {
         let Some(parent) = &self.core.started.parent else { return Vec::new() };
         let run = &self.core.run;
         let seqs = batch.first_seq..;
-        let reported = seqs.zip(&batch.entries).filter(|(_, entry)| crate::journal::ChildReport::reports(entry));
+        let mut reported: Vec<(u64, &Entry)> =
+            seqs.zip(&batch.entries).filter(|(_, entry)| crate::journal::ChildReport::reports(entry)).collect();
+        // Questions resolved in this batch are reported first: a reply withdraws the questions
+        // of the calls it settles, and the parent should see them gone before the reply moves it on.
+        reported.sort_by_key(|(_, entry)| !matches!(entry, Entry::AskResolved { .. }));
         reported
+            .into_iter()
             .map(|(seq, entry)| {
                 let report = crate::journal::ChildReport { child: run.clone(), seq, entry: entry.clone() };
                 let payload = serde_json::to_value(report).expect("a child report always serializes");

@@ -127,6 +127,7 @@ pub(crate) fn from_runtime(error: Error) -> ApiError {
         Error::InvalidInput { .. } => {
             ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, shorten(&error.to_string(), 512)).field("input")
         }
+        Error::SessionEnded(_) => ApiError::new(StatusCode::CONFLICT, error.to_string()),
         Error::WrongKind { .. } | Error::TooDeep(_) => {
             ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, error.to_string())
         }

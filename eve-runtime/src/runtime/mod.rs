@@ -158,6 +158,9 @@ pub enum Error {
     /// No run has this id.
     #[error("no run with id {0}; list runs to see the ids this store holds")]
     RunNotFound(RunId),
+    /// The session has ended (closed, or its run finished): it takes no more messages.
+    #[error("session {0} has ended and takes no more messages; start a new session")]
+    SessionEnded(RunId),
     /// The run with this id is not a session.
     #[error("run {0} is not a session; sessions are started with Runtime::session")]
     NotASession(RunId),

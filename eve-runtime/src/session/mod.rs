@@ -94,6 +94,14 @@ impl SessionOptions {
         self
     }
 
+    /// Gives the session a final output of this JSON Schema: the model is offered `final_output`,
+    /// which ends the turn with its arguments as `turn.completed`'s `output`, and is refused (the
+    /// error names them) while tasks work.
+    pub fn output_schema(mut self, schema: Value) -> Self {
+        self.input.output_schema = Some(schema);
+        self
+    }
+
     /// A child session (or a schedule's): only its final reply reaches its caller, so a turn
     /// held for tasks reports its text with `finishReason: "tool-calls"`.
     pub fn child(mut self) -> Self {
@@ -207,7 +215,13 @@ impl Session {
 
     async fn deliver(&self, delivery_id: &str, inbound: SessionInbound) -> Result<(), Error> {
         let payload: Value = serde_json::to_value(inbound).expect("what a session receives always serializes");
-        self.runtime.deliver_to(&self.id, SESSION_HOOK, delivery_id, payload).await
+        match self.runtime.deliver_to(&self.id, SESSION_HOOK, delivery_id, payload).await {
+            // The run exists but took nothing: it has finished.
+            Err(Error::RunNotFound(_)) if self.runtime.journal(&self.id).await.is_ok() => {
+                Err(Error::SessionEnded(self.id.clone()))
+            }
+            delivered => delivered,
+        }
     }
 }
 

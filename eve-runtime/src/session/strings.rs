@@ -11,6 +11,12 @@ pub const TASK_WAIT: &str = "task_wait";
 /// The tool that stops a task's current work.
 pub const TASK_CANCEL: &str = "task_cancel";
 
+/// The tool that gives a session's final output (offered when the session has an output schema).
+pub const FINAL_OUTPUT: &str = "final_output";
+
+/// `final_output`'s answer when it is accepted.
+pub const FINAL_OUTPUT_RECORDED: &str = "Final output recorded.";
+
 /// The most tasks that may work at once in one session.
 pub const MAX_WORKING_TASKS: usize = 32;
 
