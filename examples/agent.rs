@@ -192,11 +192,9 @@ fn print_event(event: &SessionEvent) {
             let calls = data["actions"].as_array().into_iter().flatten();
             calls.map(|call| format!("{}({})", text_of(&call["name"]), call["input"])).collect::<Vec<_>>().join(", ")
         }
-        "action.result" => format!(
-            "{} -> {}",
-            text("name"),
-            data.get("output").or(data.get("error")).map_or(String::new(), text_of)
-        ),
+        "action.result" => {
+            format!("{} -> {}", text("name"), data.get("output").or(data.get("error")).map_or(String::new(), text_of))
+        }
         "task.started" => format!("{} ({})", text("taskId"), text("name")),
         "task.settled" => format!("{} {}", text("taskId"), text("status")),
         "turn.completed" => format!("{} {}", text("turnId"), text("status")),

@@ -1118,3 +1118,88 @@ async fn a_reply_withdraws_the_open_questions_of_the_calls_it_settles() {
     let late = session.answer(&request, Answer::option("yes")).await;
     assert!(late.is_err(), "a withdrawn question takes no answer");
 }
+
+// ---- sign-in from a task
+
+const FAKE: Provider = Provider::new("fake");
+
+/// Where the fake OAuth server's API is.
+#[derive(Deserialize, JsonSchema)]
+pub struct Api {
+    /// Its base URL.
+    pub api: String,
+}
+
+#[step(backoff = "1s")]
+async fn read_me(ctx: &StepCtx, url: String) -> Result<Value, StepError> {
+    let token = ctx.get_token(&FAKE).await?;
+    let response = reqwest::Client::new().get(&url).bearer_auth(token.expose_secret()).send().await?;
+    match response.status().as_u16() {
+        200 => Ok(serde_json::from_slice(&response.bytes().await?)?),
+        401 => Err(ctx.require_auth(&FAKE).await),
+        status => Err(StepError::msg(format!("/api/me answered {status}"))),
+    }
+}
+
+/// Asks the fake API who signed in.
+#[task]
+pub async fn whoami(input: Api, ctx: &TaskCtx) -> Result<Value, ToolError> {
+    Ok(read_me(ctx, format!("{}/api/me", input.api)).await?)
+}
+
+/// A sign-in from a task parks the held turn (`authorization.required` with the task's id and the
+/// link, then `turn.waiting`); once the person signs in the task settles and the turn goes on, and
+/// no token reaches the feed or the model.
+#[tokio::test]
+async fn a_sign_in_inside_a_task_parks_the_held_turn_until_the_person_signs_in() {
+    use eve_tests::oauth_server::{FakeOAuth, provider_url};
+
+    let world = World::in_memory();
+    let fake = FakeOAuth::start("CANARYsession").await;
+    let provider = fake.provider("fake", world.clock.clone()).build().unwrap();
+    let base = fake.base().to_owned();
+    let model = ScriptedModel::new(move |request: &ModelRequest| {
+        let shown = shown(request);
+        if shown.contains("<task_result") {
+            ModelResponse::text(format!("Result: {}", result_blocks(request).join("")))
+        } else if shown.contains("Started task ") {
+            ModelResponse::text("Checking who you are.")
+        } else {
+            ModelResponse::call("whoami", json!({ "api": base }))
+        }
+    });
+    let runtime = world
+        .builder(16)
+        .model(model)
+        .auth_provider("fake", provider)
+        .public_url("https://agent.example")
+        .build()
+        .unwrap();
+    let session = session(&runtime, &["whoami"]).await;
+    session.send("Who am I?").await.unwrap();
+    let first = read_until(&session, 0, "authorization.required").await;
+    let task = find(&first, "task.started").field("taskId").unwrap().to_owned();
+    let required = first.last().unwrap();
+    assert_eq!(required.field("taskId"), Some(task.as_str()));
+    assert_eq!(required.field("provider"), Some("fake"));
+    let link = required.field("url").unwrap().to_owned();
+    let parked = read_until(&session, required.sequence, "turn.waiting").await;
+    assert!(parked.iter().all(|event| event.name != "turn.completed"));
+
+    let redirect = fake.follow(&provider_url(&runtime, &link).await, "ada").await;
+    runtime.complete_authorization("fake", &redirect.state, &redirect.code).await.unwrap();
+    let rest = read_until(&session, parked.last().unwrap().sequence, "session.waiting").await;
+    let names = story(&rest);
+    let completed = names.iter().position(|name| *name == "authorization.completed").unwrap();
+    let settled = names.iter().position(|name| *name == "task.settled").unwrap();
+    assert!(completed < settled, "{names:?}");
+    assert_eq!(find(&rest, "authorization.completed").field("taskId"), Some(task.as_str()));
+    let text = find(&rest, "message.completed").field("text").unwrap().to_owned();
+    assert!(
+        text.starts_with(&format!(r#"Result: <task_result id="{task}" tool="whoami" status="completed">"#)),
+        "{text}"
+    );
+    assert!(text.contains("ada"), "{text}");
+    let feed: Vec<&Value> = first.iter().chain(&parked).chain(&rest).map(|event| &event.data).collect();
+    assert!(!serde_json::to_string(&feed).unwrap().contains("CANARYsession"), "a secret reached the feed");
+}
