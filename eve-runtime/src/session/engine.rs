@@ -53,6 +53,7 @@ pub(crate) static SESSION: ToolDescriptor = ToolDescriptor {
     validate_input: |input| {
         serde_json::from_value::<SessionInput>(input.clone()).map(drop).map_err(|error| error.to_string())
     },
+    output_schema: || None,
     entry: EntryPoint::Workflow(entry),
 };
 
