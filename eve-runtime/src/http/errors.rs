@@ -128,6 +128,7 @@ pub(crate) fn from_runtime(error: Error) -> ApiError {
             ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, shorten(&error.to_string(), 512)).field("input")
         }
         Error::SessionEnded(_) => ApiError::new(StatusCode::CONFLICT, error.to_string()),
+        Error::ToolFailed { .. } => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, shorten(&error.to_string(), 512)),
         Error::WrongKind { .. } | Error::TooDeep(_) => {
             ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, error.to_string())
         }

@@ -24,6 +24,7 @@ use serde_json::Value;
 use tokio::sync::{Semaphore, broadcast, mpsc, watch};
 
 use crate::context::ToolCtx;
+use crate::error::ToolError;
 use crate::events::RunEvent;
 use crate::executor::core::Started;
 use crate::executor::{Driver, Engine, Exit, Msg};
@@ -117,6 +118,14 @@ pub enum Error {
         tool: String,
         /// What is wrong.
         message: String,
+    },
+    /// A plain tool ran and returned an error of its own (the input was fine).
+    #[error("tool `{tool}` failed: {error}")]
+    ToolFailed {
+        /// The tool.
+        tool: String,
+        /// What the tool returned.
+        error: ToolError,
     },
     /// The tool is not of the kind the call needs.
     #[error("tool `{tool}` is {actual}; {hint}")]
@@ -715,9 +724,7 @@ impl Runtime {
         (descriptor.validate_input)(&input)
             .map_err(|message| Error::InvalidInput { tool: tool.to_owned(), message })?;
         let ctx = ToolCtx::new(RunId::generate().to_string(), descriptor.name, self.shared.services.clone());
-        entry(input, ctx)
-            .await
-            .map_err(|error| Error::InvalidInput { tool: tool.to_owned(), message: error.to_string() })
+        entry(input, ctx).await.map_err(|error| Error::ToolFailed { tool: tool.to_owned(), error })
     }
 
     /// Subscribes to the events of every run.
