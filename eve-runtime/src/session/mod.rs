@@ -1,7 +1,7 @@
 //! Agent sessions: a model calls the manifest's tools in turns, and tasks keep working while the
 //! conversation goes on.
 //!
-//! A session is a durable run of the runtime (the `eve.session` workflow, see [`engine`]): every
+//! A session is a durable run of the runtime (the `eve.session` workflow): every
 //! model call is a step, every tool call is journaled, and what the session tells the world is
 //! its event feed, numbered and durable. So a session survives a restart mid-turn without calling
 //! the model twice for one step or starting a tool twice.
@@ -35,6 +35,8 @@ mod engine;
 mod feed;
 mod inbound;
 pub mod model;
+#[cfg(feature = "openai")]
+pub mod openai;
 pub mod strings;
 mod tasks;
 
