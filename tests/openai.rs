@@ -29,6 +29,8 @@ enum Reply {
     Events(Vec<String>, usize),
     /// A status with headers and a body.
     Status(u16, Vec<(&'static str, &'static str)>, &'static str),
+    /// These events, then the connection breaks mid-body.
+    Broken(Vec<String>),
 }
 
 /// A streamed chunk whose first choice has `delta` (and `finish_reason`, if given).
@@ -60,6 +62,18 @@ async fn completions(State(fake): State<Arc<Fake>>, headers: HeaderMap, body: By
             Response::builder()
                 .header("content-type", "text/event-stream")
                 .body(Body::from_stream(futures::stream::iter(pieces)))
+                .unwrap()
+        }
+        Reply::Broken(events) => {
+            let text: String = events.iter().map(|data| format!("data: {data}\n\n")).collect();
+            let first = futures::stream::iter([Ok::<_, std::io::Error>(Bytes::from(text))]);
+            let broken = futures::stream::once(async {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                Err(std::io::Error::other("the connection broke"))
+            });
+            Response::builder()
+                .header("content-type", "text/event-stream")
+                .body(Body::from_stream(first.chain(broken)))
                 .unwrap()
         }
         Reply::Status(status, headers, body) => {
@@ -149,6 +163,28 @@ async fn a_streamed_answer_is_assembled_from_pieces_cut_anywhere() {
 }
 
 #[tokio::test]
+async fn parallel_tool_calls_are_told_apart_by_index() {
+    let events = vec![
+        chunk(
+            json!({ "tool_calls": [{ "index": 0, "id": "a", "function": { "name": "deploy", "arguments": "" } }] }),
+            None,
+        ),
+        chunk(
+            json!({ "tool_calls": [{ "index": 1, "id": "b", "function": { "name": "deploy", "arguments": "{\"service\":" } }] }),
+            None,
+        ),
+        chunk(json!({ "tool_calls": [{ "index": 0, "function": { "arguments": "{\"service\":\"api\"}" } }] }), None),
+        chunk(json!({ "tool_calls": [{ "index": 1, "function": { "arguments": "\"web\"}" } }] }), None),
+        chunk(json!({}), Some("tool_calls")),
+        "[DONE]".to_owned(),
+    ];
+    let (_fake, model) = fake(vec![Reply::Events(events, 9)]).await;
+    let response = answer(&model).await.unwrap();
+    let calls: Vec<_> = response.tool_calls.iter().map(|call| (call.id.as_str(), call.arguments.clone())).collect();
+    assert_eq!(calls, [("a", json!({"service": "api"})), ("b", json!({"service": "web"}))]);
+}
+
+#[tokio::test]
 async fn refusals_are_retried_or_fail_clearly_and_broken_answers_are_kept_from_the_journal() {
     let cut = vec![chunk(json!({ "content": "half an ans" }), None)];
     let not_json = vec![chunk(json!({ "content": "fine" }), None), "{not json".to_owned()];
@@ -168,6 +204,7 @@ async fn refusals_are_retried_or_fail_clearly_and_broken_answers_are_kept_from_t
         Reply::Events(cut, 5),
         Reply::Events(not_json, 5),
         Reply::Events(bad_arguments, 5),
+        Reply::Broken(vec![chunk(json!({ "content": "so far" }), None)]),
     ])
     .await;
     match answer(&model).await.unwrap_err() {
@@ -188,6 +225,9 @@ async fn refusals_are_retried_or_fail_clearly_and_broken_answers_are_kept_from_t
     assert!(matches!(answer(&model).await.unwrap_err(), ModelError::Malformed(_)));
     let arguments = answer(&model).await.unwrap_err().to_string();
     assert!(arguments.contains("tool call 0 (`deploy`) are not JSON"), "{arguments}");
+    // A connection closed mid-answer may go better next time: retried, not failed.
+    let broken = answer(&model).await.unwrap_err();
+    assert!(matches!(&broken, ModelError::Unavailable { message, .. } if message.contains("broke")), "{broken:?}");
 
     // Nothing listens: unavailable, naming the endpoint.
     let nobody = OpenAiModel::new(OpenAiConfig::new("http://127.0.0.1:9/v1", "m", "k")).unwrap();
@@ -281,6 +321,29 @@ async fn a_session_talks_to_an_openai_compatible_server_and_waits_out_a_rate_lim
     let id = assistant["tool_calls"][0]["id"].as_str().unwrap();
     let tool = messages.iter().find(|message| message["role"] == "tool").unwrap();
     assert_eq!((tool["tool_call_id"].as_str(), tool["content"].as_str()), (Some(id), Some("api is healthy")));
+}
+
+/// A 500 retries the model step after the step's backoff (1 s, on the runtime's clock); the
+/// second answer goes through.
+#[tokio::test]
+async fn a_server_error_then_success_completes_the_turn() {
+    let answer = vec![chunk(json!({ "content": "All good." }), Some("stop")), "[DONE]".to_owned()];
+    let (fake, model) = fake(vec![Reply::Status(500, vec![], "oops"), Reply::Events(answer, 64)]).await;
+    let world = World::in_memory();
+    let runtime = world.builder(16).model(model).build().unwrap();
+    let session = runtime.session(SessionOptions::new()).await.unwrap();
+    let mut events = session.events(0);
+    session.send("Status?").await.unwrap();
+    read_until(&mut events, "turn.started").await;
+    while fake.requests().is_empty() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    world.clock.advance(Duration::from_secs(1));
+    let read = read_until(&mut events, "turn.completed").await;
+    assert_eq!(read.last().unwrap().field("status"), Some("completed"));
+    assert_eq!(read.iter().rev().find(|e| e.name == "message.completed").unwrap().field("text"), Some("All good."));
+    assert_eq!(fake.requests().len(), 2);
 }
 
 /// A cut-off answer fails the turn with the reason, and the model step journals no result: the
