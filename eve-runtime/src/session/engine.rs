@@ -796,8 +796,17 @@ impl<'c> Body<'c> {
         Ok(())
     }
 
-    /// A value a resumable task published: a reply settling its calls, or that it is idle.
+    /// A value a task published: a message for the model, a reply settling a resumable task's
+    /// calls, or that it is idle.
     fn on_published(&mut self, run: &RunId, value: &Value) {
+        if let Some(message) = value.get("message").and_then(Value::as_str) {
+            // Delivered as results are: at the next boundary, or when a wait wakes.
+            if let Some(task) = self.tasks.by_run(run) {
+                let block = strings::task_message(&task.id, task.tool, message);
+                self.results.push(block);
+            }
+            return;
+        }
         if let Some(reply) = value.get("reply") {
             let calls: Vec<String> = serde_json::from_value(reply["calls"].clone()).unwrap_or_default();
             let output = reply["output"].clone();
