@@ -10,9 +10,14 @@ use crate::runtime::{Runtime, RuntimeBuilder};
 /// The variable naming a Postgres database that `Runtime::builder()` uses when it is set.
 pub(crate) const DATABASE_URL_VARIABLE: &str = "EVE_DATABASE_URL";
 
+/// The variable naming the Postgres schema for eve's tables, with `EVE_DATABASE_URL` (default `eve`).
+#[cfg(feature = "postgres")]
+pub(crate) const DATABASE_SCHEMA_VARIABLE: &str = "EVE_DATABASE_SCHEMA";
+
 impl Runtime {
     /// A builder with the defaults: the Postgres database at `EVE_DATABASE_URL` if that variable
-    /// is set (which needs the `postgres` feature), else embedded SQLite in `.eve/eve.db` (with the
+    /// is set (which needs the `postgres` feature; its tables in the schema `EVE_DATABASE_SCHEMA`
+    /// names, `eve` by default), else embedded SQLite in `.eve/eve.db` (with the
     /// `sqlite` feature, which is on by default; otherwise a memory store); the system clock.
     pub fn builder() -> RuntimeBuilder {
         if let Some(url) = std::env::var_os(DATABASE_URL_VARIABLE) {
@@ -83,10 +88,14 @@ mod postgres {
         }
     }
 
-    /// The builder for the URL in `EVE_DATABASE_URL`.
+    /// The builder for the URL in `EVE_DATABASE_URL` (and the schema in `EVE_DATABASE_SCHEMA`).
     pub(super) fn from_variable(builder: RuntimeBuilder, url: Result<String, String>) -> RuntimeBuilder {
+        let mut options = PostgresOptions::default();
+        if let Ok(schema) = std::env::var(super::DATABASE_SCHEMA_VARIABLE) {
+            options.schema = schema;
+        }
         match url {
-            Ok(url) => builder.postgres(url),
+            Ok(url) => builder.postgres_with(url, options),
             Err(reason) => builder.default_store(Box::new(move |_| {
                 Err(StoreError::Open { path: super::DATABASE_URL_VARIABLE.into(), reason })
             })),

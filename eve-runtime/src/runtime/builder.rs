@@ -312,6 +312,7 @@ pub(crate) type DefaultStore = Box<dyn FnOnce(&Opening<'_>) -> Result<Arc<dyn St
 /// What a [`DefaultStore`] is opened with.
 pub(crate) struct Opening<'a> {
     /// The data directory.
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code, reason = "read by the SQLite store's opener"))]
     pub dir: &'a Path,
     /// The lease a shared store's creator holds a new run for.
     #[cfg_attr(not(feature = "postgres"), allow(dead_code, reason = "read by the Postgres store's opener"))]

@@ -42,6 +42,7 @@ use crate::store::{
 };
 use crate::time::Clock;
 
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(unused_imports))]
 pub(crate) use self::builder::Opening;
 pub use self::builder::RuntimeBuilder;
 pub use self::deliver::{AuthorizationStart, OpenQuestion, PendingResponse, WebhookReply};
