@@ -442,9 +442,13 @@ impl Shared {
     fn lose(&self, run: &RunId, error: StoreError) {
         self.deactivate(run);
         match error {
-            StoreError::Fenced { .. } | StoreError::Leased { .. } => {
-                tracing::debug!(%run, "run is advanced by another claim: {error}");
+            // Another worker's claim superseded this one (this process stalled past its lease):
+            // notable, since this executor was advancing the run.
+            StoreError::Fenced { .. } => {
+                tracing::info!(%run, "another worker took the run over; letting it go: {error}")
             }
+            // Another worker holds the run: the usual answer to a claim by a worker that heard of it too.
+            StoreError::Leased { .. } => tracing::debug!(%run, "run is advanced by another claim: {error}"),
             // Nothing to advance: a wake for an id no run has (only a failed start's leftovers).
             StoreError::RunNotFound(_) => tracing::debug!(%run, "{error}"),
             _ if self.is_stopping() => tracing::debug!(%run, "run let go as the runtime stops: {error}"),
