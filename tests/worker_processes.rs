@@ -1,5 +1,7 @@
 //! Worker processes on Postgres, each test with a schema of its own on the shared test server:
 //!
+//! - **a killed worker**: a worker SIGKILLed in the middle of a step keeps its run until its lease
+//!   expires; then the other worker takes it over;
 //! - **fencing**: a worker paused (SIGSTOP) in the middle of a step, past its lease, loses the run
 //!   to another worker, which completes it; woken (SIGCONT), the paused worker finds its claim
 //!   taken over, lets the run go, and writes nothing;
@@ -128,6 +130,56 @@ async fn a_worker_paused_past_its_lease_writes_nothing_after_it_wakes() {
         .get(0);
     assert_eq!(slow_runs, 2, "the slow step ran on w1, then again on w2");
     let _ = second;
+    fleet.stop();
+}
+
+/// A worker SIGKILLed in the middle of a slow step says no goodbye: its claim stays until its
+/// lease expires, and then the other worker's poll finds the run, runs the step again and
+/// completes the run. The run is taken over no sooner than the lease allows and within a poll
+/// (plus some slack for a loaded machine) after it; the measured delay is printed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_workers_runs_are_taken_over_once_its_lease_expires() {
+    let schema = Schema::new().await;
+    let timing = Timing {
+        lease: Duration::from_millis(2_000),
+        heartbeat: Duration::from_millis(500),
+        poll: Duration::from_millis(200),
+    };
+    let mut fleet = fleet(&schema, timing);
+    let (first, _second) = (fleet.start("w1"), fleet.start("w2"));
+    let store = fleet.store().await;
+    let admin = fleet.admin().await;
+    let http = reqwest::Client::new();
+    start(&http, &fleet.workers[first].base, "probe", "orphaned", json!({ "millis": 3_000 })).await;
+    let run: RunId = "orphaned".parse().unwrap();
+
+    let slow_on = |worker: &'static str| {
+        format!(
+            "SELECT count(*) FROM attempts WHERE run_id = 'orphaned' AND step = 'slow started' AND worker = '{worker}'"
+        )
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while admin.query_one(&slow_on("w1"), &[]).await.map(|row| row.get::<_, i64>(0)).unwrap_or(0) == 0 {
+        assert!(Instant::now() < deadline, "w1 did not start the slow step");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    fleet.kill(first);
+    let killed = Instant::now();
+    let deadline = killed + Duration::from_secs(30);
+    while admin.query_one(&slow_on("w2"), &[]).await.map(|row| row.get::<_, i64>(0)).unwrap_or(0) == 0 {
+        assert!(Instant::now() < deadline, "w2 never took the run over");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let taken_over = killed.elapsed();
+    eprintln!("w2 took the run over {:.2} s after w1 was killed (lease 2 s, poll 0.2 s)", taken_over.as_secs_f64());
+    // The lease was last renewed at most one heartbeat before the kill.
+    assert!(taken_over >= timing.lease - timing.heartbeat, "not before the lease expired: {taken_over:?}");
+    assert!(taken_over < timing.lease + timing.poll + Duration::from_secs(3), "soon after it: {taken_over:?}");
+
+    until_run(&store, &run, Duration::from_secs(30), |status, _| status.is_finished()).await;
+    let entries = store.load(&run).await.unwrap().unwrap().entries;
+    assert_eq!(entries.last(), Some(&Entry::RunCompleted { output: json!(["w1", "w2", "w2"]) }));
+    completions_once(&entries, &run);
     fleet.stop();
 }
 

@@ -121,6 +121,13 @@ pub async fn stalling(
     Ok(who)
 }
 
+/// Asks one question and says whether the answer was yes.
+#[workflow_tool]
+pub async fn asking(_input: serde_json::Map<String, serde_json::Value>, ctx: &WorkflowCtx) -> Result<bool, ToolError> {
+    let answer = ctx.ask(Ask::select("Go on?").option("yes", "Yes").option("no", "No")).await;
+    Ok(answer.chose("yes"))
+}
+
 // ---- Helpers -------------------------------------------------------------------------------------
 
 static KEY: LazyLock<SecretKey> = LazyLock::new(SecretKey::generate);
@@ -276,6 +283,81 @@ async fn runs_nobody_announces_are_found_by_polling() {
     let record = b.journal(sleeper.id()).await.unwrap();
     let fired = record.entries.iter().any(|entry| matches!(entry, Entry::TimerFired { .. }));
     assert!(fired, "the sleep fired on the worker that found it due");
+}
+
+/// A worker that polls the store once a minute: only a wake-up brings it work sooner.
+async fn deaf_to_polls(schema: &Schema, name: &'static str) -> Runtime {
+    let runtime = builder(schema, name).poll_interval(Duration::from_secs(60)).build().expect("a worker builds");
+    runtime.recover().await.expect("the worker starts");
+    runtime
+}
+
+/// Waits (up to 10 s, reading every millisecond) until the run's summary satisfies `check`.
+async fn until_summary(store: &PostgresStore, run: &RunId, check: impl Fn(&RunSummary) -> bool) -> RunSummary {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (summary, _) = store.tail(run).await.expect("the store reads").expect("the run exists");
+        if check(&summary) {
+            return summary;
+        }
+        assert!(std::time::Instant::now() < deadline, "run {run} did not get there within 10 s: {summary:?}");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// With polling all but off (once a minute, after a first look at start-up), hook payloads, an
+/// answer and a cancellation given to worker B reach runs that worker A started and that parked
+/// (giving their claims back) through the store's wake-ups alone: each is taken in within
+/// milliseconds, far below any poll. The payloads' delays are printed (p50, max).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deliveries_wake_runs_parked_on_another_worker_without_polling() {
+    const PAYLOADS: u64 = 20;
+    let schema = Schema::new().await;
+    let store = schema.store().await;
+    let (a, b) = (deaf_to_polls(&schema, "a").await, deaf_to_polls(&schema, "b").await);
+
+    let relay = a.start("relay", json!({ "token": "wake-hook", "count": PAYLOADS })).await.unwrap();
+    let asking = a.start("asking", json!({})).await.unwrap();
+    let doomed = a.start("relay", json!({ "token": "doomed-hook", "count": 1 })).await.unwrap();
+    for run in [&relay, &asking, &doomed] {
+        assert_eq!(run.parked().await.unwrap(), eve_tools::Phase::Parked, "run {} parks", run.id());
+    }
+
+    let (mut delays, mut commits) = (Vec::new(), Vec::new());
+    for _ in 0..PAYLOADS {
+        let before = until_summary(&store, relay.id(), |summary| summary.parked).await.entries;
+        let sent = std::time::Instant::now();
+        b.resume_hook("wake-hook", json!(1)).await.expect("B takes the payload");
+        commits.push(sent.elapsed());
+        until_summary(&store, relay.id(), |summary| summary.entries > before).await;
+        delays.push(sent.elapsed());
+    }
+    assert_eq!(relay.outcome().await.unwrap(), RunOutcome::Completed(json!(PAYLOADS)));
+    delays.sort();
+    commits.sort();
+    let (p50, max) = (delays[delays.len() / 2], delays[delays.len() - 1]);
+    eprintln!(
+        "a payload given to B reached the run parked by A in {p50:?} at p50 (the delivery's own commit: {:?}), \
+         {max:?} at most",
+        commits[commits.len() / 2]
+    );
+    assert!(max < Duration::from_secs(5), "every payload arrived by a wake-up, not a poll: {delays:?}");
+
+    let questions = b.open_questions(asking.id()).await.unwrap();
+    let sent = std::time::Instant::now();
+    b.answer(asking.id(), &questions[0].request_id, eve_tools::Answer::option("yes")).await.unwrap();
+    assert_eq!(asking.outcome().await.unwrap(), RunOutcome::Completed(json!(true)));
+    let answered = sent.elapsed();
+
+    let sent = std::time::Instant::now();
+    b.cancel(doomed.id(), "no longer needed").await.unwrap();
+    assert_eq!(doomed.outcome().await.unwrap(), RunOutcome::Cancelled);
+    let cancelled = sent.elapsed();
+    eprintln!("an answer given to B ended the run in {answered:?}; a cancellation, in {cancelled:?}");
+    assert!(answered < Duration::from_secs(5) && cancelled < Duration::from_secs(5), "both by a wake-up, not a poll");
+    for run in [&relay, &asking, &doomed] {
+        completions_once(&a.journal(run.id()).await.unwrap());
+    }
 }
 
 /// A store that stops renewing leases on request, as a worker stalled past its lease would.

@@ -104,6 +104,13 @@ impl Fleet {
         Worker { name: name.to_owned(), generation, child, base }
     }
 
+    /// SIGKILLs the worker in `slot` (no goodbye: its claims stay until their leases expire).
+    pub fn kill(&mut self, slot: usize) {
+        let worker = &mut self.workers[slot];
+        worker.child.kill().expect("SIGKILL the worker");
+        worker.child.wait().expect("the killed worker is reaped");
+    }
+
     /// SIGKILLs the worker in `slot` and starts a new process under its name.
     pub fn kill_and_restart(&mut self, slot: usize) {
         let old = &mut self.workers[slot];
