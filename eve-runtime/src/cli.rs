@@ -319,10 +319,10 @@ impl Serving {
 /// Uses the Postgres database at `url`, in `schema` if given, if a URL is given.
 #[cfg(feature = "postgres")]
 fn with_database(
-    builder: crate::RuntimeBuilder,
+    builder: crate::runtime::RuntimeBuilder,
     url: Option<&str>,
     schema: Option<&str>,
-) -> Result<crate::RuntimeBuilder, String> {
+) -> Result<crate::runtime::RuntimeBuilder, String> {
     let Some(url) = url else {
         return match schema {
             Some(_) => Err("--database-schema (or EVE_DATABASE_SCHEMA) needs a database: give --database-url or set \
@@ -341,10 +341,10 @@ fn with_database(
 /// Uses the Postgres database at `url`, if one is given: not in a build without Postgres.
 #[cfg(not(feature = "postgres"))]
 fn with_database(
-    builder: crate::RuntimeBuilder,
+    builder: crate::runtime::RuntimeBuilder,
     url: Option<&str>,
     _schema: Option<&str>,
-) -> Result<crate::RuntimeBuilder, String> {
+) -> Result<crate::runtime::RuntimeBuilder, String> {
     match url {
         Some(_) => Err("--database-url (or EVE_DATABASE_URL) names a Postgres database, but this binary was built \
                         without the `postgres` feature of eve-tools; enable it, or leave the URL out to use the \
@@ -466,7 +466,7 @@ async fn answer(runtime: &Runtime, run: &RunId, request: &str, answer: Answer) -
 /// How many entries the run's journal has.
 async fn journal_length(runtime: &Runtime, run: &RunId) -> Result<u64, String> {
     let tail = runtime.store().tail(run).await.map_err(|error| error.to_string())?;
-    tail.map(|(summary, _)| summary.entries).ok_or_else(|| crate::Error::RunNotFound(run.clone()).to_string())
+    tail.map(|(summary, _)| summary.entries).ok_or_else(|| crate::runtime::Error::RunNotFound(run.clone()).to_string())
 }
 
 /// Waits until the run has taken in what was just delivered to it and can go no further for now:
@@ -482,7 +482,7 @@ async fn carried_on(runtime: &Runtime, run: &RunId, before: u64) -> Result<(), S
     let mut noted = false;
     loop {
         let tail = runtime.store().tail(run).await.map_err(|error| error.to_string())?;
-        let Some((summary, _)) = tail else { return Err(crate::Error::RunNotFound(run.clone()).to_string()) };
+        let Some((summary, _)) = tail else { return Err(crate::runtime::Error::RunNotFound(run.clone()).to_string()) };
         if summary.status.is_finished() || (summary.entries > before && summary.parked) {
             return Ok(());
         }
