@@ -24,9 +24,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use eve_benches::{close, multi_thread, secret_key, size};
-use eve_tools::{HookDelivery, RunOutcome};
 use eve_tools::prelude::*;
 use eve_tools::store::{SqliteStore, Store};
+use eve_tools::{HookDelivery, RunOutcome};
 use rusqlite::Connection;
 use serde_json::json;
 

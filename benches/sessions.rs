@@ -390,7 +390,11 @@ fn summary(receipts: &[Receipt], parked: &[Parked]) {
     report("  runs created (the task's run; median)", by(|receipt| receipt.created).to_string(), "");
     report("  other runs' appends (the task's own; median)", by(|receipt| receipt.others).to_string(), "");
     report("  deliveries (median)", by(|receipt| receipt.delivered).to_string(), "");
-    report("  time in between, median (MemoryStore)", format!("{:.1} µs", latency[latency.len() / 2].as_secs_f64() * 1e6), "");
+    report(
+        "  time in between, median (MemoryStore)",
+        format!("{:.1} µs", latency[latency.len() / 2].as_secs_f64() * 1e6),
+        "",
+    );
     heading_once("issue 9, figure 3: sessions parked between turns, in a process of their own");
     let megabytes = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
     for parked in parked {

@@ -185,7 +185,8 @@ fn tracing_overhead(c: &mut Criterion) {
                         let subscriber = Listener::new(max);
                         let elapsed = tracing::subscriber::with_default(subscriber.clone(), routine);
                         if level == "trace_listener" {
-                            let taken = subscriber.spans.load(Ordering::Relaxed) + subscriber.events.load(Ordering::Relaxed);
+                            let taken =
+                                subscriber.spans.load(Ordering::Relaxed) + subscriber.events.load(Ordering::Relaxed);
                             TRACED.store(taken / (iters * n).max(1), Ordering::Relaxed);
                         }
                         elapsed
@@ -207,7 +208,11 @@ fn summary() {
         println!("  [{flavour}]");
         report("plain awaited call", format!("{:.1} ns", plain * 1_000.0 / n), "anchor ≈ 20 ns");
         report("workflow of n steps, per step (start → outcome)", format!("{:.2} µs", workflow / n), "");
-        report("added cost per step (t_workflow − t_plain) / n", format!("{:.2} µs", (workflow - plain) / n), "≤ 0.5 µs");
+        report(
+            "added cost per step (t_workflow − t_plain) / n",
+            format!("{:.2} µs", (workflow - plain) / n),
+            "≤ 0.5 µs",
+        );
         report("ratio t_workflow / t_plain", format!("{:.0}×", workflow / plain), "");
         let marginal = (workflow - small) / (n - 10.0);
         report("marginal cost per step (t_1000 − t_10) / 990", format!("{marginal:.2} µs"), "");
