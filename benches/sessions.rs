@@ -22,7 +22,9 @@
 //!    nothing of criterion's) starts 1,000 sessions on the embedded SQLite store and on
 //!    `MemoryStore`, runs one turn of each, and reports its resident memory (`VmRSS`, and its growth
 //!    since before the runtime was built; target < 20 MB) and the Tokio tasks alive once every
-//!    session is parked (target: no task per session).
+//!    session is parked (target: no task per session). A third child, `sqlite_cold`, does the
+//!    same on SQLite with the warm cache off (`warm_cache(0)`), so no parked session's body is
+//!    kept in memory: the difference is what the default warm cache holds.
 
 use std::hint::black_box;
 use std::sync::{Arc, Mutex};
@@ -298,16 +300,23 @@ struct Parked {
 }
 
 /// The child's work: park `count` sessions after one turn each, then print what it costs.
-fn parked_child(store: &str, count: u64) {
+fn parked_child(store_name: &str, count: u64) {
     let tokio = multi_thread();
     let before = resident_bytes();
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a scratch directory under target/");
     let line = tokio.block_on(async {
-        let store: Arc<dyn Store> = match store {
-            "sqlite" => Arc::new(SqliteStore::open(dir.path().join("sessions.db")).expect("the store opens")),
+        let store: Arc<dyn Store> = match store_name {
+            "sqlite" | "sqlite_cold" => {
+                Arc::new(SqliteStore::open(dir.path().join("sessions.db")).expect("the store opens"))
+            }
             _ => Arc::new(MemoryStore::new()),
         };
-        let runtime = memory_runtime(lookup_model(), store);
+        let runtime = if store_name == "sqlite_cold" {
+            let builder = Runtime::builder().shared_store(store).secret_key(secret_key()).model(lookup_model());
+            builder.warm_cache(0).build().expect("a runtime builds inside Tokio")
+        } else {
+            memory_runtime(lookup_model(), store)
+        };
         let start = Instant::now();
         let mut sessions = Vec::new();
         for _ in 0..count {
@@ -417,7 +426,7 @@ fn main() {
     let mut criterion = Criterion::default().without_plots().configure_from_args();
     turn_cost(&mut criterion);
     let receipts = receipts();
-    let parked = [parked_sessions("sqlite"), parked_sessions("memory")];
+    let parked = [parked_sessions("sqlite"), parked_sessions("sqlite_cold"), parked_sessions("memory")];
     criterion.final_summary();
     summary(&receipts, &parked);
 }
