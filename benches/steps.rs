@@ -9,8 +9,18 @@
 //!
 //! Both Tokio flavours are measured: `multi_thread` (2 workers, as a server runs) and
 //! `current_thread` (everything on one thread, no cross-thread wake-ups).
+//!
+//! Tracing (issue 8: the hot path pays nothing measurable when no subscriber listens):
+//! `steps_memory/tracing/*` runs `workflow_1000` on the current-thread runtime three ways, one
+//! after the other and after every other group (a subscriber, once set, changes how `tracing`'s
+//! callsites are cached for the rest of the process): with no subscriber at all (`none`), under a
+//! subscriber that listens at `WARN` (`warn_listener`: a subscriber is there, but the run and
+//! step spans and the debug events are below its level), and under one that takes every span and
+//! event at `TRACE` (`trace_listener`, the contrast: what the spans cost when someone listens).
 
 use std::hint::black_box;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
@@ -105,6 +115,89 @@ async fn workflow_runs(steps: u64, iters: u64) -> Duration {
     total
 }
 
+/// A subscriber that takes what is at or above `max` and counts it (the spans' fields are handed
+/// to it; it keeps none of them).
+struct Listener {
+    max: tracing::Level,
+    spans: AtomicU64,
+    events: AtomicU64,
+}
+
+impl Listener {
+    fn new(max: tracing::Level) -> Arc<Self> {
+        Arc::new(Listener { max, spans: AtomicU64::new(0), events: AtomicU64::new(0) })
+    }
+}
+
+impl tracing::Subscriber for Listener {
+    fn register_callsite(&self, metadata: &'static tracing::Metadata<'static>) -> tracing::subscriber::Interest {
+        if self.enabled(metadata) {
+            tracing::subscriber::Interest::always()
+        } else {
+            tracing::subscriber::Interest::never()
+        }
+    }
+
+    fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
+        *metadata.level() <= self.max
+    }
+
+    fn max_level_hint(&self) -> Option<tracing::level_filters::LevelFilter> {
+        Some(tracing::level_filters::LevelFilter::from_level(self.max))
+    }
+
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(self.spans.fetch_add(1, Ordering::Relaxed) + 1)
+    }
+
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+
+    fn event(&self, _: &tracing::Event<'_>) {
+        self.events.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn enter(&self, _: &tracing::span::Id) {}
+
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// How many spans and events the trace listener took per step.
+static TRACED: AtomicU64 = AtomicU64::new(0);
+
+const LISTENERS: [&str; 3] = ["none", "warn_listener", "trace_listener"];
+
+fn tracing_overhead(c: &mut Criterion) {
+    let n = size(1_000, 20);
+    let tokio = current_thread();
+    let mut group = c.benchmark_group("steps_memory/tracing");
+    group.sample_size(20).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(4));
+    for listener in LISTENERS {
+        let name = format!("steps_memory/tracing/{listener}");
+        group.bench_function(listener, |b| {
+            b.iter_custom(|iters| {
+                let routine = || tokio.block_on(async { record(&name, iters, workflow_runs(n, iters).await) });
+                match listener {
+                    "none" => routine(),
+                    level => {
+                        let max = if level == "warn_listener" { tracing::Level::WARN } else { tracing::Level::TRACE };
+                        let subscriber = Listener::new(max);
+                        let elapsed = tracing::subscriber::with_default(subscriber.clone(), routine);
+                        if level == "trace_listener" {
+                            let taken =
+                                subscriber.spans.load(Ordering::Relaxed) + subscriber.events.load(Ordering::Relaxed);
+                            TRACED.store(taken / (iters * n).max(1), Ordering::Relaxed);
+                        }
+                        elapsed
+                    }
+                }
+            })
+        });
+    }
+    group.finish();
+}
+
 fn summary() {
     let n = size(1_000, 20) as f64;
     heading("measure 1: added cost per step, MemoryStore");
@@ -115,17 +208,32 @@ fn summary() {
         println!("  [{flavour}]");
         report("plain awaited call", format!("{:.1} ns", plain * 1_000.0 / n), "anchor ≈ 20 ns");
         report("workflow of n steps, per step (start → outcome)", format!("{:.2} µs", workflow / n), "");
-        report("added cost per step (t_workflow − t_plain) / n", format!("{:.2} µs", (workflow - plain) / n), "< 2 µs");
+        report(
+            "added cost per step (t_workflow − t_plain) / n",
+            format!("{:.2} µs", (workflow - plain) / n),
+            "≤ 0.5 µs",
+        );
         report("ratio t_workflow / t_plain", format!("{:.0}×", workflow / plain), "");
         let marginal = (workflow - small) / (n - 10.0);
         report("marginal cost per step (t_1000 − t_10) / 990", format!("{marginal:.2} µs"), "");
         report("fixed cost of a run (t_10 − 10 × marginal)", format!("{:.1} µs", small - 10.0 * marginal), "");
     }
+    heading("issue 8: tracing on the step path, current-thread runtime, workflow of n steps");
+    let per_step = |listener: &str| micros(&format!("steps_memory/tracing/{listener}")) / n;
+    let none = per_step("none");
+    report("per step, no subscriber", format!("{none:.2} µs"), "");
+    report("per step, a subscriber listening at WARN", format!("{:.2} µs", per_step("warn_listener")), "");
+    report("  ratio WARN listener / none", format!("{:.2}", per_step("warn_listener") / none), "≈ 1");
+    report("per step, a subscriber taking everything (TRACE)", format!("{:.2} µs", per_step("trace_listener")), "");
+    report("  ratio TRACE listener / none", format!("{:.2}", per_step("trace_listener") / none), "(contrast)");
+    report("  spans and events it took per step", TRACED.load(Ordering::Relaxed).to_string(), "");
 }
 
 fn main() {
     let mut criterion = Criterion::default().without_plots().configure_from_args();
     step_overhead(&mut criterion);
+    // Last: a subscriber, once set, changes tracing's callsite cache for the rest of the process.
+    tracing_overhead(&mut criterion);
     criterion.final_summary();
     summary();
 }

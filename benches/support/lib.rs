@@ -5,6 +5,8 @@
 //! benchmarks of one run, so every timed routine also goes through [`record`], and the summary at
 //! the end of each binary divides the medians of what it recorded (see [`per_iteration`]).
 
+pub mod counting;
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
