@@ -230,20 +230,22 @@ impl<'c> Body<'c> {
             let Some(inbound) = self.next().await else { return Ok(()) };
             match inbound {
                 Inbound::Message(message) => {
-                    self.turn(message).await?;
+                    // Boxed: a turn's futures are large, and a session parked between turns (the
+                    // common state of a warm-cached session) should not carry their space.
+                    Box::pin(self.turn(message)).await?;
                     while let Some(message) = self.queued.pop_front().filter(|_| !self.closing) {
-                        self.turn(message).await?;
+                        Box::pin(self.turn(message)).await?;
                     }
                     if self.closing {
                         return Ok(());
                     }
                     self.emit("session.waiting", json!({}));
                 }
-                Inbound::Report(report) => self.on_report(report).await?,
-                Inbound::Overdue => self.overdue().await?,
-                Inbound::Cancel => self.cancel_tasks("turn_cancelled").await?,
+                Inbound::Report(report) => Box::pin(self.on_report(report)).await?,
+                Inbound::Overdue => Box::pin(self.overdue()).await?,
+                Inbound::Cancel => Box::pin(self.cancel_tasks("turn_cancelled")).await?,
                 Inbound::Close => {
-                    self.cancel_tasks("turn_ended").await?;
+                    Box::pin(self.cancel_tasks("turn_ended")).await?;
                     return Ok(());
                 }
             }
@@ -1123,4 +1125,21 @@ fn abort_child(run: RunId, keep_output: bool, reason: String) -> StepCall<()> {
 fn runtime_of(ctx: &StepCtx) -> Result<Runtime, StepError> {
     let services = ctx.services().ok_or_else(|| FatalError::new("a session's step runs inside its run"))?;
     Runtime::of(services).ok_or_else(|| StepError::msg("the runtime is shutting down"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn size_of_output<A, F>(_: fn(A) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+
+    /// What a session parked between turns keeps in the warm cache is its body's future: a turn's
+    /// futures are boxed so that state stays small (it was 3,200 bytes with the turn inline).
+    #[test]
+    fn a_parked_sessions_future_stays_small() {
+        let parked = size_of_output(Body::<'static>::run);
+        assert!(parked <= 3 * std::mem::size_of::<Body<'static>>(), "{parked} bytes");
+    }
 }
