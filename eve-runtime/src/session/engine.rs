@@ -22,7 +22,8 @@
 //! model is called again in the same turn. `turn.completed` comes only when the turn really ends,
 //! and `session.waiting` after it.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -140,7 +141,8 @@ enum Kind {
 
 /// A tool the session offers: what the model sees, and how it is called.
 struct Offered {
-    spec: ToolSpec,
+    /// Shared by every session that offers the tool: a parked session keeps only the pointer.
+    spec: Arc<ToolSpec>,
     kind: Kind,
     descriptor: Option<&'static ToolDescriptor>,
 }
@@ -399,7 +401,7 @@ impl<'c> Body<'c> {
         let request = ModelRequest {
             system,
             messages: self.messages.clone(),
-            tools: self.offered.iter().map(|tool| tool.spec.clone()).collect(),
+            tools: self.offered.iter().map(|tool| ToolSpec::clone(&tool.spec)).collect(),
         };
         let plain: Vec<String> =
             self.offered.iter().filter(|tool| tool.kind == Kind::Plain).map(|tool| tool.spec.name.clone()).collect();
@@ -888,29 +890,46 @@ fn offered_tools(only: Option<&[String]>, output_schema: Option<&Value>) -> Vec<
         .into_iter()
         .filter(|tool| only.is_none_or(|names| names.iter().any(|name| name == tool.name)))
         .map(|tool| {
-            let kind = match tool.entry {
-                EntryPoint::Plain(_) => Kind::Plain,
-                EntryPoint::Workflow(_) => Kind::Execute,
-                EntryPoint::Task(_) => Kind::Task,
-                EntryPoint::Serve(_) => Kind::Serve,
-            };
-            let mut schema = (tool.input_schema)();
-            if kind == Kind::Serve {
-                add_task_id(&mut schema);
-            }
-            let spec =
-                ToolSpec { name: tool.name.to_owned(), description: tool.description.to_owned(), input_schema: schema };
-            Offered { spec, kind, descriptor: Some(tool) }
+            let kind = kind_of(tool);
+            Offered { spec: manifest_spec(tool), kind, descriptor: Some(tool) }
         })
         .collect();
     if offered.iter().any(|tool| matches!(tool.kind, Kind::Task | Kind::Serve)) {
-        offered.push(builtin(strings::TASK_WAIT, TASK_WAIT_DESCRIPTION, task_wait_schema(), Kind::TaskWait));
-        offered.push(builtin(strings::TASK_CANCEL, TASK_CANCEL_DESCRIPTION, task_cancel_schema(), Kind::TaskCancel));
+        static TASK_WAIT: LazyLock<Arc<ToolSpec>> =
+            LazyLock::new(|| spec(strings::TASK_WAIT, TASK_WAIT_DESCRIPTION, task_wait_schema()));
+        static TASK_CANCEL: LazyLock<Arc<ToolSpec>> =
+            LazyLock::new(|| spec(strings::TASK_CANCEL, TASK_CANCEL_DESCRIPTION, task_cancel_schema()));
+        offered.push(Offered { spec: TASK_WAIT.clone(), kind: Kind::TaskWait, descriptor: None });
+        offered.push(Offered { spec: TASK_CANCEL.clone(), kind: Kind::TaskCancel, descriptor: None });
     }
     if let Some(schema) = output_schema {
-        offered.push(builtin(strings::FINAL_OUTPUT, FINAL_OUTPUT_DESCRIPTION, schema.clone(), Kind::FinalOutput));
+        let spec = spec(strings::FINAL_OUTPUT, FINAL_OUTPUT_DESCRIPTION, schema.clone());
+        offered.push(Offered { spec, kind: Kind::FinalOutput, descriptor: None });
     }
     offered
+}
+
+fn kind_of(tool: &ToolDescriptor) -> Kind {
+    match tool.entry {
+        EntryPoint::Plain(_) => Kind::Plain,
+        EntryPoint::Workflow(_) => Kind::Execute,
+        EntryPoint::Task(_) => Kind::Task,
+        EntryPoint::Serve(_) => Kind::Serve,
+    }
+}
+
+/// The spec of a manifest tool (`taskId` added for a resumable task), built once per process.
+fn manifest_spec(tool: &'static ToolDescriptor) -> Arc<ToolSpec> {
+    static SPECS: LazyLock<Mutex<HashMap<&'static str, Arc<ToolSpec>>>> = LazyLock::new(Default::default);
+    let mut specs = SPECS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let spec = specs.entry(tool.workflow_id).or_insert_with(|| {
+        let mut schema = (tool.input_schema)();
+        if kind_of(tool) == Kind::Serve {
+            add_task_id(&mut schema);
+        }
+        spec(tool.name, tool.description, schema)
+    });
+    spec.clone()
 }
 
 const FINAL_OUTPUT_DESCRIPTION: &str =
@@ -922,9 +941,8 @@ const TASK_WAIT_DESCRIPTION: &str = "Wait until a task has a result, a new messa
 
 const TASK_CANCEL_DESCRIPTION: &str = "Stop a task's current work. It won't report back.";
 
-fn builtin(name: &str, description: &str, schema: Value, kind: Kind) -> Offered {
-    let spec = ToolSpec { name: name.to_owned(), description: description.to_owned(), input_schema: schema };
-    Offered { spec, kind, descriptor: None }
+fn spec(name: &str, description: &str, schema: Value) -> Arc<ToolSpec> {
+    Arc::new(ToolSpec { name: name.to_owned(), description: description.to_owned(), input_schema: schema })
 }
 
 fn task_wait_schema() -> Value {
