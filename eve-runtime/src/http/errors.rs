@@ -153,6 +153,10 @@ fn from_answer(error: AnswerError) -> ApiError {
         AnswerError::TextNotAllowed => {
             unprocessable("`text` is not accepted: this question only takes one of its options".into()).field("text")
         }
+        AnswerError::TextOnly => {
+            unprocessable("`optionId` is not accepted: this question takes text; answer with `text`".into())
+                .field("optionId")
+        }
         error @ AnswerError::NotOpen { .. } => ApiError::new(StatusCode::CONFLICT, error.to_string()),
     }
 }

@@ -230,6 +230,9 @@ pub enum AnswerError {
     /// The question does not accept typed text.
     #[error("`text` is not accepted: this question only takes one of its options")]
     TextNotAllowed,
+    /// The question offers no options: it takes typed text.
+    #[error("`option_id` is not accepted: this question takes text; answer with `text`")]
+    TextOnly,
     /// The run has no open question with this id.
     #[error("run {run} has no open question {request}; it may have been answered or withdrawn already")]
     NotOpen {

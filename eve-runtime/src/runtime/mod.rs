@@ -110,13 +110,49 @@ pub enum Error {
         /// The tools this binary has.
         known: Vec<&'static str>,
     },
-    /// The input does not decode into the tool's input type.
+    /// The input does not fit the tool's JSON Schema, or does not decode into its input type;
+    /// nothing started.
     #[error("invalid input for tool `{tool}`: {message}")]
     InvalidInput {
         /// The tool.
         tool: String,
         /// What is wrong.
         message: String,
+        /// The field at fault, by its JSON path within the input (`quantity`, `lines[0].sku`),
+        /// when one is.
+        field: Option<String>,
+    },
+    /// A run with this id exists for another tool or with another input; nothing started. A run
+    /// id names one run of one tool with one input, so only a repeat of the same call is the same
+    /// run.
+    #[error(
+        "run id `{run}` is taken by a run of `{existing}`{}; use another id, or none for a fresh one",
+        if existing == requested { " with another input".to_owned() } else { format!(", not `{requested}`") }
+    )]
+    RunIdTaken {
+        /// The id.
+        run: RunId,
+        /// The tool of the run that has the id.
+        existing: String,
+        /// The tool the refused start asked for.
+        requested: String,
+    },
+    /// A hook payload does not decode into the type the hook receives; nothing was delivered.
+    #[error("the hook refused the payload: {message}")]
+    InvalidPayload {
+        /// What is wrong, naming the field.
+        message: String,
+        /// The field at fault, by its JSON path within the payload (`paid`, `lines[0].sku`), when
+        /// one is.
+        field: Option<String>,
+    },
+    /// The run has already ended, so there is nothing to cancel; nothing changed.
+    #[error("run {run} has already {status}; there is nothing to cancel")]
+    RunFinished {
+        /// The run.
+        run: RunId,
+        /// How it ended.
+        status: RunStatus,
     },
     /// The tool is not of the kind the call needs.
     #[error("tool `{tool}` is {actual}; {hint}")]
@@ -555,7 +591,7 @@ impl Runtime {
         // A resumable task's run starts with no input: each of its calls is checked as it is sent.
         if !matches!(descriptor.entry, EntryPoint::Serve(_)) {
             (descriptor.validate_input)(&input)
-                .map_err(|message| Error::InvalidInput { tool: tool.to_owned(), message })?;
+                .map_err(|message| Error::InvalidInput { tool: tool.to_owned(), message, field: None })?;
         }
         crate::journal::depth::check(&input, || format!("the input of tool `{tool}`"))?;
         let shared = &self.shared;
@@ -710,11 +746,11 @@ impl Runtime {
             return Err(Error::WrongKind { tool: tool.to_owned(), actual: "a durable tool", hint });
         };
         (descriptor.validate_input)(&input)
-            .map_err(|message| Error::InvalidInput { tool: tool.to_owned(), message })?;
+            .map_err(|message| Error::InvalidInput { tool: tool.to_owned(), message, field: None })?;
         let ctx = ToolCtx::new(RunId::generate().to_string(), descriptor.name, self.shared.services.clone());
         entry(input, ctx)
             .await
-            .map_err(|error| Error::InvalidInput { tool: tool.to_owned(), message: error.to_string() })
+            .map_err(|error| Error::InvalidInput { tool: tool.to_owned(), message: error.to_string(), field: None })
     }
 
     /// Subscribes to the events of every run.
