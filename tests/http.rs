@@ -389,7 +389,7 @@ async fn concurrent_answers_to_one_question_accept_exactly_one() {
     assert_eq!(accepted.len(), 1, "exactly one answer is accepted: {answers:?}");
     assert!(answers.iter().all(|(_, status)| matches!(status, 204 | 409)), "the rest are refused: {answers:?}");
     let outcome = run.outcome().await.unwrap();
-    let expected = json!({ "status": "answered", "option_id": accepted[0].0 });
+    let expected = json!({ "status": "answered", "optionId": accepted[0].0 });
     assert_eq!(outcome, RunOutcome::Completed(expected), "the run sees the answer that was accepted");
 }
 
@@ -447,7 +447,7 @@ async fn an_ask_is_answered_over_http_and_answers_that_do_not_fit_are_refused() 
     let twice = post_answer(&served, id, "ask-0", json!({ "optionId": "cancel" })).await;
     assert_eq!(twice.status, 409, "answered once: {:?}", twice.error());
     let outcome = run.outcome().await.unwrap();
-    assert_eq!(outcome, RunOutcome::Completed(json!({ "status": "answered", "option_id": "approve" })));
+    assert_eq!(outcome, RunOutcome::Completed(json!({ "status": "answered", "optionId": "approve" })));
 }
 
 #[tokio::test]
@@ -559,7 +559,7 @@ async fn the_event_stream_carries_input_requested_then_input_resolved() {
     let answered = post_answer(&served, "deploy-7", "ask-0", json!({ "optionId": "cancel" })).await;
     assert_eq!(answered.status, 204);
     let resolved = events.next("input.resolved").await;
-    assert_eq!(resolved["outcome"], json!({ "status": "answered", "option_id": "cancel" }));
+    assert_eq!(resolved["outcome"], json!({ "status": "answered", "optionId": "cancel" }));
     let finished = events.next("finished").await;
     assert_eq!((&finished["run"], &finished["status"]), (&json!("deploy-7"), &json!("completed")));
     assert!(events.seen.iter().all(|event| event["run"] == "deploy-7"), "only the run asked for: {:?}", events.seen);

@@ -3,7 +3,8 @@
 //! ```no_run
 //! #[tokio::main]
 //! async fn main() -> std::process::ExitCode {
-//!     eve_runtime::cli::Host::from_env().main().await
+//!     // `eve_tools::tools!(my_tools)` when the tools are in the library `my_tools`.
+//!     eve_tools::cli::Host::from_env().main(eve_tools::tools!()).await
 //! }
 //! ```
 //!
@@ -20,9 +21,16 @@ use serde_json::Value;
 
 use crate::ask::{Answer, AskOutcome};
 use crate::events::RunEvent;
-use crate::journal::{Entry, RunId, RunStatus, StepOutcome};
+use crate::journal::{Entry, RunId, StepOutcome};
 use crate::registry::{self, EntryPoint};
-use crate::runtime::{HookDelivery, Phase, RunOutcome, Runtime};
+use crate::runtime::{Error, HookDelivery, Phase, RunOutcome, Runtime};
+
+mod banner;
+mod inspect;
+mod runs;
+mod tools;
+
+pub use tools::Tools;
 
 /// A binary hosting the tools compiled into it.
 #[derive(Debug, Parser)]
@@ -57,7 +65,8 @@ enum Command {
     },
     /// List runs, newest first.
     Runs {
-        /// Only runs with this status: active, completed, failed or cancelled.
+        /// Only runs with this status: active (parked or running), parked, running, completed,
+        /// failed or cancelled.
         #[arg(long)]
         status: Option<String>,
         /// At most this many.
@@ -98,7 +107,8 @@ enum Command {
         #[arg(long, default_value = "cancelled from the command line")]
         reason: String,
     },
-    /// Deliver a JSON payload to the hook holding a token.
+    /// Deliver a JSON payload to the hook holding a token, then follow the run until it parks
+    /// again or ends.
     ResumeHook {
         /// The hook token.
         token: String,
@@ -130,8 +140,10 @@ impl Host {
         Host::parse()
     }
 
-    /// Runs the command and reports errors on stderr.
-    pub async fn main(self) -> ExitCode {
+    /// Runs the command and reports errors on stderr. `tools` names the library crates whose
+    /// tools this binary serves, so that they are linked into it: see [`Tools`].
+    pub async fn main(self, tools: Tools) -> ExitCode {
+        tracing::debug!(crates = ?tools.crates(), "serving the tools of these crates and this binary");
         match self.run().await {
             Ok(()) => ExitCode::SUCCESS,
             Err(message) => {
@@ -152,7 +164,7 @@ impl Host {
         if let Some(url) = self.public_url.clone().or_else(|| listener.public_url()) {
             builder = builder.public_url(url);
         }
-        let runtime = builder.build().map_err(|error| error.to_string())?;
+        let runtime = builder.build().map_err(|error| in_use(error, &self.command))?;
         match self.command {
             Command::Manifest => unreachable!("handled without a runtime"),
             Command::Call { tool, input, id } => call(&runtime, &tool, &input, id.as_deref()).await,
@@ -163,14 +175,7 @@ impl Host {
                 answer(&runtime, &parse_run(&run)?, &request, Answer { option_id, text }).await
             }
             Command::Cancel { run, reason } => cancel(&runtime, &parse_run(&run)?, &reason).await,
-            Command::ResumeHook { token, payload } => {
-                let payload = parse_json(&payload, "payload")?;
-                match runtime.resume_hook(&token, payload).await.map_err(|error| error.to_string())? {
-                    HookDelivery::Accepted(run) => println!("delivered to run {run}; `serve` carries it on"),
-                    HookDelivery::Duplicate(run) => println!("run {run} had this delivery already; nothing changed"),
-                }
-                Ok(())
-            }
+            Command::ResumeHook { token, payload } => resume_hook(&runtime, &token, &payload).await,
             Command::Serve { .. } => serve(&runtime, listener).await,
             #[cfg(feature = "mcp")]
             Command::Mcp => mcp(runtime, &self.data_dir).await,
@@ -224,15 +229,12 @@ impl Listener {
     fn start(self, runtime: &Runtime) -> Result<Serving, String> {
         let Some(listener) = self.listener else { return Ok(Serving { server: None }) };
         let mut server = crate::http::Server::new(runtime.clone());
-        let access = match self.api_key {
-            Some(key) => {
-                server = server.api_key(key);
-                format!("the run API requires the key in {API_KEY_VAR}")
-            }
-            None => format!("the run API is open to this machine; set {API_KEY_VAR} to require a key"),
-        };
+        let key_var = self.api_key.is_some().then_some(API_KEY_VAR);
+        if let Some(key) = self.api_key {
+            server = server.api_key(key);
+        }
         let server = server.serve(listener).map_err(|error| error.to_string())?;
-        println!("listening on http://{} ({access})", server.local_addr());
+        println!("{}", banner::text(&server.local_addr().to_string(), key_var));
         Ok(Serving { server: Some(server) })
     }
 }
@@ -285,7 +287,14 @@ async fn call(runtime: &Runtime, tool: &str, input: &str, id: Option<&str>) -> R
     }
     runtime.recover().await.map_err(|error| error.to_string())?;
     let id = id.map(parse_run).transpose()?.unwrap_or_else(RunId::generate);
-    let handle = runtime.start_with_id(id, tool, input).await.map_err(|error| error.to_string())?;
+    let handle = runtime.start_with_id(id, tool, input).await.map_err(|error| match error {
+        Error::RunIdTaken { .. } => {
+            let message = error.to_string();
+            let refusal = message.split("; use another id").next().unwrap_or(&message);
+            format!("{refusal}; give another --id, or none")
+        }
+        error => error.to_string(),
+    })?;
     follow_run(runtime, &handle).await
 }
 
@@ -335,10 +344,55 @@ async fn answer(runtime: &Runtime, run: &RunId, request: &str, answer: Answer) -
     if answer.option_id.is_none() && answer.text.is_none() {
         return Err("the answer is empty: give --option <id>, --text '...', or both".to_owned());
     }
-    runtime.answer(run, request, answer).await.map_err(|error| error.to_string())?;
+    runtime.answer(run, request, answer).await.map_err(|error| match error {
+        Error::Answer(refusal) => answer_refusal(refusal),
+        error => error.to_string(),
+    })?;
     // The answer woke the run in this process; let it go as far as it can.
     runtime.settle().await;
     follow_run(runtime, &runtime.handle(run.clone())).await
+}
+
+/// A refused answer in the words of the command line's flags.
+fn answer_refusal(refusal: crate::ask::AnswerError) -> String {
+    use crate::ask::AnswerError;
+    match refusal {
+        AnswerError::UnknownOption { given, allowed } => {
+            format!("--option {given:?} is not one of the question's options: {}", allowed.join(", "))
+        }
+        AnswerError::TextNotAllowed => "--text is not accepted: this question takes one of its options".to_owned(),
+        AnswerError::TextOnly => "--option is not accepted: this question takes text; answer with --text".to_owned(),
+        other => other.to_string(),
+    }
+}
+
+/// Delivers a payload to a hook, then follows the run it woke as `answer` does.
+async fn resume_hook(runtime: &Runtime, token: &str, payload: &str) -> Result<(), String> {
+    let payload = parse_json(payload, "payload")?;
+    match runtime.resume_hook(token, payload).await.map_err(|error| error.to_string())? {
+        HookDelivery::Accepted(run) => {
+            // The delivery woke the run in this process; let it go as far as it can.
+            runtime.settle().await;
+            follow_run(runtime, &runtime.handle(run)).await
+        }
+        HookDelivery::Duplicate(run) => {
+            println!("run {run} had this delivery already; nothing changed");
+            Ok(())
+        }
+    }
+}
+
+/// The error of a command that could not open the store, saying what to do when a `serve`
+/// holds it.
+fn in_use(error: Error, command: &Command) -> String {
+    let message = error.to_string();
+    if !matches!(error, Error::Store(crate::error::StoreError::Open { .. })) || matches!(command, Command::Serve { .. }) {
+        return message;
+    }
+    format!(
+        "{message}. If `serve` is running on this data directory, do this through its HTTP API (it prints its \
+         routes: `GET /v1/runs/{{run}}` reads a run), or stop it first"
+    )
 }
 
 fn print_outcome(run: &RunId, outcome: &RunOutcome) -> Result<(), String> {
@@ -347,43 +401,40 @@ fn print_outcome(run: &RunId, outcome: &RunOutcome) -> Result<(), String> {
             println!("{output}");
             Ok(())
         }
-        RunOutcome::Failed(failure) => Err(format!("run {run} failed: {failure:?}")),
+        RunOutcome::Failed(failure) => Err(format!("run {run} failed: {failure}")),
         RunOutcome::Cancelled => Err(format!("run {run} was cancelled")),
     }
 }
 
 async fn runs(runtime: &Runtime, status: Option<&str>, limit: usize) -> Result<(), String> {
-    let status = status.map(parse_status).transpose()?;
-    let runs = runtime.runs(status, limit).await.map_err(|error| error.to_string())?;
-    if runs.is_empty() {
-        println!("no runs");
-    }
-    for run in runs {
-        println!("{}  {:<9}  {:<24}  {:>5} entries  {}", run.id, run.status, run.tool, run.entries, run.created_at);
+    let filter = status.map(runs::Filter::parse).transpose()?;
+    let listed = runtime.runs(filter.map(runs::Filter::stored), limit).await.map_err(|error| error.to_string())?;
+    let listed: Vec<_> = listed.into_iter().filter(|run| filter.is_none_or(|filter| filter.keeps(run))).collect();
+    match (listed.is_empty(), filter) {
+        (true, Some(filter)) => println!("no {} runs", filter.name()),
+        (true, None) => println!("no runs"),
+        (false, _) => println!("{}", runs::table(&listed)),
     }
     Ok(())
-}
-
-fn parse_status(status: &str) -> Result<RunStatus, String> {
-    serde_json::from_value(Value::from(status))
-        .map_err(|_| format!("unknown status `{status}`; use active, completed, failed or cancelled"))
 }
 
 async fn inspect(runtime: &Runtime, run: &str, json: bool) -> Result<(), String> {
-    let record = runtime.journal(&parse_run(run)?).await.map_err(|error| error.to_string())?;
-    let summary = &record.summary;
-    if !json {
-        println!(
-            "run {}  tool {}  status {}  workflow {}",
-            summary.id, summary.tool, summary.status, summary.workflow_id
-        );
+    let run = parse_run(run)?;
+    let record = runtime.journal(&run).await.map_err(|error| error.to_string())?;
+    if json {
+        for entry in &record.entries {
+            println!("{}", serde_json::to_string(entry).map_err(|error| error.to_string())?);
+        }
+        return Ok(());
     }
-    for (seq, entry) in record.entries.iter().enumerate() {
-        let line =
-            if json { serde_json::to_string(entry).map_err(|error| error.to_string())? } else { describe(entry) };
-        println!("{seq:>4}  {line}");
-    }
+    let pending = runtime.store().inbox(&run).await.map_err(|error| error.to_string())?;
+    println!("{}", inspect::text(&record, &pending));
     Ok(())
+}
+
+/// `count` and the noun, singular or plural: "1 run", "2 runs".
+fn plural(count: usize, one: &str, many: &str) -> String {
+    format!("{count} {}", if count == 1 { one } else { many })
 }
 
 /// One journal entry in words.
@@ -420,7 +471,7 @@ pub fn describe(entry: &Entry) -> String {
             None => write!(text, "cancel requested: {reason}"),
         },
         Entry::RunCompleted { output } => write!(text, "completed with {output}"),
-        Entry::RunFailed { failure } => write!(text, "failed: {failure:?}"),
+        Entry::RunFailed { failure } => write!(text, "failed: {failure}"),
         Entry::RunCancelled {} => write!(text, "cancelled"),
     };
     text
@@ -457,10 +508,12 @@ async fn cancel(runtime: &Runtime, run: &RunId, reason: &str) -> Result<(), Stri
 async fn serve(runtime: &Runtime, listener: Listener) -> Result<(), String> {
     let mut events = runtime.events();
     let recovered = runtime.recover().await.map_err(|error| error.to_string())?;
+    println!("recovered {}; they carry on as their waits resolve", plural(recovered, "unfinished run", "unfinished runs"));
     let serving = listener.start(runtime)?;
-    println!("serving: recovered {recovered} unfinished runs; press Ctrl-C to stop");
+    println!("press Ctrl-C to stop");
     let result = follow(&mut events).await;
     serving.stop().await;
+    println!("stopped serving; goodbye");
     result
 }
 

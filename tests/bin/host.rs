@@ -64,5 +64,5 @@ async fn compose(name: String) -> Result<String, StepError> {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    eve_tools::cli::Host::from_env().main().await
+    eve_tools::cli::Host::from_env().main(eve_tools::tools!()).await
 }

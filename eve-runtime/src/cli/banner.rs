@@ -10,8 +10,6 @@ const ROUTES: &[(&str, &str, &str)] = &[
     ("POST", "/v1/runs/{run}/questions/{request}", "answer one: {\"optionId\"?, \"text\"?}"),
     ("GET", "/v1/events", "every run's events, as server-sent events"),
     ("POST", "/v1/sessions", "start an agent session (and /v1/sessions/{session}/...)"),
-    #[cfg(feature = "mcp")]
-    ("POST", "/mcp", "the tools over the Model Context Protocol"),
     ("POST", "/.well-known/workflow/v1/hook/{token}", "resume a hook with a JSON payload"),
     ("ANY", "/.well-known/workflow/v1/webhook/{token}", "deliver a request to a webhook"),
     ("GET", "/.well-known/workflow/v1/auth/{provider}/start", "sign-in links, and their callbacks"),
@@ -19,9 +17,13 @@ const ROUTES: &[(&str, &str, &str)] = &[
 
 /// The banner: the address, the routes, the key rule.
 pub(super) fn text(address: &str, key_var: Option<&str>) -> String {
-    let width = ROUTES.iter().map(|(method, path, _)| method.len() + 1 + path.len()).max().unwrap_or(0);
+    let mut routes = ROUTES.to_vec();
+    if cfg!(feature = "mcp") {
+        routes.push(("POST", "/mcp", "the tools over the Model Context Protocol"));
+    }
+    let width = routes.iter().map(|(method, path, _)| method.len() + 1 + path.len()).max().unwrap_or(0);
     let mut lines = vec![format!("serving http://{address}")];
-    lines.extend(ROUTES.iter().map(|(method, path, what)| {
+    lines.extend(routes.iter().map(|(method, path, what)| {
         let route = format!("{method} {path}");
         format!("  {route:<width$}  {what}")
     }));

@@ -128,6 +128,9 @@ impl Ask {
         if answer.option_id.is_none() && answer.text.is_none() {
             return Err(AnswerError::Empty);
         }
+        if answer.option_id.is_some() && self.options.is_empty() {
+            return Err(AnswerError::TextOnly);
+        }
         if let Some(id) = &answer.option_id
             && !self.options.iter().any(|option| &option.id == id)
         {
@@ -170,8 +173,9 @@ impl Answer {
 pub enum AskOutcome {
     /// A person answered.
     Answered {
-        /// The option picked, if any.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        /// The option picked, if any (`optionId`, as all public JSON is camelCase; journals
+        /// written before read back through the alias).
+        #[serde(default, rename = "optionId", alias = "option_id", skip_serializing_if = "Option::is_none")]
         option_id: Option<String>,
         /// The text typed, if any.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -272,6 +276,7 @@ mod tests {
         let error = ask.check(&Answer::option("yes")).unwrap_err();
         assert_eq!(error.to_string(), "`option_id` \"yes\" is not one of the question's options (approve, cancel)");
         assert_eq!(Ask::text("Why?").check(&Answer::text("because")), Ok(()));
+        assert_eq!(Ask::text("Why?").check(&Answer::option("yes")), Err(AnswerError::TextOnly), "not \"one of ()\"");
     }
 
     #[test]

@@ -28,7 +28,7 @@ use crate::events::RunEvent;
 use crate::executor::core::Started;
 use crate::executor::{Driver, Engine, Exit, Msg};
 pub use crate::journal::RunOutcome;
-use crate::journal::{RunId, RunStatus};
+use crate::journal::{Entry, RunId, RunStatus};
 use crate::registry::{self, EntryPoint, ToolDescriptor};
 use crate::store::{
     Created, Delivered, Delivery, DeliveryPayload, MemoryStore, NewRun, RunRecord, RunSummary, Store, StoreError,
@@ -103,7 +103,11 @@ pub enum Phase {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// No tool has this name.
-    #[error("no tool named `{name}`; this binary has: {}", .known.join(", "))]
+    #[error(
+        "no tool named `{name}`; this binary has: {}. A library's tools are in a binary only if the binary \
+         links the library: name it in the host with `eve_tools::tools!(my_tools)`",
+        .known.join(", ")
+    )]
     UnknownTool {
         /// The name asked for.
         name: String,
@@ -567,8 +571,9 @@ impl Runtime {
         self.start_with(tool, input, StartOptions::new()).await
     }
 
-    /// Starts a run with the given id. If a run with that id exists, returns it unchanged: a run
-    /// is created once, whatever the input of later calls.
+    /// Starts a run with the given id. If a run of the same tool with the same input has that id,
+    /// returns it unchanged, so a retried start is harmless; if the run with that id is of another
+    /// tool or had another input, refuses with [`Error::RunIdTaken`] and changes nothing.
     pub async fn start_with_id(&self, id: RunId, tool: &str, input: Value) -> Result<RunHandle, Error> {
         self.start_with(tool, input, StartOptions::new().id(id)).await
     }
@@ -590,8 +595,7 @@ impl Runtime {
         let tool = descriptor.name;
         // A resumable task's run starts with no input: each of its calls is checked as it is sent.
         if !matches!(descriptor.entry, EntryPoint::Serve(_)) {
-            (descriptor.validate_input)(&input)
-                .map_err(|message| Error::InvalidInput { tool: tool.to_owned(), message, field: None })?;
+            registry::check_input(descriptor, &input).map_err(|refusal| invalid_input(tool, refusal))?;
         }
         crate::journal::depth::check(&input, || format!("the input of tool `{tool}`"))?;
         let shared = &self.shared;
@@ -623,13 +627,23 @@ impl Runtime {
                 let driver = Box::new(Driver::fresh(shared, id.clone(), descriptor, input, &started, fence));
                 shared.spawn(id.clone(), Start::Fresh(driver), mailbox);
             }
-            (Ok(Created::Existing), Some(mailbox)) => {
+            (Ok(Created::Existing), reserved) => {
+                if let Err(error) = self.same_call(&id, descriptor, &input).await {
+                    if let Some(mailbox) = reserved {
+                        shared.unreserve(&id, mailbox);
+                    }
+                    return Err(error);
+                }
+                let Some(mailbox) = reserved else {
+                    shared.wake(&id, Msg::Resume);
+                    return Ok(self.handle(id));
+                };
                 let start = lock(&shared.cache).take(&id).map_or(Start::Cold, Start::Cached);
                 shared.spawn(id.clone(), start, mailbox);
             }
             // Another start of the same id holds the reservation and drives the run; a body made
             // here would only be superseded, so none is.
-            (Ok(_), None) => shared.wake(&id, Msg::Resume),
+            (Ok(Created::New(_)), None) => shared.wake(&id, Msg::Resume),
             (Err(error), reserved) => {
                 if let Some(mailbox) = reserved {
                     shared.unreserve(&id, mailbox);
@@ -640,6 +654,21 @@ impl Runtime {
         let task_id =
             matches!(descriptor.entry, EntryPoint::Task(_)).then(|| crate::executor::task_id(descriptor.name, &id));
         Ok(RunHandle { task_id, ..self.handle(id) })
+    }
+
+    /// Checks that the existing run `id` is a run of `descriptor` with `input`: a run id names one
+    /// run of one tool with one input, so only a repeat of the same call is the same run. A run
+    /// that has continued as new started over with another input, so only its tool is compared.
+    async fn same_call(&self, id: &RunId, descriptor: &ToolDescriptor, input: &Value) -> Result<(), Error> {
+        let Some(record) = self.shared.store.load(id).await? else { return Ok(()) };
+        let same_input = match record.entries.first() {
+            Some(Entry::RunStarted { input: recorded, continued, .. }) => *continued > 0 || recorded == input,
+            _ => true,
+        };
+        if record.summary.workflow_id == descriptor.workflow_id && same_input {
+            return Ok(());
+        }
+        Err(Error::RunIdTaken { run: id.clone(), existing: record.summary.tool, requested: descriptor.name.to_owned() })
     }
 
     /// Picks up where the last process stopped: arms every pending timer, publishes the links of
@@ -713,7 +742,8 @@ impl Runtime {
     }
 
     /// Fires the run's abort signal. Its pending waits resolve as cancelled, its cleanup runs, and
-    /// it ends cancelled (after at most the cancellation grace). Cancelling a finished run does nothing.
+    /// it ends cancelled (after at most the cancellation grace). Cancelling a finished run changes
+    /// nothing and says so with [`Error::RunFinished`].
     pub async fn cancel(&self, run: &RunId, reason: &str) -> Result<(), Error> {
         self.abort(run, reason, false).await
     }
@@ -729,11 +759,13 @@ impl Runtime {
         let payload = DeliveryPayload::Run(Delivery::Cancel { reason: reason.to_owned(), keep_output });
         match self.shared.store.deliver(target, None, payload).await? {
             Delivered::Accepted { run, .. } | Delivered::Duplicate { run } => self.shared.wake(&run, Msg::Inbox),
-            Delivered::NotFound => {
-                if self.shared.store.load(run).await?.is_none() {
-                    return Err(Error::RunNotFound(run.clone()));
+            Delivered::NotFound => match self.shared.store.load(run).await? {
+                None => return Err(Error::RunNotFound(run.clone())),
+                Some(record) if record.summary.status != RunStatus::Active && !keep_output => {
+                    return Err(Error::RunFinished { run: run.clone(), status: record.summary.status });
                 }
-            }
+                Some(_) => {}
+            },
         }
         Ok(())
     }
@@ -745,8 +777,7 @@ impl Runtime {
             let hint = "start it as a run with Runtime::start";
             return Err(Error::WrongKind { tool: tool.to_owned(), actual: "a durable tool", hint });
         };
-        (descriptor.validate_input)(&input)
-            .map_err(|message| Error::InvalidInput { tool: tool.to_owned(), message, field: None })?;
+        registry::check_input(descriptor, &input).map_err(|refusal| invalid_input(tool, refusal))?;
         let ctx = ToolCtx::new(RunId::generate().to_string(), descriptor.name, self.shared.services.clone());
         entry(input, ctx)
             .await
@@ -822,6 +853,11 @@ fn workflow_tool(tool: &str) -> Result<&'static ToolDescriptor, Error> {
             Err(Error::WrongKind { tool: tool.to_owned(), actual: "a resumable task (`#[task(serve)]`)", hint })
         }
     }
+}
+
+/// The error for an input `tool` refused.
+fn invalid_input(tool: &str, refusal: registry::InputRefusal) -> Error {
+    Error::InvalidInput { tool: tool.to_owned(), message: refusal.message, field: refusal.field }
 }
 
 pub(crate) fn unknown_tool(name: &str) -> Error {
