@@ -483,15 +483,15 @@ async fn runs_start_report_their_status_and_cancel_over_http() {
     served.runtime.handle(run.parse().unwrap()).outcome().await.unwrap();
     let completed = Seen::of(status(&run).send().await.unwrap()).await.json();
     assert_eq!(completed["outcome"], json!({ "status": "completed", "output": "hello, Grace" }));
-    // An empty body cancels with the default reason; a finished run stays as it ended.
+    // A finished run has nothing to cancel: a conflict, and it stays as it ended.
     let cancel = Seen::of(client.post(served.url(&format!("/v1/runs/{run}/cancel"))).send().await.unwrap()).await;
-    assert_eq!(cancel.status, 202);
+    assert_eq!(cancel.status, 409, "{:?}", cancel.error());
     assert_eq!(Seen::of(status(&run).send().await.unwrap()).await.json()["status"], "completed");
 
     // (tool, body, status, field, words the message must contain)
     let refusals: [(&str, Value, u16, Value, &str); 5] = [
         ("no_such_tool", json!({ "input": {} }), 404, Value::Null, "no tool named `no_such_tool`"),
-        ("greet_now", json!({ "input": { "nom": "Ada" } }), 422, json!("input"), "missing field `name`"),
+        ("greet_now", json!({ "input": { "nom": "Ada" } }), 422, json!("input.name"), "field `name` is required"),
         ("greet_now", json!({ "input": [] }), 422, json!("input"), "expected a JSON object"),
         ("greet_now", json!({ "input": {}, "runId": "no spaces" }), 422, json!("runId"), "`runId` must be"),
         ("greet_now", json!({ "name": "Ada" }), 422, json!("name"), "unknown field `name`"),
