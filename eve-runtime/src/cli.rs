@@ -25,6 +25,7 @@ use crate::journal::{Entry, RunId, StepOutcome};
 use crate::registry::{self, EntryPoint};
 use crate::runtime::{Error, HookDelivery, Phase, RunOutcome, Runtime};
 
+#[cfg(feature = "http")]
 mod banner;
 mod inspect;
 mod runs;
