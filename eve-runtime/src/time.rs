@@ -25,7 +25,7 @@ impl Timestamp {
     /// A timestamp `millis` milliseconds after the Unix epoch.
     ///
     /// ```
-    /// # use eve_runtime::Timestamp;
+    /// # use eve_tools::Timestamp;
     /// assert_eq!(Timestamp::from_millis(1_500).as_millis(), 1_500);
     /// ```
     pub const fn from_millis(millis: u64) -> Self {
@@ -102,7 +102,7 @@ impl Clock for SystemClock {
 /// A clock that moves only when told to, for tests.
 ///
 /// ```
-/// # use eve_runtime::{Clock, ManualClock, Timestamp};
+/// # use eve_tools::{Clock, ManualClock, Timestamp};
 /// # use std::time::Duration;
 /// let clock = ManualClock::new(Timestamp::from_millis(1_000));
 /// clock.advance(Duration::from_secs(4 * 3600));

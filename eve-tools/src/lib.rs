@@ -288,12 +288,9 @@ pub use eve_runtime::auth::{ClientAuth, OAuth2Provider, OAuth2ProviderBuilder};
 pub use eve_runtime::context::{Call, Receive, ServeCtx, StepCtxSource, StretchSignal, TaskCtx, ToolCtx, WorkflowCtx};
 pub use eve_runtime::error::{FatalError, NonDeterminismError, RetryableError, StepError, StoreError, ToolError};
 pub use eve_runtime::events::RunEvent;
-/// The HTTP server: webhooks, hook resumes, answers to asks, sign-in callbacks and the run API.
 #[cfg(feature = "http")]
 pub use eve_runtime::http;
 pub use eve_runtime::journal::{Entry, Op, RunFailure, RunId, RunStatus};
-/// The Model Context Protocol server (cargo feature `mcp`): every tool over stdio
-/// ([`mcp::serve_stdio`]) and at `/mcp` on the HTTP server, durable runs as MCP tasks.
 #[cfg(feature = "mcp")]
 pub use eve_runtime::mcp;
 pub use eve_runtime::registry::{Lifetime, Manifest, Shape, Suspend};
@@ -302,7 +299,7 @@ pub use eve_runtime::wait::{
     AbortSignal, Cancelled, Hook, HookError, create_hook, create_hook_with_token, sleep, sleep_until,
 };
 pub use eve_runtime::webhook::{
-    Respond, Webhook, WebhookOptions, WebhookRequest, WebhookResponse, create_webhook, create_webhook_with,
+    Respond, is_secret_looking, Webhook, WebhookOptions, WebhookRequest, WebhookResponse, create_webhook, create_webhook_with,
 };
 pub use eve_runtime::{
     AuthorizationStart, Clock, Error, HookDelivery, ManualClock, OpenQuestion, Phase, RunHandle, RunOutcome, Runtime,

@@ -50,7 +50,7 @@ pub struct AskOption {
 /// A question for a person.
 ///
 /// ```
-/// # use eve_runtime::ask::{Ask, Display};
+/// # use eve_tools::{Ask, Display};
 /// let ask = Ask::confirmation("Deploy api?").option("approve", "Deploy").primary().option("cancel", "Cancel");
 /// assert_eq!(ask.display, Display::Confirmation);
 /// assert_eq!(ask.options.len(), 2);

@@ -15,7 +15,7 @@ use crate::registry::{self, EntryPoint, ToolDescriptor};
 /// `{"content": [blocks]}` is sent as those blocks.
 ///
 /// ```
-/// use eve_runtime::mcp::{ToolContent, rmcp::model::ContentBlock};
+/// use eve_tools::mcp::{ToolContent, rmcp::model::ContentBlock};
 /// let content = ToolContent::new(vec![ContentBlock::text("a chart:"), ContentBlock::image("iVBORw0KGgo=", "image/png")]);
 /// assert_eq!(serde_json::to_value(&content).unwrap()["content"][1]["type"], "image");
 /// ```

@@ -46,7 +46,7 @@ impl Backoff {
     /// The delay after failed attempt number `attempt` (from 1), capped at [`Backoff::MAX_DELAY`].
     ///
     /// ```
-    /// # use eve_runtime::Backoff;
+    /// # use eve_tools::Backoff;
     /// # use std::time::Duration;
     /// let backoff = Backoff::exponential_millis(1_000);
     /// assert_eq!(backoff.delay_after(1), Duration::from_secs(1));
