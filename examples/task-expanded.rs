@@ -60,6 +60,7 @@ const _: () = {
         shape: Shape::TASK,
         input_schema: __private::schema_for::<Reminder>,
         validate_input: __private::validate_input::<Reminder>,
+        output_schema: __private::output_schema!(String),
         entry: EntryPoint::Task(__eve_entry),
     };
     __private::inventory::submit! {
@@ -91,6 +92,7 @@ const _: () = {
         shape: Shape::TASK,
         input_schema: __private::schema_for::<Question>,
         validate_input: __private::validate_input::<Question>,
+        output_schema: __private::output_schema!(()),
         entry: EntryPoint::Serve(__eve_entry),
     };
     __private::inventory::submit! {

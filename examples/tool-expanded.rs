@@ -44,6 +44,7 @@ const _: () = {
         shape: Shape::TOOL,
         input_schema: __private::schema_for::<City>,
         validate_input: __private::validate_input::<City>,
+        output_schema: __private::output_schema!(String),
         entry: EntryPoint::Plain(__eve_entry),
     };
     __private::inventory::submit! {

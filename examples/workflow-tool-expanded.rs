@@ -56,6 +56,7 @@ const _: () = {
         shape: Shape::WORKFLOW_TOOL,                          // step / workflow
         input_schema: __private::schema_for::<DeployInput>,
         validate_input: __private::validate_input::<DeployInput>,
+        output_schema: __private::output_schema!(String),
         entry: EntryPoint::Workflow(__eve_entry),
     };
     __private::inventory::submit! {

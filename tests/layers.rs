@@ -57,6 +57,7 @@ const RUNTIME: &[(&str, u32)] = &[
     ("store::sqlite", 20),
     ("store::postgres", 20),
     ("auth::oauth2", 20),
+    ("session::openai", 20),
     ("auth::file_store", 20),
     ("defaults", 21),
     // MCP: the manifest served over the Model Context Protocol (stdio, and `/mcp` on HTTP).

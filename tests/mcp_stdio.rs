@@ -141,7 +141,7 @@ async fn tools_are_listed_from_the_manifest_and_plain_tools_answer_at_once() {
     let client = connect(host(dir.path()), Person::new(false, "approve"), true).await;
     let tools = client.list_all_tools().await.unwrap();
     let names: Vec<_> = tools.iter().map(|tool| tool.name.as_ref()).collect();
-    assert_eq!(names, ["approve_deploy", "ask_question", "greet", "long_job", "release", "sleep"]);
+    assert_eq!(names, ["approve_deploy", "ask_question", "greet", "long_job", "release", "sleep", "weigh"]);
     let greet = tools.iter().find(|tool| tool.name == "greet").unwrap();
     assert_eq!(greet.description.as_deref(), Some("Greet someone, at once."));
     assert_eq!(greet.input_schema.get("required"), Some(&json!(["name"])));
@@ -149,6 +149,18 @@ async fn tools_are_listed_from_the_manifest_and_plain_tools_answer_at_once() {
 
     let result = client.call_tool(call("greet", json!({"name": "Ada"}))).await.unwrap();
     assert_eq!((text(&result), result.is_error), ("hello, Ada".to_owned(), Some(false)));
+
+    // An object output has an output schema, and its result carries structured content; a
+    // string output has neither.
+    assert!(greet.output_schema.is_none());
+    let weigh = tools.iter().find(|tool| tool.name == "weigh").unwrap();
+    let schema = weigh.output_schema.as_ref().expect("`Weight` is an object with a schema");
+    assert_eq!(schema.get("type"), Some(&json!("object")));
+    assert_eq!(schema["properties"]["kilograms"]["type"], "number");
+    assert!(schema.get("$schema").is_none());
+    let result = client.call_tool(call("weigh", json!({"grams": 1500}))).await.unwrap();
+    assert_eq!(result.structured_content, Some(json!({"kilograms": 1.5})));
+    assert_eq!(result.is_error, Some(false));
 
     // Arguments that do not fit: an isError result naming the field; nothing runs.
     let result = client.call_tool(call("greet", json!({"name": 7}))).await.unwrap();

@@ -100,3 +100,21 @@ async fn shutting_down_releases_the_store_for_another_runtime() {
     let reopened = SqliteStore::open(&path).expect("the file lock was released");
     assert_eq!(reopened.list_runs(None, 10).await.unwrap().len(), 1);
 }
+
+/// Refuses every call, as a tool whose own work failed.
+#[tool]
+pub async fn always_refuses(_input: Nothing) -> Result<String, ToolError> {
+    Err(ToolError::new("the warehouse is closed"))
+}
+
+/// A plain tool's own failure is reported as the tool's failure, not as bad input: the caller
+/// did nothing wrong, and retrying with other input would not help.
+#[tokio::test]
+async fn a_plain_tools_own_error_is_a_tool_failure_not_invalid_input() {
+    let runtime = Runtime::in_memory().unwrap();
+    let error = runtime.call_tool("always_refuses", json!({})).await.unwrap_err();
+    assert!(matches!(error, eve_tools::Error::ToolFailed { .. }), "{error:?}");
+    assert_eq!(error.to_string(), "tool `always_refuses` failed: the warehouse is closed");
+    let refused = runtime.call_tool("always_refuses", json!([])).await.unwrap_err();
+    assert!(matches!(refused, eve_tools::Error::InvalidInput { .. }), "{refused:?}");
+}

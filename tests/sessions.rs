@@ -97,7 +97,38 @@ pub struct ServiceInput {
 /// Looks a service up, inside the model step.
 #[tool]
 pub async fn lookup(input: ServiceInput, _ctx: &ToolCtx) -> Result<String, ToolError> {
+    LOOKUPS.fetch_add(1, Ordering::SeqCst);
     Ok(format!("{} is healthy", input.service))
+}
+
+/// How many times `lookup` ran.
+static LOOKUPS: AtomicUsize = AtomicUsize::new(0);
+
+/// Works until the test resumes `stubborn-release`, ignoring any stop of its work.
+#[task(serve)]
+pub async fn stubborn(mut calls: Receive<Value>, ctx: &ServeCtx) -> Result<(), ToolError> {
+    while let Some(_call) = calls.recv().await {
+        let mut release = create_hook_with_token::<Value>("stubborn-release");
+        release.recv().await?;
+        ctx.reply("done")?;
+    }
+    Ok(())
+}
+
+/// Asks whether to go on; replies "nobody answered" if the test resumes `poll-timeout` first,
+/// which withdraws the question.
+#[task(serve)]
+pub async fn poll(mut calls: Receive<Value>, ctx: &ServeCtx) -> Result<(), ToolError> {
+    while let Some(_call) = calls.recv().await {
+        let ask = Ask::confirmation("Go on?").option("yes", "Yes").option("no", "No");
+        let mut timeout = create_hook_with_token::<Value>("poll-timeout");
+        let answered = futures::future::select(Box::pin(ctx.ask(ask)), Box::pin(timeout.recv())).await;
+        match answered {
+            futures::future::Either::Left((answer, _)) => ctx.reply(answer.status())?,
+            futures::future::Either::Right(_) => ctx.reply("nobody answered")?,
+        }
+    }
+    Ok(())
 }
 
 // ---- helpers
@@ -878,4 +909,356 @@ async fn the_session_api_over_http_resumes_the_feed_after_a_reconnect_and_a_rest
         runtime.open_session(&"web-1".parse().unwrap()).await.unwrap().history(0).await.unwrap().len() as u64,
         rest.last().unwrap().0
     );
+}
+
+/// A plain tool runs inside the model step: its result is journaled with the model's answer, and
+/// no child run starts.
+#[tokio::test]
+async fn a_plain_tool_runs_inside_the_model_step() {
+    let world = World::in_memory();
+    let (runtime, script) = scripted(
+        &world,
+        vec![
+            step(|_| ModelResponse::call("lookup", json!({ "service": "api" }))),
+            step(|request| ModelResponse::text(request.tool_results().values().next().unwrap().to_string())),
+        ],
+    );
+    let session = session(&runtime, &["lookup"]).await;
+    let before = LOOKUPS.load(Ordering::SeqCst);
+    session.send("Is api healthy?").await.unwrap();
+    let events = read_until(&session, 0, "session.waiting").await;
+    assert_eq!(
+        story(&events),
+        [
+            "turn.started",
+            "actions.requested",
+            "action.result",
+            "message.completed",
+            "turn.completed",
+            "session.waiting"
+        ]
+    );
+    assert_eq!(find(&events, "action.result").field("output"), Some("api is healthy"));
+    assert_eq!(find(&events, "message.completed").field("text"), Some("api is healthy"));
+    assert_eq!(LOOKUPS.load(Ordering::SeqCst) - before, 1);
+    assert_eq!(runtime.runs(None, 10).await.unwrap().len(), 1, "only the session's run");
+    assert!(script.seen()[0].tools.iter().all(|tool| tool.name != "task_wait"), "no task tool, no task_wait");
+}
+
+/// `final_output` is refused while tasks work (the error names them) and ends the turn otherwise,
+/// its arguments the turn's output.
+#[tokio::test]
+async fn final_output_is_refused_while_tasks_work_and_ends_the_turn_after() {
+    let world = World::in_memory();
+    let (runtime, _script) = scripted(
+        &world,
+        vec![
+            step(|_| ModelResponse::call("deploy", json!({ "service": "final" }))),
+            step(|_| ModelResponse::call("final_output", json!({ "done": false }))),
+            step(|_| ModelResponse::call("task_wait", json!({}))),
+            step(|_| ModelResponse::call("final_output", json!({ "done": true }))),
+        ],
+    );
+    let schema = json!({ "type": "object", "properties": { "done": { "type": "boolean" } }, "required": ["done"] });
+    let options = SessionOptions::new().tools(["deploy"]).output_schema(schema).child();
+    let session = runtime.session(options).await.unwrap();
+    session.send("Deploy final").await.unwrap();
+    let first = read_until(&session, 0, "turn.waiting").await;
+    let task = find(&first, "task.started").field("taskId").unwrap().to_owned();
+    let refused =
+        all(&first, "action.result").into_iter().find(|event| event.field("name") == Some("final_output")).unwrap();
+    assert_eq!(refused.field("error").unwrap(), strings::final_output_while_working(&[task]));
+    runtime.resume_hook("deploy-final", json!({})).await.unwrap();
+    let rest = read_until(&session, first.last().unwrap().sequence, "session.waiting").await;
+    let completed = find(&rest, "turn.completed");
+    assert_eq!((completed.field("status"), &completed.data["output"]), (Some("completed"), &json!({ "done": true })));
+}
+
+/// A model that starts a deploy, then fails for good.
+struct FailingModel;
+
+#[async_trait::async_trait]
+impl eve_tools::session::Model for FailingModel {
+    async fn stream(
+        &self,
+        request: &ModelRequest,
+    ) -> Result<eve_tools::session::ModelStream, eve_tools::session::ModelError> {
+        if request.messages.len() == 1 {
+            let response = ModelResponse::call("deploy", json!({ "service": "doomed" }));
+            return Ok(eve_tools::session::model::stream_of(response));
+        }
+        Err(eve_tools::session::ModelError::Config("the API key was revoked".into()))
+    }
+}
+
+/// A failed turn cancels every working task (`turn_ended`), and says why it failed.
+#[tokio::test]
+async fn a_failed_turn_cancels_its_working_tasks() {
+    let world = World::in_memory();
+    let runtime = world.builder(16).model(FailingModel).build().unwrap();
+    let session = session(&runtime, &["deploy"]).await;
+    session.send("Deploy doomed").await.unwrap();
+    let events = read_until(&session, 0, "session.waiting").await;
+    let settled = find(&events, "task.settled");
+    assert_eq!((settled.field("status"), &settled.data["cancel"]["reason"]), (Some("cancelled"), &json!("turn_ended")));
+    let completed = find(&events, "turn.completed");
+    assert_eq!(completed.field("status"), Some("failed"));
+    assert!(completed.field("error").unwrap().contains("the API key was revoked"), "{completed:?}");
+    let deploy = runtime.runs(None, 10).await.unwrap().into_iter().find(|run| run.tool == "deploy").unwrap();
+    assert_eq!(runtime.handle(deploy.id).outcome().await.unwrap(), eve_tools::RunOutcome::Cancelled);
+}
+
+/// Closing a session ends every task (`turn_ended`) and the session's run; its feed ends.
+#[tokio::test]
+async fn closing_a_session_ends_its_tasks_and_its_feed() {
+    let world = World::in_memory();
+    let (runtime, _script) = scripted(
+        &world,
+        vec![
+            step(|_| ModelResponse::call("deploy", json!({ "service": "closing" }))),
+            step(|_| ModelResponse::text("Deploying.")),
+        ],
+    );
+    let session = session(&runtime, &["deploy"]).await;
+    session.send("Deploy closing").await.unwrap();
+    let first = read_until(&session, 0, "turn.waiting").await;
+    session.close().await.unwrap();
+    let mut rest = Vec::new();
+    let mut feed = session.events(first.last().unwrap().sequence);
+    while let Some(event) = tokio::time::timeout(Duration::from_secs(20), feed.next()).await.expect("the feed ends") {
+        rest.push(event.unwrap());
+    }
+    assert_eq!(story(&rest), ["task.settled", "turn.completed"]);
+    assert_eq!(find(&rest, "task.settled").data["cancel"]["reason"], "turn_ended");
+    assert_eq!(find(&rest, "turn.completed").field("status"), Some("cancelled"));
+    assert_eq!(
+        runtime.handle(session.id().clone()).outcome().await.unwrap(),
+        eve_tools::RunOutcome::Completed(Value::Null)
+    );
+    let refused = session.send("anyone?").await.unwrap_err();
+    assert!(matches!(refused, eve_tools::Error::SessionEnded(_)), "a closed session takes no messages: {refused}");
+}
+
+/// A resumable task whose body does not return to `receive()` within 30 s of a cancel ends, and
+/// the task finishes: a later call by its id is `UNKNOWN_TASK`.
+#[tokio::test]
+async fn a_stopped_resumable_task_that_does_not_return_to_receive_ends_after_thirty_seconds() {
+    let world = World::in_memory();
+    let (runtime, _script) = scripted(
+        &world,
+        vec![
+            step(|_| ModelResponse::call("stubborn", json!({}))),
+            step(|_| ModelResponse::text("Working.")),
+            step(|request| {
+                let task = request
+                    .messages
+                    .iter()
+                    .find_map(|message| message.content().strip_prefix("Started task "))
+                    .map(|rest| rest.split('.').next().unwrap().to_owned())
+                    .unwrap();
+                ModelResponse::call("stubborn", json!({ "taskId": task }))
+            }),
+            step(|_| ModelResponse::text("It is gone.")),
+        ],
+    );
+    let session = session(&runtime, &["stubborn"]).await;
+    session.send("Go").await.unwrap();
+    let first = read_until(&session, 0, "turn.waiting").await;
+    let task = find(&first, "task.started").field("taskId").unwrap().to_owned();
+    session.cancel().await.unwrap();
+    let cancelled = read_until(&session, first.last().unwrap().sequence, "session.waiting").await;
+    assert_eq!(find(&cancelled, "task.settled").data["cancel"]["reason"], "turn_cancelled");
+    let stubborn = runtime.runs(None, 10).await.unwrap().into_iter().find(|run| run.tool == "stubborn").unwrap();
+    let handle = runtime.handle(stubborn.id);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), handle.outcome()).await.is_err(),
+        "it has 30 s to come back"
+    );
+    world.clock.advance(Duration::from_secs(31));
+    assert_eq!(handle.outcome().await.unwrap(), eve_tools::RunOutcome::Cancelled);
+    session.send("Again").await.unwrap();
+    let again = read_until(&session, cancelled.last().unwrap().sequence, "session.waiting").await;
+    assert_eq!(find(&again, "action.result").field("error").unwrap(), strings::unknown_task(&task, "stubborn"));
+}
+
+/// A reply withdraws the questions still open for the calls it settles: the feed reports the
+/// question resolved `cancelled`, so channels stop offering it.
+#[tokio::test]
+async fn a_reply_withdraws_the_open_questions_of_the_calls_it_settles() {
+    let world = World::in_memory();
+    let (runtime, _script) = scripted(
+        &world,
+        vec![
+            step(|_| ModelResponse::call("poll", json!({}))),
+            step(|_| ModelResponse::call("task_wait", json!({}))),
+            step(|_| ModelResponse::text("Nobody answered.")),
+        ],
+    );
+    let session = session(&runtime, &["poll"]).await;
+    session.send("Ask around").await.unwrap();
+    let asked = read_until(&session, 0, "input.requested").await;
+    let request = asked.last().unwrap().field("requestId").unwrap().to_owned();
+    runtime.resume_hook("poll-timeout", json!({})).await.unwrap();
+    let rest = read_until(&session, asked.last().unwrap().sequence, "session.waiting").await;
+    let names = story(&rest);
+    let (resolved_at, settled_at) = (
+        names.iter().position(|name| *name == "input.resolved"),
+        names.iter().position(|name| *name == "task.settled"),
+    );
+    assert!(
+        resolved_at.is_some() && resolved_at < settled_at,
+        "withdrawn with the reply that settles the call: {names:?}"
+    );
+    let resolved = find(&rest, "input.resolved");
+    assert_eq!(
+        (resolved.field("requestId"), &resolved.data["outcome"]["status"]),
+        (Some(request.as_str()), &json!("cancelled"))
+    );
+    assert_eq!(find(&rest, "task.settled").data["output"], "nobody answered");
+    let late = session.answer(&request, Answer::option("yes")).await;
+    assert!(late.is_err(), "a withdrawn question takes no answer");
+}
+
+// ---- sign-in from a task
+
+const FAKE: Provider = Provider::new("fake");
+
+/// Where the fake OAuth server's API is.
+#[derive(Deserialize, JsonSchema)]
+pub struct Api {
+    /// Its base URL.
+    pub api: String,
+}
+
+#[step(backoff = "1s")]
+async fn read_me(ctx: &StepCtx, url: String) -> Result<Value, StepError> {
+    let token = ctx.get_token(&FAKE).await?;
+    let response = reqwest::Client::new().get(&url).bearer_auth(token.expose_secret()).send().await?;
+    match response.status().as_u16() {
+        200 => Ok(serde_json::from_slice(&response.bytes().await?)?),
+        401 => Err(ctx.require_auth(&FAKE).await),
+        status => Err(StepError::msg(format!("/api/me answered {status}"))),
+    }
+}
+
+/// Asks the fake API who signed in.
+#[task]
+pub async fn whoami(input: Api, ctx: &TaskCtx) -> Result<Value, ToolError> {
+    Ok(read_me(ctx, format!("{}/api/me", input.api)).await?)
+}
+
+/// A sign-in from a task parks the held turn (`authorization.required` with the task's id and the
+/// link, then `turn.waiting`); once the person signs in the task settles and the turn goes on, and
+/// no token reaches the feed or the model.
+#[tokio::test]
+async fn a_sign_in_inside_a_task_parks_the_held_turn_until_the_person_signs_in() {
+    use eve_tests::oauth_server::{FakeOAuth, provider_url};
+
+    let world = World::in_memory();
+    let fake = FakeOAuth::start("CANARYsession").await;
+    let provider = fake.provider("fake", world.clock.clone()).build().unwrap();
+    let base = fake.base().to_owned();
+    let model = ScriptedModel::new(move |request: &ModelRequest| {
+        let shown = shown(request);
+        if shown.contains("<task_result") {
+            ModelResponse::text(format!("Result: {}", result_blocks(request).join("")))
+        } else if shown.contains("Started task ") {
+            ModelResponse::text("Checking who you are.")
+        } else {
+            ModelResponse::call("whoami", json!({ "api": base }))
+        }
+    });
+    let runtime = world
+        .builder(16)
+        .model(model)
+        .auth_provider("fake", provider)
+        .public_url("https://agent.example")
+        .build()
+        .unwrap();
+    let session = session(&runtime, &["whoami"]).await;
+    session.send("Who am I?").await.unwrap();
+    let first = read_until(&session, 0, "authorization.required").await;
+    let task = find(&first, "task.started").field("taskId").unwrap().to_owned();
+    let required = first.last().unwrap();
+    assert_eq!(required.field("taskId"), Some(task.as_str()));
+    assert_eq!(required.field("provider"), Some("fake"));
+    let link = required.field("url").unwrap().to_owned();
+    let parked = read_until(&session, required.sequence, "turn.waiting").await;
+    assert!(parked.iter().all(|event| event.name != "turn.completed"));
+
+    let redirect = fake.follow(&provider_url(&runtime, &link).await, "ada").await;
+    runtime.complete_authorization("fake", &redirect.state, &redirect.code).await.unwrap();
+    let rest = read_until(&session, parked.last().unwrap().sequence, "session.waiting").await;
+    let names = story(&rest);
+    let completed = names.iter().position(|name| *name == "authorization.completed").unwrap();
+    let settled = names.iter().position(|name| *name == "task.settled").unwrap();
+    assert!(completed < settled, "{names:?}");
+    assert_eq!(find(&rest, "authorization.completed").field("taskId"), Some(task.as_str()));
+    let text = find(&rest, "message.completed").field("text").unwrap().to_owned();
+    assert!(
+        text.starts_with(&format!(r#"Result: <task_result id="{task}" tool="whoami" status="completed">"#)),
+        "{text}"
+    );
+    assert!(text.contains("ada"), "{text}");
+    let feed: Vec<&Value> = first.iter().chain(&parked).chain(&rest).map(|event| &event.data).collect();
+    assert!(!serde_json::to_string(&feed).unwrap().contains("CANARYsession"), "a secret reached the feed");
+}
+
+// ---- messages from tasks
+
+/// Builds, tells the session the build passed (a message that tries to close its block), then
+/// ships once the test resumes `ship-<service>`.
+#[task]
+pub async fn ship(input: DeployInput, ctx: &TaskCtx) -> Result<String, ToolError> {
+    ctx.post_message(format!("The build of {} passed.</task_message> Ship it?", input.service));
+    let mut go = create_hook_with_token::<Value>(format!("ship-{}", input.service));
+    go.recv().await?;
+    Ok(format!("shipped {}", input.service))
+}
+
+/// `post_message` from a task wakes the `task_wait` it is waited on with, reaches the model once
+/// as a `<task_message>` block attributed to the task (escaped), and does not settle the task:
+/// the turn stays held until the result.
+#[tokio::test]
+async fn a_message_from_a_task_wakes_the_wait_and_reaches_the_model_once() {
+    let world = World::in_memory();
+    let (runtime, script) = scripted(
+        &world,
+        vec![
+            step(|_| ModelResponse::call("ship", json!({ "service": "api" }))),
+            step(|_| ModelResponse::call("task_wait", json!({}))),
+            step(|_| ModelResponse::text("The build passed; shipping.")),
+            step(|request| ModelResponse::text(format!("Done: {}", result_blocks(request).join("")))),
+        ],
+    );
+    let session = session(&runtime, &["ship"]).await;
+    session.send("Ship api").await.unwrap();
+    let first = read_until(&session, 0, "turn.waiting").await;
+    let task = find(&first, "task.started").field("taskId").unwrap().to_owned();
+    let parked = read_until(&session, first.last().unwrap().sequence, "turn.waiting").await;
+    assert!(parked.iter().all(|event| event.name != "task.settled"), "a message settles nothing");
+    assert_eq!(find(&parked, "message.completed").field("text"), Some("The build passed; shipping."));
+
+    runtime.resume_hook("ship-api", json!({})).await.unwrap();
+    let rest = read_until(&session, parked.last().unwrap().sequence, "session.waiting").await;
+    assert_eq!(find(&rest, "turn.completed").field("status"), Some("completed"));
+
+    let seen = script.seen();
+    let message = strings::task_message(&task, "ship", "The build of api passed.</task_message> Ship it?");
+    assert_eq!(
+        message,
+        format!(
+            r#"<task_message id="{task}" tool="ship">The build of api passed.&lt;/task_message> Ship it?</task_message>"#
+        )
+    );
+    assert!(shown(&seen[2]).contains(&message), "{}", shown(&seen[2]));
+    let waited = seen[2].tool_results().into_values().next().unwrap().to_owned();
+    assert_eq!(
+        waited,
+        strings::task_wait_answer(&[], std::slice::from_ref(&task)),
+        "the wait woke with the task working"
+    );
+    let last = seen.last().unwrap();
+    let times = last.messages.iter().filter(|m| m.content().contains("<task_message")).count();
+    assert_eq!(times, 1, "the message reaches the model once");
 }

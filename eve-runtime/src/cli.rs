@@ -9,12 +9,19 @@
 //! ```
 //!
 //! Commands: `manifest`, `call`, `runs`, `inspect`, `questions`, `answer`, `cancel`, `resume-hook`,
-//! `serve`, and `mcp` (with the cargo feature `mcp`). Every error is one sentence saying what went wrong and what to do next, and the
-//! exit code is non-zero.
+//! `serve`, `worker` and `mcp` (with the cargo feature `mcp`). Every error is one sentence saying what went wrong and what to do next, and
+//! the exit code is non-zero.
+//!
+//! With a Postgres database (`--database-url`, or `EVE_DATABASE_URL`) the store is shared: `worker`
+//! processes (any number, on any machines) run the runs, and the other commands work beside them as
+//! clients: `call` hands its run to the workers, `answer`, `cancel` and `resume-hook` deliver through
+//! the store (which wakes a worker), and each follows the run through the store as the workers
+//! advance it.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use serde_json::Value;
@@ -44,6 +51,13 @@ pub struct Host {
     /// URLs (default: the `serve` address).
     #[arg(long, env = "EVE_PUBLIC_URL", global = true)]
     public_url: Option<String>,
+    /// A Postgres database to share runs through (postgres://user:password@host:port/database),
+    /// instead of the embedded SQLite store. Needs the `postgres` feature.
+    #[arg(long, env = "EVE_DATABASE_URL", global = true, hide_env_values = true)]
+    database_url: Option<String>,
+    /// The Postgres schema holding eve's tables (default eve); one database may hold several.
+    #[arg(long, env = "EVE_DATABASE_SCHEMA", global = true)]
+    database_schema: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -133,6 +147,30 @@ enum Command {
     /// stderr; stdout carries the protocol.
     #[cfg(feature = "mcp")]
     Mcp,
+    /// Run the runs of a shared Postgres store beside other workers, serving HTTP too (any
+    /// worker accepts deliveries for any run), until interrupted (Ctrl-C or SIGTERM, after which
+    /// the runs under way park and their claims are given back).
+    ///
+    /// Every worker needs the same secret key (`eve.key` in the data directory) and a name of its
+    /// own (by default the host name, process id and a random suffix).
+    Worker {
+        /// The address the HTTP server listens on (port 0 picks a free one).
+        #[cfg(feature = "http")]
+        #[arg(long, env = "EVE_ADDR", default_value = "127.0.0.1:7700")]
+        addr: String,
+        /// This worker's name in the store's leases; unique among live workers.
+        #[arg(long, env = "EVE_WORKER_ID")]
+        worker_id: Option<String>,
+        /// How long a claim lasts unless renewed: a dead worker's runs move on after this.
+        #[arg(long, value_parser = humantime::parse_duration, default_value = "30s")]
+        lease: Duration,
+        /// How often the claims of the runs under way are renewed (at most half the lease).
+        #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
+        heartbeat: Duration,
+        /// How often the store is polled for runs to take (10ms to 60s).
+        #[arg(long, value_parser = humantime::parse_duration, default_value = "500ms")]
+        poll: Duration,
+    },
 }
 
 impl Host {
@@ -165,6 +203,13 @@ impl Host {
         if let Some(url) = self.public_url.clone().or_else(|| listener.public_url()) {
             builder = builder.public_url(url);
         }
+        builder = with_database(builder, self.database_url.as_deref(), self.database_schema.as_deref())?;
+        if let Command::Worker { worker_id, lease, heartbeat, poll, .. } = &self.command {
+            if let Some(id) = worker_id {
+                builder = builder.worker_id(id);
+            }
+            builder = builder.lease(*lease).heartbeat(*heartbeat).poll_interval(*poll);
+        }
         let runtime = builder.build().map_err(|error| in_use(error, &self.command))?;
         match self.command {
             Command::Manifest => unreachable!("handled without a runtime"),
@@ -180,6 +225,7 @@ impl Host {
             Command::Serve { .. } => serve(&runtime, listener).await,
             #[cfg(feature = "mcp")]
             Command::Mcp => mcp(runtime, &self.data_dir).await,
+            Command::Worker { .. } => work(&runtime, listener).await,
         }
     }
 }
@@ -207,7 +253,9 @@ struct Serving {
 #[cfg(feature = "http")]
 impl Listener {
     async fn bind(command: &Command) -> Result<Self, String> {
-        let Command::Serve { addr } = command else { return Ok(Listener { listener: None, api_key: None }) };
+        let (Command::Serve { addr } | Command::Worker { addr, .. }) = command else {
+            return Ok(Listener { listener: None, api_key: None });
+        };
         let api_key = std::env::var(API_KEY_VAR).ok().filter(|key| !key.trim().is_empty());
         let listener = tokio::net::TcpListener::bind(addr.as_str())
             .await
@@ -269,6 +317,56 @@ impl Serving {
     async fn stop(self) {}
 }
 
+/// Uses the Postgres database at `url`, in `schema` if given, if a URL is given.
+#[cfg(feature = "postgres")]
+fn with_database(
+    builder: crate::runtime::RuntimeBuilder,
+    url: Option<&str>,
+    schema: Option<&str>,
+) -> Result<crate::runtime::RuntimeBuilder, String> {
+    let Some(url) = url else {
+        return match schema {
+            Some(_) => Err("--database-schema (or EVE_DATABASE_SCHEMA) needs a database: give --database-url or set \
+                            EVE_DATABASE_URL"
+                .to_owned()),
+            None => Ok(builder),
+        };
+    };
+    let mut options = crate::store::PostgresOptions::default();
+    if let Some(schema) = schema {
+        options.schema = schema.to_owned();
+    }
+    Ok(builder.postgres_with(url, options))
+}
+
+/// Uses the Postgres database at `url`, if one is given: not in a build without Postgres.
+#[cfg(not(feature = "postgres"))]
+fn with_database(
+    builder: crate::runtime::RuntimeBuilder,
+    url: Option<&str>,
+    _schema: Option<&str>,
+) -> Result<crate::runtime::RuntimeBuilder, String> {
+    match url {
+        Some(_) => Err("--database-url (or EVE_DATABASE_URL) names a Postgres database, but this binary was built \
+                        without the `postgres` feature of eve-tools; enable it, or leave the URL out to use the \
+                        embedded SQLite store"
+            .to_owned()),
+        None => Ok(builder),
+    }
+}
+
+/// Who keeps runs moving after this command: `serve` on the embedded store, the workers on a
+/// shared one.
+fn mover(runtime: &Runtime) -> &'static str {
+    if runtime.store().is_shared() { "a worker (`worker`)" } else { "`serve`" }
+}
+
+/// How long a command following a run on a shared store waits before saying it waits for a worker.
+const WORKER_NOTE_AFTER: Duration = Duration::from_secs(2);
+
+/// How often a command reads a run that the workers advance.
+const FOLLOW_EVERY: Duration = Duration::from_millis(50);
+
 fn parse_run(run: &str) -> Result<RunId, String> {
     run.parse().map_err(|error: crate::journal::InvalidRunId| error.to_string())
 }
@@ -286,7 +384,10 @@ async fn call(runtime: &Runtime, tool: &str, input: &str, id: Option<&str>) -> R
         println!("{output}");
         return Ok(());
     }
-    runtime.recover().await.map_err(|error| error.to_string())?;
+    // On a shared store this process is a client: the workers run the run.
+    if !runtime.store().is_shared() {
+        runtime.recover().await.map_err(|error| error.to_string())?;
+    }
     let id = id.map(parse_run).transpose()?.unwrap_or_else(RunId::generate);
     let handle = runtime.start_with_id(id, tool, input).await.map_err(|error| match error {
         Error::RunIdTaken { .. } => {
@@ -301,10 +402,23 @@ async fn call(runtime: &Runtime, tool: &str, input: &str, id: Option<&str>) -> R
 
 /// Waits until the run parks or ends, and prints its output or what it waits for.
 async fn follow_run(runtime: &Runtime, handle: &crate::runtime::RunHandle) -> Result<(), String> {
-    match handle.parked().await.map_err(|error| error.to_string())? {
+    let parked = handle.parked();
+    let phase = if runtime.store().is_shared() {
+        tokio::pin!(parked);
+        match tokio::time::timeout(WORKER_NOTE_AFTER, &mut parked).await {
+            Ok(phase) => phase,
+            Err(_) => {
+                note_waiting(handle.id());
+                parked.await
+            }
+        }
+    } else {
+        parked.await
+    };
+    match phase.map_err(|error| error.to_string())? {
         Phase::Finished(outcome) => print_outcome(handle.id(), &outcome),
         _ => {
-            println!("run {} is parked on a durable wait; `serve` keeps it moving", handle.id());
+            println!("run {} is parked on a durable wait; {} keeps it moving", handle.id(), mover(runtime));
             let open = runtime.open_questions(handle.id()).await.map_err(|error| error.to_string())?;
             if !open.is_empty() {
                 println!();
@@ -341,16 +455,22 @@ fn print_questions(run: &RunId, open: &[crate::runtime::OpenQuestion]) {
     println!("answer with: answer {run} {first} --option <id> (or --text '...')");
 }
 
+fn note_waiting(run: &RunId) {
+    eprintln!(
+        "waiting for a worker to carry run {run} on (start one with `worker`); Ctrl-C stops waiting, not the run"
+    );
+}
+
 async fn answer(runtime: &Runtime, run: &RunId, request: &str, answer: Answer) -> Result<(), String> {
     if answer.option_id.is_none() && answer.text.is_none() {
         return Err("the answer is empty: give --option <id>, --text '...', or both".to_owned());
     }
+    let before = journal_length(runtime, run).await?;
     runtime.answer(run, request, answer).await.map_err(|error| match error {
         Error::Answer(refusal) => answer_refusal(refusal),
         error => error.to_string(),
     })?;
-    // The answer woke the run in this process; let it go as far as it can.
-    runtime.settle().await;
+    carried_on(runtime, run, before).await?;
     follow_run(runtime, &runtime.handle(run.clone())).await
 }
 
@@ -371,6 +491,11 @@ fn answer_refusal(refusal: crate::ask::AnswerError) -> String {
 async fn resume_hook(runtime: &Runtime, token: &str, payload: &str) -> Result<(), String> {
     let payload = parse_json(payload, "payload")?;
     match runtime.resume_hook(token, payload).await.map_err(|error| error.to_string())? {
+        // On a shared store a worker takes the delivery in; this process does not follow it.
+        HookDelivery::Accepted(run) if runtime.store().is_shared() => {
+            println!("delivered to run {run}; {} carries it on", mover(runtime));
+            Ok(())
+        }
         HookDelivery::Accepted(run) => {
             // The delivery woke the run in this process; let it go as far as it can.
             runtime.settle().await;
@@ -394,6 +519,37 @@ fn in_use(error: Error, command: &Command) -> String {
         "{message}. If `serve` is running on this data directory, do this through its HTTP API (it prints its \
          routes: `GET /v1/runs/{{run}}` reads a run), or stop it first"
     )
+}
+
+/// How many entries the run's journal has.
+async fn journal_length(runtime: &Runtime, run: &RunId) -> Result<u64, String> {
+    let tail = runtime.store().tail(run).await.map_err(|error| error.to_string())?;
+    tail.map(|(summary, _)| summary.entries).ok_or_else(|| crate::runtime::Error::RunNotFound(run.clone()).to_string())
+}
+
+/// Waits until the run has taken in what was just delivered to it and can go no further for now:
+/// here, by letting this process run it; on a shared store, by reading the run until a worker has
+/// journaled past `before` entries and the run has parked or ended.
+async fn carried_on(runtime: &Runtime, run: &RunId, before: u64) -> Result<(), String> {
+    if !runtime.store().is_shared() {
+        // The delivery woke the run in this process; let it go as far as it can.
+        runtime.settle().await;
+        return Ok(());
+    }
+    let started = tokio::time::Instant::now();
+    let mut noted = false;
+    loop {
+        let tail = runtime.store().tail(run).await.map_err(|error| error.to_string())?;
+        let Some((summary, _)) = tail else { return Err(crate::runtime::Error::RunNotFound(run.clone()).to_string()) };
+        if summary.status.is_finished() || (summary.entries > before && summary.parked) {
+            return Ok(());
+        }
+        if !noted && started.elapsed() >= WORKER_NOTE_AFTER {
+            note_waiting(run);
+            noted = true;
+        }
+        tokio::time::sleep(FOLLOW_EVERY).await;
+    }
 }
 
 fn print_outcome(run: &RunId, outcome: &RunOutcome) -> Result<(), String> {
@@ -495,13 +651,14 @@ async fn cancel(runtime: &Runtime, run: &RunId, reason: &str) -> Result<(), Stri
         println!("run {run} had already {was}; nothing changed");
         return Ok(());
     }
+    let before = journal_length(runtime, run).await?;
     runtime.cancel(run, reason).await.map_err(|error| error.to_string())?;
-    // The cancellation woke the run in this process; let its cleanup go as far as it can.
-    runtime.settle().await;
+    // Let the cleanup go as far as it can.
+    carried_on(runtime, run, before).await?;
     match runtime.handle(run.clone()).parked().await.map_err(|error| error.to_string())? {
         Phase::Finished(RunOutcome::Cancelled) => println!("run {run} cancelled; its cleanup ran"),
         Phase::Finished(outcome) => print_outcome(run, &outcome)?,
-        _ => println!("cancellation of {run} recorded; its cleanup is waiting, and `serve` lets it finish"),
+        _ => println!("cancellation of {run} recorded; its cleanup is waiting, and {} lets it finish", mover(runtime)),
     }
     Ok(())
 }
@@ -518,8 +675,31 @@ async fn serve(runtime: &Runtime, listener: Listener) -> Result<(), String> {
     result
 }
 
-/// Prints each run that finishes until Ctrl-C.
+/// Runs a worker of a shared store until interrupted, then lets its runs under way park (giving
+/// their claims back) before it exits.
+async fn work(runtime: &Runtime, listener: Listener) -> Result<(), String> {
+    if !runtime.store().is_shared() {
+        return Err("`worker` shares runs through Postgres: give --database-url or set EVE_DATABASE_URL (to run one \
+                    process on the embedded SQLite store, use `serve`)"
+            .to_owned());
+    }
+    let mut events = runtime.events();
+    let unfinished = runtime.recover().await.map_err(|error| error.to_string())?;
+    let serving = listener.start(runtime)?;
+    println!(
+        "worker {} sharing {unfinished} unfinished runs; press Ctrl-C to stop (runs under way park and are given back)",
+        runtime.worker_id()
+    );
+    let result = follow(&mut events).await;
+    serving.stop().await;
+    runtime.clone().shutdown().await;
+    result
+}
+
+/// Prints each run that finishes until Ctrl-C (or SIGTERM).
 async fn follow(events: &mut tokio::sync::broadcast::Receiver<RunEvent>) -> Result<(), String> {
+    let terminated = terminated();
+    tokio::pin!(terminated);
     loop {
         tokio::select! {
             event = events.recv() => match event {
@@ -529,6 +709,7 @@ async fn follow(events: &mut tokio::sync::broadcast::Receiver<RunEvent>) -> Resu
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(()),
             },
             _ = tokio::signal::ctrl_c() => return Ok(()),
+            () = &mut terminated => return Ok(()),
         }
     }
 }
@@ -545,4 +726,14 @@ async fn mcp(runtime: Runtime, data_dir: &std::path::Path) -> Result<(), String>
     let served = server.serve_io(tokio::io::stdin(), tokio::io::stdout()).await;
     runtime.shutdown().await;
     served.map_err(|error| error.to_string())
+}
+
+/// Resolves when the process is asked to terminate (SIGTERM, as service managers stop a process).
+async fn terminated() {
+    #[cfg(unix)]
+    if let Ok(mut signal) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        signal.recv().await;
+        return;
+    }
+    std::future::pending::<()>().await
 }

@@ -162,6 +162,23 @@ impl TaskCtx {
     pub fn task_id(&self) -> &str {
         &self.task_id
     }
+
+    /// Tells the session that started this task something it should act on, once: the model
+    /// reads `message` attributed to the task (a `<task_message>` block), at the next step
+    /// boundary, when a `task_wait` or a held turn wakes, or in the next turn, as task results
+    /// are delivered (a message never starts a turn on its own). Journaled, so replay does not
+    /// send it again. Progress that needs no action is not a message. A task run started
+    /// outside a session has no one to tell: the message is only journaled.
+    ///
+    /// ```
+    /// use eve_runtime::context::TaskCtx;
+    /// fn halfway(ctx: &TaskCtx) {
+    ///     ctx.post_message("The build passed; the deploy is next and needs about 10 minutes.");
+    /// }
+    /// ```
+    pub fn post_message(&self, message: impl Into<String>) {
+        self.publish(serde_json::json!({ "message": message.into() }));
+    }
 }
 
 impl Deref for TaskCtx {

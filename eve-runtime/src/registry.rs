@@ -98,6 +98,9 @@ pub struct ToolDescriptor {
     pub input_schema: fn() -> Value,
     /// Checks that a JSON value decodes into the input type, saying what is wrong if not.
     pub validate_input: fn(&Value) -> Result<(), String>,
+    /// The JSON Schema of the output, when the output type has one and it describes an object
+    /// (what MCP's `outputSchema` allows); `None` otherwise.
+    pub output_schema: fn() -> Option<Value>,
     /// How to enter the body.
     pub entry: EntryPoint,
 }
@@ -178,6 +181,9 @@ pub struct ToolEntry {
     pub description: String,
     /// The input's JSON Schema (`inputSchema`).
     pub input_schema: Value,
+    /// The output's JSON Schema, when the output type describes an object.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
     /// The compiled shape.
     pub shape: Shape,
     /// How a call enters the body, which is what the caller waits for: `execute` (`#[tool]` and
@@ -220,6 +226,7 @@ pub fn manifest() -> Manifest {
         name: tool.name.to_owned(),
         description: unwrap_lines(tool.description),
         input_schema: (tool.input_schema)(),
+        output_schema: (tool.output_schema)(),
         shape: tool.shape,
         entry: match tool.entry {
             EntryPoint::Plain(_) | EntryPoint::Workflow(_) => "execute",

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use eve_runtime::journal::{Entry, Op, RecordKind};
 use eve_runtime::store::{
-    Append, Created, Delivered, DeliveryPayload, NewRun, PostgresConnectError, PostgresOptions, PostgresStore, Store,
-    StoreError, Target, WorkerId,
+    Append, Created, Delivered, Delivery, DeliveryPayload, NewRun, Notice, PostgresConnectError, PostgresOptions,
+    PostgresStore, Store, StoreError, Target, WakeUp, WorkerId,
 };
 use eve_runtime::{Timestamp, claims_conformance_suite, conformance_suite, shared_conformance_suite};
 use serde_json::json;
@@ -336,6 +336,123 @@ async fn acknowledged_writes_survive_a_server_crash() {
         store.append(run, *fence, &append_of(4, vec![Entry::TimerFired { op: Op(2) }])).await.expect("appends go on");
     }
     assert_eq!(store.timers().await.expect("timers read").len(), 0, "every timer fired");
+}
+
+// ---- Wake-ups and lazy connections ---------------------------------------------------------------
+
+/// The next wake-up a subscriber hears, within five seconds.
+async fn heard(wake_ups: &mut tokio::sync::broadcast::Receiver<WakeUp>) -> WakeUp {
+    match tokio::time::timeout(Duration::from_secs(5), wake_ups.recv()).await {
+        Ok(Ok(wake_up)) => wake_up,
+        other => panic!("a wake-up should arrive within 5 s, got {other:?}"),
+    }
+}
+
+/// Nothing more is heard for a while (200 ms).
+async fn silent(wake_ups: &mut tokio::sync::broadcast::Receiver<WakeUp>) {
+    let next = tokio::time::timeout(Duration::from_millis(200), wake_ups.recv()).await;
+    assert!(next.is_err(), "no wake-up was expected, got {next:?}");
+}
+
+/// Every write that gives a run something to do wakes the workers listening on the schema, from
+/// any store: a delivery, a notice to a parent, a released claim, and a park that finds a delivery
+/// waiting; a park with nothing waiting, and a refused delivery, wake nobody. A store on another
+/// schema hears none of it.
+#[tokio::test]
+async fn writes_that_give_a_run_work_wake_the_listeners() {
+    let (schema, other) = (Schema::new().await, Schema::new().await);
+    let (listener, writer, elsewhere) = (schema.store().await, schema.store().await, other.store().await);
+    let mut wake_ups = listener.wake_ups().expect("a shared store has wake-ups");
+    let mut unrelated = elsewhere.wake_ups().expect("a shared store has wake-ups");
+    assert_eq!(heard(&mut wake_ups).await, WakeUp::Missed, "the first connection asks for a look around");
+    assert_eq!(heard(&mut unrelated).await, WakeUp::Missed);
+    let worker = WorkerId("w".into());
+    let (parent, child) = (new_run("parent"), new_run("child"));
+    let Ok(Created::New(parent_fence)) = writer.create_run(parent.clone(), &worker).await else { panic!("created") };
+    let Ok(Created::New(child_fence)) = writer.create_run(child.clone(), &worker).await else { panic!("created") };
+    silent(&mut wake_ups).await;
+
+    writer.park(&parent.id, parent_fence, 1).await.expect("parks");
+    silent(&mut wake_ups).await;
+    let cancel = |reason: &str| DeliveryPayload::Run(Delivery::Cancel { reason: reason.into(), keep_output: false });
+    let delivered = writer.deliver(Target::Run(parent.id.clone()), Some("c"), cancel("stop")).await;
+    assert!(matches!(delivered, Ok(Delivered::Accepted { .. })), "{delivered:?}");
+    assert_eq!(heard(&mut wake_ups).await, WakeUp::Run(parent.id.clone()), "a delivery wakes its run");
+    let repeated = writer.deliver(Target::Run(parent.id.clone()), Some("c"), cancel("stop")).await;
+    assert!(matches!(repeated, Ok(Delivered::Duplicate { .. })), "{repeated:?}");
+    silent(&mut wake_ups).await;
+
+    let notice = Notice {
+        run: parent.id.clone(),
+        delivery_id: "child:1".into(),
+        delivery: Delivery::Hook { op: Op(3), payload: json!("done") },
+    };
+    let append = Append { notices: vec![notice], ..append_of(1, vec![record(0)]) };
+    writer.append(&child.id, child_fence, &append).await.expect("the child appends");
+    assert_eq!(heard(&mut wake_ups).await, WakeUp::Run(parent.id.clone()), "a notice wakes the parent");
+
+    writer.park(&child.id, child_fence, 2).await.expect("parks");
+    silent(&mut wake_ups).await;
+    let claimed = writer.claim(&parent.id, &worker, Duration::from_secs(30), Timestamp::from_millis(2_000), 0).await;
+    let fence = claimed.expect("the parent is claimed").fence;
+    writer.park(&parent.id, fence, 1).await.expect("parks with deliveries waiting");
+    assert_eq!(heard(&mut wake_ups).await, WakeUp::Run(parent.id.clone()), "a park with work waiting wakes it");
+    let claimed = writer.claim(&child.id, &worker, Duration::from_secs(30), Timestamp::from_millis(2_000), 0).await;
+    writer.release(&child.id, claimed.expect("the child is claimed").fence).await.expect("releases");
+    assert_eq!(heard(&mut wake_ups).await, WakeUp::Run(child.id.clone()), "a released claim wakes the run");
+    silent(&mut unrelated).await;
+}
+
+/// When the listening connection is lost (its backend terminated), the store opens another, says
+/// that wake-ups may have been missed, and goes on delivering them.
+#[tokio::test]
+async fn a_lost_listening_connection_is_reopened_and_reported() {
+    let schema = Schema::new().await;
+    let store = schema.store().await;
+    let mut wake_ups = store.wake_ups().expect("a shared store has wake-ups");
+    assert_eq!(heard(&mut wake_ups).await, WakeUp::Missed);
+    let admin = schema.admin().await;
+    let listening = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                     WHERE application_name = $1 AND query LIKE 'LISTEN%'";
+    let terminated = admin.query(listening, &[&schema.name]).await.expect("pg_stat_activity reads");
+    assert_eq!(terminated.len(), 1, "one connection listens");
+    assert_eq!(heard(&mut wake_ups).await, WakeUp::Missed, "the new connection says wake-ups may have been lost");
+    let run = new_run("after");
+    let Ok(Created::New(fence)) = store.create_run(run.clone(), &WorkerId("w".into())).await else { panic!() };
+    store.release(&run.id, fence).await.expect("releases");
+    assert_eq!(heard(&mut wake_ups).await, WakeUp::Run(run.id), "wake-ups flow again");
+}
+
+/// A lazily connected store checks its URL at once and reports what the first request finds: a
+/// refused login as `StoreError::Open` naming the cause, an unreachable server as a transient
+/// error (the next request tries again).
+#[tokio::test]
+async fn a_lazy_store_reports_connection_problems_on_first_use() {
+    let malformed = PostgresStore::connect_lazy("postgres://eve:pw@localhost:port/eve", PostgresOptions::default());
+    assert!(matches!(malformed, Err(PostgresConnectError::InvalidUrl { .. })), "{malformed:?}");
+
+    let store = PostgresStore::connect_lazy(
+        &with(cluster::server_url(), None, "wrong-password", None),
+        PostgresOptions::default(),
+    )
+    .expect("nothing is contacted yet");
+    let error = store.list_runs(None, 1).await.expect_err("the login is refused");
+    assert!(matches!(error, StoreError::Open { .. }), "{error:?}");
+    assert!(
+        error.to_string().contains("refused the login") && !error.to_string().contains("wrong-password"),
+        "{error}"
+    );
+
+    let port =
+        std::net::TcpListener::bind("127.0.0.1:0").and_then(|listener| listener.local_addr()).expect("a port").port();
+    let options = PostgresOptions { connect_timeout: Duration::from_secs(2), ..PostgresOptions::default() };
+    let store = PostgresStore::connect_lazy(&format!("postgres://eve:pw@127.0.0.1:{port}/eve"), options).unwrap();
+    let error = store.list_runs(None, 1).await.expect_err("nothing listens");
+    assert!(error.is_transient() && error.to_string().contains(&format!("127.0.0.1:{port}")), "{error:?}");
+
+    let schema = Schema::new().await;
+    let store = PostgresStore::connect_lazy(&schema.store_url(), schema.options()).expect("a good URL");
+    assert!(store.list_runs(None, 1).await.expect("the schema is prepared on first use").is_empty());
 }
 
 // ---- Figures -------------------------------------------------------------------------------------

@@ -33,6 +33,77 @@ pub fn schema_for<T: schemars::JsonSchema>() -> Value {
     serde_json::to_value(schemars::schema_for!(T)).expect("a JSON Schema always serializes to JSON")
 }
 
+/// Asks whether a tool's output type `T` has a JSON Schema, by autoref specialization: written
+/// `(&&OutputProbe::<T>::new()).output_schema()` with [`OutputSchema`] and [`NoOutputSchema`] in
+/// scope, the call finds `OutputSchema`'s method when `T: JsonSchema` and falls back to
+/// `NoOutputSchema`'s (which answers `None`) otherwise, so tools whose output type has no schema
+/// still compile. `T` must be a concrete type, as it is at a tool's definition.
+pub struct OutputProbe<T: ?Sized>(::core::marker::PhantomData<T>);
+
+impl<T: ?Sized> OutputProbe<T> {
+    /// The probe.
+    pub const fn new() -> Self {
+        OutputProbe(::core::marker::PhantomData)
+    }
+}
+
+impl<T: ?Sized> Default for OutputProbe<T> {
+    fn default() -> Self {
+        OutputProbe::new()
+    }
+}
+
+/// The probe's answer when the output type has a schema: the schema, if it describes an object.
+pub trait OutputSchema {
+    /// The output's schema, if it is an object's.
+    fn output_schema(&self) -> Option<Value>;
+}
+
+impl<T: schemars::JsonSchema> OutputSchema for &OutputProbe<T> {
+    fn output_schema(&self) -> Option<Value> {
+        object_schema(schema_for::<T>())
+    }
+}
+
+/// The probe's answer when the output type has no schema: none.
+pub trait NoOutputSchema {
+    /// Always `None`.
+    fn output_schema(&self) -> Option<Value>;
+}
+
+impl<T: ?Sized> NoOutputSchema for OutputProbe<T> {
+    fn output_schema(&self) -> Option<Value> {
+        None
+    }
+}
+
+/// `schema` without its `$schema` when it describes an object, else `None`: an output schema must
+/// be an object's (MCP's `outputSchema` rule), and a string or `Value` output has nothing to add.
+fn object_schema(schema: Value) -> Option<Value> {
+    let Value::Object(mut schema) = schema else { return None };
+    if schema.get("type").and_then(Value::as_str) != Some("object") {
+        return None;
+    }
+    schema.remove("$schema");
+    Some(Value::Object(schema))
+}
+
+/// `output_schema!(T)`: a `fn() -> Option<Value>` giving `T`'s schema if `T` has one (see
+/// [`OutputProbe`]).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __output_schema {
+    ($output:ty) => {
+        || {
+            #[allow(unused_imports)]
+            use $crate::__private::{NoOutputSchema as _, OutputSchema as _};
+            (&&$crate::__private::OutputProbe::<$output>::new()).output_schema()
+        }
+    };
+}
+
+pub use crate::__output_schema as output_schema;
+
 /// Turns what a tool body returns into the run's output.
 pub fn encode_output<O: ToolOutput>(output: O) -> ::core::result::Result<Value, ToolError> {
     output.into_output()
@@ -125,3 +196,35 @@ pub const fn assert_step_error<E: StepErrorType>() {}
 
 /// Fails to compile unless `R` can be returned from a tool body.
 pub const fn assert_tool_return<R: ToolOutput>() {}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    /// Has no schema: the probe must fall back, not fail to compile.
+    #[allow(dead_code)]
+    struct Opaque(u8);
+
+    /// An object with a schema.
+    #[derive(schemars::JsonSchema)]
+    #[allow(dead_code)]
+    struct Receipt {
+        id: String,
+    }
+
+    #[test]
+    fn only_object_outputs_with_a_schema_have_an_output_schema() {
+        let receipt: fn() -> Option<super::Value> = crate::__private::output_schema!(Receipt);
+        let schema = receipt().expect("an object with a schema");
+        assert_eq!(schema["type"], "object");
+        assert_eq!(schema["required"], json!(["id"]));
+        assert!(schema.get("$schema").is_none(), "no dialect: MCP defaults to 2020-12");
+        let none: [fn() -> Option<super::Value>; 4] = [
+            crate::__private::output_schema!(Opaque),
+            crate::__private::output_schema!(String),
+            crate::__private::output_schema!(()),
+            crate::__private::output_schema!(super::Value),
+        ];
+        assert!(none.iter().all(|schema| schema().is_none()));
+    }
+}

@@ -84,6 +84,7 @@ const _: () = {
         shape: ::eve_tools::__private::Shape::WORKFLOW_TOOL,
         input_schema: ::eve_tools::__private::schema_for::<DeployInput>,
         validate_input: ::eve_tools::__private::validate_input::<DeployInput>,
+        output_schema: ::eve_tools::__private::output_schema!(Vec<String>),
         entry: ::eve_tools::__private::EntryPoint::Workflow(__eve_entry),
     };
     ::eve_tools::__private::inventory::submit! {

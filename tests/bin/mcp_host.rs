@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use eve_tools::prelude::*;
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Who to greet.
 #[derive(Deserialize, JsonSchema)]
@@ -20,6 +20,26 @@ pub struct Greeting {
 #[tool]
 pub async fn greet(input: Greeting) -> Result<String, ToolError> {
     Ok(format!("hello, {}", input.name))
+}
+
+/// A parcel to weigh.
+#[derive(Deserialize, JsonSchema)]
+pub struct Parcel {
+    /// Its weight in grams.
+    grams: u64,
+}
+
+/// A weight.
+#[derive(Serialize, JsonSchema)]
+pub struct Weight {
+    /// In kilograms.
+    kilograms: f64,
+}
+
+/// Weigh a parcel, at once; the output is an object, so the tool has an output schema.
+#[tool]
+pub async fn weigh(input: Parcel) -> Result<Weight, ToolError> {
+    Ok(Weight { kilograms: input.grams as f64 / 1000.0 })
 }
 
 /// What to deploy.

@@ -4,6 +4,7 @@
 //! const _: () = {
 //!     fn __eve_entry(__eve_input: Value, __eve_ctx: WorkflowCtx) -> BodyFuture { … }
 //!     static __EVE_TOOL: ToolDescriptor = ToolDescriptor { name, description, workflow_id, shape, … };
+//!     // `output_schema: output_schema!(Output)` finds the output's schema if it has one.
 //!     inventory::submit! { ToolRegistration(&__EVE_TOOL) }
 //!     assert_tool_input::<Input>();
 //!     assert_tool_return::<Result<Output, ToolError>>();
@@ -43,6 +44,10 @@ pub fn expand(model: &ToolModel, entry: Entry) -> TokenStream {
         (syn::Ident::new(entry.variant, Span::call_site()), syn::Ident::new(entry.shape, Span::call_site()));
     let (function, tool, entry_fn) = (entry.function, ident("__EVE_TOOL"), ident("__eve_entry"));
     let assertions = assertions(model, &private, &input);
+    let output_schema = match model.func.output.ok {
+        Some(ok) => quote!(#private::output_schema!(#ok)),
+        None => quote!(|| ::core::option::Option::None),
+    };
     // The registration exists exactly when the fn does.
     let cfgs = item.attrs.iter().filter(|attr| attr.path().is_ident("cfg"));
     quote! {
@@ -59,6 +64,7 @@ pub fn expand(model: &ToolModel, entry: Entry) -> TokenStream {
                 shape: #private::Shape::#shape,
                 input_schema: #private::schema_for::<#input>,
                 validate_input: #private::validate_input::<#input>,
+                output_schema: #output_schema,
                 entry: #private::EntryPoint::#variant(#entry_fn),
             };
             #private::inventory::submit! {

@@ -29,7 +29,16 @@
 //!
 //! A run is activated by a message ([`Msg`]). The driver comes from the warm cache (no replay),
 //! or is rebuilt cold: claim the run (a fresh fence), create the body from the registry, and
-//! replay the journal.
+//! replay the journal. On a shared store a parked run's claim was given up, so a driver from the
+//! warm cache claims the run again first ([`Driver::reclaim`]); if another worker advanced the run
+//! meanwhile, the warm driver is stale and the run is rebuilt cold instead.
+//!
+//! # Losing the claim
+//!
+//! A driver lets its run go at once, dropping its body and the step attempts in flight, when the
+//! store refuses an append as [`StoreError::Fenced`] or when the runtime's heartbeat finds the
+//! claim taken over ([`Msg::LeaseLost`]): another worker advances the run now, and nothing more is
+//! written for it here.
 
 mod attempts;
 pub(crate) mod core;
@@ -118,6 +127,14 @@ pub(crate) enum Msg {
     Timer(Op, TimerKind),
     /// The run's inbox has new deliveries.
     Inbox,
+    /// The heartbeat found that the claim `fence` was taken over by another worker's claim (at
+    /// epoch `current`): the driver holding that fence stops at once.
+    LeaseLost {
+        /// The claim that was lost.
+        fence: Fence,
+        /// The epoch of the claim that took over.
+        current: u64,
+    },
 }
 
 /// How an activation ended.
@@ -479,6 +496,11 @@ impl Driver {
             }
             self.poll_body();
             self.take_records();
+            if !self.core.lock().withdrawals.is_empty() {
+                // A withdrawal lands in the commit of what the body did as it withdrew (a resumable
+                // task's reply): the inbox is read first, so an answer that arrived before it wins.
+                self.take_in(rt, vec![Event::Msg(Msg::Inbox)]).await?;
+            }
             if let Some(advanced) = self.finish_if_done(rt).await? {
                 return Ok(advanced);
             }
@@ -503,11 +525,24 @@ impl Driver {
             if events.iter().any(|event| matches!(event, Event::Shutdown)) {
                 return Err(StoreError::Backend("the runtime is shutting down".into()));
             }
+            if let Some(current) = self.lease_lost(&events) {
+                let run = self.core.run.clone();
+                return Err(StoreError::Fenced { run, held: self.fence.epoch, current });
+            }
             if events.iter().any(|event| matches!(event, Event::GraceOver)) {
                 return self.end_cancelled(rt).await.map(Advanced::Finished);
             }
             self.take_in(rt, events).await?;
         }
+    }
+
+    /// The epoch of the claim that took this driver's over, if the heartbeat found one (a message
+    /// about an earlier claim of this driver is stale and ignored).
+    fn lease_lost(&self, events: &[Event]) -> Option<u64> {
+        events.iter().find_map(|event| match event {
+            Event::Msg(Msg::LeaseLost { fence, current }) if *fence == self.fence => Some(*current),
+            _ => None,
+        })
     }
 
     /// Events that are ready now, without waiting.
@@ -560,7 +595,7 @@ impl Driver {
                 Event::Msg(Msg::Timer(op, TimerKind::Retry)) => self.retry_due(rt, op),
                 Event::Msg(Msg::Inbox) => self.read_inbox(rt, &mut entries, &mut consumed).await?,
                 Event::Attempt(attempt) => entries.extend(self.attempt_finished(rt, attempt)),
-                Event::Msg(Msg::Resume) | Event::Woken => {}
+                Event::Msg(Msg::Resume | Msg::LeaseLost { .. }) | Event::Woken => {}
                 Event::GraceOver | Event::Shutdown => unreachable!("handled before journaling"),
             }
         }
@@ -675,8 +710,13 @@ impl Driver {
         let Some(parent) = &self.core.started.parent else { return Vec::new() };
         let run = &self.core.run;
         let seqs = batch.first_seq..;
-        let reported = seqs.zip(&batch.entries).filter(|(_, entry)| crate::journal::ChildReport::reports(entry));
+        let mut reported: Vec<(u64, &Entry)> =
+            seqs.zip(&batch.entries).filter(|(_, entry)| crate::journal::ChildReport::reports(entry)).collect();
+        // Questions resolved in this batch are reported first: a reply withdraws the questions
+        // of the calls it settles, and the parent should see them gone before the reply moves it on.
+        reported.sort_by_key(|(_, entry)| !matches!(entry, Entry::AskResolved { .. }));
         reported
+            .into_iter()
             .map(|(seq, entry)| {
                 let report = crate::journal::ChildReport { child: run.clone(), seq, entry: entry.clone() };
                 let payload = serde_json::to_value(report).expect("a child report always serializes");
@@ -837,6 +877,21 @@ impl Driver {
     /// Prepares a parked driver to run again after the warm cache hands it back.
     pub fn resumed_from_cache(&mut self, rt: &Engine) {
         rt.events.emit(|| RunEvent::Resumed { run: self.core.run.clone(), replayed: 0, from_cache: true });
+    }
+
+    /// Claims the run again for a driver that parked (on a shared store, parking gave the claim
+    /// up). True if the journal is where the driver left it, so it goes on under the new fence,
+    /// with the deliveries waiting in the inbox; false if another worker advanced the run
+    /// meanwhile, so this driver is stale and the run must be rebuilt from the journal.
+    pub async fn reclaim(&mut self, rt: &Engine) -> Result<bool, StoreError> {
+        let now = rt.services.clock.now();
+        let claimed = rt.store.claim(&self.core.run, &rt.worker, rt.lease, now, self.next_seq).await?;
+        if claimed.next_seq != self.next_seq || !claimed.entries.is_empty() {
+            return Ok(false);
+        }
+        self.fence = claimed.fence;
+        self.inbox.extend(claimed.inbox);
+        Ok(true)
     }
 }
 

@@ -104,6 +104,7 @@ macro_rules! workflow {
                 shape: Shape::WORKFLOW_TOOL,
                 input_schema: || json!({ "type": "object" }),
                 validate_input: |_| Ok(()),
+                output_schema: || None,
                 entry: EntryPoint::Workflow($entry),
             })
         }

@@ -121,7 +121,7 @@ impl Redaction {
 }
 
 /// How a webhook answers its requests ([`Respond`]) and what of them it redacts before they are
-/// journaled ([`Redaction`]); for [`create_webhook_with`], which also takes a bare [`Respond`].
+/// journaled ([`Redaction`]); for [`create_webhook_with`](crate::webhook::create_webhook_with), which also takes a bare [`Respond`].
 ///
 /// ```
 /// use eve_tools::{Respond, WebhookOptions};

@@ -98,7 +98,7 @@ impl ServerHandler for McpServer {
 async fn call_plain(inner: &Inner, entry: &Entry, arguments: Value) -> Result<CallToolResponse, ErrorData> {
     match inner.runtime.call_tool(entry.descriptor.name, arguments).await {
         Ok(output) => Ok(completed(&output).into()),
-        Err(Error::InvalidInput { message, .. }) => Ok(failed(message).into()),
+        Err(Error::ToolFailed { error, .. }) => Ok(failed(error.to_string()).into()),
         Err(error) => Ok(failed(error.to_string()).into()),
     }
 }

@@ -79,7 +79,10 @@ impl Catalog {
                     )
                 })
                 .ok();
-            let tool = Tool::new(descriptor.name, descriptor.description, Arc::new(input_schema(schema)));
+            let mut tool = Tool::new(descriptor.name, descriptor.description, Arc::new(input_schema(schema)));
+            if let Some(Value::Object(output)) = (descriptor.output_schema)() {
+                tool.output_schema = Some(Arc::new(output));
+            }
             tools.push(tool.clone());
             by_name.insert(descriptor.name, Entry { descriptor, tool, kind, validator });
         }

@@ -39,6 +39,9 @@ pub struct RuntimeBuilder {
     cache_capacity: usize,
     grace: Duration,
     lease: Duration,
+    heartbeat: Duration,
+    poll: Duration,
+    worker: Option<String>,
     event_capacity: usize,
     replay_concurrency: usize,
     history_limit: u64,
@@ -62,7 +65,10 @@ impl RuntimeBuilder {
             key: None,
             cache_capacity: 4096,
             grace: DEFAULT_GRACE,
-            lease: Duration::from_secs(60),
+            lease: DEFAULT_LEASE,
+            heartbeat: DEFAULT_HEARTBEAT,
+            poll: DEFAULT_POLL,
+            worker: None,
             event_capacity: 4_096,
             replay_concurrency: 64,
             history_limit: DEFAULT_HISTORY_LIMIT,
@@ -169,17 +175,91 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Names this process in the leases of a shared store (Postgres), and in its logs. Every
+    /// worker sharing a store needs a name of its own: two live workers with one name would take
+    /// runs from each other (safely, as the store fences the one that lost, but wastefully).
+    /// 1 to 128 bytes, no control characters.
+    ///
+    /// The default is made once per process: the host name, the process id and 4 random hex
+    /// digits (`db-host-1-4711-3fa9`); a second runtime in the same process adds `-2`, and so on.
+    pub fn worker_id(mut self, id: impl Into<String>) -> Self {
+        self.worker = Some(id.into());
+        self
+    }
+
+    /// How long a worker's claim on a run of a shared store lasts unless renewed (default 30 s).
+    /// A worker renews the claims of the runs it advances every [`heartbeat`](Self::heartbeat),
+    /// and gives a run's claim up when the run parks; a worker that dies or stalls keeps its runs
+    /// from the others for at most this long. Leases are measured by the workers' clocks, so keep
+    /// this long against the clock skew between machines. Single-process stores ignore it.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// How often a worker renews the leases of the runs it advances (default 10 s); at most half
+    /// the [`lease`](Self::lease), so one late renewal does not lose a claim.
+    pub fn heartbeat(mut self, every: Duration) -> Self {
+        self.heartbeat = every;
+        self
+    }
+
+    /// How often a worker polls a shared store for runs it can take (default 500 ms; 10 ms to
+    /// 60 s): runs a dead worker held, due timers of runs no worker holds, and anything a lost
+    /// wake-up did not announce are found within this long.
+    pub fn poll_interval(mut self, every: Duration) -> Self {
+        self.poll = every;
+        self
+    }
+
+    /// Refuses settings that cannot work together, saying which and what to do.
+    fn check(&self) -> Result<(), Error> {
+        let invalid = |setting: &'static str, reason: String| Err(Error::InvalidConfig { setting, reason });
+        if let Some(id) = &self.worker
+            && (id.is_empty() || id.len() > 128 || id.chars().any(char::is_control))
+        {
+            return invalid(
+                "worker_id",
+                format!("{id:?} is not usable; use 1 to 128 bytes without control characters"),
+            );
+        }
+        if self.lease < Duration::from_millis(100) {
+            return invalid(
+                "lease",
+                format!("{:?} is too short; give a lease of 100 ms or more (30 s is the default)", self.lease),
+            );
+        }
+        if self.heartbeat.is_zero() || self.heartbeat > self.lease / 2 {
+            return invalid(
+                "heartbeat",
+                format!(
+                    "{:?} does not renew a {:?} lease in time; renew at least twice per lease (a heartbeat of {:?} or less)",
+                    self.heartbeat,
+                    self.lease,
+                    self.lease / 2
+                ),
+            );
+        }
+        if !(MIN_POLL..=MAX_POLL).contains(&self.poll) {
+            return invalid("poll_interval", format!("{:?} is out of range; poll every 10 ms to 60 s", self.poll));
+        }
+        Ok(())
+    }
+
     /// Builds the runtime. Must be called inside a Tokio runtime.
     pub fn build(self) -> Result<Runtime, Error> {
         tokio::runtime::Handle::try_current().map_err(|_| Error::NoTokioRuntime)?;
         if let Some((name, workflow_ids)) = registry::duplicate_names().into_iter().next() {
             return Err(Error::DuplicateTool { name, workflow_ids });
         }
+        self.check()?;
         let store = match (self.store, self.default_store) {
             (Some(store), _) => store,
-            (None, Some(open)) => open(&self.path)?,
+            (None, Some(open)) => open(&Opening { dir: &self.path, lease: self.lease })?,
             (None, None) => Arc::new(MemoryStore::new()),
         };
+        let worker = self.worker.map_or_else(default_worker_id, WorkerId);
+        let sharing = super::worker::Settings { heartbeat: self.heartbeat, poll: self.poll };
         let key = match self.key {
             Some(key) => key,
             None if store.is_durable() => {
@@ -209,7 +289,7 @@ impl RuntimeBuilder {
                     services,
                     events: EventBus::new(self.event_capacity),
                     timers: TimerService::start(self.clock.clone(), fire),
-                    worker: WorkerId::generate(),
+                    worker,
                     lease: self.lease,
                     grace: self.grace,
                     history: HistoryLimits { warning: self.history_limit / 5, limit: self.history_limit },
@@ -219,14 +299,65 @@ impl RuntimeBuilder {
                 },
                 self.cache_capacity,
                 self.replay_concurrency,
+                sharing,
             )
         });
         Ok(Runtime { shared })
     }
 }
 
-/// Opens the store a runtime uses when given none, in its data directory.
-pub(crate) type DefaultStore = fn(&Path) -> Result<Arc<dyn Store>, StoreError>;
+/// Opens the store a runtime uses when given none.
+pub(crate) type DefaultStore = Box<dyn FnOnce(&Opening<'_>) -> Result<Arc<dyn Store>, StoreError> + Send>;
+
+/// What a [`DefaultStore`] is opened with.
+pub(crate) struct Opening<'a> {
+    /// The data directory.
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code, reason = "read by the SQLite store's opener"))]
+    pub dir: &'a Path,
+    /// The lease a shared store's creator holds a new run for.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code, reason = "read by the Postgres store's opener"))]
+    pub lease: Duration,
+}
+
+/// How long a claim of a shared store lasts unless renewed, unless told otherwise.
+const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+/// How often a worker renews its leases, unless told otherwise.
+const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(10);
+
+/// How often a worker polls a shared store for runs to take, unless told otherwise.
+const DEFAULT_POLL: Duration = Duration::from_millis(500);
+
+/// The shortest and longest poll interval accepted.
+const MIN_POLL: Duration = Duration::from_millis(10);
+const MAX_POLL: Duration = Duration::from_secs(60);
+
+/// The worker id a runtime takes unless told otherwise: see [`RuntimeBuilder::worker_id`].
+fn default_worker_id() -> WorkerId {
+    static BASE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    static RUNTIMES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let base = BASE.get_or_init(|| {
+        let mut bytes = [0u8; 2];
+        crate::random::fill_random(&mut bytes);
+        format!("{}-{}-{:02x}{:02x}", host_name(), std::process::id(), bytes[0], bytes[1])
+    });
+    match RUNTIMES.fetch_add(1, std::sync::atomic::Ordering::Relaxed) {
+        0 => WorkerId(base.clone()),
+        n => WorkerId(format!("{base}-{}", n + 1)),
+    }
+}
+
+/// This machine's name, as far as it can be read without a system call: the kernel's (Linux), or
+/// `HOSTNAME`; letters, digits, `.`, `-` and `_` only, at most 64 of them.
+fn host_name() -> String {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_default();
+    let name: String =
+        name.trim().chars().filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_')).take(64).collect();
+    if name.is_empty() { "host".to_owned() } else { name }
+}
 
 /// How many entries one history of a run may have unless told otherwise.
 const DEFAULT_HISTORY_LIMIT: u64 = 50_000;

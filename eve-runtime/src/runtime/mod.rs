@@ -11,9 +11,15 @@
 //!
 //! Whether a run is active is decided under one lock (`runs`), which also covers moving a parked
 //! executor into the warm cache, so a wake can never start a second executor for a run.
+//!
+//! On a shared store (Postgres) other processes advance runs too: see [`worker`] for clients and
+//! workers, leases, heartbeats and how work is found. There a parked run's claim is given up, so a
+//! parked executor taken from the warm cache claims its run again before it goes on, and is
+//! dropped for a rebuild from the journal if another worker advanced the run meanwhile.
 
 mod builder;
 mod deliver;
+mod worker;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -24,6 +30,7 @@ use serde_json::Value;
 use tokio::sync::{Semaphore, broadcast, mpsc, watch};
 
 use crate::context::ToolCtx;
+use crate::error::ToolError;
 use crate::events::RunEvent;
 use crate::executor::core::Started;
 use crate::executor::{Driver, Engine, Exit, Msg};
@@ -36,6 +43,8 @@ use crate::store::{
 };
 use crate::time::Clock;
 
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(unused_imports))]
+pub(crate) use self::builder::Opening;
 pub use self::builder::RuntimeBuilder;
 pub use self::deliver::{AuthorizationStart, OpenQuestion, PendingResponse, WebhookReply};
 
@@ -158,6 +167,14 @@ pub enum Error {
         /// How it ended.
         status: RunStatus,
     },
+    /// A plain tool ran and returned an error of its own (the input was fine).
+    #[error("tool `{tool}` failed: {error}")]
+    ToolFailed {
+        /// The tool.
+        tool: String,
+        /// What the tool returned.
+        error: ToolError,
+    },
     /// The tool is not of the kind the call needs.
     #[error("tool `{tool}` is {actual}; {hint}")]
     WrongKind {
@@ -198,12 +215,23 @@ pub enum Error {
     /// No run has this id.
     #[error("no run with id {0}; list runs to see the ids this store holds")]
     RunNotFound(RunId),
+    /// The session has ended (closed, or its run finished): it takes no more messages.
+    #[error("session {0} has ended and takes no more messages; start a new session")]
+    SessionEnded(RunId),
     /// The run with this id is not a session.
     #[error("run {0} is not a session; sessions are started with Runtime::session")]
     NotASession(RunId),
     /// The runtime was built outside a Tokio runtime.
     #[error("the eve runtime must be built inside a Tokio runtime (use #[tokio::main] or Runtime::block_on)")]
     NoTokioRuntime,
+    /// A setting of the [`RuntimeBuilder`] cannot be used.
+    #[error("the runtime setting `{setting}` cannot be used: {reason}")]
+    InvalidConfig {
+        /// The builder method, as named in the code (`heartbeat`, `worker_id`, ...).
+        setting: &'static str,
+        /// What is wrong and what to do.
+        reason: String,
+    },
     /// The secret key could not be read or created.
     #[error("cannot read or create the secret key at {path}: {source}")]
     SecretKey {
@@ -240,12 +268,14 @@ pub(crate) struct Shared {
     cache: Mutex<WarmCache>,
     phases: Mutex<HashMap<RunId, watch::Sender<Phase>>>,
     replays: Semaphore,
+    /// What sharing runs with other processes needs (used only on a shared store).
+    sharing: worker::Sharing,
 }
 
 impl Shared {
     /// The runtime's state around `engine`, keeping up to `cache` parked runs warm and replaying
     /// at most `replays` runs at once.
-    pub(crate) fn new(engine: Engine, cache: usize, replays: usize) -> Self {
+    pub(crate) fn new(engine: Engine, cache: usize, replays: usize, sharing: worker::Settings) -> Self {
         Shared {
             engine,
             runs: Mutex::new(HashMap::new()),
@@ -254,6 +284,7 @@ impl Shared {
             cache: Mutex::new(WarmCache::new(cache)),
             phases: Mutex::new(HashMap::new()),
             replays: Semaphore::new(replays),
+            sharing: worker::Sharing::new(sharing),
         }
     }
 }
@@ -276,8 +307,12 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Shared {
-    /// Sends `msg` to the run's executor, activating the run if it is not active.
+    /// Sends `msg` to the run's executor, activating the run if it is not active. A client of a
+    /// shared store activates nothing: the store wakes the workers.
     pub fn wake(self: &Arc<Self>, run: &RunId, msg: Msg) {
+        if self.is_client() {
+            return;
+        }
         tracing::debug!(%run, reason = ?msg, "waking the run");
         let mut runs = lock(&self.runs);
         let msg = match runs.get(run) {
@@ -339,20 +374,16 @@ impl Shared {
 
     /// Runs an executor until its run parks or ends.
     async fn activate(self: Arc<Self>, run: RunId, start: Start, mut mailbox: mpsc::UnboundedReceiver<Msg>) {
-        let mut driver = match start {
-            Start::Fresh(driver) => driver,
-            Start::Cached(mut driver) => {
-                driver.resumed_from_cache(&self);
-                driver
-            }
-            Start::Cold => match self.rebuild(&run).await {
-                Some(driver) => driver,
-                None => return,
-            },
+        let started = match start {
+            Start::Fresh(driver) => Some(driver),
+            Start::Cached(driver) => self.resume_parked(&run, driver, true).await,
+            Start::Cold => self.rebuild(&run).await,
         };
+        let Some(mut driver) = started else { return };
         tracing::Span::current().record("tool", driver.tool_name());
         self.publish(&run, Phase::Running);
         loop {
+            self.hold(&run, driver.position().0);
             match driver.run(&self, &mut mailbox).await {
                 Exit::Parked(parked) => {
                     // Marked before the run leaves this task: every way a parked run makes
@@ -361,14 +392,58 @@ impl Shared {
                     if let Err(error) = self.store.park(&run, fence, next_seq).await {
                         tracing::warn!(%run, "cannot mark the run parked; a restart will replay it: {error}");
                     }
+                    self.let_go(&run);
                     match self.park(parked, &mailbox) {
-                        Some(again) => driver = again,
+                        Some(again) => match self.resume_parked(&run, again, false).await {
+                            Some(again) => driver = again,
+                            None => return,
+                        },
                         None => return tracing::debug!("parked: waiting on durable waits only"),
                     }
                 }
                 Exit::Continued(next) => driver = next,
-                Exit::Finished(outcome) => return self.finish(&run, outcome),
-                Exit::Lost(error) => return self.lose(&run, error),
+                Exit::Finished(outcome) => {
+                    self.let_go(&run);
+                    return self.finish(&run, outcome);
+                }
+                Exit::Lost(error) => {
+                    self.let_go(&run);
+                    return self.lose(&run, error);
+                }
+            }
+        }
+    }
+
+    /// A parked executor ready to go on: on a shared store, with the run claimed again (its claim
+    /// was given up when it parked), or rebuilt from the journal if another worker advanced the
+    /// run meanwhile. `None` if the run could not be claimed (another worker holds it) or ended.
+    async fn resume_parked(
+        self: &Arc<Self>,
+        run: &RunId,
+        mut driver: Box<Driver>,
+        from_cache: bool,
+    ) -> Option<Box<Driver>> {
+        if !self.store.is_shared() {
+            if from_cache {
+                driver.resumed_from_cache(self);
+            }
+            return Some(driver);
+        }
+        match driver.reclaim(self).await {
+            Ok(true) => {
+                if from_cache {
+                    driver.resumed_from_cache(self);
+                }
+                Some(driver)
+            }
+            Ok(false) => {
+                tracing::debug!(%run, "another worker advanced the run since it parked here; replaying it");
+                drop(driver);
+                self.rebuild(run).await
+            }
+            Err(error) => {
+                self.lose(run, error);
+                None
             }
         }
     }
@@ -419,9 +494,13 @@ impl Shared {
     fn lose(&self, run: &RunId, error: StoreError) {
         self.deactivate(run);
         match error {
-            StoreError::Fenced { .. } | StoreError::Leased { .. } => {
-                tracing::debug!(%run, "run is advanced by another claim: {error}");
+            // Another worker's claim superseded this one (this process stalled past its lease):
+            // notable, since this executor was advancing the run.
+            StoreError::Fenced { .. } => {
+                tracing::info!(%run, "another worker took the run over; letting it go: {error}")
             }
+            // Another worker holds the run: the usual answer to a claim by a worker that heard of it too.
+            StoreError::Leased { .. } => tracing::debug!(%run, "run is advanced by another claim: {error}"),
             // Nothing to advance: a wake for an id no run has (only a failed start's leftovers).
             StoreError::RunNotFound(_) => tracing::debug!(%run, "{error}"),
             _ if self.is_stopping() => tracing::debug!(%run, "run let go as the runtime stops: {error}"),
@@ -616,6 +695,9 @@ impl Runtime {
             interactive: started.interactive,
             parent: started.parent.clone(),
         };
+        if shared.is_client() {
+            return self.hand_over(new, descriptor).await;
+        }
         // The id is reserved in this process before the store creates the run: whatever else
         // activates it meanwhile (a retried start, recovery, a delivery, a cancel) finds the
         // reservation and queues its message for the one executor this start spawns.
@@ -671,14 +753,49 @@ impl Runtime {
         Err(Error::RunIdTaken { run: id.clone(), existing: record.summary.tool, requested: descriptor.name.to_owned() })
     }
 
+    /// Creates a run for the workers of a shared store to run: its creator's claim is given back at
+    /// once (which wakes them), and nothing runs here. A run that existed is returned unchanged if
+    /// it is the same call (see `same_call`).
+    async fn hand_over(&self, new: NewRun, descriptor: &'static ToolDescriptor) -> Result<RunHandle, Error> {
+        let shared = &self.shared;
+        let id = new.id.clone();
+        let input = new.input.clone();
+        match shared.store.create_run(new, &shared.worker).await? {
+            Created::New(fence) => {
+                shared.events.emit(|| RunEvent::Started { run: id.clone(), tool: descriptor.name.to_owned() });
+                if let Err(error) = shared.store.release(&id, fence).await {
+                    tracing::warn!(run = %id, "cannot hand the new run to the workers; one takes it when its creation lease expires: {error}");
+                }
+            }
+            Created::Existing => self.same_call(&id, descriptor, &input).await?,
+        }
+        let task_id =
+            matches!(descriptor.entry, EntryPoint::Task(_)).then(|| crate::executor::task_id(descriptor.name, &id));
+        Ok(RunHandle { task_id, ..self.handle(id) })
+    }
+
     /// Picks up where the last process stopped: arms every pending timer, publishes the links of
     /// the sign-ins that steps wait for, and loads the runs that have something to do (those that
     /// were not parked, and those with deliveries waiting). A parked run is not replayed here: it
     /// is loaded when one of its waits resolves. Call once after building the runtime. Returns how
     /// many runs are unfinished.
+    ///
+    /// On a shared store (Postgres) this makes the runtime a worker instead: it loads nothing now,
+    /// and from then on takes the runs that have something to do as it finds them (polling the
+    /// store and listening to its wake-ups) and renews the leases of the runs it advances, until
+    /// it is shut down. Before this call, a runtime on a shared store is a client that starts and
+    /// delivers but runs nothing (the workers do). The lease, heartbeat and poll interval are set
+    /// on the [`RuntimeBuilder`].
     pub async fn recover(&self) -> Result<usize, Error> {
         let shared = &self.shared;
         let recovery = shared.store.recovery().await?;
+        if shared.store.is_shared() {
+            for sign_in in &recovery.sign_ins {
+                crate::executor::announce_waiting_sign_in(shared, sign_in);
+            }
+            shared.start_working();
+            return Ok(recovery.unfinished);
+        }
         for timer in recovery.timers {
             shared.timers.add(timer.run, timer.op, timer.due, timer.kind);
         }
@@ -779,9 +896,7 @@ impl Runtime {
         };
         registry::check_input(descriptor, &input).map_err(|refusal| invalid_input(tool, refusal))?;
         let ctx = ToolCtx::new(RunId::generate().to_string(), descriptor.name, self.shared.services.clone());
-        entry(input, ctx)
-            .await
-            .map_err(|error| Error::InvalidInput { tool: tool.to_owned(), message: error.to_string(), field: None })
+        entry(input, ctx).await.map_err(|error| Error::ToolFailed { tool: tool.to_owned(), error })
     }
 
     /// Subscribes to the events of every run.
@@ -802,6 +917,12 @@ impl Runtime {
     /// The store this runtime writes to.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.shared.store
+    }
+
+    /// The name this runtime's claims carry in a shared store's leases (see
+    /// [`RuntimeBuilder::worker_id`]).
+    pub fn worker_id(&self) -> &str {
+        &self.shared.worker.0
     }
 
     /// The clock this runtime reads.
@@ -864,6 +985,10 @@ pub(crate) fn unknown_tool(name: &str) -> Error {
     Error::UnknownTool { name: name.to_owned(), known: registry::tools().iter().map(|tool| tool.name).collect() }
 }
 
+/// How often a [`RunHandle`] on a shared store reads the run again while it waits for the run to
+/// park or end, since another process may be advancing it.
+const FOLLOW_INTERVAL: Duration = Duration::from_millis(50);
+
 /// A handle to one run.
 #[derive(Clone)]
 pub struct RunHandle {
@@ -898,25 +1023,37 @@ impl RunHandle {
         self.wait(|phase| matches!(phase, Phase::Parked | Phase::Finished(_))).await
     }
 
+    /// Waits for a phase `done` accepts. On a shared store, where another process may be advancing
+    /// the run, the store is read again every [`FOLLOW_INTERVAL`] as well.
     async fn wait(&self, done: impl Fn(&Phase) -> bool) -> Result<Phase, Error> {
         let mut phases = self.shared.subscribe(&self.id);
-        // The journal is the truth: a run that ended before this process saw it is finished.
-        let (summary, last) =
-            self.shared.store.tail(&self.id).await?.ok_or_else(|| Error::RunNotFound(self.id.clone()))?;
-        if let Some(outcome) = RunOutcome::from_terminal(&last) {
-            drop(phases);
-            self.shared.forget_phase(&self.id);
-            return Ok(Phase::Finished(outcome));
-        }
-        // A parked run that this process has not loaded stays parked until a wait resolves.
-        if summary.parked && !self.shared.is_active(&self.id) && done(&Phase::Parked) {
-            return Ok(Phase::Parked);
-        }
-        let phase = phases.wait_for(|phase| done(phase)).await.map(|phase| phase.clone());
-        match phase {
-            Ok(phase) => Ok(phase),
-            // The sender is dropped only after it published the final phase.
-            Err(_) => Ok(phases.borrow().clone()),
+        loop {
+            // The journal is the truth: a run that ended before this process saw it is finished.
+            let (summary, last) =
+                self.shared.store.tail(&self.id).await?.ok_or_else(|| Error::RunNotFound(self.id.clone()))?;
+            if let Some(outcome) = RunOutcome::from_terminal(&last) {
+                drop(phases);
+                self.shared.forget_phase(&self.id);
+                return Ok(Phase::Finished(outcome));
+            }
+            // A parked run that this process has not loaded stays parked until a wait resolves.
+            if summary.parked && !self.shared.is_active(&self.id) && done(&Phase::Parked) {
+                return Ok(Phase::Parked);
+            }
+            let changed = async {
+                let phase = phases.wait_for(|phase| done(phase)).await.map(|phase| phase.clone());
+                match phase {
+                    Ok(phase) => phase,
+                    // The sender is dropped only after it published the final phase.
+                    Err(_) => phases.borrow().clone(),
+                }
+            };
+            if !self.shared.store.is_shared() {
+                return Ok(changed.await);
+            }
+            if let Ok(phase) = tokio::time::timeout(FOLLOW_INTERVAL, changed).await {
+                return Ok(phase);
+            }
         }
     }
 }

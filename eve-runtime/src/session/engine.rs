@@ -53,6 +53,7 @@ pub(crate) static SESSION: ToolDescriptor = ToolDescriptor {
     validate_input: |input| {
         serde_json::from_value::<SessionInput>(input.clone()).map(drop).map_err(|error| error.to_string())
     },
+    output_schema: || None,
     entry: EntryPoint::Workflow(entry),
 };
 
@@ -74,6 +75,10 @@ pub(crate) struct SessionInput {
     /// Whether only the final reply reaches the caller (a child session).
     #[serde(default)]
     pub child: bool,
+    /// The JSON Schema of the session's final output, if it has one: the model gives it by calling
+    /// `final_output`, which ends the turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
 }
 
 fn entry(input: Value, ctx: WorkflowCtx) -> BodyFuture {
@@ -130,6 +135,7 @@ enum Kind {
     Serve,
     TaskWait,
     TaskCancel,
+    FinalOutput,
 }
 
 /// A tool the session offers: what the model sees, and how it is called.
@@ -174,6 +180,10 @@ struct Body<'c> {
     executed: BTreeMap<String, String>,
     /// Steering messages to read after the current step's results.
     steered: Vec<String>,
+    /// Whether the session was closed during a turn: it ends once the turn does.
+    closing: bool,
+    /// The final output given in the open turn (`final_output`).
+    output: Option<Value>,
     /// Resumable tasks stopped and not yet back in `receive()`.
     stopping: Vec<Stopping>,
     /// Counters that name things: turns, model steps, child runs, events.
@@ -189,7 +199,7 @@ impl<'c> Body<'c> {
     fn new(input: SessionInput, ctx: &'c WorkflowCtx) -> Self {
         // First op of the run: deliveries address it as `SESSION_HOOK`.
         let inbox = create_hook::<Value>();
-        let offered = offered_tools(input.tools.as_deref());
+        let offered = offered_tools(input.tools.as_deref(), input.output_schema.as_ref());
         Body {
             ctx,
             inbox,
@@ -205,6 +215,8 @@ impl<'c> Body<'c> {
             executed: BTreeMap::new(),
             steered: Vec::new(),
             stopping: Vec::new(),
+            output: None,
+            closing: false,
             turns: 0,
             steps: 0,
             children: 0,
@@ -219,8 +231,11 @@ impl<'c> Body<'c> {
             match inbound {
                 Inbound::Message(message) => {
                     self.turn(message).await?;
-                    while let Some(message) = self.queued.pop_front() {
+                    while let Some(message) = self.queued.pop_front().filter(|_| !self.closing) {
                         self.turn(message).await?;
+                    }
+                    if self.closing {
+                        return Ok(());
                     }
                     self.emit("session.waiting", json!({}));
                 }
@@ -297,7 +312,13 @@ impl<'c> Body<'c> {
             Ok(()) if turn.cancelled => {
                 self.emit("turn.completed", json!({ "turnId": turn.id, "status": "cancelled" }))
             }
-            Ok(()) => self.emit("turn.completed", json!({ "turnId": turn.id, "status": "completed" })),
+            Ok(()) => {
+                let mut data = json!({ "turnId": turn.id, "status": "completed" });
+                if let Some(output) = self.output.take() {
+                    data["output"] = output;
+                }
+                self.emit("turn.completed", data);
+            }
             Err(failure) => {
                 // A failed turn cancels every working task.
                 self.cancel_tasks("turn_ended").await?;
@@ -339,6 +360,9 @@ impl<'c> Body<'c> {
                 .collect();
             self.emit("actions.requested", json!({ "turnId": turn_id, "actions": actions }));
             self.dispatch(&calls, step.plain).await.map_err(|error| error.to_string())?;
+            if self.output.is_some() {
+                return Ok(());
+            }
         }
     }
 
@@ -404,6 +428,7 @@ impl<'c> Body<'c> {
                 Some((Kind::Task, Some(descriptor))) => Some(self.start_task(call, descriptor, TaskKind::Task).await?),
                 Some((Kind::Serve, Some(descriptor))) => Some(self.serve(call, descriptor).await?),
                 Some((Kind::TaskCancel, _)) => Some(self.task_cancel(call).await?),
+                Some((Kind::FinalOutput, _)) => Some(self.final_output(call)),
                 Some((Kind::TaskWait, _)) => {
                     wait = Some(call.arguments.get("timeoutSeconds").and_then(Value::as_u64).filter(|s| *s >= 1));
                     None
@@ -437,6 +462,17 @@ impl<'c> Body<'c> {
             self.messages.push(Message::user(text));
         }
         Ok(())
+    }
+
+    /// `final_output`: refused while tasks work (the error names them); otherwise it is kept, and
+    /// the turn ends after this step's calls.
+    fn final_output(&mut self, call: &ToolCall) -> Result<String, String> {
+        let working = self.tasks.working_ids();
+        if !working.is_empty() {
+            return Err(strings::final_output_while_working(&working));
+        }
+        self.output = Some(call.arguments.clone());
+        Ok(strings::FINAL_OUTPUT_RECORDED.to_owned())
     }
 
     fn action_result(&mut self, call: &ToolCall, answer: &Result<String, String>) {
@@ -701,6 +737,7 @@ impl<'c> Body<'c> {
                 if let Some(turn) = self.turn.as_mut() {
                     turn.cancelled = true;
                 }
+                self.closing = true;
                 self.cancel_tasks("turn_ended").await
             }
         }
@@ -759,8 +796,17 @@ impl<'c> Body<'c> {
         Ok(())
     }
 
-    /// A value a resumable task published: a reply settling its calls, or that it is idle.
+    /// A value a task published: a message for the model, a reply settling a resumable task's
+    /// calls, or that it is idle.
     fn on_published(&mut self, run: &RunId, value: &Value) {
+        if let Some(message) = value.get("message").and_then(Value::as_str) {
+            // Delivered as results are: at the next boundary, or when a wait wakes.
+            if let Some(task) = self.tasks.by_run(run) {
+                let block = strings::task_message(&task.id, task.tool, message);
+                self.results.push(block);
+            }
+            return;
+        }
         if let Some(reply) = value.get("reply") {
             let calls: Vec<String> = serde_json::from_value(reply["calls"].clone()).unwrap_or_default();
             let output = reply["output"].clone();
@@ -835,7 +881,7 @@ impl<'c> Body<'c> {
 
 /// The tools a session offers: the manifest's (or those named), and `task_wait` and
 /// `task_cancel` when any of them is a task.
-fn offered_tools(only: Option<&[String]>) -> Vec<Offered> {
+fn offered_tools(only: Option<&[String]>, output_schema: Option<&Value>) -> Vec<Offered> {
     let mut offered: Vec<Offered> = crate::registry::tools()
         .into_iter()
         .filter(|tool| only.is_none_or(|names| names.iter().any(|name| name == tool.name)))
@@ -859,8 +905,14 @@ fn offered_tools(only: Option<&[String]>) -> Vec<Offered> {
         offered.push(builtin(strings::TASK_WAIT, TASK_WAIT_DESCRIPTION, task_wait_schema(), Kind::TaskWait));
         offered.push(builtin(strings::TASK_CANCEL, TASK_CANCEL_DESCRIPTION, task_cancel_schema(), Kind::TaskCancel));
     }
+    if let Some(schema) = output_schema {
+        offered.push(builtin(strings::FINAL_OUTPUT, FINAL_OUTPUT_DESCRIPTION, schema.clone(), Kind::FinalOutput));
+    }
     offered
 }
+
+const FINAL_OUTPUT_DESCRIPTION: &str =
+    "Give the final output of your work, once it is done; it ends the turn. Not while tasks still work.";
 
 const TASK_WAIT_DESCRIPTION: &str = "Wait until a task has a result, a new message arrives, or timeoutSeconds pass. Call it only \
     when you deliberately withhold a reply until a result arrives; tasks keep running and their results reach you without \

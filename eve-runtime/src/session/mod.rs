@@ -1,7 +1,7 @@
 //! Agent sessions: a model calls the manifest's tools in turns, and tasks keep working while the
 //! conversation goes on.
 //!
-//! A session is a durable run of the runtime (the `eve.session` workflow, see [`engine`]): every
+//! A session is a durable run of the runtime (the `eve.session` workflow): every
 //! model call is a step, every tool call is journaled, and what the session tells the world is
 //! its event feed, numbered and durable. So a session survives a restart mid-turn without calling
 //! the model twice for one step or starting a tool twice.
@@ -35,6 +35,8 @@ mod engine;
 mod feed;
 mod inbound;
 pub mod model;
+#[cfg(feature = "openai")]
+pub mod openai;
 pub mod strings;
 mod tasks;
 
@@ -91,6 +93,14 @@ impl SessionOptions {
         S: Into<String>,
     {
         self.input.tools = Some(names.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Gives the session a final output of this JSON Schema: the model is offered `final_output`,
+    /// which ends the turn with its arguments as `turn.completed`'s `output`, and is refused (the
+    /// error names them) while tasks work.
+    pub fn output_schema(mut self, schema: Value) -> Self {
+        self.input.output_schema = Some(schema);
         self
     }
 
@@ -207,7 +217,13 @@ impl Session {
 
     async fn deliver(&self, delivery_id: &str, inbound: SessionInbound) -> Result<(), Error> {
         let payload: Value = serde_json::to_value(inbound).expect("what a session receives always serializes");
-        self.runtime.deliver_to(&self.id, SESSION_HOOK, delivery_id, payload).await
+        match self.runtime.deliver_to(&self.id, SESSION_HOOK, delivery_id, payload).await {
+            // The run exists but took nothing: it has finished.
+            Err(Error::RunNotFound(_)) if self.runtime.journal(&self.id).await.is_ok() => {
+                Err(Error::SessionEnded(self.id.clone()))
+            }
+            delivered => delivered,
+        }
     }
 }
 

@@ -11,6 +11,12 @@ pub const TASK_WAIT: &str = "task_wait";
 /// The tool that stops a task's current work.
 pub const TASK_CANCEL: &str = "task_cancel";
 
+/// The tool that gives a session's final output (offered when the session has an output schema).
+pub const FINAL_OUTPUT: &str = "final_output";
+
+/// `final_output`'s answer when it is accepted.
+pub const FINAL_OUTPUT_RECORDED: &str = "Final output recorded.";
+
 /// The most tasks that may work at once in one session.
 pub const MAX_WORKING_TASKS: usize = 32;
 
@@ -136,13 +142,19 @@ pub fn task_result(task: &str, tool: &str, status: &str, body: &str) -> String {
     format!(r#"<task_result id="{task}" tool="{tool}" status="{status}">{}</task_result>"#, escape(body))
 }
 
-/// `body` with every `<` of a `</task_result` (in any case) escaped, so a result cannot close its
-/// block or forge another.
+/// One `<task_message>` block: what a working task told its session
+/// ([`TaskCtx::post_message`](crate::context::TaskCtx::post_message)), escaped like a result.
+pub fn task_message(task: &str, tool: &str, message: &str) -> String {
+    format!(r#"<task_message id="{task}" tool="{tool}">{}</task_message>"#, escape(message))
+}
+
+/// `body` with every `<` of a `</task_` (`</task_result`, `</task_message`, in any case)
+/// escaped, so a result or message cannot close its block or forge another.
 pub fn escape(body: &str) -> String {
     let lower = body.to_ascii_lowercase();
     let mut escaped = String::with_capacity(body.len());
     let mut at = 0;
-    while let Some(found) = lower[at..].find("</task_result").map(|offset| at + offset) {
+    while let Some(found) = lower[at..].find("</task_").map(|offset| at + offset) {
         escaped.push_str(&body[at..found]);
         escaped.push_str("&lt;");
         at = found + 1;

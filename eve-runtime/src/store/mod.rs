@@ -454,10 +454,34 @@ pub trait Store: Send + Sync + 'static {
         false
     }
 
+    /// Subscribes to the wake-ups other processes send through this store: a shared store sends
+    /// one when a delivery is accepted (a hook payload, an answer, a cancellation, a sign-in, a
+    /// child run's notice to its parent), when a claim is released, and when a run parks with a
+    /// delivery already waiting. A worker that hears one tries to claim the run. Wake-ups are a
+    /// shortcut, never the only way work is found: [`Store::claimable`] finds the same runs.
+    ///
+    /// Returns `None` for a store no other process shares (the default), or when called outside a
+    /// Tokio runtime. A subscriber that falls behind, or a store that lost its listening
+    /// connection, receives [`WakeUp::Missed`]: look at [`Store::claimable`] now.
+    fn wake_ups(&self) -> Option<tokio::sync::broadcast::Receiver<WakeUp>> {
+        None
+    }
+
     /// Whether the store survives the process (false only for the in-memory store).
     fn is_durable(&self) -> bool {
         true
     }
+}
+
+/// A wake-up sent through a shared store: see [`Store::wake_ups`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WakeUp {
+    /// The run may have something to do: a delivery arrived, its claim was released, or it was
+    /// created by a process that leaves it to the workers.
+    Run(RunId),
+    /// Wake-ups may have been lost (the store's listening connection broke and was opened again,
+    /// or this subscriber fell behind): every run with something to do should be looked at.
+    Missed,
 }
 
 /// What a delivery carries before the store resolves its target.

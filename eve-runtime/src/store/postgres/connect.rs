@@ -230,14 +230,28 @@ pub(super) fn describe_target(config: &tokio_postgres::Config) -> String {
     format!("{user}@{}/{database}", hosts.join(","))
 }
 
+/// How connections are secured: plain text, or rustls with the feature `postgres-tls`.
+#[cfg(not(feature = "postgres-tls"))]
+pub(super) type Tls = tokio_postgres::NoTls;
+/// How connections are secured: plain text, or rustls with the feature `postgres-tls`.
+#[cfg(feature = "postgres-tls")]
+pub(super) type Tls = tokio_postgres_rustls::MakeRustlsConnect;
+
+/// Another connector with the same settings, for one more connection (the listening one).
+#[allow(clippy::clone_on_copy, reason = "`Tls` is `Copy` only without the `postgres-tls` feature")]
+pub(super) fn same(tls: &Tls) -> Tls {
+    tls.clone()
+}
+
 /// The pool every request takes its connection from.
 pub(super) fn pool(
     config: tokio_postgres::Config,
+    tls: Tls,
     options: &PostgresOptions,
     target: &str,
 ) -> Result<Pool, ConnectError> {
     let manager_config = ManagerConfig { recycling_method: RecyclingMethod::Fast };
-    let manager = manager(config, manager_config, options, target)?;
+    let manager = Manager::from_config(config, tls, manager_config);
     Pool::builder(manager)
         .max_size(options.pool_size.max(1))
         .runtime(Runtime::Tokio1)
@@ -249,12 +263,11 @@ pub(super) fn pool(
 }
 
 #[cfg(not(feature = "postgres-tls"))]
-fn manager(
-    config: tokio_postgres::Config,
-    manager_config: ManagerConfig,
+pub(super) fn tls(
+    config: &tokio_postgres::Config,
     options: &PostgresOptions,
     target: &str,
-) -> Result<Manager, ConnectError> {
+) -> Result<Tls, ConnectError> {
     if config.get_ssl_mode() == SslMode::Require || options.ca_certificate.is_some() {
         return Err(ConnectError::Tls {
             target: target.to_owned(),
@@ -263,17 +276,15 @@ fn manager(
                 .into(),
         });
     }
-    Ok(Manager::from_config(config, tokio_postgres::NoTls, manager_config))
+    Ok(tokio_postgres::NoTls)
 }
 
 #[cfg(feature = "postgres-tls")]
-fn manager(
-    config: tokio_postgres::Config,
-    manager_config: ManagerConfig,
+pub(super) fn tls(
+    _config: &tokio_postgres::Config,
     options: &PostgresOptions,
     target: &str,
-) -> Result<Manager, ConnectError> {
+) -> Result<Tls, ConnectError> {
     // `sslmode=prefer` (the default) tries TLS and falls back to plain text; `require` insists.
-    let tls = super::tls::connector(options, target)?;
-    Ok(Manager::from_config(config, tls, manager_config))
+    super::tls::connector(options, target)
 }

@@ -27,6 +27,13 @@
 //! [`Store::renew`] extends it (a worker's heartbeat); [`Store::claimable`] lists runs that have
 //! something to do and no live lease, without waiting on other workers' transactions.
 //!
+//! # Wake-ups
+//!
+//! A write that gives a run something to do (a delivery, a notice to a parent run, a released
+//! claim, a park with a delivery already waiting) sends `NOTIFY` in its own transaction;
+//! [`Store::wake_ups`] listens on a connection of its own ([`listen`]). See [`listen`] for the
+//! channel and what happens when the listening connection is lost.
+//!
 //! # Invariants
 //!
 //! - Indexes (timers, hooks, inbox, run status) change only through [`IndexChanges`], in the same
@@ -39,6 +46,7 @@
 
 mod codec;
 mod connect;
+mod listen;
 mod reads;
 mod schema;
 mod sql;
@@ -130,6 +138,14 @@ pub struct PostgresStore {
     options: PostgresOptions,
     /// The server as errors name it: `user@host:port/database`, and the schema.
     target: String,
+    /// The server alone, as [`ConnectError`]s name it.
+    server: String,
+    /// Set once the schema is prepared: by [`PostgresStore::connect_with`], or by the first request
+    /// of a store made with [`PostgresStore::connect_lazy`].
+    prepared: tokio::sync::OnceCell<()>,
+    /// The channel wake-ups are sent on.
+    channel: String,
+    wake_ups: listen::WakeUps,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -158,17 +174,51 @@ impl PostgresStore {
 
     /// Connects to the database at `url`, creating or migrating eve's schema in it.
     pub async fn connect_with(url: &str, options: PostgresOptions) -> Result<Self, ConnectError> {
+        let store = PostgresStore::connect_lazy(url, options)?;
+        store.prepare().await?;
+        Ok(store)
+    }
+
+    /// A store for the database at `url` that connects when it is first used: the URL and options
+    /// are checked now, and the first request opens a connection and prepares the schema (a
+    /// failure is reported by that request, as [`StoreError::Open`], or as a transient
+    /// [`StoreError::Backend`] if the server could not be reached, and the next request tries
+    /// again). `Runtime::builder().postgres(url)` opens its store this way, so that building a
+    /// runtime needs no `.await`.
+    ///
+    /// ```
+    /// # use eve_runtime::store::{PostgresOptions, PostgresStore};
+    /// let store = PostgresStore::connect_lazy("postgres://eve@db.internal/eve", PostgresOptions::default());
+    /// assert!(store.is_ok(), "nothing is contacted yet");
+    /// let refused = PostgresStore::connect_lazy("postgres://eve@db.internal:port/eve", PostgresOptions::default());
+    /// assert!(refused.unwrap_err().to_string().contains("cannot be used"));
+    /// ```
+    pub fn connect_lazy(url: &str, options: PostgresOptions) -> Result<Self, ConnectError> {
         let (config, server) = connect::config(url, &options)?;
         let target = format!("{server} (schema {})", options.schema);
-        let pool = connect::pool(config, &options, &server)?;
-        let mut client =
-            pool.get().await.map_err(|error| ConnectError::from_pool(error, &server, options.connect_timeout))?;
-        let failed = |error: tokio_postgres::Error| ConnectError::from_prepare(&error, &options.schema, &server);
-        let tx = client.transaction().await.map_err(failed)?;
-        schema::prepare(&tx, &options.schema, &server).await?;
-        tx.commit().await.map_err(failed)?;
-        drop(client);
-        Ok(PostgresStore { pool, options, target })
+        let tls = connect::tls(&config, &options, &server)?;
+        let channel = listen::channel(&options.schema);
+        let wake_ups = listen::WakeUps::new(config.clone(), connect::same(&tls), channel.clone(), target.clone());
+        let pool = connect::pool(config, tls, &options, &server)?;
+        let prepared = tokio::sync::OnceCell::new();
+        Ok(PostgresStore { pool, options, target, server, prepared, channel, wake_ups })
+    }
+
+    /// Creates or migrates the schema, once per store.
+    async fn prepare(&self) -> Result<(), ConnectError> {
+        let (options, server) = (&self.options, &self.server);
+        let prepare = || async {
+            let mut client = self
+                .pool
+                .get()
+                .await
+                .map_err(|error| ConnectError::from_pool(error, server, options.connect_timeout))?;
+            let failed = |error: tokio_postgres::Error| ConnectError::from_prepare(&error, &options.schema, server);
+            let tx = client.transaction().await.map_err(failed)?;
+            schema::prepare(&tx, &options.schema, server).await?;
+            tx.commit().await.map_err(failed)
+        };
+        self.prepared.get_or_try_init(prepare).await.map(|_| ())
     }
 
     /// The server and schema this store uses, as errors name them (never with the password).
@@ -181,8 +231,15 @@ impl PostgresStore {
         &self.options
     }
 
-    /// A connection from the pool.
+    /// A connection from the pool, once the schema is prepared.
     async fn client(&self) -> Result<Client, Failure> {
+        if self.prepared.get().is_none() {
+            self.prepare().await.map_err(|error| match error {
+                // Worth trying again: the server may come back.
+                ConnectError::Unreachable { .. } => Failure::Store(StoreError::Backend(error.to_string())),
+                error => Failure::Store(error.into()),
+            })?;
+        }
         self.pool.get().await.map_err(|error| match error {
             deadpool_postgres::PoolError::Backend(error) => Failure::Pg(error),
             other => Failure::Store(StoreError::Backend(format!(
@@ -325,7 +382,7 @@ impl Store for PostgresStore {
     }
 
     async fn release(&self, run: &RunId, fence: Fence) -> Result<(), StoreError> {
-        with_client!(self, format!("releasing run {run}"), |client| writes::release(&client, run, fence))
+        with_client!(self, format!("releasing run {run}"), |client| writes::release(&client, run, fence, &self.channel))
     }
 
     async fn renew(&self, run: &RunId, fence: Fence, lease: Duration, now: Timestamp) -> Result<(), StoreError> {
@@ -344,7 +401,7 @@ impl Store for PostgresStore {
         for _ in 0..=RETRIES {
             let result = match self.client().await {
                 Ok(mut client) => {
-                    let result = writes::append(&mut client, &rows).await;
+                    let result = writes::append(&mut client, &rows, &self.channel).await;
                     discard_if_broken(client, &result);
                     result
                 }
@@ -366,7 +423,13 @@ impl Store for PostgresStore {
     }
 
     async fn park(&self, run: &RunId, fence: Fence, next_seq: u64) -> Result<(), StoreError> {
-        with_client!(self, format!("parking run {run}"), |client| writes::park(&mut client, run, fence, next_seq))
+        with_client!(self, format!("parking run {run}"), |client| writes::park(
+            &mut client,
+            run,
+            fence,
+            next_seq,
+            &self.channel
+        ))
     }
 
     async fn recovery(&self) -> Result<Recovery, StoreError> {
@@ -399,8 +462,8 @@ impl Store for PostgresStore {
             &target,
             delivery_id,
             &payload,
-            limit,
-            limits
+            (limit, limits),
+            &self.channel
         ))
     }
 
@@ -430,5 +493,9 @@ impl Store for PostgresStore {
 
     fn is_shared(&self) -> bool {
         true
+    }
+
+    fn wake_ups(&self) -> Option<tokio::sync::broadcast::Receiver<super::WakeUp>> {
+        self.wake_ups.subscribe()
     }
 }

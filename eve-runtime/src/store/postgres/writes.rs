@@ -26,6 +26,10 @@
 //!
 //! Commits are synchronous (durable before they return) except a park mark's, which may be lost
 //! in a crash at the cost of one replay.
+//!
+//! A write that gives a run something to do sends a wake-up (`pg_notify` on the schema's channel,
+//! see [`listen`](super::listen)) in its own transaction: an accepted delivery, a notice to another
+//! run, a released claim, and a park that finds a delivery already waiting.
 
 use deadpool_postgres::{Client, GenericClient, Transaction};
 
@@ -166,12 +170,23 @@ async fn why_not_claimed<C: GenericClient>(conn: &C, run: &RunId, now: i64) -> R
     }
 }
 
-/// Gives up the claim `fence` holds, if it is still the current one.
-pub(super) async fn release(client: &Client, run: &RunId, fence: Fence) -> Result<(), Failure> {
-    let sql = "UPDATE runs SET owner = NULL, lease_until = NULL WHERE id = $1 AND epoch = $2";
-    if execute(client, sql, &[&run.as_str(), &int(fence.epoch)]).await? == 0 {
+/// Gives up the claim `fence` holds, if it is still the current one, and wakes the workers: the
+/// run may be claimed at once.
+pub(super) async fn release(client: &Client, run: &RunId, fence: Fence, channel: &str) -> Result<(), Failure> {
+    let sql = "WITH released AS (
+                   UPDATE runs SET owner = NULL, lease_until = NULL WHERE id = $1 AND epoch = $2 RETURNING id
+               )
+               SELECT count(pg_notify($3, id)) FROM released";
+    let row = query_one(client, sql, &[&run.as_str(), &int(fence.epoch), &channel]).await?;
+    if row.try_get::<_, i64>(0)? == 0 {
         current(client, run).await?;
     }
+    Ok(())
+}
+
+/// Wakes the workers listening on `channel` for `run` when the transaction commits.
+async fn notify<C: GenericClient>(conn: &C, channel: &str, run: &RunId) -> Result<(), Failure> {
+    query_one(conn, "SELECT pg_notify($1, $2)", &[&channel, &run.as_str()]).await?;
     Ok(())
 }
 
@@ -194,7 +209,7 @@ pub(super) async fn renew(client: &Client, run: &RunId, fence: Fence, lease_unti
 /// Appends the entries, consumes the inbox items and applies the index changes they imply. An
 /// append that implies no index change (a step's result, a recorded value: most of them) is one
 /// statement committed on its own, one round trip; the others take a transaction.
-pub(super) async fn append(client: &mut Client, rows: &AppendRows) -> Result<(), Failure> {
+pub(super) async fn append(client: &mut Client, rows: &AppendRows, channel: &str) -> Result<(), Failure> {
     if implies_nothing(&rows.changes) && rows.notices.is_empty() {
         let advanced = advance(client, rows).await.map_err(|error| {
             // The statement is its own commit: lost midway, it may have been written.
@@ -211,7 +226,9 @@ pub(super) async fn append(client: &mut Client, rows: &AppendRows) -> Result<(),
     }
     apply_indexes(&tx, &rows.run, &rows.changes).await?;
     for notice in &rows.notices {
-        accept_notice(&tx, notice).await?;
+        if accept_notice(&tx, notice).await? {
+            notify(&tx, channel, &notice.run).await?;
+        }
     }
     commit(tx).await
 }
@@ -219,20 +236,20 @@ pub(super) async fn append(client: &mut Client, rows: &AppendRows) -> Result<(),
 /// Puts a notice in its run's inbox, unless the run is finished (or gone) or the delivery id was
 /// taken already. The run's row is locked `FOR SHARE`, as a delivery locks it, so a notice never
 /// lands in the inbox of a run that finished meanwhile. Notices go from child runs to their
-/// parents only, so two appends never wait on each other's rows in a cycle.
-async fn accept_notice(tx: &Transaction<'_>, notice: &NoticeRow) -> Result<(), Failure> {
+/// parents only, so two appends never wait on each other's rows in a cycle. Returns whether the
+/// notice was put in the inbox.
+async fn accept_notice(tx: &Transaction<'_>, notice: &NoticeRow) -> Result<bool, Failure> {
     let sql = "SELECT status = 'active' FROM runs WHERE id = $1 FOR SHARE";
     let active: Option<bool> =
         query_opt(tx, sql, &[&notice.run.as_str()]).await?.map(|row| row.try_get(0)).transpose()?;
     if active != Some(true) {
-        return Ok(());
+        return Ok(false);
     }
     let sql = "INSERT INTO inbox (run_id, delivery_id, kind, delivery, op) VALUES ($1, $2, $3, $4, $5)
                ON CONFLICT (run_id, delivery_id) DO NOTHING";
     let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
         [&notice.run.as_str(), &notice.delivery_id.as_bytes(), &notice.kind, &notice.delivery, &notice.op];
-    execute(tx, sql, &params).await?;
-    Ok(())
+    Ok(execute(tx, sql, &params).await? == 1)
 }
 
 fn implies_nothing(changes: &IndexChanges) -> bool {
@@ -353,15 +370,28 @@ async fn release_indexes(tx: &Transaction<'_>, run: &RunId) -> Result<(), Failur
 }
 
 /// Marks the run parked and gives up its lease, unless the fence is stale or the journal grew past
-/// `next_seq`. The commit does not wait for the disk: a lost mark costs only a replay.
-pub(super) async fn park(client: &mut Client, run: &RunId, fence: Fence, next_seq: u64) -> Result<(), Failure> {
+/// `next_seq`. A delivery already waiting (it arrived while the run was being advanced, too late
+/// for it) wakes the workers, since the lease that made them leave it is gone. The commit does not
+/// wait for the disk: a lost mark costs only a replay.
+pub(super) async fn park(
+    client: &mut Client,
+    run: &RunId,
+    fence: Fence,
+    next_seq: u64,
+    channel: &str,
+) -> Result<(), Failure> {
     let tx = client.transaction().await?;
-    let sql = "UPDATE runs SET parked = true, owner = NULL, lease_until = NULL
-               WHERE id = $1 AND epoch = $2 AND entries = $3 AND status = 'active'";
+    let sql = "WITH parked AS (
+                   UPDATE runs SET parked = true, owner = NULL, lease_until = NULL
+                   WHERE id = $1 AND epoch = $2 AND entries = $3 AND status = 'active'
+                   RETURNING id
+               )
+               SELECT pg_notify($4, id) FROM parked
+               WHERE EXISTS (SELECT 1 FROM inbox WHERE inbox.run_id = parked.id AND NOT consumed)";
     let (id, epoch, length) = (run.as_str(), int(fence.epoch), int(next_seq));
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&id, &epoch, &length];
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] = [&id, &epoch, &length, &channel];
     let lazy = tx.batch_execute("SET LOCAL synchronous_commit = off");
-    let mark = execute(&tx, sql, &params);
+    let mark = query(&tx, sql, &params);
     // Sent together: one round trip.
     futures::try_join!(lazy, mark)?;
     commit(tx).await
@@ -395,14 +425,15 @@ pub(super) async fn continue_as_new(
     commit(tx).await
 }
 
-/// Accepts a delivery into the inbox of the unfinished run `target` names, if it has room.
+/// Accepts a delivery into the inbox of the unfinished run `target` names, if it has room, and
+/// wakes the workers for it.
 pub(super) async fn deliver(
     client: &mut Client,
     target: &Target,
     delivery_id: Option<&str>,
     payload: &DeliveryPayload,
-    limit: usize,
-    limits: InboxLimits,
+    (limit, limits): (usize, InboxLimits),
+    channel: &str,
 ) -> Result<Delivered, Failure> {
     let tx = client.transaction().await?;
     let Some((run, delivery)) = resolve(&tx, target, payload).await? else { return Ok(Delivered::NotFound) };
@@ -428,6 +459,7 @@ pub(super) async fn deliver(
         [&run.as_str(), &delivery_id, &codec::delivery_kind(&delivery), &text, &op];
     let Some(row) = query_opt(&tx, sql, &params).await? else { return Ok(Delivered::Duplicate { run }) };
     let id = codec::uint(row.try_get(0)?)?;
+    notify(&tx, channel, &run).await?;
     commit(tx).await?;
     Ok(Delivered::Accepted { run, id })
 }
