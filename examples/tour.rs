@@ -68,7 +68,9 @@ const USAGE: &str = "usage: cargo run --example tour [-- --reset]
 fn reset() -> Result<(), Box<dyn std::error::Error>> {
     match std::fs::remove_dir_all(DATA_DIR) {
         Ok(()) => println!("deleted {DATA_DIR} (the tour's store and key), forgetting its run"),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => println!("{DATA_DIR} does not exist; nothing to forget"),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            println!("{DATA_DIR} does not exist; nothing to forget")
+        }
         Err(error) => return Err(format!("cannot delete {DATA_DIR}: {error}").into()),
     }
     println!("run `cargo run --example tour` to start a new run");

@@ -35,7 +35,10 @@ fn the_manifest_lists_every_tool_with_its_shape_and_every_step_with_its_policy()
     assert_eq!(tools[0]["shape"], json!({ "lifetime": "step", "suspend": "none" }));
     assert_eq!(tools[1]["shape"], json!({ "lifetime": "step", "suspend": "workflow" }));
     assert_eq!(tools[2]["shape"], json!({ "lifetime": "task", "suspend": "workflow" }));
-    assert_eq!((&tools[0]["entry"], &tools[1]["entry"], &tools[2]["entry"]), (&json!("execute"), &json!("execute"), &json!("task")));
+    assert_eq!(
+        (&tools[0]["entry"], &tools[1]["entry"], &tools[2]["entry"]),
+        (&json!("execute"), &json!("execute"), &json!("task"))
+    );
     assert_eq!(tools[1]["description"], "Greet someone durably: the greeting is composed in a step.");
     assert_eq!(
         tools[2]["description"],
@@ -167,7 +170,10 @@ fn questions_are_listed_and_answered_from_the_command_line() {
             &["answer", "run-q", "ask-0", "--option", "later"],
             "error: --option \"later\" is not one of the question's options: ship, wait",
         ),
-        (&["answer", "run-q", "ask-0", "--text", "sure"], "error: --text is not accepted: this question takes one of its options"),
+        (
+            &["answer", "run-q", "ask-0", "--text", "sure"],
+            "error: --text is not accepted: this question takes one of its options",
+        ),
         (&["answer", "run-q", "ask-9", "--option", "ship"], "error: run run-q has no open question ask-9"),
     ];
     for (args, expected) in refused {
@@ -192,7 +198,10 @@ fn questions_are_listed_and_answered_from_the_command_line() {
     assert!(ok, "{stderr}");
     let (ok, _, stderr) = host(dir.path(), &["answer", "run-t", "ask-0", "--option", "yes"]);
     assert!(!ok);
-    assert!(stderr.starts_with("error: --option is not accepted: this question takes text; answer with --text"), "{stderr}");
+    assert!(
+        stderr.starts_with("error: --option is not accepted: this question takes text; answer with --text"),
+        "{stderr}"
+    );
 }
 
 /// `resume-hook` follows the run as `answer` does, and `inspect` shows deliveries the run has not
@@ -274,7 +283,10 @@ fn serve_says_what_it_serves_and_other_commands_say_what_to_do_meanwhile() {
         banner.push(serving.line());
     }
     let banner = banner.join("\n");
-    assert!(banner.contains("recovered 1 unfinished run;") || banner.contains("recovered 1 unfinished run "), "{banner}");
+    assert!(
+        banner.contains("recovered 1 unfinished run;") || banner.contains("recovered 1 unfinished run "),
+        "{banner}"
+    );
     assert!(banner.contains("serving http://127.0.0.1:"), "{banner}");
     for route in ["/v1/tools/{tool}/runs", "/v1/events", "/.well-known/workflow/v1/webhook/{token}"] {
         assert!(banner.contains(route), "{route} in {banner}");

@@ -470,7 +470,11 @@ async fn runs_start_report_their_status_and_cancel_over_http() {
         (&active["runId"], &active["tool"], &active["status"]),
         (&json!("greeting-1"), &json!("greet_tomorrow"), &json!("active"))
     );
-    assert!(active.get("outcome").is_none() && active["createdAt"].as_str().is_some_and(|at| at.contains('T') && at.ends_with('Z')), "ISO 8601: {active}");
+    assert!(
+        active.get("outcome").is_none()
+            && active["createdAt"].as_str().is_some_and(|at| at.contains('T') && at.ends_with('Z')),
+        "ISO 8601: {active}"
+    );
 
     let cancel = client.post(served.url("/v1/runs/greeting-1/cancel")).json(&json!({ "reason": "changed my mind" }));
     assert_eq!(Seen::of(cancel.send().await.unwrap()).await.status, 202);

@@ -512,7 +512,8 @@ async fn resume_hook(runtime: &Runtime, token: &str, payload: &str) -> Result<()
 /// holds it.
 fn in_use(error: Error, command: &Command) -> String {
     let message = error.to_string();
-    if !matches!(error, Error::Store(crate::error::StoreError::Open { .. })) || matches!(command, Command::Serve { .. }) {
+    if !matches!(error, Error::Store(crate::error::StoreError::Open { .. })) || matches!(command, Command::Serve { .. })
+    {
         return message;
     }
     format!(
@@ -666,7 +667,10 @@ async fn cancel(runtime: &Runtime, run: &RunId, reason: &str) -> Result<(), Stri
 async fn serve(runtime: &Runtime, listener: Listener) -> Result<(), String> {
     let mut events = runtime.events();
     let recovered = runtime.recover().await.map_err(|error| error.to_string())?;
-    println!("recovered {}; they carry on as their waits resolve", plural(recovered, "unfinished run", "unfinished runs"));
+    println!(
+        "recovered {}; they carry on as their waits resolve",
+        plural(recovered, "unfinished run", "unfinished runs")
+    );
     let serving = listener.start(runtime)?;
     println!("press Ctrl-C to stop");
     let result = follow(&mut events).await;

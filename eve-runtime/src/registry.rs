@@ -248,7 +248,9 @@ pub fn manifest() -> Manifest {
 fn unwrap_lines(text: &str) -> String {
     let starts_item = |line: &str| {
         let line = line.trim_start();
-        line.starts_with("- ") || line.starts_with("* ") || line.split_once(". ").is_some_and(|(n, _)| n.parse::<u32>().is_ok())
+        line.starts_with("- ")
+            || line.starts_with("* ")
+            || line.split_once(". ").is_some_and(|(n, _)| n.parse::<u32>().is_ok())
     };
     let paragraphs = text.split("\n\n").map(|paragraph| {
         if paragraph.contains("```") {
@@ -307,7 +309,10 @@ fn validator(tool: &'static ToolDescriptor) -> Option<std::sync::Arc<jsonschema:
     let compiled = cache.entry(tool.workflow_id).or_insert_with(|| {
         jsonschema::validator_for(&(tool.input_schema)())
             .inspect_err(|error| {
-                tracing::warn!(tool = tool.name, "cannot compile the input schema, so only decoding checks input: {error}")
+                tracing::warn!(
+                    tool = tool.name,
+                    "cannot compile the input schema, so only decoding checks input: {error}"
+                )
             })
             .ok()
             .map(std::sync::Arc::new)

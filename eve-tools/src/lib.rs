@@ -299,7 +299,8 @@ pub use eve_runtime::wait::{
     AbortSignal, Cancelled, Hook, HookError, create_hook, create_hook_with_token, sleep, sleep_until,
 };
 pub use eve_runtime::webhook::{
-    Respond, is_secret_looking, Webhook, WebhookOptions, WebhookRequest, WebhookResponse, create_webhook, create_webhook_with,
+    Respond, Webhook, WebhookOptions, WebhookRequest, WebhookResponse, create_webhook, create_webhook_with,
+    is_secret_looking,
 };
 pub use eve_runtime::{
     AuthorizationStart, Clock, Error, HookDelivery, ManualClock, OpenQuestion, Phase, RunHandle, RunOutcome, Runtime,

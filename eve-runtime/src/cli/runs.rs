@@ -78,7 +78,9 @@ pub(super) fn table(runs: &[RunSummary]) -> String {
     let header = ["RUN", "STATUS", "TOOL", "ENTRIES", "CREATED"].map(str::to_owned);
     let rows: Vec<[String; 5]> = runs
         .iter()
-        .map(|run| [run.id.to_string(), status(run), run.tool.clone(), run.entries.to_string(), run.created_at.to_string()])
+        .map(|run| {
+            [run.id.to_string(), status(run), run.tool.clone(), run.entries.to_string(), run.created_at.to_string()]
+        })
         .collect();
     let width = |column: usize| rows.iter().chain([&header]).map(|row| row[column].chars().count()).max().unwrap_or(0);
     let widths = [width(0), width(1), width(2), width(3)];

@@ -50,7 +50,10 @@ fn the_readme_shows_this_crate() {
     let blocks: Vec<&str> = section.split("```").skip(1).step_by(2).collect();
     let block = |lang: &str, first: &str| {
         let found = blocks.iter().find(|block| block.starts_with(lang) && block.contains(first));
-        found.unwrap_or_else(|| panic!("a ```{lang} block with {first:?} in the section")).trim_start_matches(lang).trim()
+        found
+            .unwrap_or_else(|| panic!("a ```{lang} block with {first:?} in the section"))
+            .trim_start_matches(lang)
+            .trim()
     };
     for (file, lang, first) in [("src/lib.rs", "rust", "pub struct Cart"), ("src/main.rs", "rust", "async fn main")] {
         let text = std::fs::read_to_string(root.join(file)).unwrap();
