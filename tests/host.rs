@@ -269,10 +269,10 @@ impl Drop for Serving {
     }
 }
 
-/// `serve` says what it serves and goodbye; while it runs, `manifest` works and a command that
-/// needs the store says to use the HTTP API instead.
+/// `serve` says what it serves and goodbye; while it runs, read-only commands still read the
+/// store, and a command that writes says to use the HTTP API instead.
 #[test]
-fn serve_says_what_it_serves_and_other_commands_say_what_to_do_meanwhile() {
+fn serve_says_what_it_serves_and_read_only_commands_work_meanwhile() {
     let dir = tempfile::tempdir().unwrap();
     let (ok, _, stderr) = host(dir.path(), &["call", "greet_later", r#"{"name":"Alan"}"#, "--id", "run-1"]);
     assert!(ok, "{stderr}");
@@ -293,12 +293,18 @@ fn serve_says_what_it_serves_and_other_commands_say_what_to_do_meanwhile() {
     }
     assert!(banner.contains("no key is required"), "{banner}");
 
+    let (ok, stdout, stderr) = host(dir.path(), &["runs"]);
+    assert!(ok, "runs reads the store while serve runs: {stderr}");
+    assert!(stdout.contains("run-1") && stdout.starts_with("RUN"), "{stdout}");
+    let (ok, stdout, stderr) = host(dir.path(), &["inspect", "run-1"]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("sleep until"), "{stdout}");
+    let (ok, _, stderr) = host(dir.path(), &["inspect", "run-2"]);
+    assert!(!ok && stderr.starts_with("error: no run with id run-2"), "{stderr}");
     let (ok, _, stderr) = host(dir.path(), &["manifest"]);
     assert!(ok, "{stderr}");
-    for command in [&["cancel", "run-1"][..], &["runs"]] {
-        let (ok, _, stderr) = host(dir.path(), command);
-        assert!(!ok && stderr.contains("`serve`") && stderr.contains("HTTP"), "says what to do instead: {stderr}");
-    }
+    let (ok, _, stderr) = host(dir.path(), &["cancel", "run-1"]);
+    assert!(!ok && stderr.contains("`serve`") && stderr.contains("HTTP"), "a write says what to do instead: {stderr}");
 
     let pid = serving.child.id().to_string();
     assert!(Command::new("kill").args(["-INT", &pid]).status().unwrap().success());

@@ -34,6 +34,8 @@ use crate::runtime::{Error, HookDelivery, Phase, RunOutcome, Runtime};
 
 #[cfg(feature = "http")]
 mod banner;
+#[cfg(feature = "sqlite")]
+mod beside;
 mod inspect;
 mod runs;
 mod tools;
@@ -210,7 +212,18 @@ impl Host {
             }
             builder = builder.lease(*lease).heartbeat(*heartbeat).poll_interval(*poll);
         }
-        let runtime = builder.build().map_err(|error| in_use(error, &self.command))?;
+        let runtime = match builder.build() {
+            Ok(runtime) => runtime,
+            // `serve` (or another command) holds the embedded store: read it beside its owner.
+            #[cfg(feature = "sqlite")]
+            Err(Error::Store(crate::error::StoreError::Open { .. }))
+                if self.database_url.is_none()
+                    && matches!(self.command, Command::Runs { .. } | Command::Inspect { .. }) =>
+            {
+                return beside::read(&self.data_dir.join("eve.db"), &self.command);
+            }
+            Err(error) => return Err(in_use(error, &self.command)),
+        };
         match self.command {
             Command::Manifest => unreachable!("handled without a runtime"),
             Command::Call { tool, input, id } => call(&runtime, &tool, &input, id.as_deref()).await,
@@ -518,7 +531,7 @@ fn in_use(error: Error, command: &Command) -> String {
     }
     format!(
         "{message}. If `serve` is running on this data directory, do this through its HTTP API (it prints its \
-         routes: `GET /v1/runs/{{run}}` reads a run), or stop it first"
+         routes), or stop it first; `runs`, `inspect` and `manifest` work meanwhile"
     )
 }
 
@@ -567,27 +580,16 @@ fn print_outcome(run: &RunId, outcome: &RunOutcome) -> Result<(), String> {
 async fn runs(runtime: &Runtime, status: Option<&str>, limit: usize) -> Result<(), String> {
     let filter = status.map(runs::Filter::parse).transpose()?;
     let listed = runtime.runs(filter.map(runs::Filter::stored), limit).await.map_err(|error| error.to_string())?;
-    let listed: Vec<_> = listed.into_iter().filter(|run| filter.is_none_or(|filter| filter.keeps(run))).collect();
-    match (listed.is_empty(), filter) {
-        (true, Some(filter)) => println!("no {} runs", filter.name()),
-        (true, None) => println!("no runs"),
-        (false, _) => println!("{}", runs::table(&listed)),
-    }
+    runs::print(listed, filter);
     Ok(())
 }
 
 async fn inspect(runtime: &Runtime, run: &str, json: bool) -> Result<(), String> {
     let run = parse_run(run)?;
     let record = runtime.journal(&run).await.map_err(|error| error.to_string())?;
-    if json {
-        for entry in &record.entries {
-            println!("{}", serde_json::to_string(entry).map_err(|error| error.to_string())?);
-        }
-        return Ok(());
-    }
-    let pending = runtime.store().inbox(&run).await.map_err(|error| error.to_string())?;
-    println!("{}", inspect::text(&record, &pending));
-    Ok(())
+    let pending =
+        if json { Vec::new() } else { runtime.store().inbox(&run).await.map_err(|error| error.to_string())? };
+    inspect::print(&record, &pending, json)
 }
 
 /// `count` and the noun, singular or plural: "1 run", "2 runs".

@@ -6,6 +6,18 @@
 
 use crate::store::{Delivery, InboxItem, RunRecord};
 
+/// Prints the run: in words with its pending deliveries, or its raw entries as JSON lines.
+pub(super) fn print(record: &RunRecord, pending: &[InboxItem], json: bool) -> Result<(), String> {
+    if !json {
+        println!("{}", text(record, pending));
+        return Ok(());
+    }
+    for entry in &record.entries {
+        println!("{}", serde_json::to_string(entry).map_err(|error| error.to_string())?);
+    }
+    Ok(())
+}
+
 /// The run's summary line, its journal one entry a line, and its pending deliveries.
 pub(super) fn text(record: &RunRecord, pending: &[InboxItem]) -> String {
     let summary = &record.summary;

@@ -63,6 +63,16 @@ impl Filter {
     }
 }
 
+/// Prints the runs `filter` keeps from `listed` as a table, or says there are none.
+pub(super) fn print(listed: Vec<RunSummary>, filter: Option<Filter>) {
+    let listed: Vec<_> = listed.into_iter().filter(|run| filter.is_none_or(|filter| filter.keeps(run))).collect();
+    match (listed.is_empty(), filter) {
+        (true, Some(filter)) => println!("no {} runs", filter.name()),
+        (true, None) => println!("no runs"),
+        (false, _) => println!("{}", table(&listed)),
+    }
+}
+
 /// What the STATUS column says for `run`.
 pub(super) fn status(run: &RunSummary) -> String {
     match run.status {

@@ -38,8 +38,11 @@ mod open;
 mod readers;
 mod reads;
 mod schema;
+mod snapshot;
 mod writer;
 mod writes;
+
+pub use snapshot::SqliteSnapshot;
 
 use std::fs::File;
 use std::path::Path;
