@@ -1,7 +1,7 @@
 //! What a newcomer meets in their first hour, over the runtime API and HTTP: run ids that name
 //! one run of one tool with one input, inputs checked against the tool's JSON Schema before a run
 //! starts, refusals that say what was wrong (a finished run's cancel, an option for a text
-//! question), errors that name a real field, and one JSON dialect (camelCase, dotted event names,
+//! question, a hook payload of the wrong type), errors that name a real field, and one JSON dialect (camelCase, dotted event names,
 //! ISO 8601 times) across the event stream, the manifest and the run API.
 
 mod http_support;
@@ -66,6 +66,20 @@ pub async fn greet_later(input: Greeting, _ctx: &WorkflowCtx) -> Result<String, 
 #[workflow_tool]
 pub async fn greet_at_once(input: Greeting, _ctx: &WorkflowCtx) -> Result<String, ToolError> {
     Ok(format!("hello, {}", input.name))
+}
+
+/// A payment as the payment provider posts it.
+#[derive(Debug, Deserialize)]
+pub struct Payment {
+    /// Cents paid.
+    paid: u64,
+}
+
+/// Waits for a payment on the hook `pay-{run id}`.
+#[workflow_tool]
+pub async fn await_payment(_input: Nothing, ctx: &WorkflowCtx) -> Result<u64, ToolError> {
+    let mut hook = create_hook_with_token::<Payment>(format!("pay-{}", ctx.run_id()));
+    Ok(hook.recv().await?.paid)
 }
 
 /// Asks for a reason in free text.
@@ -164,6 +178,27 @@ async fn a_text_question_answered_with_an_option_says_it_takes_text() {
     let (message, field) = seen.error();
     assert_eq!((seen.status, field), (422, json!("optionId")), "{message}");
     assert!(message.contains("takes text") && message.contains("`text`") && !message.contains("()"), "{message}");
+}
+
+#[tokio::test]
+async fn a_hook_payload_of_the_wrong_type_is_refused_at_delivery() {
+    let served = serve().await;
+    let run = served.runtime.start("await_payment", json!({})).await.unwrap();
+    run.parked().await.unwrap();
+    let token = format!("pay-{}", run.id());
+    let error = served.runtime.resume_hook(&token, json!({ "paid": "all of it" })).await.unwrap_err();
+    assert!(matches!(&error, Error::InvalidPayload { field: Some(field), .. } if field == "paid"), "{error:?}");
+    assert!(error.to_string().contains("expected u64"), "{error}");
+
+    let url = served.url(&format!("{}{token}", eve_tools::http::HOOK_PATH));
+    let seen = Seen::of(served.client.post(&url).json(&json!({ "amount": 5 })).send().await.unwrap()).await;
+    let (message, field) = seen.error();
+    assert_eq!((seen.status, field), (422, json!("paid")), "{message}");
+    assert!(message.contains("missing field `paid`"), "{message}");
+
+    let accepted = Seen::of(served.client.post(&url).json(&json!({ "paid": 500 })).send().await.unwrap()).await;
+    assert_eq!(accepted.status, 202);
+    assert_eq!(run.outcome().await.unwrap().output(), Some(&json!(500)), "the refusals changed nothing");
 }
 
 /// Every key of a public JSON value is camelCase, except inside the values users write (inputs,
