@@ -655,7 +655,15 @@ async fn cancel(runtime: &Runtime, run: &RunId, reason: &str) -> Result<(), Stri
         return Ok(());
     }
     let before = journal_length(runtime, run).await?;
-    runtime.cancel(run, reason).await.map_err(|error| error.to_string())?;
+    match runtime.cancel(run, reason).await {
+        Ok(()) => {}
+        // It ended between the look and the cancel.
+        Err(Error::RunFinished { status, .. }) => {
+            println!("run {run} had already {status}; nothing changed");
+            return Ok(());
+        }
+        Err(error) => return Err(error.to_string()),
+    }
     // Let the cleanup go as far as it can.
     carried_on(runtime, run, before).await?;
     match runtime.handle(run.clone()).parked().await.map_err(|error| error.to_string())? {

@@ -284,8 +284,11 @@ mod tests {
         let answered = AskOutcome::from(Answer::option("approve"));
         assert_eq!(
             serde_json::to_value(&answered).unwrap(),
-            serde_json::json!({"status": "answered", "option_id": "approve"})
+            serde_json::json!({"status": "answered", "optionId": "approve"})
         );
+        let journaled_before: AskOutcome =
+            serde_json::from_value(serde_json::json!({"status": "answered", "option_id": "approve"})).unwrap();
+        assert_eq!(journaled_before, answered, "outcomes journaled with the old name still read");
         assert!(answered.chose("approve") && !answered.chose("cancel"));
         assert_eq!(serde_json::to_value(AskOutcome::Cancelled).unwrap(), serde_json::json!({"status": "cancelled"}));
     }
