@@ -21,7 +21,7 @@ use crate::store::{InboxItem, RunRecord, RunSummary};
 /// let dir = tempfile::tempdir()?;
 /// let path = dir.path().join("eve.db");
 /// let _owner = SqliteStore::open(&path)?;
-/// let snapshot = SqliteSnapshot::open(&path)?;
+/// let mut snapshot = SqliteSnapshot::open(&path)?;
 /// assert!(snapshot.list_runs(None, 10)?.is_empty());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
