@@ -9,7 +9,8 @@
 //! ```
 //!
 //! Commands: `manifest`, `call`, `runs`, `inspect`, `questions`, `answer`, `cancel`, `resume-hook`,
-//! `serve`, `worker` and `mcp` (with the cargo feature `mcp`). Every error is one sentence saying what went wrong and what to do next, and
+//! `serve`, `worker`, `chat` and `mcp` (with the cargo feature `mcp`). Every error is one sentence
+//! saying what went wrong and what to do next, and
 //! the exit code is non-zero.
 //!
 //! With a Postgres database (`--database-url`, or `EVE_DATABASE_URL`) the store is shared: `worker`
@@ -41,6 +42,8 @@ mod runs;
 mod tools;
 
 pub use tools::Tools;
+
+mod chat;
 
 /// A binary hosting the tools compiled into it.
 #[derive(Debug, Parser)]
@@ -149,6 +152,18 @@ enum Command {
     /// stderr; stdout carries the protocol.
     #[cfg(feature = "mcp")]
     Mcp,
+    /// Talk to this binary's tools through a model, in a session that outlives the process: the
+    /// OpenAI-compatible endpoint when OPENAI_BASE_URL is set (with OPENAI_API_KEY and
+    /// EVE_MODEL), else a demo model that calls a tool when you write its name and a JSON input.
+    /// Each line is a message; a task's question is answered on the next line.
+    Chat {
+        /// The session to continue (default: the last one `chat` talked in, else a new one).
+        #[arg(long)]
+        session: Option<String>,
+        /// Print every event of the feed as one JSON line.
+        #[arg(long)]
+        json: bool,
+    },
     /// Run the runs of a shared Postgres store beside other workers, serving HTTP too (any
     /// worker accepts deliveries for any run), until interrupted (Ctrl-C or SIGTERM, after which
     /// the runs under way park and their claims are given back).
@@ -212,6 +227,9 @@ impl Host {
             }
             builder = builder.lease(*lease).heartbeat(*heartbeat).poll_interval(*poll);
         }
+        if let Command::Chat { .. } = &self.command {
+            builder = chat::with_model(builder)?;
+        }
         let runtime = match builder.build() {
             Ok(runtime) => runtime,
             // `serve` (or another command) holds the embedded store: read it beside its owner.
@@ -238,6 +256,7 @@ impl Host {
             Command::Serve { .. } => serve(&runtime, listener).await,
             #[cfg(feature = "mcp")]
             Command::Mcp => mcp(runtime, &self.data_dir).await,
+            Command::Chat { session, json } => chat::chat(&runtime, &self.data_dir, session.as_deref(), json).await,
             Command::Worker { .. } => work(&runtime, listener).await,
         }
     }

@@ -123,6 +123,12 @@ impl Ask {
         self
     }
 
+    /// Whether a typed reply answers it: a text question, one that allows a free-form reply, and
+    /// one without options (which could otherwise never be answered).
+    pub fn takes_text(&self) -> bool {
+        self.allow_freeform || self.display == Display::Text || self.options.is_empty()
+    }
+
     /// Checks that `answer` answers this question, saying what is wrong if not.
     pub fn check(&self, answer: &Answer) -> Result<(), AnswerError> {
         if answer.option_id.is_none() && answer.text.is_none() {
@@ -137,7 +143,7 @@ impl Ask {
             let allowed = self.options.iter().map(|option| option.id.clone()).collect();
             return Err(AnswerError::UnknownOption { given: id.clone(), allowed });
         }
-        if answer.text.is_some() && !self.allow_freeform && self.display != Display::Text {
+        if answer.text.is_some() && !self.takes_text() {
             return Err(AnswerError::TextNotAllowed);
         }
         Ok(())
@@ -277,6 +283,16 @@ mod tests {
         assert_eq!(error.to_string(), "`option_id` \"yes\" is not one of the question's options (approve, cancel)");
         assert_eq!(Ask::text("Why?").check(&Answer::text("because")), Ok(()));
         assert_eq!(Ask::text("Why?").check(&Answer::option("yes")), Err(AnswerError::TextOnly), "not \"one of ()\"");
+    }
+
+    /// A question with no options would refuse every answer and wait forever: it takes text.
+    #[test]
+    fn a_question_without_options_takes_text() {
+        assert!(!Ask::confirmation("Go on?").option("yes", "Yes").takes_text());
+        for ask in [Ask::confirmation("Go on?"), Ask::select("Which one?")] {
+            assert_eq!(ask.check(&Answer::text("yes, go on")), Ok(()), "{ask:?}");
+            assert!(ask.takes_text());
+        }
     }
 
     #[test]

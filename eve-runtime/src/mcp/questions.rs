@@ -165,7 +165,7 @@ fn default_option(ask: &Ask) -> Option<&str> {
 }
 
 fn takes_text(ask: &Ask) -> bool {
-    ask.allow_freeform || ask.display == Display::Text
+    ask.takes_text()
 }
 
 #[cfg(test)]
@@ -189,6 +189,10 @@ mod tests {
         let text = serde_json::to_value(question_request(&Ask::text("Why?")).unwrap()).unwrap();
         assert_eq!(text["requestedSchema"]["required"], json!(["text"]));
         assert!(text["requestedSchema"]["properties"].get("choice").is_none());
+
+        // A question without options is answered in words, not left without a field.
+        let bare = serde_json::to_value(question_request(&Ask::confirmation("Go on?")).unwrap()).unwrap();
+        assert_eq!(bare["requestedSchema"]["required"], json!(["text"]));
     }
 
     #[test]
