@@ -3,7 +3,7 @@
 //! ```text
 //! cargo run --example tour            # starts the run; it parks on a durable sleep and the process exits
 //! cargo run --example tour            # resumes it from the journal and finishes
-//! cargo run --example tour -- --reset # forgets the run and starts over
+//! cargo run --example tour -- --reset # deletes the tour's store, forgetting its run
 //! ```
 //!
 //! The tool onboards a customer: it creates an account, sends a welcome email (the mail server
@@ -59,12 +59,34 @@ async fn send_email(ctx: &StepCtx, account: String, kind: String) -> Result<Stri
 
 const DATA_DIR: &str = ".eve/tour";
 
+const USAGE: &str = "usage: cargo run --example tour [-- --reset]
+
+  (no arguments)  start the tour's run, or resume it where the last process stopped
+  --reset         delete the tour's store (.eve/tour), forgetting its run, so the next run starts over";
+
+/// `--reset`: deletes the tour's data directory and says what that did.
+fn reset() -> Result<(), Box<dyn std::error::Error>> {
+    match std::fs::remove_dir_all(DATA_DIR) {
+        Ok(()) => println!("deleted {DATA_DIR} (the tour's store and key), forgetting its run"),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            println!("{DATA_DIR} does not exist; nothing to forget")
+        }
+        Err(error) => return Err(format!("cannot delete {DATA_DIR}: {error}").into()),
+    }
+    println!("run `cargo run --example tour` to start a new run");
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    if std::env::args().any(|arg| arg == "--reset") {
-        let _ = std::fs::remove_dir_all(DATA_DIR);
-        println!("forgot the tour's run; run `cargo run --example tour` to start a new one");
-        return Ok(());
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        [] => {}
+        ["--reset"] => return reset(),
+        _ => {
+            eprintln!("error: unexpected arguments {args:?}\n\n{USAGE}");
+            std::process::exit(2);
+        }
     }
     let runtime = Runtime::builder().data_dir(DATA_DIR).build()?;
     let run: RunId = "tour-run".parse()?;
@@ -123,13 +145,19 @@ async fn resume(
     mut events: tokio::sync::broadcast::Receiver<RunEvent>,
 ) -> Result<(), Box<dyn std::error::Error>> {
     println!("▶ resuming run {run} from its journal ({} entries)", entries.len());
-    if let Some(deadline) = pending_sleep(entries) {
+    let pending = pending_sleep(entries);
+    if let Some(deadline) = pending {
         println!("  it was waiting for  a durable sleep until {deadline} ({})", from_now(runtime, deadline));
     }
+    // A sleep that is already due fires at once: the run does not park for it, so say nothing of parking.
+    let mut due = pending.is_some_and(|deadline| deadline <= runtime.clock().now());
     runtime.recover().await?;
     loop {
         let event = events.recv().await?;
-        narrate(runtime, &event);
+        if !(due && matches!(event, RunEvent::Parked { .. })) {
+            narrate(runtime, &event);
+        }
+        due &= !matches!(event, RunEvent::TimerFired { .. });
         if let RunEvent::Finished { .. } = event {
             return finish(runtime, &run).await;
         }
@@ -195,7 +223,7 @@ async fn finish(runtime: &Runtime, run: &RunId) -> Result<(), Box<dyn std::error
 fn describe(outcome: &RunOutcome) -> String {
     match outcome {
         RunOutcome::Completed(output) => format!("completed: {output}"),
-        RunOutcome::Failed(failure) => format!("failed: {failure:?}"),
+        RunOutcome::Failed(failure) => format!("failed: {failure}"),
         RunOutcome::Cancelled => "cancelled".into(),
     }
 }

@@ -49,7 +49,7 @@ async fn an_answer_resolves_the_ask_and_the_events_say_so() {
     assert_eq!(questions[0].request, deploy_question());
     runtime.answer(run.id(), &questions[0].request_id, Answer::option("approve")).await.unwrap();
     let outcome = run.outcome().await.unwrap();
-    assert_eq!(outcome, RunOutcome::Completed(json!({ "status": "answered", "option_id": "approve" })));
+    assert_eq!(outcome, RunOutcome::Completed(json!({ "status": "answered", "optionId": "approve" })));
     let seen: Vec<Value> = std::iter::from_fn(|| events.try_recv().ok())
         .filter(|event| matches!(event, RunEvent::InputRequested { .. } | RunEvent::InputResolved { .. }))
         .map(|event| serde_json::to_value(event).unwrap())
@@ -58,7 +58,7 @@ async fn an_answer_resolves_the_ask_and_the_events_say_so() {
     assert_eq!(seen[0]["requestId"], json!(questions[0].request_id));
     assert_eq!(seen[0]["request"]["prompt"], "Deploy api?");
     assert_eq!(seen[1]["event"], "input.resolved");
-    assert_eq!(seen[1]["outcome"], json!({ "status": "answered", "option_id": "approve" }));
+    assert_eq!(seen[1]["outcome"], json!({ "status": "answered", "optionId": "approve" }));
 }
 
 #[tokio::test]
@@ -74,7 +74,7 @@ async fn several_questions_may_be_open_and_each_is_answered_once() {
     assert!(matches!(again, Error::Answer(AnswerError::NotOpen { .. })), "answered once: {again}");
     runtime.answer(run.id(), &ids[0], Answer::text("Ada")).await.unwrap();
     let outcome = run.outcome().await.unwrap();
-    let expected = json!([{ "status": "answered", "text": "Ada" }, { "status": "answered", "option_id": "cancel" }]);
+    let expected = json!([{ "status": "answered", "text": "Ada" }, { "status": "answered", "optionId": "cancel" }]);
     assert_eq!(outcome, RunOutcome::Completed(expected));
 }
 
@@ -104,14 +104,14 @@ async fn answers_that_do_not_fit_are_refused_and_change_nothing() {
     assert!(matches!(error, Error::RunNotFound(_)), "{error}");
     assert_eq!(request_ids(&runtime, run.id()).await, std::slice::from_ref(&id), "the question is still open");
     runtime.answer(other.id(), &id, Answer::option("cancel")).await.unwrap();
-    assert_eq!(other.outcome().await.unwrap().output().unwrap()["option_id"], "cancel");
+    assert_eq!(other.outcome().await.unwrap().output().unwrap()["optionId"], "cancel");
     assert_eq!(
         request_ids(&runtime, run.id()).await,
         std::slice::from_ref(&id),
         "answering the other run changed nothing here"
     );
     runtime.answer(run.id(), &id, Answer::option("approve")).await.unwrap();
-    assert_eq!(run.outcome().await.unwrap().output().unwrap()["option_id"], "approve");
+    assert_eq!(run.outcome().await.unwrap().output().unwrap()["optionId"], "approve");
 }
 
 /// Asks, but withdraws the question after an hour without an answer.
@@ -159,7 +159,7 @@ async fn an_answer_that_reached_the_runtime_before_the_withdrawal_wins() {
     runtime.answer(&id, &request, Answer::option("approve")).await.unwrap();
     runtime.resume_hook(&format!("withdraw-{id}"), json!(true)).await.unwrap();
     let outcome = runtime.handle(id).outcome().await.unwrap();
-    assert_eq!(outcome, RunOutcome::Completed(json!({ "status": "answered", "option_id": "approve" })));
+    assert_eq!(outcome, RunOutcome::Completed(json!({ "status": "answered", "optionId": "approve" })));
 }
 
 #[tokio::test]
@@ -266,7 +266,7 @@ async fn the_provided_ask_question_and_sleep_tools_work() {
     let question = runtime.open_questions(run.id()).await.unwrap().remove(0);
     assert_eq!(question.request.options[1].description.as_deref(), Some("calm"));
     runtime.answer(run.id(), &question.request_id, Answer::option("blue")).await.unwrap();
-    assert_eq!(run.outcome().await.unwrap().output().unwrap()["option_id"], "blue");
+    assert_eq!(run.outcome().await.unwrap().output().unwrap()["optionId"], "blue");
 
     let nap = runtime.start("sleep", json!({ "seconds": 90 })).await.unwrap();
     nap.parked().await.unwrap();

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use eve_tests::{START, World, executed, executions};
 use eve_tools::prelude::*;
-use eve_tools::{Entry, ManualClock, RunOutcome};
+use eve_tools::{Entry, Error, ManualClock, RunOutcome, RunStatus};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
@@ -128,14 +128,16 @@ async fn the_grace_counts_from_the_cancellation_across_restarts() {
 }
 
 #[tokio::test]
-async fn cancelling_a_finished_run_changes_nothing_and_an_unknown_run_is_an_error() {
+async fn cancelling_a_finished_run_changes_nothing_and_says_so_and_an_unknown_run_is_an_error() {
     let world = World::in_memory();
     let runtime = world.runtime(16);
     let run = runtime.start("sleep", json!({ "seconds": 1 })).await.unwrap();
     run.parked().await.unwrap();
     world.clock.advance(Duration::from_secs(1));
     let outcome = run.outcome().await.unwrap();
-    runtime.cancel(run.id(), "too late").await.unwrap();
+    let error = runtime.cancel(run.id(), "too late").await.unwrap_err();
+    assert!(matches!(&error, Error::RunFinished { status: RunStatus::Completed, .. }), "{error:?}");
+    assert_eq!(error.to_string(), format!("run {} has already completed; there is nothing to cancel", run.id()));
     assert_eq!(runtime.handle(run.id().clone()).outcome().await.unwrap(), outcome);
     let error = runtime.cancel(&"run_unknown".parse().unwrap(), "?").await.unwrap_err();
     assert_eq!(error.to_string(), "no run with id run_unknown; list runs to see the ids this store holds");

@@ -1,8 +1,11 @@
 //! The host CLI, driven as a person drives it: the manifest as JSON, calls, listings, journals,
 //! and one-sentence errors with a non-zero exit code.
 
+use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -24,20 +27,37 @@ fn the_manifest_lists_every_tool_with_its_shape_and_every_step_with_its_policy()
     let manifest: Value = serde_json::from_str(&stdout).unwrap();
     let all = manifest["tools"].as_array().unwrap();
     let names: Vec<_> = all.iter().map(|tool| tool["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["ask_question", "greet", "greet_durably", "greet_later", "sleep"], "sorted by name");
+    let expected =
+        ["ask_question", "await_approval", "fail_on_purpose", "greet", "greet_durably", "greet_later", "sleep"];
+    assert_eq!(names, expected, "sorted by name");
     assert_eq!(all[0]["shape"], json!({ "lifetime": "step", "suspend": "workflow" }), "the provided ask_question");
-    let tools = &all[1..4];
+    let tools = &all[3..6];
     assert_eq!(tools[0]["shape"], json!({ "lifetime": "step", "suspend": "none" }));
     assert_eq!(tools[1]["shape"], json!({ "lifetime": "step", "suspend": "workflow" }));
     assert_eq!(tools[2]["shape"], json!({ "lifetime": "task", "suspend": "workflow" }));
-    assert_eq!(tools[2]["entry"], "task");
+    assert_eq!(
+        (&tools[0]["entry"], &tools[1]["entry"], &tools[2]["entry"]),
+        (&json!("execute"), &json!("execute"), &json!("task"))
+    );
     assert_eq!(tools[1]["description"], "Greet someone durably: the greeting is composed in a step.");
-    assert_eq!(tools[1]["workflow_id"], "host::greet_durably");
-    assert_eq!(tools[0]["input_schema"]["properties"]["name"]["type"], "string");
-    assert_eq!(tools[0]["input_schema"]["required"], json!(["name"]));
+    assert_eq!(
+        tools[2]["description"],
+        "Greet someone after a long durable wait: an hour passes before the greeting is composed.\n\nThe wait survives restarts.",
+        "hard-wrapped lines are unwrapped; paragraphs stay"
+    );
+    assert_eq!(tools[1]["workflowId"], "host::greet_durably");
+    assert_eq!(tools[0]["inputSchema"]["properties"]["name"]["type"], "string");
+    assert_eq!(tools[0]["inputSchema"]["required"], json!(["name"]));
     let step = &manifest["steps"][0];
-    assert_eq!(step["id"], "host::compose");
-    assert_eq!((step["max_attempts"].as_u64(), step["backoff_initial_ms"].as_u64()), (Some(4), Some(250)));
+    assert_eq!(
+        step,
+        &json!({ "id": "host::compose", "name": "compose", "maxAttempts": 4, "backoff": { "initialMs": 250, "factor": 2 } })
+    );
+}
+
+/// The column each header word starts at, in a table's header line.
+fn columns(header: &str) -> Vec<usize> {
+    header.split_whitespace().map(|word| header.find(word).unwrap()).collect()
 }
 
 #[test]
@@ -58,7 +78,19 @@ fn calls_runs_and_journals_survive_between_invocations() {
     let (ok, stdout, _) = host(dir.path(), &["runs"]);
     assert!(ok);
     let lines: Vec<_> = stdout.lines().collect();
-    assert!(lines[0].starts_with("run-2  active") && lines[1].starts_with("run-1  completed"), "{stdout}");
+    assert_eq!(lines.len(), 3, "a header and two runs: {stdout}");
+    assert_eq!(lines[0].split_whitespace().collect::<Vec<_>>(), ["RUN", "STATUS", "TOOL", "ENTRIES", "CREATED"]);
+    let at = columns(lines[0]);
+    for line in &lines[1..] {
+        let cells: Vec<_> = line.split_whitespace().collect();
+        assert_eq!(cells.len(), 5, "{line}");
+        for (cell, column) in [(cells[0], at[0]), (cells[1], at[1]), (cells[2], at[2]), (cells[4], at[4])] {
+            assert_eq!(line.find(cell), Some(column), "`{cell}` is aligned under its header: {stdout}");
+        }
+        assert!(cells[4].ends_with('Z') && cells[4].contains('T'), "an ISO 8601 time: {line}");
+    }
+    assert!(lines[1].starts_with("run-2") && lines[1].contains(" parked "), "parked apart from running: {stdout}");
+    assert!(lines[2].starts_with("run-1") && lines[2].contains(" completed "), "{stdout}");
 
     let (ok, stdout, _) = host(dir.path(), &["inspect", "run-1"]);
     assert!(ok);
@@ -70,28 +102,45 @@ fn calls_runs_and_journals_survive_between_invocations() {
     let (ok, stdout, _) = host(dir.path(), &["cancel", "run-1"]);
     assert!(ok);
     assert_eq!(stdout.trim(), "run run-1 had already completed; nothing changed");
+    let (ok, stdout, _) = host(dir.path(), &["runs", "--status", "parked"]);
+    assert!(ok);
+    assert_eq!(stdout.trim(), "no parked runs");
 }
 
 #[test]
 fn mistakes_get_one_clear_sentence_and_a_failing_exit_code() {
     let dir = tempfile::tempdir().unwrap();
-    let cases: [(&[&str], &str); 5] = [
+    let (ok, _, stderr) = host(dir.path(), &["call", "greet_durably", r#"{"name":"Ada"}"#, "--id", "taken"]);
+    assert!(ok, "{stderr}");
+    let cases: [(&[&str], &str); 8] = [
         (
             &["call", "nope"],
-            "error: no tool named `nope`; this binary has: ask_question, greet, greet_durably, greet_later, sleep",
+            "error: no tool named `nope`; this binary has: ask_question, await_approval, fail_on_purpose, greet, \
+             greet_durably, greet_later, sleep. A library's tools are in a binary only if the binary links the \
+             library: name it in the host with `eve_tools::tools!(my_tools)`",
         ),
         (&["call", "greet", "{name: Ada}"], "error: the input is not valid JSON (key must be a string"),
-        (&["call", "greet", r#"{"nom":"Ada"}"#], "error: invalid input for tool `greet`: missing field `name`"),
+        (&["call", "greet", r#"{"nom":"Ada"}"#], "error: invalid input for tool `greet`: field `name` is required"),
+        (
+            &["call", "greet_durably", r#"{"name":"Grace"}"#, "--id", "taken"],
+            "error: run id `taken` is taken by a run of `greet_durably` with another input; give another --id, or none",
+        ),
+        (
+            &["call", "greet_later", r#"{"name":"Ada"}"#, "--id", "taken"],
+            "error: run id `taken` is taken by a run of `greet_durably`, not `greet_later`; give another --id, or none",
+        ),
+        (&["call", "fail_on_purpose", "--id", "failing"], "error: run failing failed: the warehouse is closed\n"),
         (&["inspect", "no-such-run"], "error: no run with id no-such-run; list runs to see the ids this store holds"),
         (
             &["runs", "--status", "sleeping"],
-            "error: unknown status `sleeping`; use active, completed, failed or cancelled",
+            "error: unknown status `sleeping`; use active, parked, running, completed, failed or cancelled",
         ),
     ];
     for (args, expected) in cases {
         let (ok, _, stderr) = host(dir.path(), args);
         assert!(!ok, "{args:?} must fail");
         assert!(stderr.starts_with(expected), "{args:?}: {stderr}");
+        assert!(!stderr.contains(" { "), "{args:?}: no Debug output: {stderr}");
     }
 }
 
@@ -117,8 +166,14 @@ fn questions_are_listed_and_answered_from_the_command_line() {
 
     let refused: [(&[&str], &str); 4] = [
         (&["answer", "run-q", "ask-0"], "error: the answer is empty: give --option <id>, --text '...', or both"),
-        (&["answer", "run-q", "ask-0", "--option", "later"], "error: `option_id` \"later\" is not one of"),
-        (&["answer", "run-q", "ask-0", "--text", "sure"], "error: `text` is not accepted"),
+        (
+            &["answer", "run-q", "ask-0", "--option", "later"],
+            "error: --option \"later\" is not one of the question's options: ship, wait",
+        ),
+        (
+            &["answer", "run-q", "ask-0", "--text", "sure"],
+            "error: --text is not accepted: this question takes one of its options",
+        ),
         (&["answer", "run-q", "ask-9", "--option", "ship"], "error: run run-q has no open question ask-9"),
     ];
     for (args, expected) in refused {
@@ -130,11 +185,128 @@ fn questions_are_listed_and_answered_from_the_command_line() {
     let (ok, stdout, stderr) = host(dir.path(), &["answer", "run-q", "ask-0", "--option", "ship"]);
     assert!(ok, "{stderr}");
     let output: Value = serde_json::from_str(stdout.trim()).expect("the run's output is printed");
-    assert_eq!(output, json!({ "status": "answered", "option_id": "ship" }));
+    assert_eq!(output, json!({ "status": "answered", "optionId": "ship" }));
 
     let (ok, stdout, _) = host(dir.path(), &["questions", "run-q"]);
     assert!(ok);
     assert_eq!(stdout.trim(), "run run-q has no open questions");
     let (ok, _, stderr) = host(dir.path(), &["answer", "run-q", "ask-0", "--option", "ship"]);
     assert!(!ok && stderr.starts_with("error: run run-q has no open question ask-0"), "answered once: {stderr}");
+
+    let text = json!({ "prompt": "Why?" }).to_string();
+    let (ok, _, stderr) = host(dir.path(), &["call", "ask_question", &text, "--id", "run-t"]);
+    assert!(ok, "{stderr}");
+    let (ok, _, stderr) = host(dir.path(), &["answer", "run-t", "ask-0", "--option", "yes"]);
+    assert!(!ok);
+    assert!(
+        stderr.starts_with("error: --option is not accepted: this question takes text; answer with --text"),
+        "{stderr}"
+    );
+}
+
+/// `resume-hook` follows the run as `answer` does, and `inspect` shows deliveries the run has not
+/// taken yet.
+#[tokio::test]
+async fn a_hook_is_resumed_and_its_pending_deliveries_inspected_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, stdout, stderr) = host(dir.path(), &["call", "await_approval", "--id", "run-h"]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("run run-h is parked"), "{stdout}");
+
+    // A delivery the run has not taken: accepted by the store while no process runs the run.
+    {
+        use eve_tools::store::{DeliveryPayload, SqliteStore, Store, Target};
+        let store = SqliteStore::open(dir.path().join("eve.db")).unwrap();
+        let target = Target::Hook(eve_tools::secret::TokenHash::of("approve-run-h"));
+        store.deliver(target, None, DeliveryPayload::Hook(json!({ "by": "Ada" }))).await.unwrap();
+    }
+    let (ok, stdout, _) = host(dir.path(), &["inspect", "run-h"]);
+    assert!(ok);
+    assert!(stdout.contains("1 delivery waiting"), "{stdout}");
+    assert!(stdout.contains(r#"op 0: hook payload {"by":"Ada"}"#), "{stdout}");
+
+    let (ok, stdout, stderr) = host(dir.path(), &["resume-hook", "approve-run-h", r#"{"by":"Grace"}"#]);
+    assert!(ok, "{stderr}");
+    assert_eq!(stdout.trim(), r#""approved by Ada""#, "the run took the waiting delivery first and finished");
+    let (ok, stdout, _) = host(dir.path(), &["inspect", "run-h"]);
+    assert!(ok);
+    assert!(!stdout.contains("waiting"), "{stdout}");
+
+    let (ok, _, stderr) = host(dir.path(), &["resume-hook", "approve-run-h", r#"{"by":"Grace"}"#]);
+    assert!(!ok && stderr.starts_with("error: no open hook has this token"), "{stderr}");
+}
+
+/// A `host serve` child with its output read line by line.
+struct Serving {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Serving {
+    fn start(dir: &Path) -> Serving {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_host"))
+            .args(["serve", "--addr", "127.0.0.1:0"])
+            .env("EVE_DATA_DIR", dir)
+            .env_remove("EVE_API_KEY")
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (sender, lines) = mpsc::channel();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        std::thread::spawn(move || stdout.lines().map_while(Result::ok).try_for_each(|line| sender.send(line)));
+        Serving { child, lines }
+    }
+
+    fn line(&self) -> String {
+        self.lines.recv_timeout(Duration::from_secs(30)).expect("the server prints a line")
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `serve` says what it serves and goodbye; while it runs, read-only commands still read the
+/// store, and a command that writes says to use the HTTP API instead.
+#[test]
+fn serve_says_what_it_serves_and_read_only_commands_work_meanwhile() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, _, stderr) = host(dir.path(), &["call", "greet_later", r#"{"name":"Alan"}"#, "--id", "run-1"]);
+    assert!(ok, "{stderr}");
+
+    let serving = Serving::start(dir.path());
+    let mut banner = Vec::new();
+    while banner.last().is_none_or(|line: &String| !line.contains("Ctrl-C")) {
+        banner.push(serving.line());
+    }
+    let banner = banner.join("\n");
+    assert!(
+        banner.contains("recovered 1 unfinished run;") || banner.contains("recovered 1 unfinished run "),
+        "{banner}"
+    );
+    assert!(banner.contains("serving http://127.0.0.1:"), "{banner}");
+    for route in ["/v1/tools/{tool}/runs", "/v1/events", "/.well-known/workflow/v1/webhook/{token}"] {
+        assert!(banner.contains(route), "{route} in {banner}");
+    }
+    assert!(banner.contains("no key is required"), "{banner}");
+
+    let (ok, stdout, stderr) = host(dir.path(), &["runs"]);
+    assert!(ok, "runs reads the store while serve runs: {stderr}");
+    assert!(stdout.contains("run-1") && stdout.starts_with("RUN"), "{stdout}");
+    let (ok, stdout, stderr) = host(dir.path(), &["inspect", "run-1"]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("sleep until"), "{stdout}");
+    let (ok, _, stderr) = host(dir.path(), &["inspect", "run-2"]);
+    assert!(!ok && stderr.starts_with("error: no run with id run-2"), "{stderr}");
+    let (ok, _, stderr) = host(dir.path(), &["manifest"]);
+    assert!(ok, "{stderr}");
+    let (ok, _, stderr) = host(dir.path(), &["cancel", "run-1"]);
+    assert!(!ok && stderr.contains("`serve`") && stderr.contains("HTTP"), "a write says what to do instead: {stderr}");
+
+    let pid = serving.child.id().to_string();
+    assert!(Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
+    assert_eq!(serving.line(), "stopped serving; goodbye");
 }

@@ -51,7 +51,7 @@ impl ServerHandler for Raw {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     if std::env::args().nth(1).as_deref() != Some("raw") {
-        return eve_tools::cli::Host::from_env().main().await;
+        return eve_tools::cli::Host::from_env().main(eve_tools::tools!()).await;
     }
     let served = match Raw.serve((tokio::io::stdin(), tokio::io::stdout())).await {
         Ok(running) => running.waiting().await.map(drop).map_err(|error| error.to_string()),

@@ -8,9 +8,15 @@ use quote::quote;
 
 use crate::item::ItemFn;
 
-/// The item as written, and the errors.
+/// The item as written, and the errors. A fn missing `async` is emitted as an `async fn`: the
+/// error already says to add it, and the `.await`s in its body would otherwise bring rustc's
+/// own error (E0728, "`await` is only allowed inside `async` functions") on top of ours.
 pub fn expand(item: &ItemFn, error: syn::Error) -> TokenStream {
     let errors = error.into_compile_error();
+    let mut item = item.clone();
+    if item.sig.asyncness.is_none() {
+        item.sig.asyncness = Some(syn::Token![async](item.sig.fn_token.span));
+    }
     quote! {
         #item
         #errors

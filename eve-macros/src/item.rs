@@ -12,6 +12,7 @@ use syn::{Attribute, Signature, Visibility};
 use crate::args::Macro;
 
 /// A free fn: `#[attrs] vis async fn name(params) -> Output { body }`.
+#[derive(Clone)]
 pub struct ItemFn {
     /// The attributes left on the fn (the macro's own attribute is already gone).
     pub attrs: Vec<Attribute>,

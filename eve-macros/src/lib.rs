@@ -6,7 +6,7 @@
 //!
 //! 1. parse: `item` (the fn shell; the body stays the user's tokens) and `args` (darling);
 //! 2. model: `model`, a typed view of both that keeps the user's tokens for spans;
-//! 3. check: `validate`, one function per rule (DESIGN.md §5), with the body scanner in `lints`;
+//! 3. check: `validate`, one function per rule (ARCHITECTURE.md lists them), with the body scanner in `lints`;
 //!    every error is collected and reported at once;
 //! 4. expand: `expand`, one file per macro, reading only the model and naming the runtime only
 //!    through `::eve_tools::__private`.

@@ -19,7 +19,7 @@ use crate::args::{self, Args, StepArgs, ToolArgs};
 use crate::duration::{self, Backoff};
 use crate::item::ItemFn;
 
-/// A tool's cell: lifetime × suspendability (DESIGN.md §3).
+/// A tool's cell: lifetime × suspendability (ARCHITECTURE.md, "The four cells").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cell {
     /// `#[tool]`: step / none.

@@ -1,4 +1,4 @@
-//! The compile-time rules (DESIGN.md §5), one function per rule.
+//! The compile-time rules (ARCHITECTURE.md, "Compile-time rules"), one function per rule.
 //!
 //! Every rule runs and pushes its errors, each spanned on the offending tokens, so independent
 //! mistakes are reported together. Messages are lowercase without a trailing period, name the

@@ -3,7 +3,8 @@
 //! ```no_run
 //! #[tokio::main]
 //! async fn main() -> std::process::ExitCode {
-//!     eve_runtime::cli::Host::from_env().main().await
+//!     // `eve_tools::tools!(my_tools)` when the tools are in the library `my_tools`.
+//!     eve_tools::cli::Host::from_env().main(eve_tools::tools!()).await
 //! }
 //! ```
 //!
@@ -28,9 +29,19 @@ use serde_json::Value;
 
 use crate::ask::{Answer, AskOutcome};
 use crate::events::RunEvent;
-use crate::journal::{Entry, RunId, RunStatus, StepOutcome};
+use crate::journal::{Entry, RunId, StepOutcome};
 use crate::registry::{self, EntryPoint};
-use crate::runtime::{HookDelivery, Phase, RunOutcome, Runtime};
+use crate::runtime::{Error, HookDelivery, Phase, RunOutcome, Runtime};
+
+#[cfg(feature = "http")]
+mod banner;
+#[cfg(feature = "sqlite")]
+mod beside;
+mod inspect;
+mod runs;
+mod tools;
+
+pub use tools::Tools;
 
 mod chat;
 
@@ -74,7 +85,8 @@ enum Command {
     },
     /// List runs, newest first.
     Runs {
-        /// Only runs with this status: active, completed, failed or cancelled.
+        /// Only runs with this status: active (parked or running), parked, running, completed,
+        /// failed or cancelled.
         #[arg(long)]
         status: Option<String>,
         /// At most this many.
@@ -115,7 +127,8 @@ enum Command {
         #[arg(long, default_value = "cancelled from the command line")]
         reason: String,
     },
-    /// Deliver a JSON payload to the hook holding a token.
+    /// Deliver a JSON payload to the hook holding a token, then follow the run until it parks
+    /// again or ends.
     ResumeHook {
         /// The hook token.
         token: String,
@@ -183,8 +196,10 @@ impl Host {
         Host::parse()
     }
 
-    /// Runs the command and reports errors on stderr.
-    pub async fn main(self) -> ExitCode {
+    /// Runs the command and reports errors on stderr. `tools` names the library crates whose
+    /// tools this binary serves, so that they are linked into it: see [`Tools`].
+    pub async fn main(self, tools: Tools) -> ExitCode {
+        tracing::debug!(crates = ?tools.crates(), "serving the tools of these crates and this binary");
         match self.run().await {
             Ok(()) => ExitCode::SUCCESS,
             Err(message) => {
@@ -215,7 +230,18 @@ impl Host {
         if let Command::Chat { .. } = &self.command {
             builder = chat::with_model(builder)?;
         }
-        let runtime = builder.build().map_err(|error| error.to_string())?;
+        let runtime = match builder.build() {
+            Ok(runtime) => runtime,
+            // `serve` (or another command) holds the embedded store: read it beside its owner.
+            #[cfg(feature = "sqlite")]
+            Err(Error::Store(crate::error::StoreError::Open { .. }))
+                if self.database_url.is_none()
+                    && matches!(self.command, Command::Runs { .. } | Command::Inspect { .. }) =>
+            {
+                return beside::read(&self.data_dir.join("eve.db"), &self.command);
+            }
+            Err(error) => return Err(in_use(error, &self.command)),
+        };
         match self.command {
             Command::Manifest => unreachable!("handled without a runtime"),
             Command::Call { tool, input, id } => call(&runtime, &tool, &input, id.as_deref()).await,
@@ -226,16 +252,7 @@ impl Host {
                 answer(&runtime, &parse_run(&run)?, &request, Answer { option_id, text }).await
             }
             Command::Cancel { run, reason } => cancel(&runtime, &parse_run(&run)?, &reason).await,
-            Command::ResumeHook { token, payload } => {
-                let payload = parse_json(&payload, "payload")?;
-                match runtime.resume_hook(&token, payload).await.map_err(|error| error.to_string())? {
-                    HookDelivery::Accepted(run) => {
-                        println!("delivered to run {run}; {} carries it on", mover(&runtime))
-                    }
-                    HookDelivery::Duplicate(run) => println!("run {run} had this delivery already; nothing changed"),
-                }
-                Ok(())
-            }
+            Command::ResumeHook { token, payload } => resume_hook(&runtime, &token, &payload).await,
             Command::Serve { .. } => serve(&runtime, listener).await,
             #[cfg(feature = "mcp")]
             Command::Mcp => mcp(runtime, &self.data_dir).await,
@@ -293,15 +310,12 @@ impl Listener {
     fn start(self, runtime: &Runtime) -> Result<Serving, String> {
         let Some(listener) = self.listener else { return Ok(Serving { server: None }) };
         let mut server = crate::http::Server::new(runtime.clone());
-        let access = match self.api_key {
-            Some(key) => {
-                server = server.api_key(key);
-                format!("the run API requires the key in {API_KEY_VAR}")
-            }
-            None => format!("the run API is open to this machine; set {API_KEY_VAR} to require a key"),
-        };
+        let key_var = self.api_key.is_some().then_some(API_KEY_VAR);
+        if let Some(key) = self.api_key {
+            server = server.api_key(key);
+        }
         let server = server.serve(listener).map_err(|error| error.to_string())?;
-        println!("listening on http://{} ({access})", server.local_addr());
+        println!("{}", banner::text(&server.local_addr().to_string(), key_var));
         Ok(Serving { server: Some(server) })
     }
 }
@@ -407,7 +421,14 @@ async fn call(runtime: &Runtime, tool: &str, input: &str, id: Option<&str>) -> R
         runtime.recover().await.map_err(|error| error.to_string())?;
     }
     let id = id.map(parse_run).transpose()?.unwrap_or_else(RunId::generate);
-    let handle = runtime.start_with_id(id, tool, input).await.map_err(|error| error.to_string())?;
+    let handle = runtime.start_with_id(id, tool, input).await.map_err(|error| match error {
+        Error::RunIdTaken { .. } => {
+            let message = error.to_string();
+            let refusal = message.split("; use another id").next().unwrap_or(&message);
+            format!("{refusal}; give another --id, or none")
+        }
+        error => error.to_string(),
+    })?;
     follow_run(runtime, &handle).await
 }
 
@@ -477,9 +498,60 @@ async fn answer(runtime: &Runtime, run: &RunId, request: &str, answer: Answer) -
         return Err("the answer is empty: give --option <id>, --text '...', or both".to_owned());
     }
     let before = journal_length(runtime, run).await?;
-    runtime.answer(run, request, answer).await.map_err(|error| error.to_string())?;
+    runtime.answer(run, request, answer).await.map_err(|error| match error {
+        Error::Answer(refusal) => answer_refusal(refusal),
+        error => error.to_string(),
+    })?;
     carried_on(runtime, run, before).await?;
     follow_run(runtime, &runtime.handle(run.clone())).await
+}
+
+/// A refused answer in the words of the command line's flags.
+fn answer_refusal(refusal: crate::ask::AnswerError) -> String {
+    use crate::ask::AnswerError;
+    match refusal {
+        AnswerError::UnknownOption { given, allowed } => {
+            format!("--option {given:?} is not one of the question's options: {}", allowed.join(", "))
+        }
+        AnswerError::TextNotAllowed => "--text is not accepted: this question takes one of its options".to_owned(),
+        AnswerError::TextOnly => "--option is not accepted: this question takes text; answer with --text".to_owned(),
+        other => other.to_string(),
+    }
+}
+
+/// Delivers a payload to a hook, then follows the run it woke as `answer` does.
+async fn resume_hook(runtime: &Runtime, token: &str, payload: &str) -> Result<(), String> {
+    let payload = parse_json(payload, "payload")?;
+    match runtime.resume_hook(token, payload).await.map_err(|error| error.to_string())? {
+        // On a shared store a worker takes the delivery in; this process does not follow it.
+        HookDelivery::Accepted(run) if runtime.store().is_shared() => {
+            println!("delivered to run {run}; {} carries it on", mover(runtime));
+            Ok(())
+        }
+        HookDelivery::Accepted(run) => {
+            // The delivery woke the run in this process; let it go as far as it can.
+            runtime.settle().await;
+            follow_run(runtime, &runtime.handle(run)).await
+        }
+        HookDelivery::Duplicate(run) => {
+            println!("run {run} had this delivery already; nothing changed");
+            Ok(())
+        }
+    }
+}
+
+/// The error of a command that could not open the store, saying what to do when a `serve`
+/// holds it.
+fn in_use(error: Error, command: &Command) -> String {
+    let message = error.to_string();
+    if !matches!(error, Error::Store(crate::error::StoreError::Open { .. })) || matches!(command, Command::Serve { .. })
+    {
+        return message;
+    }
+    format!(
+        "{message}. If `serve` is running on this data directory, do this through its HTTP API (it prints its \
+         routes), or stop it first; `runs`, `inspect` and `manifest` work meanwhile"
+    )
 }
 
 /// How many entries the run's journal has.
@@ -519,43 +591,29 @@ fn print_outcome(run: &RunId, outcome: &RunOutcome) -> Result<(), String> {
             println!("{output}");
             Ok(())
         }
-        RunOutcome::Failed(failure) => Err(format!("run {run} failed: {failure:?}")),
+        RunOutcome::Failed(failure) => Err(format!("run {run} failed: {failure}")),
         RunOutcome::Cancelled => Err(format!("run {run} was cancelled")),
     }
 }
 
 async fn runs(runtime: &Runtime, status: Option<&str>, limit: usize) -> Result<(), String> {
-    let status = status.map(parse_status).transpose()?;
-    let runs = runtime.runs(status, limit).await.map_err(|error| error.to_string())?;
-    if runs.is_empty() {
-        println!("no runs");
-    }
-    for run in runs {
-        println!("{}  {:<9}  {:<24}  {:>5} entries  {}", run.id, run.status, run.tool, run.entries, run.created_at);
-    }
+    let filter = status.map(runs::Filter::parse).transpose()?;
+    let listed = runtime.runs(filter.map(runs::Filter::stored), limit).await.map_err(|error| error.to_string())?;
+    runs::print(listed, filter);
     Ok(())
-}
-
-fn parse_status(status: &str) -> Result<RunStatus, String> {
-    serde_json::from_value(Value::from(status))
-        .map_err(|_| format!("unknown status `{status}`; use active, completed, failed or cancelled"))
 }
 
 async fn inspect(runtime: &Runtime, run: &str, json: bool) -> Result<(), String> {
-    let record = runtime.journal(&parse_run(run)?).await.map_err(|error| error.to_string())?;
-    let summary = &record.summary;
-    if !json {
-        println!(
-            "run {}  tool {}  status {}  workflow {}",
-            summary.id, summary.tool, summary.status, summary.workflow_id
-        );
-    }
-    for (seq, entry) in record.entries.iter().enumerate() {
-        let line =
-            if json { serde_json::to_string(entry).map_err(|error| error.to_string())? } else { describe(entry) };
-        println!("{seq:>4}  {line}");
-    }
-    Ok(())
+    let run = parse_run(run)?;
+    let record = runtime.journal(&run).await.map_err(|error| error.to_string())?;
+    let pending =
+        if json { Vec::new() } else { runtime.store().inbox(&run).await.map_err(|error| error.to_string())? };
+    inspect::print(&record, &pending, json)
+}
+
+/// `count` and the noun, singular or plural: "1 run", "2 runs".
+fn plural(count: usize, one: &str, many: &str) -> String {
+    format!("{count} {}", if count == 1 { one } else { many })
 }
 
 /// One journal entry in words.
@@ -592,7 +650,7 @@ pub fn describe(entry: &Entry) -> String {
             None => write!(text, "cancel requested: {reason}"),
         },
         Entry::RunCompleted { output } => write!(text, "completed with {output}"),
-        Entry::RunFailed { failure } => write!(text, "failed: {failure:?}"),
+        Entry::RunFailed { failure } => write!(text, "failed: {failure}"),
         Entry::RunCancelled {} => write!(text, "cancelled"),
     };
     text
@@ -616,7 +674,15 @@ async fn cancel(runtime: &Runtime, run: &RunId, reason: &str) -> Result<(), Stri
         return Ok(());
     }
     let before = journal_length(runtime, run).await?;
-    runtime.cancel(run, reason).await.map_err(|error| error.to_string())?;
+    match runtime.cancel(run, reason).await {
+        Ok(()) => {}
+        // It ended between the look and the cancel.
+        Err(Error::RunFinished { status, .. }) => {
+            println!("run {run} had already {status}; nothing changed");
+            return Ok(());
+        }
+        Err(error) => return Err(error.to_string()),
+    }
     // Let the cleanup go as far as it can.
     carried_on(runtime, run, before).await?;
     match runtime.handle(run.clone()).parked().await.map_err(|error| error.to_string())? {
@@ -630,10 +696,15 @@ async fn cancel(runtime: &Runtime, run: &RunId, reason: &str) -> Result<(), Stri
 async fn serve(runtime: &Runtime, listener: Listener) -> Result<(), String> {
     let mut events = runtime.events();
     let recovered = runtime.recover().await.map_err(|error| error.to_string())?;
+    println!(
+        "recovered {}; they carry on as their waits resolve",
+        plural(recovered, "unfinished run", "unfinished runs")
+    );
     let serving = listener.start(runtime)?;
-    println!("serving: recovered {recovered} unfinished runs; press Ctrl-C to stop");
+    println!("press Ctrl-C to stop");
     let result = follow(&mut events).await;
     serving.stop().await;
+    println!("stopped serving; goodbye");
     result
 }
 

@@ -115,7 +115,7 @@ fn chain(error: &dyn std::error::Error) -> String {
 /// An error that stops a step at once: no further attempt is made.
 ///
 /// ```
-/// # use eve_runtime::{FatalError, StepError};
+/// # use eve_tools::{FatalError, StepError};
 /// let error: StepError = FatalError::new("card declined").into();
 /// assert!(error.is_fatal());
 /// ```
@@ -144,7 +144,7 @@ impl From<FatalError> for StepError {
 /// An error that asks for another attempt, optionally after a given delay.
 ///
 /// ```
-/// # use eve_runtime::{RetryableError, StepError};
+/// # use eve_tools::{RetryableError, StepError};
 /// # use std::time::Duration;
 /// let error: StepError = RetryableError::new("rate limited").retry_after(Duration::from_secs(30)).into();
 /// assert_eq!(error.retry_after(), Some(Duration::from_secs(30)));
@@ -183,7 +183,7 @@ impl From<RetryableError> for StepError {
 /// The error a tool body returns; the run fails with its message.
 ///
 /// ```
-/// # use eve_runtime::ToolError;
+/// # use eve_tools::ToolError;
 /// fn parse(text: &str) -> Result<u32, ToolError> {
 ///     Ok(text.parse::<u32>()?)
 /// }

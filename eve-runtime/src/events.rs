@@ -1,6 +1,9 @@
 //! What the runtime reports as runs progress, for people and tests to follow along.
 //!
-//! Events are best-effort observations, not the durable record: the journal is. A subscriber
+//! Events are best-effort observations, not the durable record: the journal is. They are public
+//! JSON (the HTTP event stream sends them as they serialize), so they speak its dialect: dotted
+//! names in `event` (`step.started`, `input.requested`), camelCase keys with the run as `runId`,
+//! and ISO 8601 times. A subscriber
 //! that falls behind by more than the channel capacity misses events (and is told how many).
 
 use serde::Serialize;
@@ -11,18 +14,22 @@ use crate::time::Timestamp;
 
 /// Something that happened to a run.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(tag = "event", rename_all = "snake_case")]
+#[serde(tag = "event", rename_all_fields = "camelCase")]
 pub enum RunEvent {
     /// A new run was created and started.
+    #[serde(rename = "run.started")]
     Started {
-        /// The run.
+        /// The run (`runId`).
+        #[serde(rename = "runId")]
         run: RunId,
         /// The tool it runs.
         tool: String,
     },
     /// A run that had stopped was picked up again.
+    #[serde(rename = "run.resumed")]
     Resumed {
-        /// The run.
+        /// The run (`runId`).
+        #[serde(rename = "runId")]
         run: RunId,
         /// How many journal entries were replayed (0 when resumed from the warm cache).
         replayed: usize,
@@ -30,8 +37,10 @@ pub enum RunEvent {
         from_cache: bool,
     },
     /// A step attempt started executing.
+    #[serde(rename = "step.started")]
     StepStarted {
-        /// The run.
+        /// The run (`runId`).
+        #[serde(rename = "runId")]
         run: RunId,
         /// The step's op number.
         op: Op,
@@ -41,8 +50,10 @@ pub enum RunEvent {
         attempt: u32,
     },
     /// A step attempt succeeded and its result was recorded.
+    #[serde(rename = "step.succeeded")]
     StepSucceeded {
-        /// The run.
+        /// The run (`runId`).
+        #[serde(rename = "runId")]
         run: RunId,
         /// The step's op number.
         op: Op,
@@ -52,8 +63,10 @@ pub enum RunEvent {
         attempt: u32,
     },
     /// A step attempt failed.
+    #[serde(rename = "step.failed")]
     StepFailed {
-        /// The run.
+        /// The run (`runId`).
+        #[serde(rename = "runId")]
         run: RunId,
         /// The step's op number.
         op: Op,
@@ -64,11 +77,14 @@ pub enum RunEvent {
         /// The error message.
         error: String,
         /// When the next attempt is due, or `None` if the step has failed for good.
+        #[serde(serialize_with = "crate::time::iso_opt")]
         retry_at: Option<Timestamp>,
     },
     /// Replay handed a step's recorded result back to the body without executing the step.
+    #[serde(rename = "step.replayed")]
     StepReplayed {
-        /// The run.
+        /// The run (`runId`).
+        #[serde(rename = "runId")]
         run: RunId,
         /// The step's op number.
         op: Op,
@@ -76,37 +92,47 @@ pub enum RunEvent {
         step: String,
     },
     /// A durable sleep was scheduled.
+    #[serde(rename = "timer.scheduled")]
     TimerScheduled {
-        /// The run.
+        /// The run (`runId`).
+        #[serde(rename = "runId")]
         run: RunId,
         /// The sleep's op number.
         op: Op,
-        /// When it fires.
+        /// When it fires, in ISO 8601.
+        #[serde(serialize_with = "crate::time::iso")]
         deadline: Timestamp,
     },
     /// A durable sleep fired.
+    #[serde(rename = "timer.fired")]
     TimerFired {
-        /// The run.
+        /// The run (`runId`).
+        #[serde(rename = "runId")]
         run: RunId,
         /// The sleep's op number.
         op: Op,
     },
     /// A hook received a payload.
+    #[serde(rename = "hook.received")]
     HookReceived {
-        /// The run.
+        /// The run (`runId`).
+        #[serde(rename = "runId")]
         run: RunId,
         /// The hook's op number.
         op: Op,
     },
     /// The run's abort signal fired.
+    #[serde(rename = "cancel.requested")]
     CancelRequested {
-        /// The run.
+        /// The run (`runId`).
+        #[serde(rename = "runId")]
         run: RunId,
     },
     /// The body asked a person a question.
-    #[serde(rename = "input.requested", rename_all = "camelCase")]
+    #[serde(rename = "input.requested")]
     InputRequested {
-        /// The run.
+        /// The run (`runId`).
+        #[serde(rename = "runId")]
         run: RunId,
         /// The id to answer it by.
         request_id: String,
@@ -117,9 +143,10 @@ pub enum RunEvent {
         request: crate::journal::ask::Ask,
     },
     /// A question resolved: answered, withdrawn or cancelled.
-    #[serde(rename = "input.resolved", rename_all = "camelCase")]
+    #[serde(rename = "input.resolved")]
     InputResolved {
-        /// The run.
+        /// The run (`runId`).
+        #[serde(rename = "runId")]
         run: RunId,
         /// The question's id.
         request_id: String,
@@ -130,9 +157,10 @@ pub enum RunEvent {
         outcome: crate::journal::ask::AskOutcome,
     },
     /// A step waits for a person to sign in at `url`.
-    #[serde(rename = "authorization.required", rename_all = "camelCase")]
+    #[serde(rename = "authorization.required")]
     AuthorizationRequired {
-        /// The run.
+        /// The run (`runId`).
+        #[serde(rename = "runId")]
         run: RunId,
         /// The step's op number.
         op: Op,
@@ -145,9 +173,10 @@ pub enum RunEvent {
         url: String,
     },
     /// The sign-in a step waited for completed; the step runs again.
-    #[serde(rename = "authorization.completed", rename_all = "camelCase")]
+    #[serde(rename = "authorization.completed")]
     AuthorizationCompleted {
-        /// The run.
+        /// The run (`runId`).
+        #[serde(rename = "runId")]
         run: RunId,
         /// The step's op number.
         op: Op,
@@ -159,8 +188,10 @@ pub enum RunEvent {
     },
     /// The run's journal grew long: it fails when it reaches `limit` entries unless the body
     /// continues as new first.
+    #[serde(rename = "history.warning")]
     HistoryWarning {
-        /// The run.
+        /// The run (`runId`).
+        #[serde(rename = "runId")]
         run: RunId,
         /// How many entries its journal has.
         entries: u64,
@@ -168,35 +199,45 @@ pub enum RunEvent {
         limit: u64,
     },
     /// The run ended its history and goes on with a fresh journal (`continue_as_new`).
+    #[serde(rename = "run.continued")]
     ContinuedAsNew {
-        /// The run.
+        /// The run (`runId`).
+        #[serde(rename = "runId")]
         run: RunId,
         /// How many histories came before the new one.
         continued: u32,
     },
     /// The body published a value (a session's event, a resumable task's reply), now durable.
+    #[serde(rename = "value.published")]
     Published {
-        /// The run.
+        /// The run (`runId`).
+        #[serde(rename = "runId")]
         run: RunId,
         /// The value.
         value: serde_json::Value,
     },
     /// A piece of a model's answer as it streams in a session; not durable (the whole answer is
     /// journaled with the step that asked for it).
+    #[serde(rename = "model.text")]
     ModelText {
-        /// The session's run.
+        /// The session's run (`runId`).
+        #[serde(rename = "runId")]
         run: RunId,
         /// The text.
         text: String,
     },
     /// The body can make no progress until a durable wait resolves; the run holds no task.
+    #[serde(rename = "run.parked")]
     Parked {
-        /// The run.
+        /// The run (`runId`).
+        #[serde(rename = "runId")]
         run: RunId,
     },
     /// The run finished.
+    #[serde(rename = "run.finished")]
     Finished {
-        /// The run.
+        /// The run (`runId`).
+        #[serde(rename = "runId")]
         run: RunId,
         /// `completed`, `failed` or `cancelled`.
         status: crate::journal::RunStatus,

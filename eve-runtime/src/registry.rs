@@ -160,8 +160,10 @@ pub fn json_kind(value: &Value) -> &'static str {
     }
 }
 
-/// The manifest: every tool with its compiled shape, and every step with its policy.
+/// The manifest: every tool with its compiled shape, and every step with its policy. It is public
+/// JSON, so its keys are camelCase, as the HTTP API's and the event stream's are.
 #[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Manifest {
     /// The tools, sorted by name.
     pub tools: Vec<ToolEntry>,
@@ -171,44 +173,58 @@ pub struct Manifest {
 
 /// One tool in the [`Manifest`].
 #[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ToolEntry {
     /// The model-facing name.
     pub name: String,
-    /// The description.
+    /// The description: the fn's doc comment, its paragraphs kept and hard-wrapped lines unwrapped.
     pub description: String,
-    /// The input's JSON Schema.
+    /// The input's JSON Schema (`inputSchema`).
     pub input_schema: Value,
     /// The output's JSON Schema, when the output type describes an object.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output_schema: Option<Value>,
     /// The compiled shape.
     pub shape: Shape,
-    /// The entry point: `execute`, `task` or `serve`.
+    /// How a call enters the body, which is what the caller waits for: `execute` (`#[tool]` and
+    /// `#[workflow_tool]`: the call returns the result, and the turn waits until it settles), `task`
+    /// (`#[task]`: a receipt now, the result later) or `serve` (`#[task(serve)]`: a resumable task
+    /// fed a stream of calls, a receipt per call).
     pub entry: &'static str,
-    /// The workflow id.
+    /// The workflow id (`workflowId`): the module path and fn name runs are journaled under.
     pub workflow_id: String,
 }
 
 /// One step in the [`Manifest`].
 #[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct StepEntry {
     /// The module path and fn name.
     pub id: String,
     /// The journaled name.
     pub name: String,
-    /// Attempts in all.
+    /// Attempts in all (`maxAttempts`).
     pub max_attempts: u32,
-    /// The delay after the first failure, in milliseconds.
-    pub backoff_initial_ms: u64,
-    /// The delay after the second failure, in milliseconds (shows whether it grows).
-    pub backoff_second_ms: u64,
+    /// The delays between attempts.
+    pub backoff: BackoffEntry,
+}
+
+/// A step's backoff in the [`Manifest`]: the delay after the `n`th failure is
+/// `initialMs × factor^(n-1)` (capped at a day).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackoffEntry {
+    /// The delay after the first failure, in milliseconds (`initialMs`).
+    pub initial_ms: u64,
+    /// What each delay is multiplied by for the next: 2 for exponential, 1 for fixed.
+    pub factor: u32,
 }
 
 /// Builds the manifest of this binary.
 pub fn manifest() -> Manifest {
     let tools = tools().into_iter().map(|tool| ToolEntry {
         name: tool.name.to_owned(),
-        description: tool.description.to_owned(),
+        description: unwrap_lines(tool.description),
         input_schema: (tool.input_schema)(),
         output_schema: (tool.output_schema)(),
         shape: tool.shape,
@@ -221,19 +237,35 @@ pub fn manifest() -> Manifest {
     });
     let steps = steps().into_iter().map(|step| {
         let RetryPolicy { max_attempts, backoff } = step.policy();
-        StepEntry {
-            id: step.id().to_owned(),
-            name: step.name().to_owned(),
-            max_attempts,
-            backoff_initial_ms: millis(backoff.delay_after(1)),
-            backoff_second_ms: millis(backoff.delay_after(2)),
-        }
+        let backoff = BackoffEntry { initial_ms: backoff.initial_millis(), factor: backoff.factor() };
+        StepEntry { id: step.id().to_owned(), name: step.name().to_owned(), max_attempts, backoff }
     });
     Manifest { tools: tools.collect(), steps: steps.collect() }
 }
 
-fn millis(duration: std::time::Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+/// `text` with its hard-wrapped lines joined: paragraphs (split by blank lines) stay, and so do
+/// lines that start a list item and paragraphs holding a code block.
+fn unwrap_lines(text: &str) -> String {
+    let starts_item = |line: &str| {
+        let line = line.trim_start();
+        line.starts_with("- ")
+            || line.starts_with("* ")
+            || line.split_once(". ").is_some_and(|(n, _)| n.parse::<u32>().is_ok())
+    };
+    let paragraphs = text.split("\n\n").map(|paragraph| {
+        if paragraph.contains("```") {
+            return paragraph.to_owned();
+        }
+        let mut joined = String::new();
+        for line in paragraph.lines() {
+            if !joined.is_empty() {
+                joined.push(if starts_item(line) { '\n' } else { ' ' });
+            }
+            joined.push_str(if starts_item(line) { line } else { line.trim() });
+        }
+        joined
+    });
+    paragraphs.collect::<Vec<_>>().join("\n\n")
 }
 
 /// Names that more than one tool claims, each with the workflow ids claiming it, sorted. A call
@@ -244,4 +276,71 @@ pub fn duplicate_names() -> Vec<(&'static str, Vec<&'static str>)> {
         claims.entry(tool.name).or_default().push(tool.workflow_id);
     }
     claims.into_iter().filter(|(_, ids)| ids.len() > 1).collect()
+}
+
+/// Why a tool's input was refused: what is wrong, and the field at fault by its JSON path
+/// (`quantity`, `lines[0].sku`) when one is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct InputRefusal {
+    /// What is wrong, naming the field: ``field `lines[0].sku`: 7 is not of type "string"``.
+    pub message: String,
+    /// The field at fault.
+    pub field: Option<String>,
+}
+
+/// Checks `input` against the tool's JSON Schema, then against its input type, so that a run
+/// starts only with an input its body can take, and a refusal names the field. The schema is
+/// compiled once per tool; one that does not compile leaves decoding as the only check.
+pub(crate) fn check_input(tool: &'static ToolDescriptor, input: &Value) -> Result<(), InputRefusal> {
+    if let Some(validator) = validator(tool)
+        && let Some(error) = validator.iter_errors(input).next()
+    {
+        return Err(describe(&error));
+    }
+    (tool.validate_input)(input).map_err(|message| InputRefusal { message, field: None })
+}
+
+/// The compiled schema of `tool`, from a cache keyed by workflow id.
+fn validator(tool: &'static ToolDescriptor) -> Option<std::sync::Arc<jsonschema::Validator>> {
+    type Cache = std::sync::Mutex<BTreeMap<&'static str, Option<std::sync::Arc<jsonschema::Validator>>>>;
+    static CACHE: std::sync::OnceLock<Cache> = std::sync::OnceLock::new();
+    let cache = CACHE.get_or_init(Cache::default);
+    let mut cache = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let compiled = cache.entry(tool.workflow_id).or_insert_with(|| {
+        jsonschema::validator_for(&(tool.input_schema)())
+            .inspect_err(|error| {
+                tracing::warn!(
+                    tool = tool.name,
+                    "cannot compile the input schema, so only decoding checks input: {error}"
+                )
+            })
+            .ok()
+            .map(std::sync::Arc::new)
+    });
+    compiled.clone()
+}
+
+/// A schema violation in words, naming the field: ``field `items[2].name`: 3 is not of type "string"``.
+pub(crate) fn describe(error: &jsonschema::ValidationError<'_>) -> InputRefusal {
+    let mut path = String::new();
+    for segment in error.instance_path().segments() {
+        match segment {
+            jsonschema::paths::LocationSegment::Property(name) => {
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(&name);
+            }
+            jsonschema::paths::LocationSegment::Index(index) => path.push_str(&format!("[{index}]")),
+        }
+    }
+    if let jsonschema::error::ValidationErrorKind::Required { property } = error.kind() {
+        let property = property.as_str().map_or_else(|| property.to_string(), str::to_owned);
+        let field = if path.is_empty() { property } else { format!("{path}.{property}") };
+        return InputRefusal { message: format!("field `{field}` is required"), field: Some(field) };
+    }
+    match path.is_empty() {
+        true => InputRefusal { message: format!("the input: {error}"), field: None },
+        false => InputRefusal { message: format!("field `{path}`: {error}"), field: Some(path) },
+    }
 }

@@ -129,7 +129,7 @@ impl StepCtx {
     /// The value of type `T` the host gave the runtime with `RuntimeBuilder::state`.
     ///
     /// ```
-    /// # use eve_runtime::{error::StepError, step::StepCtx};
+    /// # use eve_tools::{StepCtx, StepError};
     /// struct BillingApi { base_url: String }
     ///
     /// // In a tool crate this fn carries `#[step]`; the host called `.state(BillingApi { .. })`.

@@ -25,7 +25,7 @@ impl Timestamp {
     /// A timestamp `millis` milliseconds after the Unix epoch.
     ///
     /// ```
-    /// # use eve_runtime::Timestamp;
+    /// # use eve_tools::Timestamp;
     /// assert_eq!(Timestamp::from_millis(1_500).as_millis(), 1_500);
     /// ```
     pub const fn from_millis(millis: u64) -> Self {
@@ -67,6 +67,20 @@ impl fmt::Display for Timestamp {
     }
 }
 
+/// Serializes a timestamp as ISO 8601 (`2026-11-29T18:54:03.120Z`), as public JSON writes times;
+/// the journal keeps milliseconds.
+pub(crate) fn iso<S: serde::Serializer>(time: &Timestamp, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.collect_str(time)
+}
+
+/// [`iso`] for an optional timestamp.
+pub(crate) fn iso_opt<S: serde::Serializer>(time: &Option<Timestamp>, serializer: S) -> Result<S::Ok, S::Error> {
+    match time {
+        Some(time) => serializer.collect_str(time),
+        None => serializer.serialize_none(),
+    }
+}
+
 /// The source of time for a runtime.
 pub trait Clock: Send + Sync + 'static {
     /// The current time.
@@ -102,7 +116,7 @@ impl Clock for SystemClock {
 /// A clock that moves only when told to, for tests.
 ///
 /// ```
-/// # use eve_runtime::{Clock, ManualClock, Timestamp};
+/// # use eve_tools::{Clock, ManualClock, Timestamp};
 /// # use std::time::Duration;
 /// let clock = ManualClock::new(Timestamp::from_millis(1_000));
 /// clock.advance(Duration::from_secs(4 * 3600));

@@ -133,6 +133,26 @@ pub enum HookError {
     NotInRun,
 }
 
+/// Checks that `payload` decodes into `T`, naming the field at fault by its path (`paid`,
+/// `lines[0].sku`) when the decoder can.
+fn check_payload<T: DeserializeOwned>(payload: &serde_json::Value) -> Result<(), (String, Option<String>)> {
+    let Err(error) = serde_path_to_error::deserialize::<_, T>(payload) else { return Ok(()) };
+    let path = error.path().to_string();
+    let message = error.into_inner().to_string();
+    let missing = message.strip_prefix("missing field `").and_then(|rest| rest.split('`').next());
+    let field = match (path.as_str(), missing) {
+        (".", Some(name)) => Some(name.to_owned()),
+        (".", None) => None,
+        (at, Some(name)) => Some(format!("{at}.{name}")),
+        (at, None) => Some(at.to_owned()),
+    };
+    let message = match &field {
+        Some(field) if !message.contains(&format!("`{field}`")) => format!("`{field}`: {message}"),
+        _ => message,
+    };
+    Err((message, field))
+}
+
 /// Creates a hook with a fresh 256-bit token. Deliver to it with `Runtime::resume_hook`.
 pub fn create_hook<T: DeserializeOwned>() -> Hook<T> {
     Hook::create(None, None)
@@ -220,6 +240,9 @@ impl<T: DeserializeOwned> Hook<T> {
                 (core.services.key.derive_token(&core.run, op, &nonce), Some(nonce), false)
             }
         };
+        if webhook.is_none() {
+            core.services.payload_checks.insert(token.hash().as_str().to_owned(), check_payload::<T>);
+        }
         if !state.index.hooks.contains_key(&op) {
             let token_hash = token.hash().as_str().to_owned();
             state.outbox.push(Entry::HookCreated { op, token_hash, nonce, conflict, webhook });

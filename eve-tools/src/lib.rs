@@ -104,7 +104,7 @@ pub mod builtin;
 ///
 /// let manifest = eve_tools::manifest();
 /// let step = manifest.steps.iter().find(|step| step.name == "charge").unwrap();
-/// assert_eq!((step.max_attempts, step.backoff_initial_ms, step.backoff_second_ms), (5, 10, 20));
+/// assert_eq!((step.max_attempts, step.backoff.initial_ms, step.backoff.factor), (5, 10, 2));
 /// # Ok(())
 /// # }
 /// ```
@@ -288,12 +288,9 @@ pub use eve_runtime::auth::{ClientAuth, OAuth2Provider, OAuth2ProviderBuilder};
 pub use eve_runtime::context::{Call, Receive, ServeCtx, StepCtxSource, StretchSignal, TaskCtx, ToolCtx, WorkflowCtx};
 pub use eve_runtime::error::{FatalError, NonDeterminismError, RetryableError, StepError, StoreError, ToolError};
 pub use eve_runtime::events::RunEvent;
-/// The HTTP server: webhooks, hook resumes, answers to asks, sign-in callbacks and the run API.
 #[cfg(feature = "http")]
 pub use eve_runtime::http;
 pub use eve_runtime::journal::{Entry, Op, RunFailure, RunId, RunStatus};
-/// The Model Context Protocol server (cargo feature `mcp`): every tool over stdio
-/// ([`mcp::serve_stdio`]) and at `/mcp` on the HTTP server, durable runs as MCP tasks.
 #[cfg(feature = "mcp")]
 pub use eve_runtime::mcp;
 pub use eve_runtime::registry::{Lifetime, Manifest, Shape, Suspend};
@@ -303,6 +300,7 @@ pub use eve_runtime::wait::{
 };
 pub use eve_runtime::webhook::{
     Respond, Webhook, WebhookOptions, WebhookRequest, WebhookResponse, create_webhook, create_webhook_with,
+    is_secret_looking,
 };
 pub use eve_runtime::{
     AuthorizationStart, Clock, Error, HookDelivery, ManualClock, OpenQuestion, Phase, RunHandle, RunOutcome, Runtime,
@@ -318,6 +316,35 @@ pub use eve_runtime::{cli, journal, secret, session, store};
 /// ```
 pub fn manifest() -> Manifest {
     eve_runtime::registry::manifest()
+}
+
+/// The library crates whose tools a host binary serves, for [`cli::Host::main`]: naming a crate
+/// here is what links it into the binary, registrations and all.
+///
+/// A binary links a library only if it names it. With the tools in `lib.rs` and a host in
+/// `main.rs` that never mentions the library, the linker leaves the library out whole, and the
+/// host would list only the provided tools. `Host::main` takes the list this macro makes, so the
+/// crates cannot be forgotten; `eve_tools::tools!()` names none, for tools defined in the binary.
+///
+/// ```no_run
+/// #[tokio::main]
+/// async fn main() -> std::process::ExitCode {
+///     // With a library crate `my_tools`: `eve_tools::tools!(my_tools)`.
+///     eve_tools::cli::Host::from_env().main(eve_tools::tools!()).await
+/// }
+/// ```
+///
+/// ```
+/// let tools = eve_tools::tools!(serde_json);
+/// assert_eq!(tools.crates(), ["serde_json"]);
+/// ```
+#[macro_export]
+macro_rules! tools {
+    ($($krate:ident),* $(,)?) => {{
+        // Naming each crate loads it, and a loaded crate's registrations are kept by the linker.
+        $( #[allow(unused_imports)] use $krate as _; )*
+        $crate::cli::Tools::__linked(&[$(::core::stringify!($krate)),*])
+    }};
 }
 
 /// What most tool modules need: `use eve_tools::prelude::*;`.

@@ -41,5 +41,5 @@ pub async fn confirm(input: Service, ctx: &TaskCtx) -> Result<String, ToolError>
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    eve_tools::cli::Host::from_env().main().await
+    eve_tools::cli::Host::from_env().main(eve_tools::tools!()).await
 }

@@ -23,11 +23,38 @@ pub async fn greet_durably(input: Greeting, _ctx: &WorkflowCtx) -> Result<String
     Ok(compose(input.name).await?)
 }
 
-/// Greet someone after a long durable wait.
+/// Greet someone after a long durable wait: an hour passes
+/// before the greeting is composed.
+///
+/// The wait survives restarts.
 #[task]
 pub async fn greet_later(input: Greeting, _ctx: &TaskCtx) -> Result<String, ToolError> {
     sleep(std::time::Duration::from_secs(3600)).await?;
     Ok(compose(input.name).await?)
+}
+
+/// Wait for someone to approve, on the hook `approve-{run id}`.
+#[workflow_tool]
+pub async fn await_approval(_input: Nothing, ctx: &WorkflowCtx) -> Result<String, ToolError> {
+    let mut approval = create_hook_with_token::<Approval>(format!("approve-{}", ctx.run_id()));
+    let approval = approval.recv().await?;
+    Ok(format!("approved by {}", approval.by))
+}
+
+/// An approval, as the hook receives it.
+#[derive(Deserialize)]
+pub struct Approval {
+    by: String,
+}
+
+/// Nothing.
+#[derive(Deserialize, JsonSchema)]
+pub struct Nothing {}
+
+/// Fail, always.
+#[workflow_tool]
+pub async fn fail_on_purpose(_input: Nothing, _ctx: &WorkflowCtx) -> Result<(), ToolError> {
+    Err(ToolError::new("the warehouse is closed"))
 }
 
 #[step(max_attempts = 4, backoff = "250ms")]
@@ -37,5 +64,5 @@ async fn compose(name: String) -> Result<String, StepError> {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    eve_tools::cli::Host::from_env().main().await
+    eve_tools::cli::Host::from_env().main(eve_tools::tools!()).await
 }

@@ -114,5 +114,5 @@ async fn record(name: String) -> Result<String, StepError> {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    eve_tools::cli::Host::from_env().main().await
+    eve_tools::cli::Host::from_env().main(eve_tools::tools!()).await
 }

@@ -193,5 +193,5 @@ async fn main() -> std::process::ExitCode {
         let level = level.parse().unwrap_or(tracing::Level::INFO);
         tracing_subscriber::fmt().with_max_level(level).with_writer(std::io::stderr).with_ansi(false).init();
     }
-    eve_tools::cli::Host::from_env().main().await
+    eve_tools::cli::Host::from_env().main(eve_tools::tools!()).await
 }

@@ -190,7 +190,7 @@ fn listening(child: &mut Child, log: PathBuf) -> Option<String> {
         let mut file = std::fs::File::create(log).ok();
         let mut found = Some(found);
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Some(base) = line.strip_prefix("listening on ").and_then(|rest| rest.split(' ').next())
+            if let Some(base) = line.strip_prefix("serving ").and_then(|rest| rest.split(' ').next())
                 && let Some(found) = found.take()
             {
                 let _ = found.send(base.to_owned());

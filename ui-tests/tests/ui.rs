@@ -1,4 +1,4 @@
-//! The compile-time rules of the eve-tools macros (DESIGN.md §5), one trybuild case per rule.
+//! The compile-time rules of the eve-tools macros (ARCHITECTURE.md, "Compile-time rules"), one trybuild case per rule.
 //!
 //! `tests/fail/<rule>.rs` opens with a comment stating its rule, and its `.stderr` snapshot shows
 //! the error, spanned on the offending token. `tests/pass/*.rs` compile and run: hygiene, lints,

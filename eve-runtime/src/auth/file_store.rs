@@ -47,8 +47,8 @@ const SEAL_PURPOSE: &str = "eve token store: sealing v1";
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// use eve_runtime::auth::{AccessToken, FileTokenStore, Principal, TokenSet, TokenStore};
-/// use eve_runtime::secret::SecretKey;
+/// use eve_tools::{AccessToken, FileTokenStore, Principal, TokenSet, TokenStore};
+/// use eve_tools::secret::SecretKey;
 ///
 /// # let data = tempfile::tempdir()?;
 /// # let data = data.path();
@@ -69,8 +69,8 @@ const SEAL_PURPOSE: &str = "eve token store: sealing v1";
 ///
 /// ```no_run
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// # use eve_runtime::auth::{FileTokenStore, OAuth2Provider};
-/// # use eve_runtime::secret::SecretKey;
+/// # use eve_tools::{FileTokenStore, OAuth2Provider};
+/// # use eve_tools::secret::SecretKey;
 /// let key = SecretKey::load_or_create(".eve/eve.key".as_ref())?; // the runtime's key
 /// let github = OAuth2Provider::builder("github")
 ///     .client_id("Iv1.0123")

@@ -3,9 +3,9 @@
 //! A step that needs a user's token asks for it by provider handle:
 //!
 //! ```
-//! use eve_runtime::auth::Provider;
-//! use eve_runtime::error::StepError;
-//! use eve_runtime::step::StepCtx;
+//! use eve_tools::Provider;
+//! use eve_tools::StepError;
+//! use eve_tools::StepCtx;
 //!
 //! const GITHUB: Provider = Provider::new("github");
 //!

@@ -90,8 +90,8 @@ pub enum ClientAuth {
 /// [`pkce_key`](OAuth2ProviderBuilder::pkce_key) for a public client.
 ///
 /// ```
-/// use eve_runtime::auth::OAuth2Provider;
-/// use eve_runtime::Runtime;
+/// use eve_tools::OAuth2Provider;
+/// use eve_tools::Runtime;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -104,7 +104,7 @@ pub enum ClientAuth {
 ///     .build()?;
 /// assert!(!format!("{github:?}").contains("secret manager"));
 /// let runtime = Runtime::builder()
-///     .store(eve_runtime::store::MemoryStore::new())
+///     .store(eve_tools::store::MemoryStore::new())
 ///     .auth_provider("github", github)
 ///     .public_url("https://agent.example.com")
 ///     .build()?;

@@ -97,7 +97,7 @@ pub trait TokenStore: Send + Sync + 'static {
 /// Tokens in memory, for as long as the process lives.
 ///
 /// ```
-/// # use eve_runtime::auth::{AccessToken, MemoryTokenStore, Principal, TokenSet, TokenStore};
+/// # use eve_tools::{AccessToken, MemoryTokenStore, Principal, TokenSet, TokenStore};
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let store = MemoryTokenStore::new();

@@ -144,7 +144,10 @@ fn refusal(status: StatusCode, error: serde_path_to_error::Error<serde_json::Err
 fn field_at_fault(path: &str, message: &str) -> Option<String> {
     let missing = message.strip_prefix("missing field `").and_then(|rest| rest.split('`').next());
     let unknown = message.strip_prefix("unknown field `").and_then(|rest| rest.split('`').next());
-    let at = (path != ".").then_some(path);
+    // The decoder writes `?` for a place it could not name (inside a broken token, say): the
+    // field is the part of the path before it, or none.
+    let path = path.split('?').next().unwrap_or_default().trim_end_matches(['.', '[']);
+    let at = (!path.is_empty() && path != ".").then_some(path);
     match (at, missing.or(unknown)) {
         (Some(at), Some(name)) if !at.ends_with(name) => Some(format!("{at}.{name}")),
         (None, Some(name)) => Some(name.to_owned()),

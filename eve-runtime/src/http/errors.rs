@@ -124,9 +124,20 @@ pub(crate) fn from_runtime(error: Error) -> ApiError {
         Error::UnknownTool { .. } | Error::RunNotFound(_) | Error::NotASession(_) => {
             ApiError::new(StatusCode::NOT_FOUND, error.to_string())
         }
-        Error::InvalidInput { .. } => {
-            ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, shorten(&error.to_string(), 512)).field("input")
+        Error::InvalidInput { ref field, .. } => {
+            let field = field.as_ref().map_or_else(|| "input".to_owned(), |field| format!("input.{field}"));
+            ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, shorten(&error.to_string(), 512)).field(field)
         }
+        Error::InvalidPayload { ref field, .. } => {
+            let message = shorten(&error.to_string(), 512);
+            let error = ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, message);
+            match field {
+                Some(field) => error.field(field.clone()),
+                None => error,
+            }
+        }
+        Error::RunIdTaken { .. } => ApiError::new(StatusCode::CONFLICT, error.to_string()).field("runId"),
+        Error::RunFinished { .. } => ApiError::new(StatusCode::CONFLICT, error.to_string()),
         Error::SessionEnded(_) => ApiError::new(StatusCode::CONFLICT, error.to_string()),
         Error::ToolFailed { .. } => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, shorten(&error.to_string(), 512)),
         Error::WrongKind { .. } | Error::TooDeep(_) => {
@@ -154,6 +165,10 @@ fn from_answer(error: AnswerError) -> ApiError {
         .field("optionId"),
         AnswerError::TextNotAllowed => {
             unprocessable("`text` is not accepted: this question only takes one of its options".into()).field("text")
+        }
+        AnswerError::TextOnly => {
+            unprocessable("`optionId` is not accepted: this question takes text; answer with `text`".into())
+                .field("optionId")
         }
         error @ AnswerError::NotOpen { .. } => ApiError::new(StatusCode::CONFLICT, error.to_string()),
     }

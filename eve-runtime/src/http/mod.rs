@@ -3,7 +3,7 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use eve_runtime::{Runtime, http::Server, store::MemoryStore};
+//! use eve_tools::{Runtime, http::Server, store::MemoryStore};
 //! // Bind first, so the runtime's webhook and callback URLs carry the real port.
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
 //! let addr = listener.local_addr()?;
@@ -117,9 +117,9 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// # let runtime = eve_runtime::Runtime::in_memory()?;
+/// # let runtime = eve_tools::Runtime::in_memory()?;
 /// use std::time::Duration;
-/// let server = eve_runtime::http::Server::new(runtime)
+/// let server = eve_tools::http::Server::new(runtime)
 ///     .body_limit(256 * 1024)
 ///     .body_timeout(Duration::from_secs(5))
 ///     .response_timeout(Duration::from_secs(10))
@@ -179,9 +179,9 @@ impl Server {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let runtime = eve_runtime::Runtime::in_memory()?;
+    /// # let runtime = eve_tools::Runtime::in_memory()?;
     /// let key = std::env::var("EVE_API_KEY").unwrap_or_else(|_| "a long random key".into());
-    /// let server = eve_runtime::http::Server::new(runtime).api_key(key).bind("127.0.0.1:0").await?;
+    /// let server = eve_tools::http::Server::new(runtime).api_key(key).bind("127.0.0.1:0").await?;
     /// // `/v1` requests now need `Authorization: Bearer <key>`.
     /// server.shutdown().await;
     /// # Ok(())
@@ -203,8 +203,8 @@ impl Server {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// # let runtime = eve_runtime::Runtime::in_memory()?;
-    /// let server = eve_runtime::http::Server::new(runtime)
+    /// # let runtime = eve_tools::Runtime::in_memory()?;
+    /// let server = eve_tools::http::Server::new(runtime)
     ///     .allow_origin("http://localhost:5173") // a web inspector under development
     ///     .bind("127.0.0.1:0")
     ///     .await?;

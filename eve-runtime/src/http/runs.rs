@@ -69,6 +69,7 @@ struct RunView {
     run_id: RunId,
     tool: String,
     status: RunStatus,
+    #[serde(serialize_with = "crate::time::iso")]
     created_at: Timestamp,
     #[serde(skip_serializing_if = "Option::is_none")]
     outcome: Option<RunOutcome>,

@@ -50,7 +50,7 @@ pub struct AskOption {
 /// A question for a person.
 ///
 /// ```
-/// # use eve_runtime::ask::{Ask, Display};
+/// # use eve_tools::{Ask, Display};
 /// let ask = Ask::confirmation("Deploy api?").option("approve", "Deploy").primary().option("cancel", "Cancel");
 /// assert_eq!(ask.display, Display::Confirmation);
 /// assert_eq!(ask.options.len(), 2);
@@ -134,6 +134,9 @@ impl Ask {
         if answer.option_id.is_none() && answer.text.is_none() {
             return Err(AnswerError::Empty);
         }
+        if answer.option_id.is_some() && self.options.is_empty() {
+            return Err(AnswerError::TextOnly);
+        }
         if let Some(id) = &answer.option_id
             && !self.options.iter().any(|option| &option.id == id)
         {
@@ -176,8 +179,9 @@ impl Answer {
 pub enum AskOutcome {
     /// A person answered.
     Answered {
-        /// The option picked, if any.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        /// The option picked, if any (`optionId`, as all public JSON is camelCase; journals
+        /// written before read back through the alias).
+        #[serde(default, rename = "optionId", alias = "option_id", skip_serializing_if = "Option::is_none")]
         option_id: Option<String>,
         /// The text typed, if any.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -236,6 +240,9 @@ pub enum AnswerError {
     /// The question does not accept typed text.
     #[error("`text` is not accepted: this question only takes one of its options")]
     TextNotAllowed,
+    /// The question offers no options: it takes typed text.
+    #[error("`option_id` is not accepted: this question takes text; answer with `text`")]
+    TextOnly,
     /// The run has no open question with this id.
     #[error("run {run} has no open question {request}; it may have been answered or withdrawn already")]
     NotOpen {
@@ -275,6 +282,7 @@ mod tests {
         let error = ask.check(&Answer::option("yes")).unwrap_err();
         assert_eq!(error.to_string(), "`option_id` \"yes\" is not one of the question's options (approve, cancel)");
         assert_eq!(Ask::text("Why?").check(&Answer::text("because")), Ok(()));
+        assert_eq!(Ask::text("Why?").check(&Answer::option("yes")), Err(AnswerError::TextOnly), "not \"one of ()\"");
     }
 
     /// A question with no options would refuse every answer and wait forever: it takes text.
@@ -292,8 +300,11 @@ mod tests {
         let answered = AskOutcome::from(Answer::option("approve"));
         assert_eq!(
             serde_json::to_value(&answered).unwrap(),
-            serde_json::json!({"status": "answered", "option_id": "approve"})
+            serde_json::json!({"status": "answered", "optionId": "approve"})
         );
+        let journaled_before: AskOutcome =
+            serde_json::from_value(serde_json::json!({"status": "answered", "option_id": "approve"})).unwrap();
+        assert_eq!(journaled_before, answered, "outcomes journaled with the old name still read");
         assert!(answered.chose("approve") && !answered.chose("cancel"));
         assert_eq!(serde_json::to_value(AskOutcome::Cancelled).unwrap(), serde_json::json!({"status": "cancelled"}));
     }

@@ -242,6 +242,30 @@ pub enum RunFailure {
     },
 }
 
+impl fmt::Display for RunFailure {
+    /// The failure in words, for a person: `the warehouse is closed`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let nothing = |signature: &Option<OpSignature>| match signature {
+            Some(signature) => signature.to_string(),
+            None => "nothing".to_owned(),
+        };
+        match self {
+            RunFailure::Tool { message } => f.write_str(message),
+            RunFailure::NonDeterminism { op, expected, found } => write!(
+                f,
+                "the body diverged from its journal at {op}: the journal has {}, the body asked for {}",
+                nothing(expected),
+                nothing(found)
+            ),
+            RunFailure::UnknownWorkflow { workflow_id } => {
+                write!(f, "this binary has no workflow `{workflow_id}`; run it with the binary that started it")
+            }
+            RunFailure::Panicked { message } => write!(f, "the body panicked: {message}"),
+            RunFailure::HistoryLimit { limit } => write!(f, "the journal reached its limit of {limit} entries"),
+        }
+    }
+}
+
 /// The run a child run reports to, and the hook of that run that receives its reports: what the
 /// child journals that its parent must know (a question, a sign-in, a published value, its end)
 /// reaches that hook as a [`ChildReport`], in the same transaction as the child's entry.

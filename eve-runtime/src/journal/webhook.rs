@@ -40,7 +40,7 @@ const SECRET_WORDS: [&str; 8] = ["code", "key", "sig", "auth", "pwd", "pass", "s
 /// `page`, `keyword` and `q` are not).
 ///
 /// ```
-/// use eve_runtime::webhook::is_secret_looking;
+/// use eve_tools::is_secret_looking;
 /// assert!(is_secret_looking("access_token") && is_secret_looking("apiKey") && is_secret_looking("sig"));
 /// assert!(!is_secret_looking("page") && !is_secret_looking("keyword"));
 /// ```
@@ -124,7 +124,7 @@ impl Redaction {
 /// journaled ([`Redaction`]); for [`create_webhook_with`](crate::webhook::create_webhook_with), which also takes a bare [`Respond`].
 ///
 /// ```
-/// use eve_runtime::webhook::{Respond, WebhookOptions};
+/// use eve_tools::{Respond, WebhookOptions};
 /// // A step checks the caller's `Authorization` itself, so the body must see it; the partner's
 /// // shared secret travels in `X-Partner-Secret` and `?trace=` carries a session id.
 /// let options = WebhookOptions::new(Respond::Manual)

@@ -176,7 +176,10 @@ pub(crate) async fn deliver(
     let runtime = &inner.runtime;
     let run = &snapshot.run;
     if let Some(reason) = stop {
-        runtime.cancel(run, &reason).await.map_err(|error| internal(run, error))?;
+        match runtime.cancel(run, &reason).await {
+            Ok(()) | Err(Error::RunFinished { .. }) => {}
+            Err(error) => return Err(internal(run, error)),
+        }
         return Ok(taken);
     }
     let events = runtime.events();

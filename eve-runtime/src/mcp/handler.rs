@@ -87,7 +87,7 @@ impl ServerHandler for McpServer {
     async fn cancel_task(&self, request: CancelTaskParams, _cx: RequestContext<RoleServer>) -> Result<(), ErrorData> {
         let run = task_run(&request.task_id)?;
         match self.inner.runtime.cancel(&run, "cancelled by the MCP client (tasks/cancel)").await {
-            Ok(()) => Ok(()),
+            Ok(()) | Err(Error::RunFinished { .. }) => Ok(()),
             Err(Error::RunNotFound(_)) => Err(unknown_task(&request.task_id)),
             Err(error) => Err(ErrorData::internal_error(format!("cannot cancel run {run}: {error}"), None)),
         }

@@ -5,8 +5,8 @@
 //! ```no_run
 //! #[tokio::main]
 //! async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//!     let runtime = eve_runtime::Runtime::builder().build()?; // embedded SQLite in .eve/
-//!     eve_runtime::mcp::serve_stdio(runtime).await?;
+//!     let runtime = eve_tools::Runtime::builder().build()?; // embedded SQLite in .eve/
+//!     eve_tools::mcp::serve_stdio(runtime).await?;
 //!     Ok(())
 //! }
 //! ```
@@ -66,7 +66,7 @@ use crate::runtime::Runtime;
 use crate::secret::SecretKey;
 
 /// The version of the official Rust SDK this server is built on, for naming its types
-/// (`eve_runtime::mcp::rmcp::model::…`) at the same version.
+/// (`eve_tools::mcp::rmcp::model::…`) at the same version.
 pub use rmcp;
 
 /// How long `tasks/update` and a retried call wait for the run to take their answers in, so

@@ -15,7 +15,7 @@ use crate::registry::{self, EntryPoint, ToolDescriptor};
 /// `{"content": [blocks]}` is sent as those blocks.
 ///
 /// ```
-/// use eve_runtime::mcp::{ToolContent, rmcp::model::ContentBlock};
+/// use eve_tools::mcp::{ToolContent, rmcp::model::ContentBlock};
 /// let content = ToolContent::new(vec![ContentBlock::text("a chart:"), ContentBlock::image("iVBORw0KGgo=", "image/png")]);
 /// assert_eq!(serde_json::to_value(&content).unwrap()["content"][1]["type"], "image");
 /// ```
@@ -122,37 +122,12 @@ impl Entry {
         if let Some(validator) = &self.validator
             && let Some(error) = validator.iter_errors(arguments).next()
         {
-            return Err(format!("invalid arguments for tool `{name}`: {}", describe(&error)));
+            return Err(format!("invalid arguments for tool `{name}`: {}", registry::describe(&error).message));
         }
         crate::journal::depth::check(arguments, || format!("the arguments of tool `{name}`"))
             .map_err(|error| error.to_string())?;
         (self.descriptor.validate_input)(arguments)
             .map_err(|message| format!("invalid arguments for tool `{name}`: {message}"))
-    }
-}
-
-/// A schema violation in words, naming the field: ``field `items[2].name`: 3 is not of type "string"``.
-fn describe(error: &jsonschema::ValidationError<'_>) -> String {
-    let mut path = String::new();
-    for segment in error.instance_path().segments() {
-        match segment {
-            jsonschema::paths::LocationSegment::Property(name) => {
-                if !path.is_empty() {
-                    path.push('.');
-                }
-                path.push_str(&name);
-            }
-            jsonschema::paths::LocationSegment::Index(index) => path.push_str(&format!("[{index}]")),
-        }
-    }
-    if let jsonschema::error::ValidationErrorKind::Required { property } = error.kind() {
-        let property = property.as_str().map_or_else(|| property.to_string(), str::to_owned);
-        let field = if path.is_empty() { property } else { format!("{path}.{property}") };
-        return format!("field `{field}` is required");
-    }
-    match path.is_empty() {
-        true => format!("the arguments: {error}"),
-        false => format!("field `{path}`: {error}"),
     }
 }
 
@@ -219,7 +194,7 @@ mod tests {
             "required": ["name"]
         });
         let validator = jsonschema::validator_for(&schema).unwrap();
-        let first = |value: Value| describe(&validator.iter_errors(&value).next().unwrap()).to_string();
+        let first = |value: Value| registry::describe(&validator.iter_errors(&value).next().unwrap()).message;
         assert_eq!(first(json!({})), "field `name` is required");
         assert!(
             first(json!({"name": 3})).starts_with("field `name`: 3 is not of type"),

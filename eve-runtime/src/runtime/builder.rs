@@ -22,8 +22,8 @@ use crate::timers::TimerService;
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), eve_runtime::Error> {
-/// use eve_runtime::{Runtime, store::MemoryStore};
+/// # async fn main() -> Result<(), eve_tools::Error> {
+/// use eve_tools::{Runtime, store::MemoryStore};
 /// let runtime = Runtime::builder().store(MemoryStore::new()).build()?;
 /// assert!(runtime.runs(None, 10).await?.is_empty());
 /// # Ok(())

@@ -162,15 +162,21 @@ impl Runtime {
         crate::journal::depth::check(&payload, || "the hook payload".to_owned())?;
         let hash = TokenHash::of(token);
         self.hook(&hash, |meta| matches!(meta, HookMeta::Hook)).await?;
+        if let Some(check) = self.shared.services.payload_checks.get(hash.as_str()) {
+            check(&payload).map_err(|(message, field)| Error::InvalidPayload { message, field })?;
+        }
         let delivery_id = delivery_id.map(|id| scoped(&hash, id));
         let payload = DeliveryPayload::Hook(payload);
-        match self.shared.store.deliver(Target::Hook(hash), delivery_id.as_deref(), payload).await? {
+        match self.shared.store.deliver(Target::Hook(hash.clone()), delivery_id.as_deref(), payload).await? {
             Delivered::Accepted { run, .. } => {
                 self.shared.wake(&run, Msg::Inbox);
                 Ok(crate::runtime::HookDelivery::Accepted(run))
             }
             Delivered::Duplicate { run } => Ok(crate::runtime::HookDelivery::Duplicate(run)),
-            Delivered::NotFound => Err(Error::UnknownHook),
+            Delivered::NotFound => {
+                self.shared.services.payload_checks.remove(hash.as_str());
+                Err(Error::UnknownHook)
+            }
         }
     }
 

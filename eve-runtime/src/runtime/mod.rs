@@ -35,7 +35,7 @@ use crate::events::RunEvent;
 use crate::executor::core::Started;
 use crate::executor::{Driver, Engine, Exit, Msg};
 pub use crate::journal::RunOutcome;
-use crate::journal::{RunId, RunStatus};
+use crate::journal::{Entry, RunId, RunStatus};
 use crate::registry::{self, EntryPoint, ToolDescriptor};
 use crate::store::{
     Created, Delivered, Delivery, DeliveryPayload, MemoryStore, NewRun, RunRecord, RunSummary, Store, StoreError,
@@ -112,20 +112,60 @@ pub enum Phase {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// No tool has this name.
-    #[error("no tool named `{name}`; this binary has: {}", .known.join(", "))]
+    #[error(
+        "no tool named `{name}`; this binary has: {}. A library's tools are in a binary only if the binary \
+         links the library: name it in the host with `eve_tools::tools!(my_tools)`",
+        .known.join(", ")
+    )]
     UnknownTool {
         /// The name asked for.
         name: String,
         /// The tools this binary has.
         known: Vec<&'static str>,
     },
-    /// The input does not decode into the tool's input type.
+    /// The input does not fit the tool's JSON Schema, or does not decode into its input type;
+    /// nothing started.
     #[error("invalid input for tool `{tool}`: {message}")]
     InvalidInput {
         /// The tool.
         tool: String,
         /// What is wrong.
         message: String,
+        /// The field at fault, by its JSON path within the input (`quantity`, `lines[0].sku`),
+        /// when one is.
+        field: Option<String>,
+    },
+    /// A run with this id exists for another tool or with another input; nothing started. A run
+    /// id names one run of one tool with one input, so only a repeat of the same call is the same
+    /// run.
+    #[error(
+        "run id `{run}` is taken by a run of `{existing}`{}; use another id, or none for a fresh one",
+        if existing == requested { " with another input".to_owned() } else { format!(", not `{requested}`") }
+    )]
+    RunIdTaken {
+        /// The id.
+        run: RunId,
+        /// The tool of the run that has the id.
+        existing: String,
+        /// The tool the refused start asked for.
+        requested: String,
+    },
+    /// A hook payload does not decode into the type the hook receives; nothing was delivered.
+    #[error("the hook refused the payload: {message}")]
+    InvalidPayload {
+        /// What is wrong, naming the field.
+        message: String,
+        /// The field at fault, by its JSON path within the payload (`paid`, `lines[0].sku`), when
+        /// one is.
+        field: Option<String>,
+    },
+    /// The run has already ended, so there is nothing to cancel; nothing changed.
+    #[error("run {run} has already {status}; there is nothing to cancel")]
+    RunFinished {
+        /// The run.
+        run: RunId,
+        /// How it ended.
+        status: RunStatus,
     },
     /// A plain tool ran and returned an error of its own (the input was fine).
     #[error("tool `{tool}` failed: {error}")]
@@ -610,8 +650,9 @@ impl Runtime {
         self.start_with(tool, input, StartOptions::new()).await
     }
 
-    /// Starts a run with the given id. If a run with that id exists, returns it unchanged: a run
-    /// is created once, whatever the input of later calls.
+    /// Starts a run with the given id. If a run of the same tool with the same input has that id,
+    /// returns it unchanged, so a retried start is harmless; if the run with that id is of another
+    /// tool or had another input, refuses with [`Error::RunIdTaken`] and changes nothing.
     pub async fn start_with_id(&self, id: RunId, tool: &str, input: Value) -> Result<RunHandle, Error> {
         self.start_with(tool, input, StartOptions::new().id(id)).await
     }
@@ -633,8 +674,7 @@ impl Runtime {
         let tool = descriptor.name;
         // A resumable task's run starts with no input: each of its calls is checked as it is sent.
         if !matches!(descriptor.entry, EntryPoint::Serve(_)) {
-            (descriptor.validate_input)(&input)
-                .map_err(|message| Error::InvalidInput { tool: tool.to_owned(), message })?;
+            registry::check_input(descriptor, &input).map_err(|refusal| invalid_input(tool, refusal))?;
         }
         crate::journal::depth::check(&input, || format!("the input of tool `{tool}`"))?;
         let shared = &self.shared;
@@ -669,13 +709,23 @@ impl Runtime {
                 let driver = Box::new(Driver::fresh(shared, id.clone(), descriptor, input, &started, fence));
                 shared.spawn(id.clone(), Start::Fresh(driver), mailbox);
             }
-            (Ok(Created::Existing), Some(mailbox)) => {
+            (Ok(Created::Existing), reserved) => {
+                if let Err(error) = self.same_call(&id, descriptor, &input).await {
+                    if let Some(mailbox) = reserved {
+                        shared.unreserve(&id, mailbox);
+                    }
+                    return Err(error);
+                }
+                let Some(mailbox) = reserved else {
+                    shared.wake(&id, Msg::Resume);
+                    return Ok(self.handle(id));
+                };
                 let start = lock(&shared.cache).take(&id).map_or(Start::Cold, Start::Cached);
                 shared.spawn(id.clone(), start, mailbox);
             }
             // Another start of the same id holds the reservation and drives the run; a body made
             // here would only be superseded, so none is.
-            (Ok(_), None) => shared.wake(&id, Msg::Resume),
+            (Ok(Created::New(_)), None) => shared.wake(&id, Msg::Resume),
             (Err(error), reserved) => {
                 if let Some(mailbox) = reserved {
                     shared.unreserve(&id, mailbox);
@@ -688,16 +738,36 @@ impl Runtime {
         Ok(RunHandle { task_id, ..self.handle(id) })
     }
 
+    /// Checks that the existing run `id` is a run of `descriptor` with `input`: a run id names one
+    /// run of one tool with one input, so only a repeat of the same call is the same run. A run
+    /// that has continued as new started over with another input, so only its tool is compared.
+    async fn same_call(&self, id: &RunId, descriptor: &ToolDescriptor, input: &Value) -> Result<(), Error> {
+        let Some(record) = self.shared.store.load(id).await? else { return Ok(()) };
+        let same_input = match record.entries.first() {
+            Some(Entry::RunStarted { input: recorded, continued, .. }) => *continued > 0 || recorded == input,
+            _ => true,
+        };
+        if record.summary.workflow_id == descriptor.workflow_id && same_input {
+            return Ok(());
+        }
+        Err(Error::RunIdTaken { run: id.clone(), existing: record.summary.tool, requested: descriptor.name.to_owned() })
+    }
+
     /// Creates a run for the workers of a shared store to run: its creator's claim is given back at
-    /// once (which wakes them), and nothing runs here. A run that existed is returned unchanged.
+    /// once (which wakes them), and nothing runs here. A run that existed is returned unchanged if
+    /// it is the same call (see `same_call`).
     async fn hand_over(&self, new: NewRun, descriptor: &'static ToolDescriptor) -> Result<RunHandle, Error> {
         let shared = &self.shared;
         let id = new.id.clone();
-        if let Created::New(fence) = shared.store.create_run(new, &shared.worker).await? {
-            shared.events.emit(|| RunEvent::Started { run: id.clone(), tool: descriptor.name.to_owned() });
-            if let Err(error) = shared.store.release(&id, fence).await {
-                tracing::warn!(run = %id, "cannot hand the new run to the workers; one takes it when its creation lease expires: {error}");
+        let input = new.input.clone();
+        match shared.store.create_run(new, &shared.worker).await? {
+            Created::New(fence) => {
+                shared.events.emit(|| RunEvent::Started { run: id.clone(), tool: descriptor.name.to_owned() });
+                if let Err(error) = shared.store.release(&id, fence).await {
+                    tracing::warn!(run = %id, "cannot hand the new run to the workers; one takes it when its creation lease expires: {error}");
+                }
             }
+            Created::Existing => self.same_call(&id, descriptor, &input).await?,
         }
         let task_id =
             matches!(descriptor.entry, EntryPoint::Task(_)).then(|| crate::executor::task_id(descriptor.name, &id));
@@ -789,7 +859,8 @@ impl Runtime {
     }
 
     /// Fires the run's abort signal. Its pending waits resolve as cancelled, its cleanup runs, and
-    /// it ends cancelled (after at most the cancellation grace). Cancelling a finished run does nothing.
+    /// it ends cancelled (after at most the cancellation grace). Cancelling a finished run changes
+    /// nothing and says so with [`Error::RunFinished`].
     pub async fn cancel(&self, run: &RunId, reason: &str) -> Result<(), Error> {
         self.abort(run, reason, false).await
     }
@@ -805,11 +876,13 @@ impl Runtime {
         let payload = DeliveryPayload::Run(Delivery::Cancel { reason: reason.to_owned(), keep_output });
         match self.shared.store.deliver(target, None, payload).await? {
             Delivered::Accepted { run, .. } | Delivered::Duplicate { run } => self.shared.wake(&run, Msg::Inbox),
-            Delivered::NotFound => {
-                if self.shared.store.load(run).await?.is_none() {
-                    return Err(Error::RunNotFound(run.clone()));
+            Delivered::NotFound => match self.shared.store.load(run).await? {
+                None => return Err(Error::RunNotFound(run.clone())),
+                Some(record) if record.summary.status != RunStatus::Active && !keep_output => {
+                    return Err(Error::RunFinished { run: run.clone(), status: record.summary.status });
                 }
-            }
+                Some(_) => {}
+            },
         }
         Ok(())
     }
@@ -821,8 +894,7 @@ impl Runtime {
             let hint = "start it as a run with Runtime::start";
             return Err(Error::WrongKind { tool: tool.to_owned(), actual: "a durable tool", hint });
         };
-        (descriptor.validate_input)(&input)
-            .map_err(|message| Error::InvalidInput { tool: tool.to_owned(), message })?;
+        registry::check_input(descriptor, &input).map_err(|refusal| invalid_input(tool, refusal))?;
         let ctx = ToolCtx::new(RunId::generate().to_string(), descriptor.name, self.shared.services.clone());
         entry(input, ctx).await.map_err(|error| Error::ToolFailed { tool: tool.to_owned(), error })
     }
@@ -902,6 +974,11 @@ fn workflow_tool(tool: &str) -> Result<&'static ToolDescriptor, Error> {
             Err(Error::WrongKind { tool: tool.to_owned(), actual: "a resumable task (`#[task(serve)]`)", hint })
         }
     }
+}
+
+/// The error for an input `tool` refused.
+fn invalid_input(tool: &str, refusal: registry::InputRefusal) -> Error {
+    Error::InvalidInput { tool: tool.to_owned(), message: refusal.message, field: refusal.field }
 }
 
 pub(crate) fn unknown_tool(name: &str) -> Error {

@@ -1134,7 +1134,11 @@ fn abort_child(run: RunId, keep_output: bool, reason: String) -> StepCall<()> {
         |(run, keep, reason): (RunId, bool, String), ctx: StepCtx| async move {
             let runtime = runtime_of(&ctx)?;
             let done = if keep { runtime.interrupt(&run, &reason).await } else { runtime.cancel(&run, &reason).await };
-            done.map_err(StepError::msg)?;
+            // A child that has already ended has nothing left to cancel.
+            match done {
+                Ok(()) | Err(crate::runtime::Error::RunFinished { .. }) => {}
+                Err(error) => return Err(StepError::msg(error)),
+            }
             Ok::<_, StepError>(())
         },
     )

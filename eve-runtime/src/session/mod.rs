@@ -7,11 +7,11 @@
 //! the model twice for one step or starting a tool twice.
 //!
 //! ```no_run
-//! use eve_runtime::session::{ModelResponse, ScriptedModel, SessionOptions};
-//! use eve_runtime::Runtime;
+//! use eve_tools::session::{ModelResponse, ScriptedModel, SessionOptions};
+//! use eve_tools::Runtime;
 //! use futures::StreamExt;
 //!
-//! # async fn demo() -> Result<(), eve_runtime::Error> {
+//! # async fn demo() -> Result<(), eve_tools::Error> {
 //! let model = ScriptedModel::new(|request| ModelResponse::text(format!("You said: {}", request.last_user().unwrap_or(""))));
 //! let runtime = Runtime::builder().model(model).build()?;
 //! let session = runtime.session(SessionOptions::new().system("Be brief.")).await?;

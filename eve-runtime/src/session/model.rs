@@ -300,7 +300,7 @@ pub fn stream_of(response: ModelResponse) -> ModelStream {
 /// A model whose answers a function writes: deterministic, for tests and examples.
 ///
 /// ```
-/// use eve_runtime::session::{ModelResponse, ScriptedModel};
+/// use eve_tools::session::{ModelResponse, ScriptedModel};
 /// // Starts a deploy, waits for it, then reports.
 /// let model = ScriptedModel::new(|request| {
 ///     if request.mentions("<task_result") {

@@ -19,7 +19,7 @@ use crate::time::Timestamp;
 /// A [`Store`] that lives in memory.
 ///
 /// ```
-/// # use eve_runtime::store::{MemoryStore, Store};
+/// # use eve_tools::store::{MemoryStore, Store};
 /// let store = MemoryStore::new();
 /// assert!(!store.is_shared());
 /// ```

@@ -36,7 +36,7 @@ pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use postgres::{ConnectError as PostgresConnectError, PostgresOptions, PostgresStore};
 #[cfg(feature = "sqlite")]
-pub use sqlite::{SqliteOptions, SqliteStore};
+pub use sqlite::{SqliteOptions, SqliteSnapshot, SqliteStore};
 
 use std::time::Duration;
 

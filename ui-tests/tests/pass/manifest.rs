@@ -77,31 +77,32 @@ fn main() {
     assert_eq!(deploy["description"], "Deploy a service to production.\n\nPauses for a human to approve the plan.");
     assert_eq!(deploy["shape"], json!({ "lifetime": "step", "suspend": "workflow" }));
     assert_eq!(deploy["entry"], "execute");
-    assert_eq!(deploy["workflow_id"], concat!(module_path!(), "::tools::deploy_service"));
-    assert_eq!(deploy["input_schema"]["properties"]["text"]["type"], "string");
+    assert_eq!(deploy["workflowId"], concat!(module_path!(), "::tools::deploy_service"));
+    assert_eq!(deploy["inputSchema"]["properties"]["text"]["type"], "string");
 
     let remind = tool(&manifest, "remind");
-    assert_eq!(remind["description"], "Remind the user later. ");
+    assert_eq!(remind["description"], "Remind the user later.", "trimmed, as every line is");
     assert_eq!(remind["shape"], json!({ "lifetime": "task", "suspend": "workflow" }));
     assert_eq!(remind["entry"], "task");
 
     let concierge = tool(&manifest, "concierge");
     assert_eq!(concierge["shape"], json!({ "lifetime": "task", "suspend": "workflow" }));
     assert_eq!(concierge["entry"], "serve");
-    assert_eq!(concierge["input_schema"]["properties"]["text"]["type"], "string");
+    assert_eq!(concierge["inputSchema"]["properties"]["text"]["type"], "string");
 
     let undocumented = tool(&manifest, "undocumented");
     assert_eq!(undocumented["description"], "");
     assert_eq!(undocumented["shape"], json!({ "lifetime": "step", "suspend": "none" }));
-    assert_eq!(undocumented["workflow_id"], concat!(module_path!(), "::tools::undocumented"));
+    assert_eq!(undocumented["workflowId"], concat!(module_path!(), "::tools::undocumented"));
 
     let policy = |name: &str| {
         let step = step(&manifest, name);
-        (step["max_attempts"].clone(), step["backoff_initial_ms"].clone(), step["backoff_second_ms"].clone())
+        (step["maxAttempts"].clone(), step["backoff"].clone())
     };
-    assert_eq!(policy("default_policy"), (json!(3), json!(1000), json!(2000)));
-    assert_eq!(policy("charge_card"), (json!(5), json!(1000), json!(2000)));
-    assert_eq!(policy("quick_backoff"), (json!(3), json!(250), json!(500)));
-    assert_eq!(policy("fixed_backoff"), (json!(1), json!(120000), json!(120000)));
+    let backoff = |initial: u64, factor: u32| json!({ "initialMs": initial, "factor": factor });
+    assert_eq!(policy("default_policy"), (json!(3), backoff(1000, 2)));
+    assert_eq!(policy("charge_card"), (json!(5), backoff(1000, 2)));
+    assert_eq!(policy("quick_backoff"), (json!(3), backoff(250, 2)));
+    assert_eq!(policy("fixed_backoff"), (json!(1), backoff(120000, 1)));
     assert_eq!(step(&manifest, "charge_card")["id"], concat!(module_path!(), "::tools::charge"));
 }

@@ -23,6 +23,16 @@ impl Backoff {
     /// The longest delay any backoff produces: one day.
     pub const MAX_DELAY: Duration = Duration::from_secs(24 * 3600);
 
+    /// The delay after the first failure, in milliseconds.
+    pub const fn initial_millis(&self) -> u64 {
+        self.initial_millis
+    }
+
+    /// What each delay is multiplied by for the next (1 for a fixed backoff).
+    pub const fn factor(&self) -> u32 {
+        self.factor
+    }
+
     /// Starts at `initial_millis` and doubles after each failure.
     pub const fn exponential_millis(initial_millis: u64) -> Self {
         Backoff { initial_millis, factor: 2 }
@@ -36,7 +46,7 @@ impl Backoff {
     /// The delay after failed attempt number `attempt` (from 1), capped at [`Backoff::MAX_DELAY`].
     ///
     /// ```
-    /// # use eve_runtime::Backoff;
+    /// # use eve_tools::Backoff;
     /// # use std::time::Duration;
     /// let backoff = Backoff::exponential_millis(1_000);
     /// assert_eq!(backoff.delay_after(1), Duration::from_secs(1));

@@ -27,9 +27,47 @@ pub(crate) struct Services {
     pub state: crate::state::State,
     /// Sign-in callbacks being handled, so a duplicate never exchanges a code twice.
     pub callbacks: Callbacks,
+    /// How to check a payload for each typed hook a body created in this process, by token
+    /// hash: a delivery the hook's type cannot take is refused at once (see [`PayloadChecks`]).
+    pub payload_checks: PayloadChecks,
     /// The runtime these services belong to, held weakly and type-erased (the core does not know
     /// the runtime's type): the outer layers reach the runtime from a step through it.
     pub host: std::sync::OnceLock<std::sync::Weak<dyn std::any::Any + Send + Sync>>,
+}
+
+/// A check that a payload decodes into a hook's type: `Err((message, field))` if not.
+pub(crate) type PayloadCheck = fn(&serde_json::Value) -> Result<(), (String, Option<String>)>;
+
+/// The payload checks of the typed hooks bodies created in this process, by token hash. The type
+/// of a hook is known only to its body, so a hook is checked at delivery only once its run has
+/// created it here (after a restart, from when the run is replayed); until then a payload is
+/// accepted as before and a wrong one fails the body's `recv`. Best effort by design, so the map
+/// is bounded: past [`PayloadChecks::LIMIT`] hooks it starts over.
+#[derive(Default)]
+pub(crate) struct PayloadChecks(Mutex<HashMap<String, PayloadCheck>>);
+
+impl PayloadChecks {
+    /// The most hooks whose checks are kept.
+    pub const LIMIT: usize = 16_384;
+
+    /// Remembers how to check the payloads of the hook with `token_hash`.
+    pub fn insert(&self, token_hash: String, check: PayloadCheck) {
+        let mut checks = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if checks.len() >= Self::LIMIT {
+            checks.clear();
+        }
+        checks.insert(token_hash, check);
+    }
+
+    /// The check of the hook with `token_hash`, if its type is known here.
+    pub fn get(&self, token_hash: &str) -> Option<PayloadCheck> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(token_hash).copied()
+    }
+
+    /// Forgets the hook with `token_hash` (it has closed).
+    pub fn remove(&self, token_hash: &str) {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(token_hash);
+    }
 }
 
 impl Services {
@@ -48,6 +86,7 @@ impl Services {
             responses: Default::default(),
             state,
             callbacks: Callbacks::default(),
+            payload_checks: PayloadChecks::default(),
             host: std::sync::OnceLock::new(),
         }
     }

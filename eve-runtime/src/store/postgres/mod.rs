@@ -77,7 +77,7 @@ const RETRIES: usize = 3;
 /// Settings of a [`PostgresStore`].
 ///
 /// ```
-/// # use eve_runtime::store::PostgresOptions;
+/// # use eve_tools::store::PostgresOptions;
 /// let options = PostgresOptions { schema: "eve_staging".into(), pool_size: 32, ..PostgresOptions::default() };
 /// assert_eq!(options.max_entry_bytes, 8 << 20);
 /// ```
@@ -126,7 +126,7 @@ impl Default for PostgresOptions {
 /// ```no_run
 /// # async fn connect() -> Result<(), Box<dyn std::error::Error>> {
 /// use std::sync::Arc;
-/// use eve_runtime::{Runtime, store::PostgresStore};
+/// use eve_tools::{Runtime, store::PostgresStore};
 /// let store = PostgresStore::connect("postgres://eve:secret@db.internal:5432/eve").await?;
 /// let runtime = Runtime::builder().shared_store(Arc::new(store)).build()?;
 /// # drop(runtime);

@@ -38,8 +38,11 @@ mod open;
 mod readers;
 mod reads;
 mod schema;
+mod snapshot;
 mod writer;
 mod writes;
+
+pub use snapshot::SqliteSnapshot;
 
 use std::fs::File;
 use std::path::Path;
@@ -62,7 +65,7 @@ use crate::time::Timestamp;
 /// Settings of a [`SqliteStore`].
 ///
 /// ```
-/// # use eve_runtime::store::SqliteOptions;
+/// # use eve_tools::store::SqliteOptions;
 /// let options = SqliteOptions { max_entry_bytes: 1 << 20, ..SqliteOptions::default() };
 /// assert_eq!(options.read_connections, 2);
 /// ```
@@ -94,7 +97,7 @@ impl Default for SqliteOptions {
 /// The embedded [`Store`]: durable, for one process at a time. See the module documentation.
 ///
 /// ```
-/// # use eve_runtime::store::{SqliteStore, Store};
+/// # use eve_tools::store::{SqliteStore, Store};
 /// let dir = tempfile::tempdir()?;
 /// let store = SqliteStore::open(dir.path().join("eve.db"))?;
 /// assert!(store.is_durable());

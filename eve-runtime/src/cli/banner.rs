@@ -1,0 +1,38 @@
+//! What `serve` says when it starts: where it listens, what it serves there, and whether the run
+//! API wants a key. A person who just typed `serve` learns from it what to `curl`.
+
+/// The routes `serve` offers, grouped as a person looks for them: (method, path, what it does).
+const ROUTES: &[(&str, &str, &str)] = &[
+    ("POST", "/v1/tools/{tool}/runs", "start a run: {\"input\": {...}, \"runId\"?}"),
+    ("GET", "/v1/runs/{run}", "a run's status and outcome"),
+    ("POST", "/v1/runs/{run}/cancel", "cancel a run"),
+    ("GET", "/v1/runs/{run}/questions", "a run's open questions"),
+    ("POST", "/v1/runs/{run}/questions/{request}", "answer one: {\"optionId\"?, \"text\"?}"),
+    ("GET", "/v1/events", "every run's events, as server-sent events"),
+    ("POST", "/v1/sessions", "start an agent session (and /v1/sessions/{session}/...)"),
+    ("POST", "/.well-known/workflow/v1/hook/{token}", "resume a hook with a JSON payload"),
+    ("ANY", "/.well-known/workflow/v1/webhook/{token}", "deliver a request to a webhook"),
+    ("GET", "/.well-known/workflow/v1/auth/{provider}/start", "sign-in links, and their callbacks"),
+];
+
+/// The banner: the address, the routes, the key rule.
+pub(super) fn text(address: &str, key_var: Option<&str>) -> String {
+    let mut routes = ROUTES.to_vec();
+    if cfg!(feature = "mcp") {
+        routes.push(("POST", "/mcp", "the tools over the Model Context Protocol"));
+    }
+    let width = routes.iter().map(|(method, path, _)| method.len() + 1 + path.len()).max().unwrap_or(0);
+    let mut lines = vec![format!("serving http://{address}")];
+    lines.extend(routes.iter().map(|(method, path, what)| {
+        let route = format!("{method} {path}");
+        format!("  {route:<width$}  {what}")
+    }));
+    lines.push(match key_var {
+        Some(var) => format!("the run API (/v1) requires `Authorization: Bearer <key>` with the key in {var}"),
+        None => format!(
+            "the run API (/v1) is open to this machine: no key is required; set {} to require one",
+            super::API_KEY_VAR
+        ),
+    });
+    lines.join("\n")
+}

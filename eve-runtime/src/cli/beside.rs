@@ -1,0 +1,31 @@
+//! `runs` and `inspect` while another process (`serve`, say) holds the embedded store: they read
+//! it through a [`SqliteSnapshot`], which takes no lock and never writes, so they work beside
+//! its owner and show what it has committed.
+
+use std::path::Path;
+
+use super::{Command, inspect, parse_run, runs};
+use crate::runtime::Error;
+use crate::store::SqliteSnapshot;
+
+/// Runs the read-only `command` against the store at `path`.
+pub(super) fn read(path: &Path, command: &Command) -> Result<(), String> {
+    let mut snapshot = SqliteSnapshot::open(path).map_err(|error| error.to_string())?;
+    match command {
+        Command::Runs { status, limit } => {
+            let filter = status.as_deref().map(runs::Filter::parse).transpose()?;
+            let listed =
+                snapshot.list_runs(filter.map(runs::Filter::stored), *limit).map_err(|error| error.to_string())?;
+            runs::print(listed, filter);
+            Ok(())
+        }
+        Command::Inspect { run, json } => {
+            let run = parse_run(run)?;
+            let loaded = snapshot.load(&run).map_err(|error| error.to_string())?;
+            let record = loaded.ok_or_else(|| Error::RunNotFound(run.clone()).to_string())?;
+            let pending = snapshot.inbox(&run).map_err(|error| error.to_string())?;
+            inspect::print(&record, &pending, *json)
+        }
+        _ => unreachable!("only `runs` and `inspect` read beside the store's owner"),
+    }
+}

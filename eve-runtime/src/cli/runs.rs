@@ -1,0 +1,140 @@
+//! `runs`: the runs a store holds, newest first, as a table with a header and aligned columns.
+//!
+//! The store keeps four statuses (active, completed, failed, cancelled); the table splits active
+//! runs into `parked` (waiting on durable waits only, holding no task) and `running` (an activation
+//! was under way when the store was last written), which is what a person asks about.
+
+use crate::journal::RunStatus;
+use crate::store::RunSummary;
+
+/// Which runs `runs --status` asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Filter {
+    /// Runs the store lists with this status.
+    Stored(RunStatus),
+    /// Active runs that wait on durable waits only.
+    Parked,
+    /// Active runs that are not parked.
+    Running,
+}
+
+impl Filter {
+    /// The filter `--status` names, or a sentence listing the ones it could name.
+    pub(super) fn parse(text: &str) -> Result<Filter, String> {
+        Ok(match text {
+            "active" => Filter::Stored(RunStatus::Active),
+            "parked" => Filter::Parked,
+            "running" => Filter::Running,
+            "completed" => Filter::Stored(RunStatus::Completed),
+            "failed" => Filter::Stored(RunStatus::Failed),
+            "cancelled" => Filter::Stored(RunStatus::Cancelled),
+            _ => {
+                return Err(format!(
+                    "unknown status `{text}`; use active, parked, running, completed, failed or cancelled"
+                ));
+            }
+        })
+    }
+
+    /// The status to ask the store for.
+    pub(super) fn stored(self) -> RunStatus {
+        match self {
+            Filter::Stored(status) => status,
+            Filter::Parked | Filter::Running => RunStatus::Active,
+        }
+    }
+
+    /// Whether `run`, as the store listed it, passes.
+    pub(super) fn keeps(self, run: &RunSummary) -> bool {
+        match self {
+            Filter::Stored(_) => true,
+            Filter::Parked => run.parked,
+            Filter::Running => !run.parked,
+        }
+    }
+
+    /// The filter in words, for "no parked runs".
+    pub(super) fn name(self) -> String {
+        match self {
+            Filter::Stored(status) => status.to_string(),
+            Filter::Parked => "parked".to_owned(),
+            Filter::Running => "running".to_owned(),
+        }
+    }
+}
+
+/// Prints the runs `filter` keeps from `listed` as a table, or says there are none.
+pub(super) fn print(listed: Vec<RunSummary>, filter: Option<Filter>) {
+    let listed: Vec<_> = listed.into_iter().filter(|run| filter.is_none_or(|filter| filter.keeps(run))).collect();
+    match (listed.is_empty(), filter) {
+        (true, Some(filter)) => println!("no {} runs", filter.name()),
+        (true, None) => println!("no runs"),
+        (false, _) => println!("{}", table(&listed)),
+    }
+}
+
+/// What the STATUS column says for `run`.
+pub(super) fn status(run: &RunSummary) -> String {
+    match run.status {
+        RunStatus::Active if run.parked => "parked".to_owned(),
+        RunStatus::Active => "running".to_owned(),
+        finished => finished.to_string(),
+    }
+}
+
+/// The runs as a table: a header, then one line per run, each column as wide as its widest cell
+/// (entries right-aligned), times in ISO 8601.
+pub(super) fn table(runs: &[RunSummary]) -> String {
+    let header = ["RUN", "STATUS", "TOOL", "ENTRIES", "CREATED"].map(str::to_owned);
+    let rows: Vec<[String; 5]> = runs
+        .iter()
+        .map(|run| {
+            [run.id.to_string(), status(run), run.tool.clone(), run.entries.to_string(), run.created_at.to_string()]
+        })
+        .collect();
+    let width = |column: usize| rows.iter().chain([&header]).map(|row| row[column].chars().count()).max().unwrap_or(0);
+    let widths = [width(0), width(1), width(2), width(3)];
+    let line = |row: &[String; 5]| {
+        let [id, status, tool, entries, created] = row;
+        let [w0, w1, w2, w3] = widths;
+        format!("{id:<w0$}  {status:<w1$}  {tool:<w2$}  {entries:>w3$}  {created}")
+    };
+    std::iter::once(&header).chain(&rows).map(line).collect::<Vec<_>>().join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::time::Timestamp;
+
+    fn run(id: &str, status: RunStatus, parked: bool) -> RunSummary {
+        RunSummary {
+            id: id.parse().unwrap(),
+            workflow_id: "host::greet".into(),
+            tool: "greet".into(),
+            status,
+            created_at: Timestamp::from_millis(1_500),
+            entries: 12,
+            parked,
+        }
+    }
+
+    #[test]
+    fn columns_line_up_under_their_headers() {
+        let runs = [run("run-long-id", RunStatus::Active, true), run("r", RunStatus::Completed, false)];
+        let table = table(&runs);
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines[0], "RUN          STATUS     TOOL   ENTRIES  CREATED");
+        assert_eq!(lines[1], "run-long-id  parked     greet       12  1970-01-01T00:00:01.500Z");
+        assert_eq!(lines[2], "r            completed  greet       12  1970-01-01T00:00:01.500Z");
+    }
+
+    #[test]
+    fn active_runs_are_parked_or_running() {
+        assert_eq!(status(&run("a", RunStatus::Active, false)), "running");
+        assert_eq!(Filter::parse("parked").unwrap(), Filter::Parked);
+        assert!(Filter::Parked.keeps(&run("a", RunStatus::Active, true)));
+        assert!(!Filter::Running.keeps(&run("a", RunStatus::Active, true)));
+        assert!(Filter::parse("sleeping").unwrap_err().contains("use active, parked, running"));
+    }
+}
