@@ -53,7 +53,8 @@ async fn main() -> std::process::ExitCode {
     if std::env::args().nth(1).as_deref() != Some("raw") {
         return eve_tools::cli::Host::from_env().main(eve_tools::tools!()).await;
     }
-    let served = match Raw.serve((tokio::io::stdin(), tokio::io::stdout())).await {
+    // The same transport eve's `mcp` command uses, so the bench compares handlers, not transports.
+    let served = match Raw.serve(eve_tools::mcp::stdio()).await {
         Ok(running) => running.waiting().await.map(drop).map_err(|error| error.to_string()),
         Err(error) => Err(error.to_string()),
     };

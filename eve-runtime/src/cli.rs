@@ -694,6 +694,7 @@ async fn cancel(runtime: &Runtime, run: &RunId, reason: &str) -> Result<(), Stri
 }
 
 async fn serve(runtime: &Runtime, listener: Listener) -> Result<(), String> {
+    let stop = stop_signal();
     let mut events = runtime.events();
     let recovered = runtime.recover().await.map_err(|error| error.to_string())?;
     println!(
@@ -702,7 +703,7 @@ async fn serve(runtime: &Runtime, listener: Listener) -> Result<(), String> {
     );
     let serving = listener.start(runtime)?;
     println!("press Ctrl-C to stop");
-    let result = follow(&mut events).await;
+    let result = follow(&mut events, stop).await;
     serving.stop().await;
     println!("stopped serving; goodbye");
     result
@@ -716,6 +717,7 @@ async fn work(runtime: &Runtime, listener: Listener) -> Result<(), String> {
                     process on the embedded SQLite store, use `serve`)"
             .to_owned());
     }
+    let stop = stop_signal();
     let mut events = runtime.events();
     let unfinished = runtime.recover().await.map_err(|error| error.to_string())?;
     let serving = listener.start(runtime)?;
@@ -723,16 +725,18 @@ async fn work(runtime: &Runtime, listener: Listener) -> Result<(), String> {
         "worker {} sharing {unfinished} unfinished runs; press Ctrl-C to stop (runs under way park and are given back)",
         runtime.worker_id()
     );
-    let result = follow(&mut events).await;
+    let result = follow(&mut events, stop).await;
     serving.stop().await;
     runtime.clone().shutdown().await;
     result
 }
 
-/// Prints each run that finishes until Ctrl-C (or SIGTERM).
-async fn follow(events: &mut tokio::sync::broadcast::Receiver<RunEvent>) -> Result<(), String> {
-    let terminated = terminated();
-    tokio::pin!(terminated);
+/// Prints each run that finishes until `stop` resolves (Ctrl-C or SIGTERM).
+async fn follow(
+    events: &mut tokio::sync::broadcast::Receiver<RunEvent>,
+    stop: impl std::future::Future<Output = ()>,
+) -> Result<(), String> {
+    tokio::pin!(stop);
     loop {
         tokio::select! {
             event = events.recv() => match event {
@@ -741,8 +745,7 @@ async fn follow(events: &mut tokio::sync::broadcast::Receiver<RunEvent>) -> Resu
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => eprintln!("missed {missed} events"),
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(()),
             },
-            _ = tokio::signal::ctrl_c() => return Ok(()),
-            () = &mut terminated => return Ok(()),
+            () = &mut stop => return Ok(()),
         }
     }
 }
@@ -756,17 +759,38 @@ async fn mcp(runtime: Runtime, data_dir: &std::path::Path) -> Result<(), String>
         .map_err(|error| format!("cannot read or create the secret key at {} ({error})", path.display()))?;
     let server = crate::mcp::McpServer::new(runtime.clone()).request_state_key(&key);
     runtime.recover().await.map_err(|error| error.to_string())?;
-    let served = server.serve_io(tokio::io::stdin(), tokio::io::stdout()).await;
+    let (read, write) = crate::mcp::stdio();
+    let served = server.serve_io(read, write).await;
     runtime.shutdown().await;
     served.map_err(|error| error.to_string())
 }
 
-/// Resolves when the process is asked to terminate (SIGTERM, as service managers stop a process).
-async fn terminated() {
+/// Resolves on Ctrl-C (SIGINT) or SIGTERM (as service managers stop a process). The listeners are
+/// registered when this is called, not when the future is first polled, so a signal that arrives
+/// while the banner prints, or between two events, is not lost (a lost one left the process
+/// running, since a registered listener replaces the default action).
+fn stop_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
-    if let Ok(mut signal) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        signal.recv().await;
-        return;
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let interrupt = signal(SignalKind::interrupt());
+        let terminate = signal(SignalKind::terminate());
+        async move {
+            match (interrupt, terminate) {
+                (Ok(mut interrupt), Ok(mut terminate)) => {
+                    tokio::select! {
+                        _ = interrupt.recv() => {}
+                        _ = terminate.recv() => {}
+                    }
+                }
+                _ => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
+            }
+        }
     }
-    std::future::pending::<()>().await
+    #[cfg(not(unix))]
+    async {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }

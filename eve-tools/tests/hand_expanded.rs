@@ -116,6 +116,6 @@ async fn hand_expanded_workflow_runs_end_to_end() {
 async fn bad_input_is_refused_before_a_run_exists() {
     let runtime = Runtime::in_memory().unwrap();
     let error = runtime.start("deploy", json!({ "service": 3 })).await.unwrap_err();
-    assert_eq!(error.to_string(), "invalid input for tool `deploy`: invalid type: integer `3`, expected a string");
+    assert_eq!(error.to_string(), "invalid input for tool `deploy`: field `service`: 3 is not of type \"string\"");
     assert!(runtime.runs(None, 10).await.unwrap().is_empty());
 }

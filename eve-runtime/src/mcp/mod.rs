@@ -54,6 +54,7 @@ pub(crate) mod http;
 mod questions;
 mod signins;
 mod status;
+mod stdio;
 mod tools;
 
 use std::sync::Arc;
@@ -61,6 +62,7 @@ use std::time::Duration;
 
 use rmcp::ServiceExt;
 
+pub use self::stdio::{StdioReader, StdioWriter, stdio};
 pub use self::tools::ToolContent;
 use crate::runtime::Runtime;
 use crate::secret::SecretKey;
@@ -173,7 +175,8 @@ impl McpServer {
 pub async fn serve_stdio(runtime: Runtime) -> Result<(), ServeError> {
     let server = McpServer::new(runtime.clone());
     runtime.recover().await.map_err(|error| ServeError(format!("cannot recover unfinished runs: {error}")))?;
-    let served = server.serve_io(tokio::io::stdin(), tokio::io::stdout()).await;
+    let (read, write) = stdio();
+    let served = server.serve_io(read, write).await;
     runtime.shutdown().await;
     served
 }
