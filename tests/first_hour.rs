@@ -204,9 +204,7 @@ async fn a_hook_payload_of_the_wrong_type_is_refused_at_delivery() {
 /// Every key of a public JSON value is camelCase, except inside the values users write (inputs,
 /// outputs, payloads, JSON Schemas): those are theirs.
 fn assert_camel_case(value: &Value, at: &str) {
-    // `request` is an `Ask`, whose `allow_freeform` is still snake_case: it is hashed into the
-    // journal's divergence check, so renaming it needs a migration of recorded asks.
-    const USERS: [&str; 6] = ["input", "inputSchema", "output", "payload", "value", "request"];
+    const USERS: [&str; 5] = ["input", "inputSchema", "output", "payload", "value"];
     match value {
         Value::Object(map) => {
             for (key, inner) in map {

@@ -65,8 +65,9 @@ pub struct Ask {
     /// The choices, if any.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub options: Vec<AskOption>,
-    /// Whether a typed reply is accepted.
-    #[serde(default)]
+    /// Whether a typed reply is accepted (`allowFreeform` in JSON; journals written before read
+    /// back with `allow_freeform`).
+    #[serde(default, rename = "allowFreeform", alias = "allow_freeform")]
     pub allow_freeform: bool,
 }
 
@@ -254,8 +255,24 @@ pub enum AnswerError {
 }
 
 /// The input hash of an ask, for the divergence check: a changed question is a different op.
+/// Hashed over the encoding asks had when they were first journaled (`allow_freeform`), so a
+/// recorded ask still matches its call after the public name changed.
 pub(crate) fn hash(request: &Ask) -> super::InputHash {
-    let bytes = serde_json::to_vec(request).expect("an ask always serializes");
+    #[derive(Serialize)]
+    struct Hashed<'a> {
+        prompt: &'a str,
+        display: Display,
+        #[serde(skip_serializing_if = "<[AskOption]>::is_empty")]
+        options: &'a [AskOption],
+        allow_freeform: bool,
+    }
+    let hashed = Hashed {
+        prompt: &request.prompt,
+        display: request.display,
+        options: &request.options,
+        allow_freeform: request.allow_freeform,
+    };
+    let bytes = serde_json::to_vec(&hashed).expect("an ask always serializes");
     super::InputHash::of(&bytes)
 }
 
@@ -283,6 +300,23 @@ mod tests {
         assert_eq!(error.to_string(), "`option_id` \"yes\" is not one of the question's options (approve, cancel)");
         assert_eq!(Ask::text("Why?").check(&Answer::text("because")), Ok(()));
         assert_eq!(Ask::text("Why?").check(&Answer::option("yes")), Err(AnswerError::TextOnly), "not \"one of ()\"");
+    }
+
+    /// Asks are public JSON (`input.requested`, the question lists) in camelCase, and read back
+    /// from journals written with the old name; the divergence hash stays what it was, so
+    /// recorded asks still replay.
+    #[test]
+    fn asks_speak_camel_case_and_keep_their_hash() {
+        let ask = Ask::confirmation("Deploy?").option("yes", "Yes").allow_freeform();
+        let public = serde_json::to_value(&ask).unwrap();
+        assert_eq!(public["allowFreeform"], true, "{public}");
+        assert!(public.get("allow_freeform").is_none());
+        let old = r#"{"prompt":"Deploy?","display":"confirmation","options":[{"id":"yes","label":"Yes","style":"default"}],"allow_freeform":true}"#;
+        assert_eq!(serde_json::from_str::<Ask>(old).unwrap(), ask, "journals written before read back");
+        assert_eq!(hash(&ask), super::super::InputHash::of(old.as_bytes()), "the hash of recorded asks is unchanged");
+        let plain = Ask::text("Why?");
+        let old = r#"{"prompt":"Why?","display":"text","allow_freeform":true}"#;
+        assert_eq!(hash(&plain), super::super::InputHash::of(old.as_bytes()));
     }
 
     /// A question with no options would refuse every answer and wait forever: it takes text.
