@@ -625,17 +625,28 @@ impl RunStatus {
     pub fn is_finished(self) -> bool {
         self != RunStatus::Active
     }
-}
 
-impl fmt::Display for RunStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = match self {
+    /// Its name, as it is shown and stored: `active`, `completed`, `failed`, `cancelled`.
+    pub fn name(self) -> &'static str {
+        match self {
             RunStatus::Active => "active",
             RunStatus::Completed => "completed",
             RunStatus::Failed => "failed",
             RunStatus::Cancelled => "cancelled",
-        };
-        f.write_str(name)
+        }
+    }
+
+    /// The status with this [`name`](Self::name).
+    pub fn from_name(name: &str) -> Option<RunStatus> {
+        [RunStatus::Active, RunStatus::Completed, RunStatus::Failed, RunStatus::Cancelled]
+            .into_iter()
+            .find(|status| status.name() == name)
+    }
+}
+
+impl fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 

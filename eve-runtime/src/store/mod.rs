@@ -260,6 +260,21 @@ pub enum TimerKind {
     Retry,
 }
 
+impl TimerKind {
+    /// Its name as stores keep it: `sleep` or `retry`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TimerKind::Sleep => "sleep",
+            TimerKind::Retry => "retry",
+        }
+    }
+
+    /// The kind with this [`name`](Self::name).
+    pub fn from_name(name: &str) -> Option<TimerKind> {
+        [TimerKind::Sleep, TimerKind::Retry].into_iter().find(|kind| kind.name() == name)
+    }
+}
+
 /// A summary of one run, as listings show it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunSummary {

@@ -158,40 +158,22 @@ pub(super) fn run_id(text: &str) -> Result<RunId, Failure> {
 
 /// The stored name of a run status.
 pub(super) fn status_name(status: RunStatus) -> &'static str {
-    match status {
-        RunStatus::Active => "active",
-        RunStatus::Completed => "completed",
-        RunStatus::Failed => "failed",
-        RunStatus::Cancelled => "cancelled",
-    }
+    status.name()
 }
 
 /// A run-status column.
 pub(super) fn status(name: &str) -> Result<RunStatus, Failure> {
-    match name {
-        "active" => Ok(RunStatus::Active),
-        "completed" => Ok(RunStatus::Completed),
-        "failed" => Ok(RunStatus::Failed),
-        "cancelled" => Ok(RunStatus::Cancelled),
-        other => Err(Failure::Decode(format!("found the unknown run status {other:?}"))),
-    }
+    RunStatus::from_name(name).ok_or_else(|| Failure::Decode(format!("found the unknown run status {name:?}")))
 }
 
 /// The stored name of a timer kind.
 pub(super) fn kind_name(kind: TimerKind) -> &'static str {
-    match kind {
-        TimerKind::Sleep => "sleep",
-        TimerKind::Retry => "retry",
-    }
+    kind.name()
 }
 
 /// A timer-kind column.
 pub(super) fn kind(name: &str) -> Result<TimerKind, Failure> {
-    match name {
-        "sleep" => Ok(TimerKind::Sleep),
-        "retry" => Ok(TimerKind::Retry),
-        other => Err(Failure::Decode(format!("found the unknown timer kind {other:?}"))),
-    }
+    TimerKind::from_name(name).ok_or_else(|| Failure::Decode(format!("found the unknown timer kind {name:?}")))
 }
 
 /// The stored kind of a hook row, so queries can pick sign-in callbacks without parsing metadata.
