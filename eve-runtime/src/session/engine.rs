@@ -23,7 +23,7 @@
 //! and `session.waiting` after it.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -918,18 +918,20 @@ fn kind_of(tool: &ToolDescriptor) -> Kind {
     }
 }
 
-/// The spec of a manifest tool (`taskId` added for a resumable task), built once per process.
+/// The spec of a manifest tool (`taskId` added for a resumable task); every tool's is built once
+/// per process, the first time a session asks.
 fn manifest_spec(tool: &'static ToolDescriptor) -> Arc<ToolSpec> {
-    static SPECS: LazyLock<Mutex<HashMap<&'static str, Arc<ToolSpec>>>> = LazyLock::new(Default::default);
-    let mut specs = SPECS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let spec = specs.entry(tool.workflow_id).or_insert_with(|| {
-        let mut schema = (tool.input_schema)();
-        if kind_of(tool) == Kind::Serve {
-            add_task_id(&mut schema);
-        }
-        spec(tool.name, tool.description, schema)
+    static SPECS: LazyLock<HashMap<&'static str, Arc<ToolSpec>>> = LazyLock::new(|| {
+        let built = crate::registry::tools().into_iter().map(|tool| {
+            let mut schema = (tool.input_schema)();
+            if kind_of(tool) == Kind::Serve {
+                add_task_id(&mut schema);
+            }
+            (tool.workflow_id, spec(tool.name, tool.description, schema))
+        });
+        built.collect()
     });
-    spec.clone()
+    SPECS[tool.workflow_id].clone()
 }
 
 const FINAL_OUTPUT_DESCRIPTION: &str =
