@@ -50,9 +50,11 @@ const RUNTIME: &[(&str, u32)] = &[
     ("session::model", 14),
     ("session::inbound", 14),
     ("session::tasks", 15),
+    ("session::agents", 15),
     ("session::feed", 15),
     ("session::engine", 16),
     ("session", 17),
+    ("session::agent", 17),
     // Outer layers: stores and providers on the network or the disk, defaults, HTTP, the CLI.
     ("store::sqlite", 20),
     ("store::postgres", 20),

@@ -1039,6 +1039,36 @@ async fn closing_a_session_ends_its_tasks_and_its_feed() {
     assert!(matches!(refused, eve_tools::Error::SessionEnded(_)), "a closed session takes no messages: {refused}");
 }
 
+/// The end of the session ends every task, the idle resumable ones too: none stays parked for a
+/// session that can never call it again.
+#[tokio::test]
+async fn closing_a_session_ends_its_idle_resumable_tasks() {
+    let world = World::in_memory();
+    let (runtime, _script) = scripted(
+        &world,
+        vec![
+            step(|_| ModelResponse::call("researcher", json!({ "question": "q1" }))),
+            step(|_| ModelResponse::call("task_wait", json!({}))),
+            step(|_| ModelResponse::text("noted")),
+        ],
+    );
+    let session = session(&runtime, &["researcher"]).await;
+    session.send("Research").await.unwrap();
+    let events = read_until(&session, 0, "session.waiting").await;
+    let task = find(&events, "task.started").data["taskId"].as_str().unwrap().to_owned();
+    let run = runtime
+        .runs(None, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|run| run.tool == "researcher")
+        .expect("the task's run")
+        .id;
+    session.close().await.unwrap();
+    let ended = tokio::time::timeout(Duration::from_secs(20), runtime.handle(run).outcome()).await;
+    assert!(ended.is_ok(), "the idle task {task} still waits for calls after its session ended");
+}
+
 /// A resumable task whose body does not return to `receive()` within 30 s of a cancel ends, and
 /// the task finishes: a later call by its id is `UNKNOWN_TASK`.
 #[tokio::test]

@@ -255,6 +255,17 @@ impl<T: DeserializeOwned> Hook<T> {
         Hook { token, state: HookState::Durable { core, op }, payload: PhantomData }
     }
 
+    /// The hook's op in its run (`None` outside a run): what a child run's [`ParentLink`]
+    /// names to report to it.
+    ///
+    /// [`ParentLink`]: crate::journal::ParentLink
+    pub(crate) fn op(&self) -> Option<Op> {
+        match &self.state {
+            HookState::Durable { op, .. } => Some(*op),
+            _ => None,
+        }
+    }
+
     /// The token that delivers to this hook. Treat it as a secret.
     pub fn token(&self) -> &Token {
         &self.token

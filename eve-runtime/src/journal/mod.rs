@@ -151,6 +151,8 @@ pub enum OpKind {
     Ask,
     /// A published value.
     Published,
+    /// `ctx.agents()`.
+    Agents,
 }
 
 impl fmt::Display for OpKind {
@@ -164,6 +166,7 @@ impl fmt::Display for OpKind {
             OpKind::Uuid => "uuid",
             OpKind::Ask => "ask",
             OpKind::Published => "published",
+            OpKind::Agents => "agents",
         };
         f.write_str(name)
     }
@@ -317,6 +320,9 @@ pub enum RecordKind {
     /// A value the body published (to its parent, or to a session's event feed): recorded so it
     /// is published once, and not again on replay.
     Published,
+    /// The agents a body can call (`ctx.agents()`): names and descriptions, as the run first saw
+    /// them.
+    Agents,
 }
 
 impl RecordKind {
@@ -327,6 +333,7 @@ impl RecordKind {
             RecordKind::Random => OpKind::Random,
             RecordKind::Uuid => OpKind::Uuid,
             RecordKind::Published => OpKind::Published,
+            RecordKind::Agents => OpKind::Agents,
         }
     }
 }

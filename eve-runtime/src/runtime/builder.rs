@@ -49,7 +49,12 @@ pub struct RuntimeBuilder {
     providers: HashMap<String, Arc<dyn AuthProvider>>,
     public_url: String,
     state: crate::state::State,
+    /// Checks the outer layers add for the state they keep (a subagent's settings, say).
+    checks: Vec<StateCheck>,
 }
+
+/// A check of the builder's state, run by [`RuntimeBuilder::build`] before anything opens.
+pub(crate) type StateCheck = fn(&crate::state::State) -> Result<(), Error>;
 
 impl RuntimeBuilder {
     /// The defaults: embedded SQLite in `.eve/eve.db`, the system clock.
@@ -76,6 +81,7 @@ impl RuntimeBuilder {
             providers: HashMap::new(),
             public_url: DEFAULT_PUBLIC_URL.to_owned(),
             state: crate::state::State::default(),
+            checks: Vec::new(),
         }
     }
 
@@ -84,6 +90,19 @@ impl RuntimeBuilder {
     /// A second value of the same type replaces the first.
     pub fn state<T: Send + Sync + 'static>(mut self, value: T) -> Self {
         self.state.insert(value);
+        self
+    }
+
+    /// The value of type `T` given so far, if any: for an outer layer that adds to it.
+    pub(crate) fn state_value<T: Send + Sync + 'static>(&self) -> Option<Arc<T>> {
+        self.state.get::<T>().ok()
+    }
+
+    /// Runs `check` over the state when the runtime is built (once, however often it is added).
+    pub(crate) fn check_state(mut self, check: StateCheck) -> Self {
+        if !self.checks.iter().any(|known| std::ptr::fn_addr_eq(*known, check)) {
+            self.checks.push(check);
+        }
         self
     }
 
@@ -243,7 +262,7 @@ impl RuntimeBuilder {
         if !(MIN_POLL..=MAX_POLL).contains(&self.poll) {
             return invalid("poll_interval", format!("{:?} is out of range; poll every 10 ms to 60 s", self.poll));
         }
-        Ok(())
+        self.checks.iter().try_for_each(|check| check(&self.state))
     }
 
     /// Builds the runtime. Must be called inside a Tokio runtime.

@@ -29,6 +29,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::agents::{self, AGENT_WORKFLOW, AgentTool, Agents};
 use super::inbound::{SessionInbound, TurnPolicy, UserMessage};
 use super::model::SessionModel;
 use super::model::{self, FinishReason, Message, ModelRequest, ModelResponse, ToolCall, ToolSpec};
@@ -80,6 +81,12 @@ pub(crate) struct SessionInput {
     /// `final_output`, which ends the turn.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_schema: Option<Value>,
+    /// The agents the model may call, each as a resumable task.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<AgentTool>,
+    /// The agent whose session this is, if it is one: its model answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
 }
 
 fn entry(input: Value, ctx: WorkflowCtx) -> BodyFuture {
@@ -134,9 +141,18 @@ enum Kind {
     Execute,
     Task,
     Serve,
+    /// A subagent: a resumable task whose run is an agent's (`eve.agent`).
+    Agent,
     TaskWait,
     TaskCancel,
     FinalOutput,
+}
+
+impl Kind {
+    /// Whether calling it starts (or reaches) a task.
+    fn is_task(self) -> bool {
+        matches!(self, Kind::Task | Kind::Serve | Kind::Agent)
+    }
 }
 
 /// A tool the session offers: what the model sees, and how it is called.
@@ -201,7 +217,7 @@ impl<'c> Body<'c> {
     fn new(input: SessionInput, ctx: &'c WorkflowCtx) -> Self {
         // First op of the run: deliveries address it as `SESSION_HOOK`.
         let inbox = create_hook::<Value>();
-        let offered = offered_tools(input.tools.as_deref(), input.output_schema.as_ref());
+        let offered = offered_tools(input.tools.as_deref(), input.output_schema.as_ref(), &input.agents);
         Body {
             ctx,
             inbox,
@@ -239,7 +255,7 @@ impl<'c> Body<'c> {
                         Box::pin(self.turn(message)).await?;
                     }
                     if self.closing {
-                        return Ok(());
+                        return Box::pin(self.end_idle_tasks()).await;
                     }
                     self.emit("session.waiting", json!({}));
                 }
@@ -248,7 +264,7 @@ impl<'c> Body<'c> {
                 Inbound::Cancel => Box::pin(self.cancel_tasks("turn_cancelled")).await?,
                 Inbound::Close => {
                     Box::pin(self.cancel_tasks("turn_ended")).await?;
-                    return Ok(());
+                    return Box::pin(self.end_idle_tasks()).await;
                 }
             }
         }
@@ -392,7 +408,7 @@ impl<'c> Body<'c> {
         let data = json!({ "turnId": self.turn_id(), "step": self.steps });
         self.emit("step.started", data);
         let mut system = self.input.system.clone();
-        if self.offered.iter().any(|tool| matches!(tool.kind, Kind::Task | Kind::Serve)) {
+        if self.offered.iter().any(|tool| tool.kind.is_task()) {
             if !system.is_empty() {
                 system.push_str("\n\n");
             }
@@ -406,7 +422,7 @@ impl<'c> Body<'c> {
         let plain: Vec<String> =
             self.offered.iter().filter(|tool| tool.kind == Kind::Plain).map(|tool| tool.spec.name.clone()).collect();
         let prefix = format!("{}-{}", self.ctx.run_id(), self.steps);
-        call_model(self.steps, request, plain, prefix).await
+        call_model(self.steps, request, plain, prefix, self.input.agent.clone()).await
     }
 
     // ---- tool calls
@@ -429,8 +445,13 @@ impl<'c> Body<'c> {
                     plain.get(&call.id).cloned().unwrap_or_else(|| Err("the tool did not run".into())).map(text_of),
                 ),
                 Some((Kind::Execute, Some(descriptor))) => self.execute(call, descriptor).await?,
-                Some((Kind::Task, Some(descriptor))) => Some(self.start_task(call, descriptor, TaskKind::Task).await?),
-                Some((Kind::Serve, Some(descriptor))) => Some(self.serve(call, descriptor).await?),
+                Some((Kind::Task, Some(descriptor))) => {
+                    Some(self.start_task(call, descriptor, TaskKind::Task, descriptor.name).await?)
+                }
+                Some((Kind::Serve, Some(descriptor))) => Some(self.serve(call, descriptor, descriptor.name).await?),
+                Some((Kind::Agent, Some(descriptor))) => {
+                    Some(self.serve(call, descriptor, agents::intern(&call.name)).await?)
+                }
                 Some((Kind::TaskCancel, _)) => Some(self.task_cancel(call).await?),
                 Some((Kind::FinalOutput, _)) => Some(self.final_output(call)),
                 Some((Kind::TaskWait, _)) => {
@@ -504,58 +525,65 @@ impl<'c> Body<'c> {
         }
     }
 
-    /// Starts a task and answers with its receipt.
+    /// Starts a task (named `name` for the model: its tool's, or its agent's) and answers with
+    /// its receipt.
     async fn start_task(
         &mut self,
         call: &ToolCall,
         tool: &'static ToolDescriptor,
         kind: TaskKind,
+        name: &'static str,
     ) -> Result<Result<String, String>, ToolError> {
         if self.tasks.working_count() >= strings::MAX_WORKING_TASKS {
             return Ok(Err(strings::too_many_tasks(self.tasks.working_count())));
         }
-        if let Err(message) = (tool.validate_input)(&without_task_id(&call.arguments)) {
-            return Ok(Err(format!("invalid input for {}: {message}", tool.name)));
+        let input = call_input(call, tool, name);
+        if let Err(message) = (tool.validate_input)(&input) {
+            return Ok(Err(format!("invalid input for {name}: {message}")));
         }
         let run = self.child_run();
-        let task_id = crate::executor::task_id(tool.name, &run);
-        let first = (kind == TaskKind::Serve).then(|| ServeInbound::Call {
-            call_id: call.id.clone(),
-            input: without_task_id(&call.arguments),
-            stretch: 1,
-        });
+        let task_id = crate::executor::task_id(name, &run);
+        let first =
+            (kind == TaskKind::Serve).then(|| ServeInbound::Call { call_id: call.id.clone(), input, stretch: 1 });
         let input = if kind == TaskKind::Serve { json!({}) } else { call.arguments.clone() };
         if let Err(error) = self.start_child(tool, input, &run, first).await {
             return Ok(Err(error));
         }
         let turn_id = self.turn_id();
-        self.tasks.start(Task::new(task_id.clone(), tool.name, run, kind, &call.id, turn_id.clone()));
-        self.note_due = true;
+        let mut task = Task::new(task_id.clone(), name, run, kind, &call.id, turn_id.clone());
+        if tool.workflow_id == AGENT_WORKFLOW {
+            task = task.of_agent();
+        }
         let event =
-            json!({ "taskId": task_id, "callId": call.id, "turnId": turn_id, "name": tool.name, "kind": "tool" });
+            json!({ "taskId": task_id, "callId": call.id, "turnId": turn_id, "name": name, "kind": task.kind_name() });
+        self.tasks.start(task);
+        self.note_due = true;
         self.emit("task.started", event);
         Ok(Ok(match kind {
-            TaskKind::Serve => strings::started_resumable(&task_id, tool.name),
+            TaskKind::Serve => strings::started_resumable(&task_id, name),
             TaskKind::Task => strings::started(&task_id),
         }))
     }
 
-    /// A call of a resumable task's tool: a new task, or another call of an unfinished one.
+    /// A call of a resumable task's tool (or of an agent, `name`): a new task, or another call of
+    /// an unfinished one.
     async fn serve(
         &mut self,
         call: &ToolCall,
         tool: &'static ToolDescriptor,
+        name: &'static str,
     ) -> Result<Result<String, String>, ToolError> {
         let Some(task_id) = call.arguments.get("taskId").and_then(Value::as_str).map(str::to_owned) else {
-            return self.start_task(call, tool, TaskKind::Serve).await;
+            return self.start_task(call, tool, TaskKind::Serve, name).await;
         };
-        let input = without_task_id(&call.arguments);
+        let input = call_input(call, tool, name);
         if let Err(message) = (tool.validate_input)(&input) {
-            return Ok(Err(format!("invalid input for {}: {message}", tool.name)));
+            return Ok(Err(format!("invalid input for {name}: {message}")));
         }
-        let Some(task) = self.tasks.resumable(&task_id, tool.name) else {
-            return Ok(Err(strings::unknown_task(&task_id, tool.name)));
+        let Some(task) = self.tasks.resumable(&task_id, name) else {
+            return Ok(Err(strings::unknown_task(&task_id, name)));
         };
+        let kind = task.kind_name();
         let was_idle = task.status == TaskStatus::Idle;
         if was_idle && self.tasks.working_count() >= strings::MAX_WORKING_TASKS {
             return Ok(Err(strings::too_many_tasks(self.tasks.working_count())));
@@ -568,8 +596,7 @@ impl<'c> Body<'c> {
             return Ok(Err(error.to_string()));
         }
         self.note_due = true;
-        let event =
-            json!({ "taskId": task_id, "callId": call.id, "turnId": turn_id, "name": tool.name, "kind": "tool" });
+        let event = json!({ "taskId": task_id, "callId": call.id, "turnId": turn_id, "name": name, "kind": kind });
         self.emit("task.started", event);
         Ok(Ok(strings::sent(&task_id)))
     }
@@ -633,6 +660,16 @@ impl<'c> Body<'c> {
         }
         for run in std::mem::take(&mut self.executing).into_keys() {
             abort_child(run, false, reason.to_owned()).await?;
+        }
+        Ok(())
+    }
+
+    /// The end of the session ends every task: the working ones are cancelled already, and the
+    /// runs of the idle resumable ones (waiting in `receive()` for calls that can no longer
+    /// come) are cancelled too.
+    async fn end_idle_tasks(&mut self) -> Result<(), ToolError> {
+        for run in self.tasks.idle_runs() {
+            abort_child(run, false, "the session ended".to_owned()).await?;
         }
         Ok(())
     }
@@ -803,6 +840,14 @@ impl<'c> Body<'c> {
     /// A value a task published: a message for the model, a reply settling a resumable task's
     /// calls, or that it is idle.
     fn on_published(&mut self, run: &RunId, value: &Value) {
+        if let Some(agent) = value.get("agent") {
+            self.agent_started(run, agent);
+            return;
+        }
+        if let Some(event) = value.get("forward") {
+            self.forward(run, event);
+            return;
+        }
         if let Some(message) = value.get("message").and_then(Value::as_str) {
             // Delivered as results are: at the next boundary, or when a wait wakes.
             if let Some(task) = self.tasks.by_run(run) {
@@ -828,6 +873,49 @@ impl<'c> Body<'c> {
             // Back in `receive()`: a stop of this stretch (or an earlier one) is done.
             self.stopping.retain(|stop| !(&stop.run == run && stop.stretch <= stretch));
         }
+    }
+
+    /// A child run (an agent's task, or a workflow tool call) opened a session with an agent:
+    /// `agent.started` names the call and turn whose run it is.
+    fn agent_started(&mut self, run: &RunId, agent: &Value) {
+        let (call, turn, task) = if let Some(task) = self.tasks.by_run(run) {
+            let Some((call, turn)) = task.first_pending() else { return };
+            (call.to_owned(), turn.clone(), Some(task.id.clone()))
+        } else if let Some(execution) = self.executing.get(run) {
+            (execution.call.id.clone(), self.turn_id(), None)
+        } else {
+            return; // Its call settled already: nobody follows it from here.
+        };
+        let session = agent["sessionId"].as_str().unwrap_or_default();
+        let mut data = json!({
+            "callId": call,
+            "turnId": turn,
+            "name": agent["name"],
+            "sessionId": session,
+            "streamPath": format!("/v1/sessions/{session}/events"),
+        });
+        if let Some(task) = task {
+            data["taskId"] = Value::from(task);
+        }
+        self.emit("agent.started", data);
+    }
+
+    /// A question or a sign-in in an agent's session, which the person answers through this one:
+    /// the same event, naming this session's task.
+    fn forward(&mut self, run: &RunId, event: &Value) {
+        let name = match event["type"].as_str() {
+            Some("input.requested") => "input.requested",
+            Some("input.resolved") => "input.resolved",
+            Some("authorization.required") => "authorization.required",
+            Some("authorization.completed") => "authorization.completed",
+            _ => return,
+        };
+        let mut data = event["data"].clone();
+        let task = self.tasks.by_run(run).map(|task| task.id.clone());
+        if let (Some(data), Some(task)) = (data.as_object_mut(), task) {
+            data.insert("taskId".into(), Value::from(task));
+        }
+        self.emit(name, data);
     }
 
     /// A child run ended: a task settles (its result waits for the next step boundary), or a
@@ -873,7 +961,7 @@ impl<'c> Body<'c> {
             "callId": settled.call,
             "turnId": settled.turn,
             "name": settled.tool,
-            "kind": "tool",
+            "kind": settled.kind,
             "status": status,
         });
         if let (Some(data), Some(extra)) = (data.as_object_mut(), extra.as_object()) {
@@ -885,7 +973,7 @@ impl<'c> Body<'c> {
 
 /// The tools a session offers: the manifest's (or those named), and `task_wait` and
 /// `task_cancel` when any of them is a task.
-fn offered_tools(only: Option<&[String]>, output_schema: Option<&Value>) -> Vec<Offered> {
+fn offered_tools(only: Option<&[String]>, output_schema: Option<&Value>, agents: &[AgentTool]) -> Vec<Offered> {
     let mut offered: Vec<Offered> = crate::registry::tools()
         .into_iter()
         .filter(|tool| only.is_none_or(|names| names.iter().any(|name| name == tool.name)))
@@ -894,7 +982,14 @@ fn offered_tools(only: Option<&[String]>, output_schema: Option<&Value>) -> Vec<
             Offered { spec: manifest_spec(tool), kind, descriptor: Some(tool) }
         })
         .collect();
-    if offered.iter().any(|tool| matches!(tool.kind, Kind::Task | Kind::Serve)) {
+    let agent_task = crate::registry::workflow(AGENT_WORKFLOW);
+    for agent in agents.iter().filter(|_| agent_task.is_some()) {
+        let mut schema = agents::tool_schema();
+        add_task_id(&mut schema);
+        let spec = spec(agents::intern(&agent.name), &agent.description, schema);
+        offered.push(Offered { spec, kind: Kind::Agent, descriptor: agent_task });
+    }
+    if offered.iter().any(|tool| tool.kind.is_task()) {
         static TASK_WAIT: LazyLock<Arc<ToolSpec>> =
             LazyLock::new(|| spec(strings::TASK_WAIT, TASK_WAIT_DESCRIPTION, task_wait_schema()));
         static TASK_CANCEL: LazyLock<Arc<ToolSpec>> =
@@ -972,6 +1067,18 @@ fn add_task_id(schema: &mut Value) {
     }
 }
 
+/// What a task's call gets as its input: the call's arguments without `taskId`, and for an
+/// agent the agent's name.
+fn call_input(call: &ToolCall, tool: &'static ToolDescriptor, name: &str) -> Value {
+    let mut input = without_task_id(&call.arguments);
+    if tool.workflow_id == AGENT_WORKFLOW
+        && let Some(object) = input.as_object_mut()
+    {
+        object.insert("agent".into(), Value::from(name));
+    }
+    input
+}
+
 fn without_task_id(arguments: &Value) -> Value {
     let mut input = arguments.clone();
     if let Some(object) = input.as_object_mut() {
@@ -1013,16 +1120,27 @@ static MODEL_STEP: StepDef = StepDef::new(
 );
 
 /// Calls the model and runs the plain tools it called: one step, so replay does neither again.
-fn call_model(step: u64, request: ModelRequest, plain: Vec<String>, prefix: String) -> StepCall<ModelStep> {
+fn call_model(
+    step: u64,
+    request: ModelRequest,
+    plain: Vec<String>,
+    prefix: String,
+    agent: Option<String>,
+) -> StepCall<ModelStep> {
     StepCall::new(&MODEL_STEP, step, move |_: u64, ctx: StepCtx| {
-        let (request, plain, prefix) = (request.clone(), plain.clone(), prefix.clone());
+        let (request, plain, prefix, agent) = (request.clone(), plain.clone(), prefix.clone(), agent.clone());
         async move {
-            let model = ctx.state::<SessionModel>().map_err(|_| {
-                FatalError::new("no model is configured: give the runtime one with RuntimeBuilder::model")
-            })?;
+            // An agent's own model, if it has one; the runtime's otherwise.
+            let own = agent.and_then(|name| ctx.state::<Agents>().ok()?.model(&name));
+            let model = match own {
+                Some(model) => model,
+                None => ctx.state::<SessionModel>().map(|model| model.0.clone()).map_err(|_| {
+                    FatalError::new("no model is configured: give the runtime one with RuntimeBuilder::model")
+                })?,
+            };
             let services = ctx.services().cloned();
             let run = ctx.run_id().cloned();
-            let stream = model.0.stream(&request).await.map_err(model_error)?;
+            let stream = model.stream(&request).await.map_err(model_error)?;
             let mut response = model::collect(stream, |text| {
                 if let (Some(services), Some(run)) = (&services, &run)
                     && let Some(runtime) = Runtime::of(services)
@@ -1088,6 +1206,7 @@ fn start_child(start: ChildStart) -> StepCall<()> {
     StepCall::new(&START_STEP, start, |start: ChildStart, ctx: StepCtx| async move {
         let runtime = runtime_of(&ctx)?;
         let tool = crate::registry::tool(&start.tool)
+            .or_else(|| crate::registry::workflow(AGENT_WORKFLOW).filter(|agent| agent.name == start.tool))
             .ok_or_else(|| FatalError::new(format!("there is no tool named `{}`", start.tool)))?;
         let options = StartOptions::new().id(start.run.clone()).parent(start.parent);
         runtime.start_descriptor(tool, start.input, options).await.map_err(start_error)?;
@@ -1105,7 +1224,7 @@ fn start_child(start: ChildStart) -> StepCall<()> {
 
 /// A start the store could not take now is tried again; anything else (invalid input, say) is
 /// the call's answer.
-fn start_error(error: crate::runtime::Error) -> StepError {
+pub(super) fn start_error(error: crate::runtime::Error) -> StepError {
     match error {
         crate::runtime::Error::Store(store) if store.is_transient() => StepError::msg(store),
         other => FatalError::new(other).into(),
@@ -1146,7 +1265,7 @@ fn abort_child(run: RunId, keep_output: bool, reason: String) -> StepCall<()> {
     )
 }
 
-fn runtime_of(ctx: &StepCtx) -> Result<Runtime, StepError> {
+pub(super) fn runtime_of(ctx: &StepCtx) -> Result<Runtime, StepError> {
     let services = ctx.services().ok_or_else(|| FatalError::new("a session's step runs inside its run"))?;
     Runtime::of(services).ok_or_else(|| StepError::msg("the runtime is shutting down"))
 }

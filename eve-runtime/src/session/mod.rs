@@ -31,6 +31,8 @@
 //! The model-facing strings (receipts, `task_wait` and `task_cancel` answers, `<task_result>`
 //! blocks, the `[Tasks]` note) are a contract kept in [`strings`].
 
+mod agent;
+mod agents;
 mod engine;
 mod feed;
 mod inbound;
@@ -46,6 +48,8 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use serde_json::Value;
 
+pub use agent::{AgentRef, AgentReply};
+pub use agents::Agent;
 pub use feed::SessionEvent;
 pub use inbound::{TurnPolicy, UserMessage};
 pub use model::{
@@ -86,7 +90,8 @@ impl SessionOptions {
         self
     }
 
-    /// Offers only these tools of the manifest (`task_wait` and `task_cancel` come with any task).
+    /// Offers only these tools of the manifest and agents of the runtime (`task_wait` and
+    /// `task_cancel` come with any task).
     pub fn tools<I, S>(mut self, names: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -122,12 +127,17 @@ impl RuntimeBuilder {
 
 impl Runtime {
     /// Starts a session (or, with [`SessionOptions::id`] of one that exists, returns it).
-    pub async fn session(&self, options: SessionOptions) -> Result<Session, Error> {
+    pub async fn session(&self, mut options: SessionOptions) -> Result<Session, Error> {
+        let agents = self.shared.services.state.get::<agents::Agents>().map(|agents| agents.offered());
+        let agents = agents.unwrap_or_default();
         for name in options.input.tools.iter().flatten() {
-            if crate::registry::tool(name).is_none() {
+            if crate::registry::tool(name).is_none() && !agents.iter().any(|agent| &agent.name == name) {
                 return Err(crate::runtime::unknown_tool(name));
             }
         }
+        let only = options.input.tools.as_deref();
+        options.input.agents =
+            agents.into_iter().filter(|agent| only.is_none_or(|names| names.contains(&agent.name))).collect();
         let input = serde_json::to_value(&options.input).expect("session options always serialize");
         let mut start = StartOptions::new();
         if let Some(id) = options.id {

@@ -14,6 +14,11 @@ pub const TASK_CANCEL: &str = "task_cancel";
 /// The tool that gives a session's final output (offered when the session has an output schema).
 pub const FINAL_OUTPUT: &str = "final_output";
 
+/// Whether `name` is one of the tools a session answers itself.
+pub(crate) fn is_session_tool(name: &str) -> bool {
+    [TASK_WAIT, TASK_CANCEL, FINAL_OUTPUT].contains(&name)
+}
+
 /// `final_output`'s answer when it is accepted.
 pub const FINAL_OUTPUT_RECORDED: &str = "Final output recorded.";
 

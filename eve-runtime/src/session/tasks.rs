@@ -41,6 +41,8 @@ pub(super) struct Task {
     pub tool: &'static str,
     pub run: RunId,
     pub kind: TaskKind,
+    /// Whether it is an agent's task (`kind` `"agent"` on its events).
+    pub agent: bool,
     pub status: TaskStatus,
     /// The stretch of work its calls belong to (a resumable task's next call after it was idle
     /// or stopped opens a new one).
@@ -54,7 +56,23 @@ impl Task {
     /// A task started by the call `call` of turn `turn`.
     pub fn new(id: String, tool: &'static str, run: RunId, kind: TaskKind, call: &str, turn: Value) -> Self {
         let pending = vec![PendingCall { call: call.to_owned(), turn }];
-        Task { id, tool, run, kind, status: TaskStatus::Working, stretch: 1, pending, used: 0 }
+        Task { id, tool, run, kind, agent: false, status: TaskStatus::Working, stretch: 1, pending, used: 0 }
+    }
+
+    /// The same task, as an agent's.
+    pub fn of_agent(mut self) -> Self {
+        self.agent = true;
+        self
+    }
+
+    /// What its events call its kind.
+    pub fn kind_name(&self) -> &'static str {
+        if self.agent { "agent" } else { "tool" }
+    }
+
+    /// The call still waiting for a result that came first, with its turn.
+    pub fn first_pending(&self) -> Option<(&str, &Value)> {
+        self.pending.first().map(|pending| (pending.call.as_str(), &pending.turn))
     }
 }
 
@@ -63,6 +81,8 @@ impl Task {
 pub(super) struct Settled {
     pub task: String,
     pub tool: &'static str,
+    /// `"agent"` or `"tool"`.
+    pub kind: &'static str,
     pub call: String,
     pub turn: Value,
 }
@@ -96,6 +116,11 @@ impl Tasks {
 
     fn working(&self) -> impl Iterator<Item = &Task> {
         self.tasks.iter().filter(|task| task.status == TaskStatus::Working)
+    }
+
+    /// The runs of the idle resumable tasks: unfinished, with no call to answer.
+    pub fn idle_runs(&self) -> Vec<RunId> {
+        self.tasks.iter().filter(|task| task.status == TaskStatus::Idle).map(|task| task.run.clone()).collect()
     }
 
     /// How many calls have settled with a result so far.
@@ -166,12 +191,14 @@ impl Tasks {
     /// as they were). Without calls left to answer, the task is idle.
     pub fn reply(&mut self, run: &RunId, calls: &[String]) -> Vec<Settled> {
         let Some(task) = self.by_run_mut(run) else { return Vec::new() };
+        let kind = task.kind_name();
         let mut settled = Vec::new();
         task.pending.retain(|pending| {
             if calls.contains(&pending.call) {
                 settled.push(Settled {
                     task: task.id.clone(),
                     tool: task.tool,
+                    kind,
                     call: pending.call.clone(),
                     turn: pending.turn.clone(),
                 });
@@ -213,10 +240,10 @@ impl Tasks {
 }
 
 fn settle_all(task: &mut Task) -> Vec<Settled> {
-    let (id, tool) = (task.id.clone(), task.tool);
+    let (id, tool, kind) = (task.id.clone(), task.tool, task.kind_name());
     task.pending
         .drain(..)
-        .map(|pending| Settled { task: id.clone(), tool, call: pending.call, turn: pending.turn })
+        .map(|pending| Settled { task: id.clone(), tool, kind, call: pending.call, turn: pending.turn })
         .collect()
 }
 
