@@ -1,9 +1,10 @@
-//! An agent session on the embedded store: a model calls a task and a resumable task, and the
-//! session survives its process exiting mid-turn.
+//! An agent session on the embedded store: a model calls a task and a researcher subagent, and
+//! the session survives its process exiting mid-turn.
 //!
 //! ```text
-//! cargo run --example agent            # turn 1: a deploy (a task) and a researcher (a resumable task) start;
-//!                                      # the researcher answers, the turn waits on the deploy, the process exits
+//! cargo run --example agent            # turn 1: a deploy (a task) and the researcher (a subagent, working
+//!                                      # in a session of its own) start; the researcher answers, the turn
+//!                                      # waits on the deploy, the process exits
 //! cargo run --example agent            # the deploy finishes, turn 1 completes; turn 2 asks the same
 //!                                      # researcher a follow-up, and it remembers the first question
 //! cargo run --example agent            # prints the session's whole feed from its journal
@@ -18,8 +19,9 @@
 use std::time::Duration;
 
 use eve_tools::prelude::*;
-use eve_tools::session::{Message, ModelRequest, ModelResponse, ScriptedModel, Session, SessionEvent, SessionOptions};
-use eve_tools::{Receive, ServeCtx};
+use eve_tools::session::{
+    Agent, Message, ModelRequest, ModelResponse, ScriptedModel, Session, SessionEvent, SessionOptions,
+};
 use futures::StreamExt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -59,38 +61,37 @@ async fn promote(service: String) -> Result<String, StepError> {
     Ok(format!("https://{service}.example.com"))
 }
 
-/// A question for the researcher.
+/// A question to look up.
 #[derive(Deserialize, JsonSchema)]
-pub struct ResearchQuestion {
+pub struct LookUp {
     /// What to find out.
     pub question: String,
 }
 
-/// Research a question about our services. Remembers what it was asked before: call it again
-/// with its `taskId` for a follow-up.
-#[task(serve)]
-pub async fn researcher(mut calls: Receive<ResearchQuestion>, ctx: &ServeCtx) -> Result<(), ToolError> {
-    let mut asked: Vec<String> = Vec::new();
-    while let Some(call) = calls.recv().await {
-        let answer = look_up(call.input.question.clone(), asked.clone()).await?;
-        asked.push(call.input.question);
-        ctx.reply(json!({ "answer": answer, "earlierQuestions": asked.len() - 1 }))?;
-    }
-    Ok(())
-}
-
-#[step]
-async fn look_up(question: String, earlier: Vec<String>) -> Result<String, StepError> {
-    let answer = if question.contains("database") {
+/// Look a question about our services up in the runbooks.
+#[tool]
+pub async fn look_up(input: LookUp, _ctx: &ToolCtx) -> Result<String, ToolError> {
+    Ok(if input.question.contains("database") {
         "Database migrations are forward-only: a rollback redeploys the previous build against the same schema."
     } else {
         "Roll back by promoting the previous build; traffic moves within a minute."
-    };
-    Ok(match earlier.last() {
-        Some(before) => format!("{answer} (Following up on: {before:?})"),
-        None => answer.to_owned(),
-    })
+    }
+    .to_owned())
 }
+
+/// The researcher: a subagent with its own instructions and tools. The session offers it as a
+/// resumable task; it works in a session of its own, which remembers the conversation, so a
+/// follow-up with its `taskId` continues it.
+fn researcher() -> Agent {
+    Agent::new("researcher")
+        .description(
+            "Research a question about our services. Call it again with its taskId for a follow-up: it remembers.",
+        )
+        .instructions(RESEARCHER)
+        .tools(["look_up"])
+}
+
+const RESEARCHER: &str = "You are the researcher. Answer from what look_up finds in the runbooks.";
 
 const DATA_DIR: &str = ".eve/agent";
 const SESSION: &str = "agent-demo";
@@ -104,7 +105,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("forgot the agent's session; run `cargo run --example agent` to start a new one");
         return Ok(());
     }
-    let runtime = Runtime::builder().data_dir(DATA_DIR).model(ScriptedModel::new(model)).build()?;
+    let runtime = Runtime::builder().data_dir(DATA_DIR).model(ScriptedModel::new(model)).agent(researcher()).build()?;
     runtime.recover().await?;
     let options =
         SessionOptions::new().id(SESSION.parse()?).system("You run our services.").tools(["deploy", "researcher"]);
@@ -195,7 +196,8 @@ fn print_event(event: &SessionEvent) {
         "action.result" => {
             format!("{} -> {}", text("name"), data.get("output").or(data.get("error")).map_or(String::new(), text_of))
         }
-        "task.started" => format!("{} ({})", text("taskId"), text("name")),
+        "task.started" => format!("{} ({} {})", text("taskId"), text("kind"), text("name")),
+        "agent.started" => format!("{} works in its own session {}", text("name"), text("sessionId")),
         "task.settled" => format!("{} {}", text("taskId"), text("status")),
         "turn.completed" => format!("{} {}", text("turnId"), text("status")),
         _ => String::new(),
@@ -207,8 +209,12 @@ fn text_of(value: &Value) -> String {
     value.as_str().map_or_else(|| value.to_string(), str::to_owned)
 }
 
-/// The scripted model: it reacts to what it is shown, and prints what it reads.
+/// The scripted model: it reacts to what it is shown, and prints what it reads. The researcher's
+/// session talks to it too (its system prompt tells them apart).
 fn model(request: &ModelRequest) -> ModelResponse {
+    if request.system.starts_with(RESEARCHER) {
+        return research(request);
+    }
     let from = request.messages.iter().rposition(|message| matches!(message, Message::Assistant { .. }));
     let shown = &request.messages[from.map_or(0, |at| at + 1)..];
     for message in shown {
@@ -224,13 +230,13 @@ fn model(request: &ModelRequest) -> ModelResponse {
         .map(|rest| format!("researcher-{}", &rest[..6]));
     if shown.contains(FIRST) {
         return ModelResponse::call("deploy", json!({ "service": "api" }))
-            .and_call("researcher", json!({ "question": "How do we roll back api?" }));
+            .and_call("researcher", json!({ "message": "How do we roll back api?" }));
     }
     if shown.contains(SECOND) {
         let task = researcher.unwrap_or_default();
         return ModelResponse::call(
             "researcher",
-            json!({ "question": "Does the rollback cover the database?", "taskId": task }),
+            json!({ "message": "Does the rollback cover the database?", "taskId": task }),
         );
     }
     if shown.starts_with("Sent to task") {
@@ -248,4 +254,24 @@ fn model(request: &ModelRequest) -> ModelResponse {
         );
     }
     ModelResponse::text("I started the deploy and asked the researcher; I will report back.")
+}
+
+/// The researcher's side: look the question up, then answer from what was found, following up on
+/// the earlier question its session remembers.
+fn research(request: &ModelRequest) -> ModelResponse {
+    let questions: Vec<&str> = request
+        .messages
+        .iter()
+        .filter_map(|message| match message {
+            Message::User { content } => Some(content.as_str()),
+            _ => None,
+        })
+        .collect();
+    match request.messages.last() {
+        Some(Message::Tool { content, .. }) => match questions.iter().rev().nth(1) {
+            Some(before) => ModelResponse::text(format!("{content} (Following up on: {before:?})")),
+            None => ModelResponse::text(content.clone()),
+        },
+        _ => ModelResponse::call("look_up", json!({ "question": questions.last().copied().unwrap_or_default() })),
+    }
 }

@@ -897,7 +897,12 @@ impl<'c> Body<'c> {
         if let Some(task) = task {
             data["taskId"] = Value::from(task);
         }
+        // A parked turn stays parked: this says where to follow the agent, not that anything moved.
+        let parked = self.last_event;
         self.emit("agent.started", data);
+        if parked == "turn.waiting" {
+            self.last_event = parked;
+        }
     }
 
     /// A question or a sign-in in an agent's session, which the person answers through this one:
