@@ -310,3 +310,38 @@ fn serve_says_what_it_serves_and_read_only_commands_work_meanwhile() {
     assert!(Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
     assert_eq!(serving.line(), "stopped serving; goodbye");
 }
+
+/// `export` writes a parked run's journal; `replay` checks it (and `--store` every unfinished run)
+/// against this binary's tools, and fails, naming the op, when the code no longer matches.
+#[test]
+fn export_and_replay_check_a_build_against_the_runs_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, _, stderr) = host(dir.path(), &["call", "greet_later", r#"{"name":"Ada"}"#, "--id", "later-1"]);
+    assert!(ok, "{stderr}");
+    let file = dir.path().join("later-1.journal.json");
+    let (ok, _, stderr) = host(dir.path(), &["export", "later-1", "--out", file.to_str().unwrap()]);
+    assert!(ok && stderr.contains("wrote the journal of later-1"), "{stderr}");
+    let exported: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!((exported["eveJournal"].as_u64(), exported["tool"].as_str()), (Some(1), Some("greet_later")));
+
+    let (ok, stdout, stderr) = host(dir.path(), &["replay", file.to_str().unwrap()]);
+    assert!(ok, "{stdout}{stderr}");
+    assert!(stdout.contains("later-1 (greet_later): replays cleanly"), "{stdout}");
+    let (ok, stdout, stderr) = host(dir.path(), &["replay", "--store", "--json"]);
+    assert!(ok, "{stdout}{stderr}");
+    let report: Value = serde_json::from_str(stdout.lines().next().unwrap()).unwrap();
+    assert_eq!((report["run"].as_str(), report["verdict"].as_str()), (Some("later-1"), Some("replays")));
+
+    // The same journal, as if a later build had changed what the tool does first.
+    let mut changed = exported.clone();
+    changed["entries"][0]["run_started"]["workflow_id"] = json!("host::greet_durably");
+    let changed_file = dir.path().join("changed.journal.json");
+    std::fs::write(&changed_file, changed.to_string()).unwrap();
+    let (ok, stdout, stderr) = host(dir.path(), &["replay", file.to_str().unwrap(), changed_file.to_str().unwrap()]);
+    assert!(!ok, "a divergence fails the command");
+    assert!(stdout.contains("replays cleanly") && stdout.contains("DIVERGES") && stdout.contains("op 0"), "{stdout}");
+    assert!(stderr.contains("error: 1 of 2 journal files would not replay on this build"), "{stderr}");
+
+    let (ok, _, stderr) = host(dir.path(), &["replay", dir.path().join("missing.json").to_str().unwrap()]);
+    assert!(!ok && stderr.contains("cannot read the journal file"), "{stderr}");
+}

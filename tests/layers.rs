@@ -62,6 +62,8 @@ const RUNTIME: &[(&str, u32)] = &[
     ("session::openai", 20),
     ("auth::file_store", 20),
     ("defaults", 21),
+    // The replay check over recorded journals.
+    ("testing", 21),
     // MCP: the manifest served over the Model Context Protocol (stdio, and `/mcp` on HTTP).
     ("mcp", 22),
     ("http::path", 30),

@@ -38,6 +38,7 @@ mod banner;
 #[cfg(feature = "sqlite")]
 mod beside;
 mod inspect;
+mod replay;
 mod runs;
 mod tools;
 
@@ -98,6 +99,28 @@ enum Command {
         /// The run id.
         run: String,
         /// Print the raw entries as JSON lines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write a run's journal as a versioned JSON file, for `replay` to check a later build against.
+    Export {
+        /// The run id.
+        run: String,
+        /// The file to write (default `<run>.journal.json`; `-` writes to standard output).
+        #[arg(long, short)]
+        out: Option<PathBuf>,
+    },
+    /// Replay recorded journals against the tools in this binary, running nothing, and say for
+    /// each whether it replays or where it diverges. Exits with a failure if any diverges, so CI
+    /// can keep a folder of journals and refuse a build that would break runs in flight.
+    Replay {
+        /// Journal files written by `export`.
+        #[arg(required_unless_present = "store")]
+        files: Vec<PathBuf>,
+        /// Replay every unfinished run in the store instead (read-only).
+        #[arg(long, conflicts_with = "files")]
+        store: bool,
+        /// Print one JSON object per journal instead of a sentence.
         #[arg(long)]
         json: bool,
     },
@@ -215,6 +238,9 @@ impl Host {
             println!("{manifest}");
             return Ok(());
         }
+        if let Command::Replay { files, store: false, json } = &self.command {
+            return replay::files(files, *json);
+        }
         let listener = Listener::bind(&self.command).await?;
         let mut builder = Runtime::builder().data_dir(&self.data_dir);
         if let Some(url) = self.public_url.clone().or_else(|| listener.public_url()) {
@@ -236,7 +262,13 @@ impl Host {
             #[cfg(feature = "sqlite")]
             Err(Error::Store(crate::error::StoreError::Open { .. }))
                 if self.database_url.is_none()
-                    && matches!(self.command, Command::Runs { .. } | Command::Inspect { .. }) =>
+                    && matches!(
+                        self.command,
+                        Command::Runs { .. }
+                            | Command::Inspect { .. }
+                            | Command::Export { .. }
+                            | Command::Replay { .. }
+                    ) =>
             {
                 return beside::read(&self.data_dir.join("eve.db"), &self.command);
             }
@@ -247,6 +279,21 @@ impl Host {
             Command::Call { tool, input, id } => call(&runtime, &tool, &input, id.as_deref()).await,
             Command::Runs { status, limit } => runs(&runtime, status.as_deref(), limit).await,
             Command::Inspect { run, json } => inspect(&runtime, &run, json).await,
+            Command::Export { run, out } => {
+                let record = runtime.journal(&parse_run(&run)?).await.map_err(|error| error.to_string())?;
+                replay::export(&record, out.as_deref())
+            }
+            Command::Replay { json, .. } => {
+                let unfinished = runtime
+                    .runs(Some(crate::journal::RunStatus::Active), i64::MAX as usize)
+                    .await
+                    .map_err(|error| error.to_string())?;
+                let mut records = Vec::with_capacity(unfinished.len());
+                for run in unfinished {
+                    records.push(runtime.journal(&run.id).await.map_err(|error| error.to_string())?);
+                }
+                replay::records(&records, json)
+            }
             Command::Questions { run } => questions(&runtime, &parse_run(&run)?).await,
             Command::Answer { run, request, option_id, text } => {
                 answer(&runtime, &parse_run(&run)?, &request, Answer { option_id, text }).await

@@ -27,6 +27,7 @@ pub mod session;
 mod state;
 pub mod step;
 pub mod store;
+pub mod testing;
 mod time;
 mod timers;
 pub mod wait;

@@ -306,7 +306,7 @@ pub use eve_runtime::{
     AuthorizationStart, Clock, Error, HookDelivery, ManualClock, OpenQuestion, Phase, RunHandle, RunOutcome, Runtime,
     RuntimeBuilder, StartOptions, SystemClock, Timestamp, WebhookReply,
 };
-pub use eve_runtime::{cli, journal, secret, session, store};
+pub use eve_runtime::{cli, journal, secret, session, store, testing};
 
 /// The manifest of every tool and step compiled into this binary, sorted by name.
 ///

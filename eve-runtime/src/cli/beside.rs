@@ -1,10 +1,10 @@
-//! `runs` and `inspect` while another process (`serve`, say) holds the embedded store: they read
+//! `runs`, `inspect`, `export` and `replay --store` while another process (`serve`, say) holds the embedded store: they read
 //! it through a [`SqliteSnapshot`], which takes no lock and never writes, so they work beside
 //! its owner and show what it has committed.
 
 use std::path::Path;
 
-use super::{Command, inspect, parse_run, runs};
+use super::{Command, inspect, parse_run, replay, runs};
 use crate::runtime::Error;
 use crate::store::SqliteSnapshot;
 
@@ -26,6 +26,22 @@ pub(super) fn read(path: &Path, command: &Command) -> Result<(), String> {
             let pending = snapshot.inbox(&run).map_err(|error| error.to_string())?;
             inspect::print(&record, &pending, *json)
         }
-        _ => unreachable!("only `runs` and `inspect` read beside the store's owner"),
+        Command::Export { run, out } => {
+            let run = parse_run(run)?;
+            let loaded = snapshot.load(&run).map_err(|error| error.to_string())?;
+            let record = loaded.ok_or_else(|| Error::RunNotFound(run.clone()).to_string())?;
+            replay::export(&record, out.as_deref())
+        }
+        Command::Replay { json, .. } => {
+            let unfinished = snapshot
+                .list_runs(Some(crate::journal::RunStatus::Active), i64::MAX as usize)
+                .map_err(|error| error.to_string())?;
+            let mut records = Vec::with_capacity(unfinished.len());
+            for run in unfinished {
+                records.extend(snapshot.load(&run.id).map_err(|error| error.to_string())?);
+            }
+            replay::records(&records, *json)
+        }
+        _ => unreachable!("only `runs`, `inspect`, `export` and `replay` read beside the store's owner"),
     }
 }

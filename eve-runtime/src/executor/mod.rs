@@ -41,6 +41,7 @@
 //! written for it here.
 
 mod attempts;
+pub(crate) mod check;
 pub(crate) mod core;
 mod fit;
 mod inbox;
@@ -353,25 +354,28 @@ impl Driver {
 
     /// Feeds the journal's deliveries to the body one at a time, in journal order.
     fn replay(&mut self, rt: &Engine, entries: &[Entry]) {
-        self.poll_body();
-        for entry in entries {
-            if entry.is_delivery() {
-                if self.finish.is_some() || self.core.lock().divergence.is_some() {
-                    break;
-                }
-                if let Entry::StepCompleted { op, name, .. } = entry {
-                    rt.events.emit(|| RunEvent::StepReplayed {
-                        run: self.core.run.clone(),
-                        op: *op,
-                        step: name.clone(),
-                    });
-                }
-                self.core.deliver(entry);
-                self.start_grace(rt, entry);
-                self.poll_body();
+        self.feed(entries, |driver, entry| {
+            if let Entry::StepCompleted { op, name, .. } = entry {
+                let run = &driver.core.run;
+                rt.events.emit(|| RunEvent::StepReplayed { run: run.clone(), op: *op, step: name.clone() });
             }
-        }
+            driver.start_grace(rt, entry);
+        });
         self.core.lock().mode = Mode::Live;
+    }
+
+    /// Delivers each delivery of `entries` to the body and polls it to quiescence, calling
+    /// `each` with the entry first; stops early once the body has finished or diverged.
+    fn feed(&mut self, entries: &[Entry], mut each: impl FnMut(&mut Self, &Entry)) {
+        self.poll_body();
+        for entry in entries.iter().filter(|entry| entry.is_delivery()) {
+            if self.finish.is_some() || self.core.lock().divergence.is_some() {
+                break;
+            }
+            each(self, entry);
+            self.core.deliver(entry);
+            self.poll_body();
+        }
     }
 
     /// Starts the cleanup's grace when `entry` is the cancellation. The deadline is the journaled

@@ -30,9 +30,21 @@ use serde_json::Value;
 use crate::time::Timestamp;
 
 /// The identifier of one run: one call of a workflow tool or task.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+///
+/// It deserializes only from a valid id (see [`InvalidRunId`]), as it parses.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(transparent)]
 pub struct RunId(String);
+
+impl<'de> Deserialize<'de> for RunId {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let id = String::deserialize(deserializer)?;
+        if !RunId::is_valid(&id) {
+            return Err(serde::de::Error::custom(InvalidRunId(id)));
+        }
+        Ok(RunId(id))
+    }
+}
 
 impl RunId {
     /// A fresh run id such as `run_019ad1f3c2a84f0c2a9d81be`: 12 hex digits of the current time in
@@ -49,6 +61,12 @@ impl RunId {
     /// The id as a string.
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// Whether `id` is 1 to 128 ASCII letters, digits, `-`, `_` or `.`.
+    fn is_valid(id: &str) -> bool {
+        let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+        !id.is_empty() && id.len() <= 128 && id.chars().all(allowed)
     }
 }
 
@@ -68,8 +86,7 @@ impl FromStr for RunId {
     type Err = InvalidRunId;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
-        if s.is_empty() || s.len() > 128 || !s.chars().all(allowed) {
+        if !RunId::is_valid(s) {
             return Err(InvalidRunId(s.to_owned()));
         }
         Ok(RunId(s.to_owned()))
