@@ -137,7 +137,9 @@ impl fmt::Display for ReplayReport {
         match verdict {
             ReplayVerdict::Replays { ops, finished } => {
                 let end = if *finished { ", and the body finishes as it did" } else { "" };
-                write!(f, "{run} ({tool}): replays cleanly ({entries} entries, {ops} operations{end})")
+                let (entries, ops) =
+                    (plural(*entries as u64, "entry", "entries"), plural(u64::from(*ops), "operation", "operations"));
+                write!(f, "{run} ({tool}): replays cleanly ({entries}, {ops}{end})")
             }
             ReplayVerdict::Diverges { message, .. } => write!(f, "{run} ({tool}): DIVERGES: {message}"),
             ReplayVerdict::UnknownWorkflow { workflow_id } => write!(
@@ -150,6 +152,10 @@ impl fmt::Display for ReplayReport {
             ReplayVerdict::Unreadable { reason } => write!(f, "{run} ({tool}): cannot be replayed: {reason}"),
         }
     }
+}
+
+fn plural(count: u64, one: &str, many: &str) -> String {
+    format!("{count} {}", if count == 1 { one } else { many })
 }
 
 /// Replays `journal` against the code in this binary, running nothing: see the module
