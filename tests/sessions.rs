@@ -1292,3 +1292,64 @@ async fn a_message_from_a_task_wakes_the_wait_and_reaches_the_model_once() {
     let times = last.messages.iter().filter(|m| m.content().contains("<task_message")).count();
     assert_eq!(times, 1, "the message reaches the model once");
 }
+
+/// A long session shows the model a bounded history: the oldest turns are dropped whole, and the
+/// model reads `[Compacted]` and the `[Tasks]` note first, so an idle task started long ago is
+/// still known. A new process replays the session to the same history.
+#[tokio::test]
+async fn a_long_sessions_history_is_compacted_and_keeps_its_tasks() {
+    let world = World::in_memory();
+    let seen: Arc<Mutex<Vec<ModelRequest>>> = Arc::default();
+    let script = {
+        let seen = seen.clone();
+        move |request: &ModelRequest| {
+            seen.lock().unwrap().push(request.clone());
+            match request.last() {
+                Some(Message::User { content }) if content == "Research" => {
+                    ModelResponse::call("researcher", json!({ "question": "q1" }))
+                }
+                Some(Message::User { content }) => {
+                    ModelResponse::text(format!("re: {}", content.lines().next().unwrap_or_default()))
+                }
+                _ => ModelResponse::text("noted"),
+            }
+        }
+    };
+    let runtime = runtime(&world, script.clone());
+    let options = SessionOptions::new().tools(["researcher"]).history(12);
+    let session = runtime.session(options.clone()).await.unwrap();
+    session.send("Research").await.unwrap();
+    let mut after = read_until(&session, 0, "session.waiting").await.last().unwrap().sequence;
+    let task = seen.lock().unwrap().iter().find_map(|request| {
+        let shown = shown(request);
+        shown.split("Started task ").nth(1).map(|rest| rest.split('.').next().unwrap().to_owned())
+    });
+    let task = task.expect("the researcher started");
+    for turn in 0..20 {
+        session.send(format!("message {turn}")).await.unwrap();
+        after = read_until(&session, after, "session.waiting").await.last().unwrap().sequence;
+    }
+    let last = seen.lock().unwrap().last().unwrap().clone();
+    assert!(last.messages.len() <= 12, "{} messages shown", last.messages.len());
+    assert!(last.messages[0].content().starts_with("[Compacted] "), "{:?}", last.messages[0]);
+    let note = last.messages[1].content();
+    assert!(note.starts_with("[Tasks]") && note.contains(&task), "the idle task survives compaction: {note}");
+    assert_eq!(last.last_user(), Some("message 19"));
+    assert!(
+        seen.lock().unwrap().iter().all(|request| request.messages.len() <= 12 + 3),
+        "no request exceeds the budget by more than one turn"
+    );
+    let id = session.id().clone();
+    drop(session);
+    runtime.shutdown().await;
+
+    // A new process replays every turn to the same compacted history.
+    let again = self::runtime(&world, script);
+    again.recover().await.unwrap();
+    let session = again.open_session(&id).await.unwrap();
+    session.send("message 20").await.unwrap();
+    read_until(&session, after, "session.waiting").await;
+    let resumed = seen.lock().unwrap().last().unwrap().clone();
+    assert!(resumed.messages[0].content().starts_with("[Compacted] "), "{:?}", resumed.messages[0]);
+    assert!(resumed.messages.iter().any(|message| message.content() == "re: message 19"), "the history goes on");
+}

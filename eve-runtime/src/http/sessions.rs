@@ -1,7 +1,7 @@
 //! The session API: start a session, send it messages, cancel its turn, answer its tasks'
 //! questions, and follow its event feed as server-sent events.
 //!
-//! - `POST /v1/sessions` `{sessionId?, system?, tools?, child?}` → `201 {"sessionId"}`
+//! - `POST /v1/sessions` `{sessionId?, system?, tools?, child?, history?}` → `201 {"sessionId"}`
 //! - `POST /v1/sessions/{session}/messages` `{text, turnPolicy?, caller?, messageId?}` → `202`
 //! - `POST /v1/sessions/{session}/cancel` → `202`; `POST /v1/sessions/{session}/close` → `202`
 //! - `POST /v1/sessions/{session}/questions/{requestId}` `{optionId?, text?}` → `204`
@@ -49,6 +49,9 @@ pub(crate) struct StartBody {
     tools: Option<Vec<String>>,
     #[serde(default)]
     child: bool,
+    /// How many messages of history the model is shown at most.
+    #[serde(default)]
+    history: Option<usize>,
 }
 
 /// `POST /v1/sessions`: starts a session (or returns the one that already has `sessionId`).
@@ -68,6 +71,9 @@ pub(crate) async fn start(State(state): State<AppState>, headers: HeaderMap, bod
     }
     if start.child {
         options = options.child();
+    }
+    if let Some(messages) = start.history {
+        options = options.history(messages);
     }
     let session = state.runtime.session(options).await.map_err(|error| match error {
         Error::UnknownTool { .. } => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, error.to_string()).field("tools"),

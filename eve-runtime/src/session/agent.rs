@@ -409,6 +409,7 @@ fn open_session(open: Open) -> StepCall<()> {
             output_schema: open.output_schema,
             agents: Vec::new(),
             agent: Some(agent.name.clone()),
+            history: None,
         };
         let input = serde_json::to_value(input).expect("a session's input always serializes");
         let options = StartOptions::new().id(open.session).parent(open.parent);

@@ -87,7 +87,13 @@ pub(crate) struct SessionInput {
     /// The agent whose session this is, if it is one: its model answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
+    /// How many messages of history the model is shown at most (see `SessionOptions::history`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<usize>,
 }
+
+/// How many messages of history the model is shown at most, by default.
+pub(super) const DEFAULT_HISTORY: usize = 400;
 
 fn entry(input: Value, ctx: WorkflowCtx) -> BodyFuture {
     Box::pin(async move {
@@ -184,6 +190,10 @@ struct Body<'c> {
     input: SessionInput,
     offered: Vec<Offered>,
     messages: Vec<Message>,
+    /// Where each turn still in `messages` starts, oldest first: where the history may be cut.
+    turn_starts: VecDeque<usize>,
+    /// How many turns were dropped from `messages`.
+    compacted: u64,
     tasks: Tasks,
     /// `<task_result>` blocks for the next step boundary.
     results: Vec<String>,
@@ -224,6 +234,8 @@ impl<'c> Body<'c> {
             input,
             offered,
             messages: Vec::new(),
+            turn_starts: VecDeque::new(),
+            compacted: 0,
             tasks: Tasks::default(),
             results: Vec::new(),
             note_due: false,
@@ -325,6 +337,8 @@ impl<'c> Body<'c> {
         let id = format!("turn-{}", self.turns);
         self.turn = Some(Turn { id: id.clone(), caller: message.caller.clone(), cancelled: false });
         self.emit("turn.started", json!({ "turnId": id }));
+        self.compact();
+        self.turn_starts.push_back(self.messages.len());
         self.messages.push(Message::user(message.text));
         let ended = self.steps_of_turn().await;
         let turn = self.turn.take().expect("a turn is open");
@@ -383,6 +397,31 @@ impl<'c> Body<'c> {
             if self.output.is_some() {
                 return Ok(());
             }
+        }
+    }
+
+    /// Keeps the history within its budget: when it holds more messages than the budget, the
+    /// oldest turns are dropped until the rest fits in half of it, and the model reads first that
+    /// they were (`[Compacted]`) and the `[Tasks]` note, so it still knows every task. Whole turns
+    /// go, so a tool call never loses its result. Deterministic, so replay compacts the same way;
+    /// and a parked session keeps only what its model is shown.
+    fn compact(&mut self) {
+        let budget = self.input.history.unwrap_or(DEFAULT_HISTORY).max(2);
+        if self.messages.len() <= budget {
+            return;
+        }
+        let len = self.messages.len();
+        let Some(cut) = self.turn_starts.iter().copied().find(|start| len - start <= budget / 2) else { return };
+        let dropped_turns = self.turn_starts.iter().take_while(|start| **start < cut).count();
+        if dropped_turns == 0 {
+            return;
+        }
+        self.turn_starts.drain(..dropped_turns);
+        self.compacted += dropped_turns as u64;
+        let notes = [Message::user(strings::compacted(self.compacted)), Message::user(self.tasks.note())];
+        self.messages.splice(..cut, notes);
+        for start in &mut self.turn_starts {
+            *start = *start - cut + 2;
         }
     }
 

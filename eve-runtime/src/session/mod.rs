@@ -109,6 +109,16 @@ impl SessionOptions {
         self
     }
 
+    /// Shows the model at most `messages` messages of history (400 by default): once there are
+    /// more, the oldest turns are dropped until the rest fits in half of that, and the model reads
+    /// a `[Compacted]` line and the `[Tasks]` note first, so it still knows every task. Whole turns
+    /// are dropped, so no tool call loses its result. Sizes the model's context and what a parked
+    /// session keeps in memory.
+    pub fn history(mut self, messages: usize) -> Self {
+        self.input.history = Some(messages);
+        self
+    }
+
     /// A child session (or a schedule's): only its final reply reaches its caller, so a turn
     /// held for tasks reports its text with `finishReason: "tool-calls"`.
     pub fn child(mut self) -> Self {

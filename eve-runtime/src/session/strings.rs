@@ -206,6 +206,15 @@ pub fn tasks_note(working: &[NoteTask<'_>], idle: &[NoteTask<'_>]) -> String {
     note
 }
 
+/// What the model reads first once a session's oldest turns were dropped from its history to keep
+/// the conversation within its budget ([`SessionOptions::history`](super::SessionOptions::history)).
+pub fn compacted(turns: u64) -> String {
+    let turns = if turns == 1 { "1 earlier turn".to_owned() } else { format!("{turns} earlier turns") };
+    format!(
+        "[Compacted] {turns} of this conversation are no longer shown. The [Tasks] note that follows lists the tasks that are still known."
+    )
+}
+
 /// The system prompt's block about tasks, added whenever the session has a task or serve tool.
 /// `child` is for a child session (or a schedule's), where only the final reply reaches the caller.
 pub fn tasks_prompt(child: bool) -> &'static str {
