@@ -1353,3 +1353,71 @@ async fn a_long_sessions_history_is_compacted_and_keeps_its_tasks() {
     assert!(resumed.messages[0].content().starts_with("[Compacted] "), "{:?}", resumed.messages[0]);
     assert!(resumed.messages.iter().any(|message| message.content() == "re: message 19"), "the history goes on");
 }
+
+/// A session continues its run as new every `compact_every` turns, between turns: its tasks, its
+/// history and its feed's numbering carry over (an idle resumable task started before is called
+/// again after, and remembers), a burst of messages sent meanwhile all reach it (each once, a
+/// repeated delivery id too), and a restart replays only the turns since the last compaction.
+#[tokio::test]
+async fn a_session_continues_as_new_between_turns_and_loses_nothing() {
+    let world = World::in_memory();
+    let script = |request: &ModelRequest| {
+        let researcher = request.messages.iter().find_map(|message| {
+            let rest = message.content().strip_prefix("Started task ")?;
+            Some(rest.split('.').next().unwrap().to_owned())
+        });
+        match request.last() {
+            Some(Message::User { content }) if content == "Research" => {
+                ModelResponse::call("researcher", json!({ "question": "q1" }))
+            }
+            Some(Message::User { content }) if content == "Again" => {
+                ModelResponse::call("researcher", json!({ "question": "q2", "taskId": researcher.unwrap() }))
+            }
+            Some(Message::User { content }) => ModelResponse::text(format!("re: {}", content.lines().next().unwrap())),
+            _ => ModelResponse::call("task_wait", json!({})),
+        }
+    };
+    let runtime = runtime(&world, script);
+    let options = SessionOptions::new().tools(["researcher"]).compact_every(3);
+    let session = runtime.session(options).await.unwrap();
+    let mut live = session.events(0);
+    let queued = |text: String| UserMessage::new(text).policy(TurnPolicy::Queue);
+    session.send("Research").await.unwrap();
+    // A burst while the session compacts: every message is a turn, the repeated id once.
+    for turn in 0..12 {
+        session.send_message_once(queued(format!("m{turn}")), &format!("m{turn}")).await.unwrap();
+    }
+    session.send_message_once(queued("m0 again".into()), "m0").await.unwrap();
+    session.send_message_once(queued("Again".into()), "again").await.unwrap();
+    let mut seen = Vec::new();
+    while seen.iter().filter(|event: &&SessionEvent| event.name == "turn.completed").count() < 14 {
+        let next = tokio::time::timeout(Duration::from_secs(10), live.next()).await;
+        let event = next.unwrap_or_else(|_| panic!("stuck after {:?}", names(&seen)));
+        seen.push(event.unwrap().unwrap());
+    }
+    let sequences: Vec<u64> = seen.iter().map(|event| event.sequence).collect();
+    assert_eq!(sequences, (1..=sequences.len() as u64).collect::<Vec<_>>(), "numbered on, with no gap or repeat");
+    assert!(all(&seen, "session.compacted").len() >= 4, "{:?}", names(&seen));
+    let texts: Vec<&str> =
+        all(&seen, "message.completed").iter().map(|event| event.data["text"].as_str().unwrap()).collect();
+    for turn in 0..12 {
+        assert_eq!(texts.iter().filter(|text| **text == format!("re: m{turn}")).count(), 1, "m{turn} once: {texts:?}");
+    }
+    assert!(!texts.iter().any(|text| text.contains("again")), "a repeated delivery id is taken once");
+    let settled = all(&seen, "task.settled");
+    assert_eq!(settled.last().unwrap().data["output"], json!({ "notes": ["q1", "q2"] }), "the task carried over");
+    let journal = runtime.journal(session.id()).await.unwrap().entries.len();
+    let after = seen.last().unwrap().sequence;
+    runtime.shutdown().await;
+
+    // A new process replays only the last history: a few turns, not all fourteen.
+    let again = self::runtime(&world, script);
+    again.recover().await.unwrap();
+    let session = again.open_session(session.id()).await.unwrap();
+    let kept = session.history(0).await.unwrap();
+    assert_eq!(kept.first().map(|event| event.name.as_str()), Some("session.compacted"), "{:?}", names(&kept));
+    assert!(journal < 40, "the journal holds the last history only: {journal} entries");
+    session.send("once more").await.unwrap();
+    let last = read_until(&session, after, "turn.completed").await;
+    assert!(last.iter().any(|event| event.data["text"] == "re: once more"), "{:?}", names(&last));
+}

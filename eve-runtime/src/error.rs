@@ -192,7 +192,17 @@ impl From<RetryableError> for StepError {
 pub struct ToolError {
     message: String,
     /// Set by `WorkflowCtx::continue_as_new`: not a failure, but the input the run goes on with.
-    continue_with: Option<serde_json::Value>,
+    continue_with: Option<ContinueWith>,
+}
+
+/// How a run continues as new: [`ToolError::continues_with`].
+#[derive(Debug)]
+pub(crate) struct ContinueWith {
+    /// The input of the new history.
+    pub input: serde_json::Value,
+    /// Whether the deliveries waiting in the inbox reach the new history (see
+    /// `Store::continue_as_new`).
+    pub keep_inbox: bool,
 }
 
 impl ToolError {
@@ -208,11 +218,18 @@ impl ToolError {
 
     /// The "error" `WorkflowCtx::continue_as_new` returns: the run goes on with `input`.
     pub(crate) fn continue_as_new(input: serde_json::Value) -> Self {
-        ToolError { message: "the run continues as new".to_owned(), continue_with: Some(input) }
+        let continue_with = Some(ContinueWith { input, keep_inbox: false });
+        ToolError { message: "the run continues as new".to_owned(), continue_with }
     }
 
-    /// The input the run continues with, if this is `continue_as_new`'s return value.
-    pub(crate) fn continues_with(&mut self) -> Option<serde_json::Value> {
+    /// The same, keeping the inbox whole for a new history that creates the same hooks first.
+    pub(crate) fn continue_keeping_inbox(input: serde_json::Value) -> Self {
+        let continue_with = Some(ContinueWith { input, keep_inbox: true });
+        ToolError { message: "the run continues as new".to_owned(), continue_with }
+    }
+
+    /// How the run continues, if this is `continue_as_new`'s return value.
+    pub(crate) fn continues_with(&mut self) -> Option<ContinueWith> {
         self.continue_with.take()
     }
 }

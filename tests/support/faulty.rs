@@ -105,8 +105,14 @@ impl Store for Faulty {
         self.inner.recovery().await
     }
 
-    async fn continue_as_new(&self, run: &RunId, fence: Fence, started: Entry) -> Result<(), StoreError> {
-        self.inner.continue_as_new(run, fence, started).await
+    async fn continue_as_new(
+        &self,
+        run: &RunId,
+        fence: Fence,
+        started: Entry,
+        keep_inbox: bool,
+    ) -> Result<(), StoreError> {
+        self.inner.continue_as_new(run, fence, started, keep_inbox).await
     }
 
     async fn deliver(

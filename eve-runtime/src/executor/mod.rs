@@ -182,7 +182,7 @@ enum Advanced {
     /// The run ended; its terminal entry is durable.
     Finished(RunOutcome),
     /// The body asked to continue as new with this input.
-    Continues(Value),
+    Continues(crate::error::ContinueWith),
 }
 
 /// How the body ended, before it is journaled.
@@ -416,7 +416,7 @@ impl Driver {
         let failure = match self.advance(rt, mailbox).await {
             Ok(Advanced::Finished(outcome)) => return Exit::Finished(outcome),
             Ok(Advanced::Idle) => return Exit::Parked(self),
-            Ok(Advanced::Continues(input)) => return self.continue_as_new(rt, input).await,
+            Ok(Advanced::Continues(with)) => return self.continue_as_new(rt, with).await,
             Err(error @ (StoreError::TooLarge { .. } | StoreError::TooDeep { .. })) => {
                 RunFailure::Tool { message: format!("the run could not journal what it did next: {error}") }
             }
@@ -442,10 +442,20 @@ impl Driver {
 
     /// Replaces the run's history with a fresh one that starts the body again with `input`, and
     /// returns the driver of the new history (or how the run ended, if `input` does not fit).
-    async fn continue_as_new(mut self: Box<Self>, rt: &Engine, input: Value) -> Exit {
-        // The old history ends here: what it did since its last commit goes with it.
-        self.pending.clear();
-        self.pending_consumed.clear();
+    async fn continue_as_new(mut self: Box<Self>, rt: &Engine, with: crate::error::ContinueWith) -> Exit {
+        let crate::error::ContinueWith { input, keep_inbox } = with;
+        if keep_inbox {
+            // What the body took in since its last commit is in the state it continues with, so
+            // it is committed (taken) first: the inbox kept for the new history must not hold it.
+            self.take_records();
+            if let Err(error) = self.commit(rt).await {
+                return Exit::Lost(error);
+            }
+        } else {
+            // The old history ends here: what it did since its last commit goes with it.
+            self.pending.clear();
+            self.pending_consumed.clear();
+        }
         let tool = self.tool.expect("a body runs only for a known tool");
         let fits = (tool.validate_input)(&input).and_then(|()| {
             crate::journal::depth::check(&input, || "the input".to_owned()).map_err(|error| error.to_string())
@@ -470,7 +480,7 @@ impl Driver {
         };
         let mut backoff = StoreBackoff::default();
         loop {
-            match rt.store.continue_as_new(&self.core.run, self.fence, entry.clone()).await {
+            match rt.store.continue_as_new(&self.core.run, self.fence, entry.clone(), keep_inbox).await {
                 Ok(()) => break,
                 Err(error) if error.is_transient() => {
                     if let Err(error) = backoff.wait(rt, &self.core.run, error).await {
@@ -484,7 +494,15 @@ impl Driver {
         self.withdraw_open_asks(rt);
         let run = self.core.run.clone();
         rt.events.emit(|| RunEvent::ContinuedAsNew { run: run.clone(), continued: started.continued });
-        Exit::Continued(Box::new(Driver::fresh(rt, run, tool, input, &started, self.fence)))
+        let mut driver = Driver::fresh(rt, run, tool, input, &started, self.fence);
+        if keep_inbox {
+            // What waited for the old history goes to the new one, whose body makes the same hooks.
+            match rt.store.inbox(&driver.core.run).await {
+                Ok(waiting) => driver.inbox.extend(waiting),
+                Err(error) => return Exit::Lost(error),
+            }
+        }
+        Exit::Continued(Box::new(driver))
     }
 
     /// The loop described in the module documentation.
@@ -821,7 +839,7 @@ impl Driver {
         }
         let outcome = match finish {
             Finish::Returned(Err(mut error)) => match error.continues_with() {
-                Some(input) => return Ok(Some(Advanced::Continues(input))),
+                Some(with) => return Ok(Some(Advanced::Continues(with))),
                 None => self.finish_with(rt, Finish::Returned(Err(error))).await?,
             },
             finish => self.finish_with(rt, finish).await?,

@@ -410,6 +410,8 @@ fn open_session(open: Open) -> StepCall<()> {
             agents: Vec::new(),
             agent: Some(agent.name.clone()),
             history: None,
+            compact_every: None,
+            carried: None,
         };
         let input = serde_json::to_value(input).expect("a session's input always serializes");
         let options = StartOptions::new().id(open.session).parent(open.parent);

@@ -90,6 +90,35 @@ pub(crate) struct SessionInput {
     /// How many messages of history the model is shown at most (see `SessionOptions::history`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history: Option<usize>,
+    /// How many turns one history of the session's run holds before it continues as new (see
+    /// `SessionOptions::compact_every`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compact_every: Option<u64>,
+    /// The state an earlier history carried into this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub carried: Option<Box<Carried>>,
+}
+
+/// How many turns one history of a session holds, by default, before it continues as new.
+pub(super) const DEFAULT_COMPACT_EVERY: u64 = 20;
+
+/// What a session carries into a new history when it continues as new between turns: everything
+/// its body knows, so a restart replays only the turns since, however long the session is.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Carried {
+    messages: Vec<Message>,
+    turn_starts: VecDeque<usize>,
+    compacted: u64,
+    tasks: Tasks,
+    results: Vec<String>,
+    note_due: bool,
+    stopping: Vec<Stopping>,
+    queued: VecDeque<UserMessage>,
+    turns: u64,
+    steps: u64,
+    children: u64,
+    feed: u64,
 }
 
 /// How many messages of history the model is shown at most, by default.
@@ -115,6 +144,7 @@ enum Inbound {
 }
 
 /// A resumable task whose work was stopped, until its body returns to `receive()`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
 struct Stopping {
     run: RunId,
     stretch: u64,
@@ -221,6 +251,10 @@ struct Body<'c> {
     feed: u64,
     /// The name of the last event published.
     last_event: &'static str,
+    /// Turns in this history of the run (see [`Carried`]).
+    turns_here: u64,
+    /// Whether an earlier history carried its state into this one.
+    continued: bool,
 }
 
 impl<'c> Body<'c> {
@@ -228,48 +262,88 @@ impl<'c> Body<'c> {
         // First op of the run: deliveries address it as `SESSION_HOOK`.
         let inbox = create_hook::<Value>();
         let offered = offered_tools(input.tools.as_deref(), input.output_schema.as_ref(), &input.agents);
+        let mut input = input;
+        let continued = input.carried.is_some();
+        let carried = input.carried.take().map(|carried| *carried).unwrap_or_default();
         Body {
             ctx,
             inbox,
             input,
             offered,
-            messages: Vec::new(),
-            turn_starts: VecDeque::new(),
-            compacted: 0,
-            tasks: Tasks::default(),
-            results: Vec::new(),
-            note_due: false,
-            queued: VecDeque::new(),
+            messages: carried.messages,
+            turn_starts: carried.turn_starts,
+            compacted: carried.compacted,
+            tasks: carried.tasks,
+            results: carried.results,
+            note_due: carried.note_due,
+            queued: carried.queued,
             turn: None,
             executing: BTreeMap::new(),
             executed: BTreeMap::new(),
             steered: Vec::new(),
-            stopping: Vec::new(),
+            stopping: carried.stopping,
             output: None,
             closing: false,
-            turns: 0,
-            steps: 0,
-            children: 0,
-            feed: 0,
+            turns: carried.turns,
+            steps: carried.steps,
+            children: carried.children,
+            feed: carried.feed,
             last_event: "",
+            turns_here: 0,
+            continued,
         }
     }
 
+    /// Continues the session's run as new when this history holds enough turns: called between
+    /// turns, when nothing but tasks is under way. The waiting deliveries stay for the new
+    /// history, whose first op is the same hook.
+    fn continue_if_long(&mut self) -> Result<(), ToolError> {
+        self.turns_here += 1;
+        let every = self.input.compact_every.unwrap_or(DEFAULT_COMPACT_EVERY).max(1);
+        if self.turns_here < every || self.closing || !self.executing.is_empty() {
+            return Ok(());
+        }
+        let carried = Carried {
+            messages: std::mem::take(&mut self.messages),
+            turn_starts: std::mem::take(&mut self.turn_starts),
+            compacted: self.compacted,
+            tasks: std::mem::take(&mut self.tasks),
+            results: std::mem::take(&mut self.results),
+            note_due: self.note_due,
+            stopping: std::mem::take(&mut self.stopping),
+            queued: std::mem::take(&mut self.queued),
+            turns: self.turns,
+            steps: self.steps,
+            children: self.children,
+            feed: self.feed,
+        };
+        let next = SessionInput { carried: Some(Box::new(carried)), ..self.input.clone() };
+        let next = serde_json::to_value(next).map_err(|error| ToolError::new(format!("a session's state: {error}")))?;
+        Err(ToolError::continue_keeping_inbox(next))
+    }
+
     async fn run(mut self) -> Result<(), ToolError> {
+        let mut carried_on = self.continued;
+        if carried_on {
+            // The journal now starts here; the feed's numbers go on from the last history's.
+            self.emit("session.compacted", json!({ "turns": self.turns }));
+        }
         loop {
+            if std::mem::take(&mut carried_on) {
+                // The last history continued right after a turn: go on with the queue, then wait.
+                if Box::pin(self.turns_then_wait(None)).await? {
+                    return Ok(());
+                }
+                continue;
+            }
             let Some(inbound) = self.next().await else { return Ok(()) };
             match inbound {
                 Inbound::Message(message) => {
                     // Boxed: a turn's futures are large, and a session parked between turns (the
                     // common state of a warm-cached session) should not carry their space.
-                    Box::pin(self.turn(message)).await?;
-                    while let Some(message) = self.queued.pop_front().filter(|_| !self.closing) {
-                        Box::pin(self.turn(message)).await?;
+                    if Box::pin(self.turns_then_wait(Some(message))).await? {
+                        return Ok(());
                     }
-                    if self.closing {
-                        return Box::pin(self.end_idle_tasks()).await;
-                    }
-                    self.emit("session.waiting", json!({}));
                 }
                 Inbound::Report(report) => Box::pin(self.on_report(report)).await?,
                 Inbound::Overdue => Box::pin(self.overdue()).await?,
@@ -280,6 +354,26 @@ impl<'c> Body<'c> {
                 }
             }
         }
+    }
+
+    /// Runs a turn for `first`, then one for each queued message, then says the session waits.
+    /// Between two turns the run may continue as new (`Err` carries it out). Returns whether the
+    /// session was closed and has ended.
+    async fn turns_then_wait(&mut self, first: Option<UserMessage>) -> Result<bool, ToolError> {
+        if let Some(message) = first {
+            Box::pin(self.turn(message)).await?;
+            self.continue_if_long()?;
+        }
+        while let Some(message) = self.queued.pop_front().filter(|_| !self.closing) {
+            Box::pin(self.turn(message)).await?;
+            self.continue_if_long()?;
+        }
+        if self.closing {
+            Box::pin(self.end_idle_tasks()).await?;
+            return Ok(true);
+        }
+        self.emit("session.waiting", json!({}));
+        Ok(false)
     }
 
     /// The next thing the hook received, waiting for it (or for a stopped task's grace to run

@@ -119,6 +119,16 @@ impl SessionOptions {
         self
     }
 
+    /// Continues the session's run as new every `turns` turns (20 by default): between two turns,
+    /// the session carries what it knows into a fresh journal, so a restart replays at most that
+    /// many turns however long the session is. The feed's events before it are no longer in the
+    /// journal (the feed's sequence numbers go on, and `session.compacted` opens the new history);
+    /// the waiting messages and the tasks' reports reach the new history.
+    pub fn compact_every(mut self, turns: u64) -> Self {
+        self.input.compact_every = Some(turns);
+        self
+    }
+
     /// A child session (or a schedule's): only its final reply reaches its caller, so a turn
     /// held for tasks reports its text with `finishReason: "tool-calls"`.
     pub fn child(mut self) -> Self {

@@ -4,20 +4,23 @@
 //! later one finds nothing left to settle. The table is part of the session body's state, so it
 //! is rebuilt exactly on replay from what the journal holds.
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::strings::{self, NoteTask};
 use crate::journal::RunId;
 
 /// How a task runs: once (`#[task]`), or taking calls until its session ends (`#[task(serve)]`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub(super) enum TaskKind {
     Task,
     Serve,
 }
 
 /// Where a task stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub(super) enum TaskStatus {
     /// It owes at least one call a result: it holds the turn and counts toward the limit.
     Working,
@@ -28,20 +31,26 @@ pub(super) enum TaskStatus {
 }
 
 /// A call waiting for its task's result.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 struct PendingCall {
     call: String,
     turn: Value,
 }
 
+/// A tool's (or agent's) model-facing name, kept for the life of the process. (An alias, so
+/// serde does not take the field for a borrowed string.)
+pub(super) type ToolName = &'static str;
+
 /// One task of the session.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub(super) struct Task {
     pub id: String,
-    pub tool: &'static str,
+    #[serde(with = "interned")]
+    pub tool: ToolName,
     pub run: RunId,
     pub kind: TaskKind,
     /// Whether it is an agent's task (`kind` `"agent"` on its events).
+    #[serde(default)]
     pub agent: bool,
     pub status: TaskStatus,
     /// The stretch of work its calls belong to (a resumable task's next call after it was idle
@@ -87,11 +96,13 @@ pub(super) struct Settled {
     pub turn: Value,
 }
 
-/// The session's tasks, in the order they started.
-#[derive(Debug, Default)]
+/// The session's tasks, in the order they started. Serialized into the state a session carries
+/// into a new history.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub(super) struct Tasks {
     tasks: Vec<Task>,
     /// Every call that settled with a result (not cancelled), in order: what `task_wait` reports.
+    #[serde(with = "interned_log")]
     log: Vec<(String, &'static str)>,
     /// A clock for `used`.
     clock: u64,
@@ -236,6 +247,39 @@ impl Tasks {
         idle.sort_by_key(|task| std::cmp::Reverse(task.used));
         let idle: Vec<NoteTask<'_>> = idle.iter().map(|task| NoteTask { id: &task.id, tool: task.tool }).collect();
         strings::tasks_note(&working, &idle)
+    }
+}
+
+/// Tool names as strings, read back as the process's `&'static` names.
+mod interned {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(name: &&'static str, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(name)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<&'static str, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        Ok(crate::registry::tool(&name).map_or_else(|| super::super::agents::intern(&name), |tool| tool.name))
+    }
+}
+
+/// The settled log's statuses, read back as the `&'static` names `Tasks` keeps.
+mod interned_log {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(log: &[(String, &'static str)], serializer: S) -> Result<S::Ok, S::Error> {
+        log.serialize(serializer)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<(String, &'static str)>, D::Error> {
+        let log = Vec::<(String, String)>::deserialize(deserializer)?;
+        let status = |status: &str| match status {
+            "completed" => "completed",
+            "failed" => "failed",
+            _ => "cancelled",
+        };
+        Ok(log.into_iter().map(|(task, state)| (task, status(&state))).collect())
     }
 }
 

@@ -62,6 +62,7 @@ macro_rules! conformance_suite {
                 tail_is_the_summary_and_the_last_entry,
                 parked_runs_are_left_out_of_recovery_until_they_have_something_to_do,
                 continue_as_new_replaces_the_history_and_keeps_a_pending_cancel,
+                continue_as_new_can_keep_the_inbox_whole,
                 inboxes_refuse_deliveries_beyond_their_limits,
                 notices_reach_other_runs_with_the_append_that_implies_them,
             );
@@ -805,10 +806,10 @@ pub async fn continue_as_new_replaces_the_history_and_keeps_a_pending_cancel(sto
         *continued = 1;
     }
     let stale = Fence { epoch: fence.epoch + 100 };
-    let refused = store.continue_as_new(&run, stale, next.clone()).await;
+    let refused = store.continue_as_new(&run, stale, next.clone(), false).await;
     assert!(matches!(refused, Err(StoreError::Fenced { .. })), "a stale fence is refused: {refused:?}");
     assert_eq!(entries(store, &run).await.len(), 4, "nothing was written");
-    store.continue_as_new(&run, fence, next.clone()).await.expect("continue as new");
+    store.continue_as_new(&run, fence, next.clone(), false).await.expect("continue as new");
     assert_eq!(entries(store, &run).await, vec![next.clone()], "the new history starts at sequence 0");
     assert_eq!(store.load(&run).await.unwrap().unwrap().summary.entries, 1);
     assert!(timers(store).await.is_empty(), "the old history's timers are released");
@@ -817,8 +818,29 @@ pub async fn continue_as_new_replaces_the_history_and_keeps_a_pending_cancel(sto
     assert!(matches!(&waiting[..], [InboxItem { delivery: Delivery::Cancel { .. }, .. }]), "{waiting:?}");
     // The new history appends from sequence 1 and may take the same token again.
     append(store, &run, fence, 1, vec![hook(0, &held), run_completed()]).await;
-    let finished = store.continue_as_new(&run, fence, next).await;
+    let finished = store.continue_as_new(&run, fence, next, false).await;
     assert!(matches!(finished, Err(StoreError::RunFinished(_))), "{finished:?}");
+}
+
+/// Continuing as new with `keep_inbox` keeps the deliveries still waiting for the new history and
+/// the delivery ids seen, so a repeat stays a duplicate; the journal, timers and hooks go as ever.
+pub async fn continue_as_new_can_keep_the_inbox_whole(store: &dyn Store) {
+    let run = run_id("conversing");
+    let fence = create(store, new_run("conversing", json!({"round": 1}), 1)).await;
+    append(store, &run, fence, 1, vec![sleep(0, 9_000), record(1, json!(7))]).await;
+    let message = |text: &str| DeliveryPayload::Run(Delivery::Hook { op: Op(0), payload: json!(text) });
+    deliver(store, Target::Run(run.clone()), Some("message:1"), message("waiting")).await;
+    let next = new_run("conversing", json!({"round": 2}), 2).started_entry();
+    store.continue_as_new(&run, fence, next.clone(), true).await.expect("continue as new");
+    assert_eq!(entries(store, &run).await, vec![next], "the new history starts at sequence 0");
+    assert!(timers(store).await.is_empty(), "the old history's timers are released");
+    let waiting = inbox(store, &run).await;
+    assert!(
+        matches!(&waiting[..], [InboxItem { delivery: Delivery::Hook { op: Op(0), .. }, .. }]),
+        "the waiting delivery reaches the new history: {waiting:?}"
+    );
+    let again = store.deliver(Target::Run(run.clone()), Some("message:1"), message("again")).await.unwrap();
+    assert!(matches!(again, Delivered::Duplicate { .. }), "a delivery id seen before is still a duplicate: {again:?}");
 }
 
 /// A delivery beyond the per-hook limit, or the per-run limit, is refused with `InboxFull` and

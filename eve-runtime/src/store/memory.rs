@@ -308,7 +308,13 @@ impl Store for MemoryStore {
         Ok(Recovery { unfinished: unfinished.len(), runnable, timers: state.timer_rows(), sign_ins })
     }
 
-    async fn continue_as_new(&self, run: &RunId, fence: Fence, started: Entry) -> Result<(), StoreError> {
+    async fn continue_as_new(
+        &self,
+        run: &RunId,
+        fence: Fence,
+        started: Entry,
+        keep_inbox: bool,
+    ) -> Result<(), StoreError> {
         let mut state = self.lock();
         let run_state = state.run_mut(run)?;
         if run_state.epoch != fence.epoch {
@@ -320,13 +326,17 @@ impl Store for MemoryStore {
         run_state.entries = vec![started];
         run_state.summary.entries = 1;
         run_state.summary.parked = false;
-        run_state.delivery_ids.clear();
+        if !keep_inbox {
+            run_state.delivery_ids.clear();
+        }
         let hooks = std::mem::take(&mut run_state.hooks);
         for hash in hooks {
             state.hooks.remove(&hash);
         }
         state.timers.retain(|(timer_run, _, _), _| timer_run != run);
-        state.inbox.retain(|_, item| &item.run != run || matches!(item.delivery, Delivery::Cancel { .. }));
+        if !keep_inbox {
+            state.inbox.retain(|_, item| &item.run != run || matches!(item.delivery, Delivery::Cancel { .. }));
+        }
         Ok(())
     }
 

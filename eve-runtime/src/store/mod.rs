@@ -398,7 +398,18 @@ pub trait Store: Send + Sync + 'static {
     /// keeping the run id: deletes its journal, releases its timers and hooks, drops its inbox
     /// but for a pending cancellation, and writes `started` at sequence 0, all at once. Refuses a
     /// stale fence ([`StoreError::Fenced`]) or a finished run, writing nothing.
-    async fn continue_as_new(&self, run: &RunId, fence: Fence, started: Entry) -> Result<(), StoreError>;
+    ///
+    /// With `keep_inbox`, the inbox stays whole instead: the deliveries still waiting reach the
+    /// new history, and the delivery ids seen so far stay duplicates. That is for a body whose new
+    /// history creates the same hooks first (a session's: its hook is op 0 in every history), so
+    /// nothing sent while it continued is lost or taken twice.
+    async fn continue_as_new(
+        &self,
+        run: &RunId,
+        fence: Fence,
+        started: Entry,
+        keep_inbox: bool,
+    ) -> Result<(), StoreError>;
 
     /// Accepts a delivery into the inbox of the run `target` names. A `delivery_id` seen before
     /// for the same run is reported as [`Delivered::Duplicate`] and changes nothing. A delivery

@@ -440,13 +440,20 @@ impl Store for PostgresStore {
         with_client!(self, "listing claimable runs", |client| reads::claimable(&mut client, now, limit))
     }
 
-    async fn continue_as_new(&self, run: &RunId, fence: Fence, started: Entry) -> Result<(), StoreError> {
+    async fn continue_as_new(
+        &self,
+        run: &RunId,
+        fence: Fence,
+        started: Entry,
+        keep_inbox: bool,
+    ) -> Result<(), StoreError> {
         let text = codec::encode_entry(&started, self.options.max_entry_bytes)?;
         with_client!(self, format!("continuing run {run} as new"), |client| writes::continue_as_new(
             &mut client,
             run,
             fence,
-            &text
+            &text,
+            keep_inbox
         ))
     }
 

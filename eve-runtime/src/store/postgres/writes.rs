@@ -403,6 +403,7 @@ pub(super) async fn continue_as_new(
     run: &RunId,
     fence: Fence,
     started: &str,
+    keep_inbox: bool,
 ) -> Result<(), Failure> {
     let tx = client.transaction().await?;
     let sql = "UPDATE runs SET entries = 1, parked = false WHERE id = $1 AND epoch = $2 AND status = 'active'";
@@ -413,12 +414,13 @@ pub(super) async fn continue_as_new(
         }
         return Err(StoreError::RunFinished(run.clone()).into());
     }
-    for sql in [
+    let inbox = "DELETE FROM inbox WHERE run_id = $1 AND (consumed OR kind <> 'cancel')";
+    let deletes = [
         "DELETE FROM journal WHERE run_id = $1",
         "DELETE FROM timers WHERE run_id = $1",
         "DELETE FROM hooks WHERE run_id = $1",
-        "DELETE FROM inbox WHERE run_id = $1 AND (consumed OR kind <> 'cancel')",
-    ] {
+    ];
+    for sql in deletes.into_iter().chain((!keep_inbox).then_some(inbox)) {
         execute(&tx, sql, &[&run.as_str()]).await?;
     }
     execute(&tx, "INSERT INTO journal (run_id, seq, entry) VALUES ($1, 0, $2)", &[&run.as_str(), &started]).await?;

@@ -243,10 +243,16 @@ impl Store for SqliteStore {
         self.readers.read(reads::recovery).await
     }
 
-    async fn continue_as_new(&self, run: &RunId, fence: Fence, started: Entry) -> Result<(), StoreError> {
+    async fn continue_as_new(
+        &self,
+        run: &RunId,
+        fence: Fence,
+        started: Entry,
+        keep_inbox: bool,
+    ) -> Result<(), StoreError> {
         let text = codec::encode_entry(&started, self.options.max_entry_bytes)?;
         let (run, epochs) = (run.clone(), self.epochs.clone());
-        self.writer.submit(move |conn| writes::continue_as_new(conn, &run, fence, &text, &epochs)).await
+        self.writer.submit(move |conn| writes::continue_as_new(conn, &run, fence, &text, &epochs, keep_inbox)).await
     }
 
     async fn deliver(

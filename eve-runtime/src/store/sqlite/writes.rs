@@ -233,6 +233,7 @@ pub(super) fn continue_as_new(
     fence: Fence,
     started: &str,
     epochs: &Epochs,
+    keep_inbox: bool,
 ) -> Result<(), Failure> {
     let current = epochs.current(run);
     if current != fence.epoch {
@@ -243,12 +244,14 @@ pub(super) fn continue_as_new(
         current_row(conn, run)?;
         return Err(StoreError::RunFinished(run.clone()).into());
     }
-    for sql in [
+    let inbox =
+        "DELETE FROM inbox WHERE run_id = ?1 AND (consumed = 1 OR json_extract(delivery, '$.type') <> 'cancel')";
+    let deletes = [
         "DELETE FROM journal WHERE run_id = ?1",
         "DELETE FROM timers WHERE run_id = ?1",
         "DELETE FROM hooks WHERE run_id = ?1",
-        "DELETE FROM inbox WHERE run_id = ?1 AND (consumed = 1 OR json_extract(delivery, '$.type') <> 'cancel')",
-    ] {
+    ];
+    for sql in deletes.into_iter().chain((!keep_inbox).then_some(inbox)) {
         conn.prepare_cached(sql)?.execute([run.as_str()])?;
     }
     insert_entries(conn, run, 0, std::slice::from_ref(&started.to_owned()))
