@@ -41,6 +41,8 @@ const RUNTIME: &[(&str, u32)] = &[
     ("webhook", 8),
     ("step", 9),
     ("context", 10),
+    // Progress a body reports, published through its context.
+    ("progress", 11),
     ("registry", 11),
     // The executor, then the runtime on top of the core.
     ("executor", 12),

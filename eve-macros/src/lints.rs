@@ -87,6 +87,9 @@ pub const STEP_ONLY: &[Lint] = &[
     Lint { pattern: Pattern::OnContext("require_auth"), advice: "" },
 ];
 
+/// Rust's `yield`, which is not how a body reports progress (that is `progress.report(…)`).
+pub const YIELDS: &[Lint] = &[Lint { pattern: Pattern::Path("yield"), advice: "" }];
+
 /// One match in a body.
 pub struct Finding<'l> {
     /// The lint that matched.

@@ -293,6 +293,7 @@ pub use eve_runtime::http;
 pub use eve_runtime::journal::{Entry, Op, RunFailure, RunId, RunStatus};
 #[cfg(feature = "mcp")]
 pub use eve_runtime::mcp;
+pub use eve_runtime::progress::Progress;
 pub use eve_runtime::registry::{Lifetime, Manifest, Shape, Suspend};
 pub use eve_runtime::step::{Backoff, RetryPolicy, StepCall, StepCtx};
 pub use eve_runtime::wait::{
@@ -350,9 +351,9 @@ macro_rules! tools {
 /// What most tool modules need: `use eve_tools::prelude::*;`.
 pub mod prelude {
     pub use crate::{
-        AbortSignal, Ask, AskOutcome, Cancelled, FatalError, Hook, HookError, Provider, Respond, RetryableError,
-        Runtime, StepCtx, StepError, TaskCtx, ToolCtx, ToolError, Webhook, WebhookOptions, WebhookRequest,
-        WebhookResponse, WorkflowCtx, create_hook, create_hook_with_token, create_webhook, create_webhook_with, sleep,
-        sleep_until, step, task, tool, workflow_tool,
+        AbortSignal, Ask, AskOutcome, Cancelled, FatalError, Hook, HookError, Progress, Provider, Respond,
+        RetryableError, Runtime, StepCtx, StepError, TaskCtx, ToolCtx, ToolError, Webhook, WebhookOptions,
+        WebhookRequest, WebhookResponse, WorkflowCtx, create_hook, create_hook_with_token, create_webhook,
+        create_webhook_with, sleep, sleep_until, step, task, tool, workflow_tool,
     };
 }
