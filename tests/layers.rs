@@ -41,6 +41,8 @@ const RUNTIME: &[(&str, u32)] = &[
     ("webhook", 8),
     ("step", 9),
     ("context", 10),
+    // Progress a body reports, published through its context.
+    ("progress", 11),
     ("registry", 11),
     // The executor, then the runtime on top of the core.
     ("executor", 12),
@@ -49,12 +51,12 @@ const RUNTIME: &[(&str, u32)] = &[
     ("session::strings", 14),
     ("session::model", 14),
     ("session::inbound", 14),
-    ("session::tasks", 15),
     ("session::agents", 15),
     ("session::feed", 15),
-    ("session::engine", 16),
-    ("session", 17),
-    ("session::agent", 17),
+    ("session::tasks", 16),
+    ("session::engine", 17),
+    ("session", 18),
+    ("session::agent", 18),
     // Outer layers: stores and providers on the network or the disk, defaults, HTTP, the CLI.
     ("store::sqlite", 20),
     ("store::postgres", 20),

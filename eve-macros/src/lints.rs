@@ -87,6 +87,9 @@ pub const STEP_ONLY: &[Lint] = &[
     Lint { pattern: Pattern::OnContext("require_auth"), advice: "" },
 ];
 
+/// Rust's `yield`, which is not how a body reports progress (that is `progress.report(…)`).
+pub const YIELDS: &[Lint] = &[Lint { pattern: Pattern::Path("yield"), advice: "" }];
+
 /// One match in a body.
 pub struct Finding<'l> {
     /// The lint that matched.
@@ -221,7 +224,7 @@ fn is_group(token: Option<&TokenTree>, delimiter: Delimiter) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{NONDETERMINISM, STEP_ONLY, WORKFLOW_ONLY, scan};
+    use super::{NONDETERMINISM, STEP_ONLY, WORKFLOW_ONLY, YIELDS, scan};
 
     /// `(body, what the scanner reports)` for the determinism table.
     const NONDETERMINISM_CASES: &[(&str, &[&str])] = &[
@@ -266,6 +269,21 @@ mod tests {
             let tokens = body.parse().expect("test bodies are valid tokens");
             let found: Vec<String> = scan(&tokens, NONDETERMINISM, &[]).into_iter().map(|f| f.text).collect();
             assert_eq!(&found, expected, "scanning `{body}`");
+        }
+    }
+
+    #[test]
+    fn only_the_yield_keyword_is_a_yield() {
+        let cases: &[(&str, usize)] = &[
+            ("yield 5;", 1),
+            ("if done { yield json!({ \"stage\": 1 }); }", 1),
+            ("progress.report(5).await?;", 0),
+            ("co.yield_(5).await;", 0),
+            ("let r#yield = 1;", 0),
+        ];
+        for (body, expected) in cases {
+            let tokens = body.parse().expect("test bodies are valid tokens");
+            assert_eq!(scan(&tokens, YIELDS, &[]).len(), *expected, "scanning `{body}`");
         }
     }
 

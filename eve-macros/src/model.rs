@@ -128,6 +128,8 @@ pub enum Role<'a> {
     Context(Context, Borrow),
     /// `Receive<T>`, the call stream of a `#[task(serve)]`, with `T` if written.
     Receive(Option<&'a Type>),
+    /// `progress: Progress`, the channel a workflow body reports progress on.
+    Progress(Borrow),
     /// Anything else: a tool's input or a step's argument.
     Value,
 }
@@ -160,6 +162,20 @@ impl<'a> Param<'a> {
             Role::Context(context, borrow) => Some((context, borrow)),
             _ => None,
         }
+    }
+
+    /// How this parameter holds its `Progress`, if it is the progress channel.
+    pub fn progress(&self) -> Option<Borrow> {
+        match self.role {
+            Role::Progress(borrow) => Some(borrow),
+            _ => None,
+        }
+    }
+
+    /// Whether the caller supplies this parameter: a tool's input (or call stream) or a step's
+    /// argument, as opposed to a context or the progress channel, which the runtime supplies.
+    pub fn is_supplied(&self) -> bool {
+        matches!(self.role, Role::Value | Role::Receive(_))
     }
 }
 
@@ -337,14 +353,19 @@ impl<'a> ToolModel<'a> {
         name_or(self.name.as_ref(), &self.func)
     }
 
-    /// The input parameter: the first one that is not a context.
+    /// The input parameter: the first one that is neither a context nor the progress channel.
     pub fn input(&self) -> Option<&Param<'a>> {
-        self.func.params.iter().find(|param| param.context().is_none())
+        self.func.params.iter().find(|param| param.is_supplied())
     }
 
     /// The context parameter, if the body takes one.
     pub fn context(&self) -> Option<&Param<'a>> {
         self.func.params.iter().find(|param| param.context().is_some())
+    }
+
+    /// The progress channel, `progress: Progress`, if the body reports progress.
+    pub fn progress(&self) -> Option<&Param<'a>> {
+        self.func.params.iter().find(|param| param.progress().is_some())
     }
 
     /// The type the model fills in: the input's type, or `T` of a serve task's `Receive<T>`.
@@ -419,6 +440,7 @@ fn role(ty: &Type) -> Role<'_> {
     match Context::from_type_name(&name) {
         Some(context) if segment.arguments.is_none() => Role::Context(context, borrow),
         _ if name == "Receive" && borrow == Borrow::Owned => Role::Receive(type_arguments(segment).next()),
+        _ if name == "Progress" && segment.arguments.is_none() => Role::Progress(borrow),
         _ => Role::Value,
     }
 }

@@ -40,6 +40,7 @@ pub fn step(model: &StepModel) -> syn::Result<()> {
         attr,
         "return what you need from the step and ask in the body",
     );
+    progress_is_reported_from_workflow_bodies(&mut errors, func, attr, STEP_PROGRESS);
     errors.finish()
 }
 
@@ -64,8 +65,11 @@ pub fn tool(model: &ToolModel) -> syn::Result<()> {
     if cell.is_workflow() {
         tokens_stay_in_steps(&mut errors, func, attr);
         workflow_body_is_deterministic(&mut errors, func, attr);
+        progress_is_one_owned_last_parameter(&mut errors, model);
+        progress_is_reported_through_its_channel(&mut errors, func, attr);
     } else {
         workflow_capabilities_stay_in_workflows(&mut errors, func, attr, "make it a `#[workflow_tool]` to use it");
+        progress_is_reported_from_workflow_bodies(&mut errors, func, attr, TOOL_PROGRESS);
     }
     errors.finish()
 }
@@ -351,7 +355,7 @@ fn step_takes_step_ctx(errors: &mut Errors, func: &FnModel) {
 
 /// Step arguments are owned values: they are serialized into the journal and read back on retries.
 fn step_arguments_are_owned(errors: &mut Errors, func: &FnModel) {
-    for param in func.params.iter().filter(|param| param.context().is_none()) {
+    for param in func.params.iter().filter(|param| param.is_supplied()) {
         if let Type::Reference(reference) = param.ty() {
             let message = format!(
                 "`#[step]` arguments must be owned, because they are recorded in the journal; take `{}` \
@@ -367,7 +371,7 @@ fn step_arguments_are_owned(errors: &mut Errors, func: &FnModel) {
 /// Step arguments serialize the same way in every process: a `HashSet` writes its elements in
 /// its random hasher's order, as a sequence whose order counts, so replay would see another call.
 fn step_arguments_have_one_order(errors: &mut Errors, func: &FnModel) {
-    for param in func.params.iter().filter(|param| param.context().is_none()) {
+    for param in func.params.iter().filter(|param| param.is_supplied()) {
         for ident in idents(param.ty()).into_iter().filter(|ident| ident == "HashSet") {
             let message = "`#[step]` arguments must serialize the same way in every process, and a `HashSet` \
                            lists its elements in a random order, so replay would see another argument; use a \
@@ -429,7 +433,7 @@ fn has_an_input(errors: &mut Errors, model: &ToolModel) {
 
 /// A tool takes one input; several values go in one struct, which is the JSON object the model fills in.
 fn has_one_input(errors: &mut Errors, model: &ToolModel) {
-    let inputs: Vec<&Param> = model.func.params.iter().filter(|param| param.context().is_none()).collect();
+    let inputs: Vec<&Param> = model.func.params.iter().filter(|param| param.is_supplied()).collect();
     if inputs.len() < 2 {
         return;
     }
@@ -471,7 +475,7 @@ fn call_stream_needs_serve(errors: &mut Errors, model: &ToolModel) {
 
 /// The input is a struct that deserializes from a JSON object: the model fills in named fields.
 fn input_is_a_json_object(errors: &mut Errors, model: &ToolModel) {
-    let inputs = model.func.params.iter().filter(|param| param.context().is_none());
+    let inputs = model.func.params.iter().filter(|param| param.is_supplied());
     let Some(ty) = model.input_type().filter(|_| inputs.count() == 1) else { return };
     let attr = model.cell.attr();
     let message = match ty {
@@ -536,6 +540,66 @@ fn workflow_body_is_deterministic(errors: &mut Errors, func: &FnModel, attr: &st
             _ => format!("`{}`", finding.text),
         };
         let message = format!("{what} in a `#[{attr}]` body breaks replay; {}", finding.lint.advice);
+        errors.push(syn::Error::new_spanned(finding.tokens, message));
+    }
+}
+
+// ---- progress
+
+/// Why a `#[step]` cannot report progress, and what to do instead.
+const STEP_PROGRESS: &str = "progress is reported from the workflow body; return the value from the step and \
+                             report it in the body with `progress.report(value).await?`";
+
+/// Why a plain `#[tool]` cannot report progress, and what to do instead.
+const TOOL_PROGRESS: &str = "it runs inside the model step and answers at once; make it a `#[workflow_tool]` \
+                             to report progress with `progress.report(value).await?`";
+
+/// Progress is reported from a workflow body only: a step's result is journaled once, and a plain
+/// tool answers inside the model step, so neither takes `Progress` nor writes `yield`.
+fn progress_is_reported_from_workflow_bodies(errors: &mut Errors, func: &FnModel, attr: &str, advice: &str) {
+    for param in func.params.iter().filter(|param| param.progress().is_some()) {
+        let message = format!("a `#[{attr}]` cannot report progress: {advice}");
+        errors.push(syn::Error::new_spanned(param.ty(), message));
+    }
+    for finding in scan(func, lints::YIELDS) {
+        let message = format!("`yield` cannot report progress from a `#[{attr}]`: {advice}");
+        errors.push(syn::Error::new_spanned(finding.tokens, message));
+    }
+}
+
+/// A workflow body takes at most one progress channel, by value, as its last parameter:
+/// `(input: Input, ctx: &WorkflowCtx, progress: Progress)`.
+fn progress_is_one_owned_last_parameter(errors: &mut Errors, model: &ToolModel) {
+    let attr = model.cell.attr();
+    let params = &model.func.params;
+    let channels: Vec<(usize, &Param)> =
+        params.iter().enumerate().filter(|(_, param)| param.progress().is_some()).collect();
+    for (index, param) in &channels {
+        let message = if *index != channels[0].0 {
+            format!("a `#[{attr}]` takes one `Progress`; report every snapshot through the first")
+        } else if param.progress() != Some(Borrow::Owned) {
+            format!("`#[{attr}]` takes its progress channel by value: `progress: Progress`")
+        } else if *index + 1 != params.len() {
+            let input = if model.cell == Cell::Serve { "receive: Receive<Input>" } else { "input: Input" };
+            let context = model.cell.context();
+            format!(
+                "the progress channel comes last in a `#[{attr}]`: `({input}, ctx: &{context}, progress: Progress)`"
+            )
+        } else {
+            continue;
+        };
+        errors.push(syn::Error::new_spanned(param.arg, message));
+    }
+}
+
+/// A workflow body reports progress through its `Progress` parameter; Rust's `yield` is not
+/// available in an `async fn`.
+fn progress_is_reported_through_its_channel(errors: &mut Errors, func: &FnModel, attr: &str) {
+    for finding in scan(func, lints::YIELDS) {
+        let message = format!(
+            "`yield` is not how a `#[{attr}]` body reports progress; declare `progress: Progress` as its last \
+             parameter and write `progress.report(value).await?`"
+        );
         errors.push(syn::Error::new_spanned(finding.tokens, message));
     }
 }

@@ -19,6 +19,7 @@ pub mod http;
 pub mod journal;
 #[cfg(feature = "mcp")]
 pub mod mcp;
+pub mod progress;
 mod random;
 pub mod registry;
 mod runtime;

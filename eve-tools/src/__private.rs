@@ -10,6 +10,7 @@ use serde::de::DeserializeOwned;
 
 pub use eve_runtime::context::{Receive, ServeCtx, StepCtxSource, TaskCtx, ToolCtx, WorkflowCtx};
 pub use eve_runtime::error::{StepError, ToolError};
+pub use eve_runtime::progress::{Sink as ProgressSink, drive as drive_progress};
 pub use eve_runtime::registry::{BodyFuture, EntryPoint, Shape, StepRegistration, ToolDescriptor, ToolRegistration};
 pub use eve_runtime::step::{Backoff, RetryPolicy, StepCall, StepCtx, StepDef};
 pub use inventory;

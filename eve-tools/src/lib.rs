@@ -36,6 +36,41 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! # Report progress
+//!
+//! A `#[workflow_tool]` or `#[task]` body reports progress, the seed's `yield`, through a last
+//! parameter [`progress: Progress`](Progress). A workflow tool's snapshots are shown for its
+//! pending call (`action.partial` in a session's feed, progress notifications over MCP), once,
+//! never again on replay, and never in the model's history; a body that returns nothing (`null`)
+//! settles with its last snapshot. A task's snapshots are consumed silently.
+//!
+//! ```
+//! use eve_tools::prelude::*;
+//!
+//! #[derive(serde::Deserialize, schemars::JsonSchema)]
+//! pub struct Survey {
+//!     hosts: Vec<String>,
+//! }
+//!
+//! /// Check each host, reporting as it goes.
+//! #[workflow_tool]
+//! pub async fn survey(input: Survey, progress: Progress) -> Result<(), ToolError> {
+//!     for (checked, host) in input.hosts.iter().enumerate() {
+//!         progress.report(serde_json::json!({ "checked": checked + 1, "last": host })).await?;
+//!     }
+//!     Ok(()) // no output of its own: the last snapshot is the result
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let runtime = Runtime::in_memory()?;
+//! let run = runtime.start("survey", serde_json::json!({ "hosts": ["a", "b"] })).await?;
+//! let output = run.outcome().await?.output().cloned();
+//! assert_eq!(output, Some(serde_json::json!({ "checked": 2, "last": "b" })));
+//! # Ok(())
+//! # }
+//! ```
 
 #[doc(hidden)]
 pub mod __private;
@@ -293,6 +328,7 @@ pub use eve_runtime::http;
 pub use eve_runtime::journal::{Entry, Op, RunFailure, RunId, RunStatus};
 #[cfg(feature = "mcp")]
 pub use eve_runtime::mcp;
+pub use eve_runtime::progress::Progress;
 pub use eve_runtime::registry::{Lifetime, Manifest, Shape, Suspend};
 pub use eve_runtime::step::{Backoff, RetryPolicy, StepCall, StepCtx};
 pub use eve_runtime::wait::{
@@ -350,9 +386,9 @@ macro_rules! tools {
 /// What most tool modules need: `use eve_tools::prelude::*;`.
 pub mod prelude {
     pub use crate::{
-        AbortSignal, Ask, AskOutcome, Cancelled, FatalError, Hook, HookError, Provider, Respond, RetryableError,
-        Runtime, StepCtx, StepError, TaskCtx, ToolCtx, ToolError, Webhook, WebhookOptions, WebhookRequest,
-        WebhookResponse, WorkflowCtx, create_hook, create_hook_with_token, create_webhook, create_webhook_with, sleep,
-        sleep_until, step, task, tool, workflow_tool,
+        AbortSignal, Ask, AskOutcome, Cancelled, FatalError, Hook, HookError, Progress, Provider, Respond,
+        RetryableError, Runtime, StepCtx, StepError, TaskCtx, ToolCtx, ToolError, Webhook, WebhookOptions,
+        WebhookRequest, WebhookResponse, WorkflowCtx, create_hook, create_hook_with_token, create_webhook,
+        create_webhook_with, sleep, sleep_until, step, task, tool, workflow_tool,
     };
 }

@@ -20,7 +20,7 @@ use syn::spanned::Spanned;
 use syn::{LitStr, Type};
 
 use super::ident;
-use crate::model::{DocLine, ToolModel};
+use crate::model::{Cell, DocLine, ToolModel};
 
 /// How the runtime enters a cell's body: the `EntryPoint` variant, the `Shape` constant, and the
 /// entry fn.
@@ -84,7 +84,9 @@ pub fn value_entry(model: &ToolModel, context: &str) -> TokenStream {
     let context_ty = syn::Ident::new(context, Span::call_site());
     let (entry, input) = (ident("__eve_entry"), ident("__eve_input"));
     let (context_param, context_arg) = context_parts(model);
-    let encode = encode_output(model, &private, quote!(#name(#input #context_arg).await));
+    let encode = with_progress(model, &private, |progress| {
+        encode_output(model, &private, quote!(#name(#input #context_arg #progress).await))
+    });
     quote! {
         fn #entry(#input: #private::Value, #context_param: #private::#context_ty) -> #private::BodyFuture {
             ::std::boxed::Box::pin(async move {
@@ -92,6 +94,35 @@ pub fn value_entry(model: &ToolModel, context: &str) -> TokenStream {
                 #encode
             })
         }
+    }
+}
+
+/// `body(progress argument)`, run as a generator when the fn takes `progress: Progress`:
+///
+/// ```text
+/// let __eve_sink = ProgressSink::publish(&__eve_ctx);   // `discard()` for a task
+/// drive_progress(__eve_sink, move |__eve_progress| async move { …body(…, __eve_progress)… }).await
+/// ```
+///
+/// The closure moves the input and the context in (the sink keeps its own clone of the
+/// context), so the body's future owns what it borrows and stays `Send` and `'static`.
+pub fn with_progress(
+    model: &ToolModel,
+    private: &TokenStream,
+    body: impl FnOnce(TokenStream) -> TokenStream,
+) -> TokenStream {
+    if model.progress().is_none() {
+        return body(TokenStream::new());
+    }
+    let (sink, progress, context) = (ident("__eve_sink"), ident("__eve_progress"), ident("__eve_ctx"));
+    let new_sink = match model.cell {
+        Cell::WorkflowTool => quote!(#private::ProgressSink::publish(&#context)),
+        _ => quote!(#private::ProgressSink::discard()),
+    };
+    let body = body(quote!(, #progress));
+    quote! {
+        let #sink = #new_sink;
+        #private::drive_progress(#sink, move |#progress| async move { #body }).await
     }
 }
 
@@ -109,12 +140,14 @@ pub fn encode_output(model: &ToolModel, private: &TokenStream, call: TokenStream
 }
 
 /// The entry's context parameter and the argument passing it on: `__eve_ctx` and `, &__eve_ctx`
-/// when the body takes a context, else `_` and nothing.
+/// when the body takes a context, else `_` (or `__eve_ctx`, for the progress sink) and nothing.
 pub fn context_parts(model: &ToolModel) -> (TokenStream, TokenStream) {
     let context = ident("__eve_ctx");
-    match model.context() {
-        Some(_) => (quote!(#context), quote!(, &#context)),
-        None => (quote!(_), TokenStream::new()),
+    match (model.context(), model.progress()) {
+        (Some(_), _) => (quote!(#context), quote!(, &#context)),
+        // A workflow tool's progress is published through its context.
+        (None, Some(_)) => (quote!(#context), TokenStream::new()),
+        (None, None) => (quote!(_), TokenStream::new()),
     }
 }
 

@@ -74,7 +74,7 @@ fn context_name(model: &StepModel) -> Option<Ident> {
 /// The journaled arguments: every parameter but the context, by the user's name when it is a
 /// plain identifier (so the wrapper documents well), else by a fresh one.
 fn arguments<'a>(model: &'a StepModel) -> Vec<(Ident, &'a Type)> {
-    let values = model.func.params.iter().filter(|param| param.context().is_none()).enumerate();
+    let values = model.func.params.iter().filter(|param| param.is_supplied()).enumerate();
     let name =
         |index: usize, param: &Param| param.ident().cloned().unwrap_or_else(|| ident(&format!("__eve_arg{index}")));
     values.map(|(index, param)| (name(index, param), param.ty())).collect()

@@ -28,8 +28,13 @@ fn serve_entry(model: &ToolModel) -> TokenStream {
     let input = descriptor::input_type(model, &private);
     let (entry, receive) = (ident("__eve_entry"), ident("__eve_receive"));
     let (context_param, context_arg) = descriptor::context_parts(model);
-    let encode =
-        descriptor::encode_output(model, &private, quote!(#name(#receive.typed::<#input>() #context_arg).await));
+    let encode = descriptor::with_progress(model, &private, |progress| {
+        descriptor::encode_output(
+            model,
+            &private,
+            quote!(#name(#receive.typed::<#input>() #context_arg #progress).await),
+        )
+    });
     quote! {
         fn #entry(#receive: #private::Receive, #context_param: #private::ServeCtx) -> #private::BodyFuture {
             ::std::boxed::Box::pin(async move {

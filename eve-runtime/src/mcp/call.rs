@@ -1,5 +1,6 @@
 //! Durable runs for clients that wait for the result: the call follows its run until it ends,
-//! sending its steps as progress notifications, and asks the run's questions on the way.
+//! sending its steps and the snapshots it reports as progress notifications, and asks the run's
+//! questions on the way.
 //!
 //! - Protocol 2026-07-28 forbids requests from server to client, so a question ends the call
 //!   with an `InputRequiredResult`: its input requests, and a sealed `requestState` naming the
@@ -397,6 +398,10 @@ async fn changed(
             }
             RunEvent::StepSucceeded { step, .. } => progress.say(cx, format!("step {step}: done")).await,
             RunEvent::StepFailed { step, error, .. } => progress.say(cx, format!("step {step}: failed: {error}")).await,
+            // A workflow tool's `progress.report(snapshot)`: the snapshot, as JSON text.
+            RunEvent::Published { value, .. } if value.get("partial").is_some() => {
+                progress.say(cx, value["partial"].to_string()).await
+            }
             RunEvent::InputRequested { .. }
             | RunEvent::InputResolved { .. }
             | RunEvent::AuthorizationRequired { .. }

@@ -970,8 +970,8 @@ impl<'c> Body<'c> {
         Ok(())
     }
 
-    /// A value a task published: a message for the model, a reply settling a resumable task's
-    /// calls, or that it is idle.
+    /// A value a child run published: a progress snapshot of a workflow tool call, a message for
+    /// the model, a reply settling a resumable task's calls, or that it is idle.
     fn on_published(&mut self, run: &RunId, value: &Value) {
         if let Some(agent) = value.get("agent") {
             self.agent_started(run, agent);
@@ -979,6 +979,17 @@ impl<'c> Body<'c> {
         }
         if let Some(event) = value.get("forward") {
             self.forward(run, event);
+            return;
+        }
+        if let Some(partial) = value.get("partial") {
+            // `action.partial` (last write wins by `callId`); never part of the model's history.
+            let Some(execution) = self.executing.get(run) else { return };
+            let call = &execution.call;
+            let data = json!({ "turnId": self.turn_id(), "callId": call.id, "name": call.name, "partial": partial });
+            // Progress changes nothing about where the turn stands: a parked turn is not parked again.
+            let last_event = self.last_event;
+            self.emit("action.partial", data);
+            self.last_event = last_event;
             return;
         }
         if let Some(message) = value.get("message").and_then(Value::as_str) {

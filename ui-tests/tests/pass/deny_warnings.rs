@@ -55,6 +55,20 @@ pub async fn serve_orders(_orders: Receive<Order>, _ctx: &ServeCtx) -> Result<()
     Ok(())
 }
 
+/// Packs an order, reporting progress; it returns nothing, so its last report is its output.
+#[workflow_tool]
+pub async fn pack_order(order: Order, progress: Progress) -> Result<(), ToolError> {
+    progress.report(serde_json::json!({ "packed": order.id })).await?;
+    Ok(())
+}
+
+/// Ships an order in the background, reporting progress nobody sees.
+#[task]
+pub async fn ship_order(order: Order, _ctx: &TaskCtx, progress: Progress) -> Result<String, ToolError> {
+    progress.report("shipping").await?;
+    Ok(order.id)
+}
+
 /// Looks an order up.
 #[tool]
 pub async fn look_up(order: Order, ctx: &ToolCtx) -> Result<String, ToolError> {
@@ -76,4 +90,8 @@ async fn main() {
     let found = runtime.call_tool("look_up", serde_json::json!({ "id": "abc" })).await.unwrap();
     assert_eq!(found, serde_json::json!("abc via look_up"));
     assert!(eve_tools::manifest().tools.iter().all(|tool| tool.name != "compiled_out"));
+    let run = runtime.start("pack_order", serde_json::json!({ "id": "abc" })).await.unwrap();
+    assert_eq!(run.outcome().await.unwrap().output(), Some(&serde_json::json!({ "packed": "abc" })));
+    let run = runtime.start("ship_order", serde_json::json!({ "id": "abc" })).await.unwrap();
+    assert_eq!(run.outcome().await.unwrap().output(), Some(&serde_json::json!("abc")));
 }

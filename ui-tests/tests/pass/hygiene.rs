@@ -5,7 +5,7 @@
 mod shadowed {
     #![allow(dead_code, non_snake_case, non_upper_case_globals)]
 
-    use eve_tools::{Receive, ServeCtx, StepCtx, StepError, TaskCtx, ToolCtx, ToolError, WorkflowCtx};
+    use eve_tools::{Progress, Receive, ServeCtx, StepCtx, StepError, TaskCtx, ToolCtx, ToolError, WorkflowCtx};
     use eve_tools::{step, task, tool, workflow_tool};
     use serde::Deserialize;
 
@@ -53,6 +53,25 @@ mod shadowed {
         ::core::result::Result::Ok(())
     }
 
+    /// Counts to a number, reporting each step; its last report is its output.
+    #[workflow_tool]
+    pub async fn shadowed_progress(input: Input, progress: Progress) -> ::core::result::Result<(), ToolError> {
+        for n in 1..=input.n {
+            progress.report(n).await?;
+        }
+        ::core::result::Result::Ok(())
+    }
+
+    /// Serves calls, reporting progress nobody sees.
+    #[task(serve)]
+    pub async fn shadowed_serve_progress(
+        _calls: Receive<Input>,
+        _ctx: &ServeCtx,
+        progress: Progress,
+    ) -> ::core::result::Result<(), ToolError> {
+        progress.report(1).await
+    }
+
     /// Echoes a number.
     #[tool]
     pub async fn shadowed_tool(input: Input, _ctx: &ToolCtx) -> ::core::result::Result<u32, ToolError> {
@@ -69,5 +88,17 @@ async fn main() {
     assert_eq!(echoed, serde_json::json!(7));
     let names: Vec<String> = eve_tools::manifest().tools.into_iter().map(|tool| tool.name).collect();
     let ours: Vec<&str> = names.iter().map(String::as_str).filter(|name| name.starts_with("shadowed_")).collect();
-    assert_eq!(ours, ["shadowed_serve", "shadowed_task", "shadowed_tool", "shadowed_workflow"]);
+    assert_eq!(
+        ours,
+        [
+            "shadowed_progress",
+            "shadowed_serve",
+            "shadowed_serve_progress",
+            "shadowed_task",
+            "shadowed_tool",
+            "shadowed_workflow"
+        ]
+    );
+    let run = runtime.start("shadowed_progress", serde_json::json!({ "n": 3 })).await.unwrap();
+    assert_eq!(run.outcome().await.unwrap().output(), Some(&serde_json::json!(3)));
 }
