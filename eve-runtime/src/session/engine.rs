@@ -122,7 +122,7 @@ pub(crate) struct Carried {
 }
 
 /// How many messages of history the model is shown at most, by default.
-pub(super) const DEFAULT_HISTORY: usize = 400;
+pub(super) const DEFAULT_HISTORY: usize = 100;
 
 fn entry(input: Value, ctx: WorkflowCtx) -> BodyFuture {
     Box::pin(async move {
@@ -219,7 +219,9 @@ struct Body<'c> {
     inbox: Hook<Value>,
     input: SessionInput,
     offered: Vec<Offered>,
-    messages: Vec<Message>,
+    /// Shared with the model step that was last given them, so a step replayed from the journal
+    /// costs no copy of the conversation (and a live step one, made inside its attempt).
+    messages: Arc<Vec<Message>>,
     /// Where each turn still in `messages` starts, oldest first: where the history may be cut.
     turn_starts: VecDeque<usize>,
     /// How many turns were dropped from `messages`.
@@ -270,7 +272,7 @@ impl<'c> Body<'c> {
             inbox,
             input,
             offered,
-            messages: carried.messages,
+            messages: Arc::new(carried.messages),
             turn_starts: carried.turn_starts,
             compacted: carried.compacted,
             tasks: carried.tasks,
@@ -304,7 +306,7 @@ impl<'c> Body<'c> {
             return Ok(());
         }
         let carried = Carried {
-            messages: std::mem::take(&mut self.messages),
+            messages: Arc::unwrap_or_clone(std::mem::take(&mut self.messages)),
             turn_starts: std::mem::take(&mut self.turn_starts),
             compacted: self.compacted,
             tasks: std::mem::take(&mut self.tasks),
@@ -433,7 +435,7 @@ impl<'c> Body<'c> {
         self.emit("turn.started", json!({ "turnId": id }));
         self.compact();
         self.turn_starts.push_back(self.messages.len());
-        self.messages.push(Message::user(message.text));
+        Arc::make_mut(&mut self.messages).push(Message::user(message.text));
         let ended = self.steps_of_turn().await;
         let turn = self.turn.take().expect("a turn is open");
         match ended {
@@ -473,7 +475,8 @@ impl<'c> Body<'c> {
             if !text.is_empty() || calls.is_empty() {
                 self.emit("message.completed", json!({ "turnId": turn_id, "text": text, "finishReason": finish }));
             }
-            self.messages.push(Message::Assistant { content: step.response.text.clone(), tool_calls: calls.clone() });
+            Arc::make_mut(&mut self.messages)
+                .push(Message::Assistant { content: step.response.text.clone(), tool_calls: calls.clone() });
             if calls.is_empty() {
                 if !held {
                     return Ok(());
@@ -513,7 +516,7 @@ impl<'c> Body<'c> {
         self.turn_starts.drain(..dropped_turns);
         self.compacted += dropped_turns as u64;
         let notes = [Message::user(strings::compacted(self.compacted)), Message::user(self.tasks.note())];
-        self.messages.splice(..cut, notes);
+        Arc::make_mut(&mut self.messages).splice(..cut, notes);
         for start in &mut self.turn_starts {
             *start = *start - cut + 2;
         }
@@ -527,11 +530,11 @@ impl<'c> Body<'c> {
     fn boundary(&mut self) {
         if !self.results.is_empty() {
             let blocks = std::mem::take(&mut self.results);
-            self.messages.push(Message::user(strings::task_results(&blocks)));
+            Arc::make_mut(&mut self.messages).push(Message::user(strings::task_results(&blocks)));
         }
         if self.note_due {
             self.note_due = false;
-            self.messages.push(Message::user(self.tasks.note()));
+            Arc::make_mut(&mut self.messages).push(Message::user(self.tasks.note()));
         }
     }
 
@@ -547,10 +550,10 @@ impl<'c> Body<'c> {
             }
             system.push_str(strings::tasks_prompt(self.input.child));
         }
-        let request = ModelRequest {
+        let request = Request {
             system,
             messages: self.messages.clone(),
-            tools: self.offered.iter().map(|tool| ToolSpec::clone(&tool.spec)).collect(),
+            tools: self.offered.iter().map(|tool| tool.spec.clone()).collect(),
         };
         let plain: Vec<String> =
             self.offered.iter().filter(|tool| tool.kind == Kind::Plain).map(|tool| tool.spec.name.clone()).collect();
@@ -613,11 +616,11 @@ impl<'c> Body<'c> {
         }
         for call in calls {
             if let Some(text) = results.remove(&call.id) {
-                self.messages.push(Message::Tool { call_id: call.id.clone(), content: text });
+                Arc::make_mut(&mut self.messages).push(Message::Tool { call_id: call.id.clone(), content: text });
             }
         }
         for text in std::mem::take(&mut self.steered) {
-            self.messages.push(Message::user(text));
+            Arc::make_mut(&mut self.messages).push(Message::user(text));
         }
         Ok(())
     }
@@ -1269,15 +1272,28 @@ static MODEL_STEP: StepDef = StepDef::new(
 );
 
 /// Calls the model and runs the plain tools it called: one step, so replay does neither again.
+/// What a model step shows the model, shared: it becomes a [`ModelRequest`] only when the step
+/// runs, so a step replayed from the journal copies nothing.
+struct Request {
+    system: String,
+    messages: Arc<Vec<Message>>,
+    tools: Vec<Arc<ToolSpec>>,
+}
+
 fn call_model(
     step: u64,
-    request: ModelRequest,
+    request: Request,
     plain: Vec<String>,
     prefix: String,
     agent: Option<String>,
 ) -> StepCall<ModelStep> {
     StepCall::new(&MODEL_STEP, step, move |_: u64, ctx: StepCtx| {
-        let (request, plain, prefix, agent) = (request.clone(), plain.clone(), prefix.clone(), agent.clone());
+        let request = ModelRequest {
+            system: request.system.clone(),
+            messages: request.messages.to_vec(),
+            tools: request.tools.iter().map(|tool| ToolSpec::clone(tool)).collect(),
+        };
+        let (plain, prefix, agent) = (plain.clone(), prefix.clone(), agent.clone());
         async move {
             // An agent's own model, if it has one; the runtime's otherwise.
             let own = agent.and_then(|name| ctx.state::<Agents>().ok()?.model(&name));

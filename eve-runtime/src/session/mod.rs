@@ -109,7 +109,7 @@ impl SessionOptions {
         self
     }
 
-    /// Shows the model at most `messages` messages of history (400 by default): once there are
+    /// Shows the model at most `messages` messages of history (100 by default): once there are
     /// more, the oldest turns are dropped until the rest fits in half of that, and the model reads
     /// a `[Compacted]` line and the `[Tasks]` note first, so it still knows every task. Whole turns
     /// are dropped, so no tool call loses its result. Sizes the model's context and what a parked
