@@ -235,12 +235,15 @@ impl Session {
 
     /// The feed's events after sequence number `after` (0 for all), then each new one as the
     /// session commits it. A client that reconnects passes the last sequence it saw and misses
-    /// nothing, also across restarts. The stream ends when the session's run ends.
+    /// nothing, also across restarts, as long as the session has not compacted its journal since
+    /// (every [`compact_every`](SessionOptions::compact_every) turns): the events before a
+    /// `session.compacted` are no longer kept. The stream ends when the session's run ends.
     pub fn events(&self, after: u64) -> BoxStream<'static, Result<SessionEvent, Error>> {
         feed::follow(self.runtime.clone(), self.id.clone(), after).boxed()
     }
 
-    /// The events the feed holds now, after sequence number `after`.
+    /// The events the feed holds now, after sequence number `after`: those since the session's
+    /// last compaction (`session.compacted` first).
     pub async fn history(&self, after: u64) -> Result<Vec<SessionEvent>, Error> {
         Ok(feed::journaled(&self.runtime.journal(&self.id).await?.entries, after))
     }
