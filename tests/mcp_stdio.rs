@@ -141,7 +141,7 @@ async fn tools_are_listed_from_the_manifest_and_plain_tools_answer_at_once() {
     let client = connect(host(dir.path()), Person::new(false, "approve"), true).await;
     let tools = client.list_all_tools().await.unwrap();
     let names: Vec<_> = tools.iter().map(|tool| tool.name.as_ref()).collect();
-    assert_eq!(names, ["approve_deploy", "ask_question", "greet", "long_job", "release", "sleep", "weigh"]);
+    assert_eq!(names, ["approve_deploy", "ask_question", "greet", "long_job", "migrate", "release", "sleep", "weigh"]);
     let greet = tools.iter().find(|tool| tool.name == "greet").unwrap();
     assert_eq!(greet.description.as_deref(), Some("Greet someone, at once."));
     assert_eq!(greet.input_schema.get("required"), Some(&json!(["name"])));
@@ -304,5 +304,20 @@ async fn a_client_without_tasks_gets_the_result_with_its_steps_as_progress() {
     let done = progress.iter().filter(|message| *message == "step record: done").count();
     assert_eq!(done, 3, "one notification per step done (build, ship, announce): {progress:?}");
     assert!(progress.first().is_some_and(|message| message == "step record: attempt 1 started"), "{progress:?}");
+    client.cancel().await.unwrap();
+}
+
+/// A workflow tool's progress reports reach the client as progress notifications, after its
+/// steps' own, and its last snapshot is the result of a body that returns nothing.
+#[tokio::test]
+async fn a_workflow_tools_progress_reports_are_progress_notifications() {
+    let dir = tempfile::tempdir().unwrap();
+    let person = Person::new(false, "ship");
+    let client = connect(host(dir.path()), person.clone(), true).await;
+    let result = client.call_tool(call("migrate", json!({"tables": ["users", "orders"]}))).await.unwrap();
+    assert_eq!(serde_json::from_str::<Value>(&text(&result)).unwrap(), json!({ "migrated": 2, "of": 2 }));
+    let progress = person.progress.lock().unwrap().clone();
+    let reports: Vec<&String> = progress.iter().filter(|message| message.starts_with('{')).collect();
+    assert_eq!(reports, [r#"{"migrated":1,"of":2}"#, r#"{"migrated":2,"of":2}"#], "{progress:?}");
     client.cancel().await.unwrap();
 }

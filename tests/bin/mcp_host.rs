@@ -101,6 +101,23 @@ pub async fn long_job(_input: Nothing, _ctx: &TaskCtx) -> Result<String, ToolErr
     }
 }
 
+/// Tables to migrate.
+#[derive(Deserialize, JsonSchema)]
+pub struct Tables {
+    /// Their names.
+    tables: Vec<String>,
+}
+
+/// Migrate tables one by one, reporting each as it is done.
+#[workflow_tool]
+pub async fn migrate(input: Tables, progress: Progress) -> Result<(), ToolError> {
+    for (done, table) in input.tables.iter().enumerate() {
+        record(format!("migrate {table}")).await?;
+        progress.report(serde_json::json!({ "migrated": done + 1, "of": input.tables.len() })).await?;
+    }
+    Ok(())
+}
+
 /// Appends `name` to the counts file, once per execution.
 #[step(max_attempts = 1)]
 async fn record(name: String) -> Result<String, StepError> {
