@@ -345,3 +345,36 @@ fn export_and_replay_check_a_build_against_the_runs_in_flight() {
     let (ok, _, stderr) = host(dir.path(), &["replay", dir.path().join("missing.json").to_str().unwrap()]);
     assert!(!ok && stderr.contains("cannot read the journal file"), "{stderr}");
 }
+
+/// `inspect` shows a timeline: each op with where it stands, what the run waits for (ISO 8601
+/// deadlines, and how far they are), and `--at` the same as of an earlier entry; `--json` gives it
+/// to scripts.
+#[test]
+fn inspect_shows_a_timeline_and_travels_back_in_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, _, stderr) = host(dir.path(), &["call", "greet_later", r#"{"name":"Ada"}"#, "--id", "later-2"]);
+    assert!(ok, "{stderr}");
+    let (ok, stdout, stderr) = host(dir.path(), &["inspect", "later-2"]);
+    assert!(ok, "{stderr}");
+    let waiting = stdout.lines().skip_while(|line| *line != "waiting for:").nth(1).expect("a wait");
+    assert!(waiting.starts_with("  op 0: a timer, until 20") && waiting.contains("Z (in 59m"), "{stdout}");
+    let op = stdout.lines().skip_while(|line| *line != "timeline:").nth(1).expect("an op");
+    let words: Vec<&str> = op.split_whitespace().collect();
+    assert_eq!(words[..5], ["op", "0", "sleep", "sleep", "open"], "{stdout}");
+
+    let (ok, stdout, stderr) = host(dir.path(), &["inspect", "later-2", "--at", "0", "--json"]);
+    assert!(ok, "{stderr}");
+    let view: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(view["timeline"]["at"], 0);
+    assert_eq!(view["timeline"]["ops"], json!([]), "nothing was asked for before entry 1");
+    assert_eq!(view["journal"].as_array().unwrap().len(), 1);
+    let (ok, stdout, _) = host(dir.path(), &["inspect", "later-2", "--json"]);
+    assert!(ok);
+    let view: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(view["timeline"]["status"], "waiting");
+    let deadline = view["timeline"]["ops"][0]["deadline"].as_str().unwrap();
+    assert!(deadline.ends_with('Z') && deadline.contains('T'), "ISO 8601: {deadline}");
+
+    let (ok, _, stderr) = host(dir.path(), &["inspect", "later-2", "--at", "99"]);
+    assert!(!ok && stderr.contains("give --at one of them"), "{stderr}");
+}

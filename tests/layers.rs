@@ -66,6 +66,7 @@ const RUNTIME: &[(&str, u32)] = &[
     ("defaults", 21),
     // The replay check over recorded journals.
     ("testing", 21),
+    ("timeline", 21),
     // MCP: the manifest served over the Model Context Protocol (stdio, and `/mcp` on HTTP).
     ("mcp", 22),
     ("http::path", 30),

@@ -94,11 +94,16 @@ enum Command {
         #[arg(long, default_value_t = 20)]
         limit: usize,
     },
-    /// Print a run's journal.
+    /// Print a run's timeline (each op with where it stands, and what the run waits for) and its
+    /// journal.
     Inspect {
         /// The run id.
         run: String,
-        /// Print the raw entries as JSON lines.
+        /// Show the run as of this journal entry (time travel: which ops were done then, which
+        /// waits were open).
+        #[arg(long)]
+        at: Option<u64>,
+        /// Print the timeline and the journal as one JSON object.
         #[arg(long)]
         json: bool,
     },
@@ -278,7 +283,7 @@ impl Host {
             Command::Manifest => unreachable!("handled without a runtime"),
             Command::Call { tool, input, id } => call(&runtime, &tool, &input, id.as_deref()).await,
             Command::Runs { status, limit } => runs(&runtime, status.as_deref(), limit).await,
-            Command::Inspect { run, json } => inspect(&runtime, &run, json).await,
+            Command::Inspect { run, at, json } => inspect(&runtime, &run, at, json).await,
             Command::Export { run, out } => {
                 let record = runtime.journal(&parse_run(&run)?).await.map_err(|error| error.to_string())?;
                 replay::export(&record, out.as_deref())
@@ -650,12 +655,11 @@ async fn runs(runtime: &Runtime, status: Option<&str>, limit: usize) -> Result<(
     Ok(())
 }
 
-async fn inspect(runtime: &Runtime, run: &str, json: bool) -> Result<(), String> {
+async fn inspect(runtime: &Runtime, run: &str, at: Option<u64>, json: bool) -> Result<(), String> {
     let run = parse_run(run)?;
     let record = runtime.journal(&run).await.map_err(|error| error.to_string())?;
-    let pending =
-        if json { Vec::new() } else { runtime.store().inbox(&run).await.map_err(|error| error.to_string())? };
-    inspect::print(&record, &pending, json)
+    let pending = runtime.store().inbox(&run).await.map_err(|error| error.to_string())?;
+    inspect::print(&record, &pending, at, json)
 }
 
 /// `count` and the noun, singular or plural: "1 run", "2 runs".

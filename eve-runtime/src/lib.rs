@@ -30,6 +30,7 @@ pub mod step;
 pub mod store;
 pub mod testing;
 mod time;
+pub mod timeline;
 mod timers;
 pub mod wait;
 pub mod webhook;

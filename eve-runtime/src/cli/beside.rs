@@ -19,12 +19,12 @@ pub(super) fn read(path: &Path, command: &Command) -> Result<(), String> {
             runs::print(listed, filter);
             Ok(())
         }
-        Command::Inspect { run, json } => {
+        Command::Inspect { run, at, json } => {
             let run = parse_run(run)?;
             let loaded = snapshot.load(&run).map_err(|error| error.to_string())?;
             let record = loaded.ok_or_else(|| Error::RunNotFound(run.clone()).to_string())?;
             let pending = snapshot.inbox(&run).map_err(|error| error.to_string())?;
-            inspect::print(&record, &pending, *json)
+            inspect::print(&record, &pending, *at, *json)
         }
         Command::Export { run, out } => {
             let run = parse_run(run)?;

@@ -4,22 +4,41 @@
 //! run's inbox in the store before anyone is told so; the run journals it when it next runs. Until
 //! then it is *pending*, and a person wondering why a run has not moved wants to see it.
 
-use crate::store::{Delivery, InboxItem, RunRecord};
+use std::time::Duration;
 
-/// Prints the run: in words with its pending deliveries, or its raw entries as JSON lines.
-pub(super) fn print(record: &RunRecord, pending: &[InboxItem], json: bool) -> Result<(), String> {
+use crate::store::{Delivery, InboxItem, RunRecord};
+use crate::time::{Clock, SystemClock, Timestamp};
+use crate::timeline::Timeline;
+
+/// Prints the run as of entry `at` (its end by default): in words with its pending deliveries,
+/// or as one JSON object (`timeline`, `journal`, `pending`).
+pub(super) fn print(record: &RunRecord, pending: &[InboxItem], at: Option<u64>, json: bool) -> Result<(), String> {
+    if let Some(at) = at
+        && at >= record.entries.len() as u64
+    {
+        return Err(format!(
+            "run {} has {} journal entries (0 to {}); give --at one of them",
+            record.summary.id,
+            record.entries.len(),
+            record.entries.len().saturating_sub(1)
+        ));
+    }
+    let timeline = Timeline::of(&record.entries, at);
     if !json {
-        println!("{}", text(record, pending));
+        println!("{}", text(record, &timeline, if at.is_some() { &[] } else { pending }, SystemClock.now()));
         return Ok(());
     }
-    for entry in &record.entries {
-        println!("{}", serde_json::to_string(entry).map_err(|error| error.to_string())?);
-    }
+    let journal = &record.entries[..=timeline.at as usize];
+    let pending: Vec<_> = pending.iter().filter(|_| at.is_none()).map(|item| &item.delivery).collect();
+    let object =
+        serde_json::json!({ "run": record.summary.id, "timeline": timeline, "journal": journal, "pending": pending });
+    println!("{}", serde_json::to_string(&object).map_err(|error| error.to_string())?);
     Ok(())
 }
 
-/// The run's summary line, its journal one entry a line, and its pending deliveries.
-pub(super) fn text(record: &RunRecord, pending: &[InboxItem]) -> String {
+/// The run's summary line, its timeline, its journal one entry a line (up to the timeline's
+/// entry), and its pending deliveries.
+pub(super) fn text(record: &RunRecord, timeline: &Timeline, pending: &[InboxItem], now: Timestamp) -> String {
     let summary = &record.summary;
     let mut lines = vec![format!(
         "run {}  tool {}  status {}  created {}  workflow {}",
@@ -29,13 +48,59 @@ pub(super) fn text(record: &RunRecord, pending: &[InboxItem]) -> String {
         summary.created_at,
         summary.workflow_id
     )];
-    lines.extend(record.entries.iter().enumerate().map(|(seq, entry)| format!("{seq:>4}  {}", super::describe(entry))));
+    let last = record.entries.len().saturating_sub(1) as u64;
+    if timeline.at < last {
+        lines.push(format!("as of entry {} of 0..={last}: {}", timeline.at, timeline.status));
+    }
+    if let Some(reason) = &timeline.cancel {
+        lines.push(format!("cancel requested: {reason}"));
+    }
+    if !timeline.waiting_for.is_empty() {
+        lines.push("waiting for:".into());
+        lines.extend(timeline.waiting_for.iter().map(|wait| format!("  {}", relative(wait, now))));
+    }
+    lines.push("timeline:".into());
+    for op in &timeline.ops {
+        let attempts = if op.attempts > 1 { format!(" after {} attempts", op.attempts) } else { String::new() };
+        let deadline =
+            op.deadline.map(|deadline| format!(" until {deadline} ({})", from_now(deadline, now))).unwrap_or_default();
+        lines.push(format!(
+            "  {:<6} {:<8} {:<24} {}{attempts}{deadline}",
+            op.op.to_string(),
+            op.kind,
+            op.name,
+            op.state
+        ));
+        lines.extend(op.details.iter().map(|detail| format!("           {detail}")));
+    }
+    lines.push("journal:".into());
+    let shown = record.entries.iter().enumerate().take(timeline.at as usize + 1);
+    lines.extend(shown.map(|(seq, entry)| format!("{seq:>4}  {}", super::describe(entry))));
     if !pending.is_empty() {
         let count = super::plural(pending.len(), "delivery", "deliveries");
         lines.push(format!("{count} waiting, taken in when the run next runs:"));
         lines.extend(pending.iter().map(|item| format!("      {}", delivery(&item.delivery))));
     }
     lines.join("\n")
+}
+
+/// `deadline` relative to `now`: "in 59m 58s" or "3h 2m ago".
+fn from_now(deadline: Timestamp, now: Timestamp) -> String {
+    let seconds = |millis: u64| Duration::from_secs(millis / 1_000);
+    if deadline >= now {
+        format!("in {}", humantime::format_duration(seconds(deadline.as_millis() - now.as_millis())))
+    } else {
+        format!("{} ago", humantime::format_duration(seconds(now.as_millis() - deadline.as_millis())))
+    }
+}
+
+/// A wait's sentence with its ISO 8601 deadline, if it names one, followed by how far that is.
+fn relative(wait: &str, now: Timestamp) -> String {
+    let deadline = wait.rsplit_once(" until ").or_else(|| wait.rsplit_once(" at ")).map(|(_, at)| at);
+    match deadline.and_then(|at| humantime::parse_rfc3339(at).ok()) {
+        Some(at) => format!("{wait} ({})", from_now(Timestamp::from_system_time(at), now)),
+        None => wait.to_owned(),
+    }
 }
 
 /// One pending delivery in words.
