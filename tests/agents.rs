@@ -6,12 +6,10 @@
 use std::time::Duration;
 
 use eve_tests::World;
+use eve_tests::feed::{find, names, read_until};
 use eve_tools::prelude::*;
-use eve_tools::session::{
-    Agent, Message, ModelRequest, ModelResponse, ScriptedModel, Session, SessionEvent, SessionOptions,
-};
+use eve_tools::session::{Agent, Message, ModelRequest, ModelResponse, ScriptedModel, SessionEvent, SessionOptions};
 use eve_tools::{Answer, RunId, RunOutcome};
-use futures::StreamExt;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -143,35 +141,6 @@ fn build(world: &World) -> Runtime {
         .tools(["check_with_person"]);
     let builder = world.builder(16).model(ScriptedModel::new(model));
     builder.agent(researcher).agent(reviewer).agent(checker).build().unwrap()
-}
-
-/// Reads the feed after `after` until an event named `until`; returns what it read.
-async fn read_until(session: &Session, after: u64, until: &str) -> Vec<SessionEvent> {
-    let mut events = session.events(after);
-    let mut read = Vec::new();
-    let deadline = tokio::time::sleep(Duration::from_secs(20));
-    tokio::pin!(deadline);
-    loop {
-        tokio::select! {
-            event = events.next() => {
-                let event = event.expect("the feed goes on").expect("the feed reads");
-                let done = event.name == until;
-                read.push(event);
-                if done {
-                    return read;
-                }
-            }
-            () = &mut deadline => panic!("no `{until}` after {after}; read: {:?}", names(&read)),
-        }
-    }
-}
-
-fn names(events: &[SessionEvent]) -> Vec<&str> {
-    events.iter().map(|event| event.name.as_str()).collect()
-}
-
-fn find<'a>(events: &'a [SessionEvent], name: &str) -> &'a SessionEvent {
-    events.iter().find(|event| event.name == name).unwrap_or_else(|| panic!("no {name} in {:?}", names(events)))
 }
 
 async fn finished(runtime: &Runtime, run: &RunId) -> RunOutcome {

@@ -3,14 +3,12 @@
 //! that returns nothing settles with its last snapshot; a restart replays the snapshots already
 //! made without publishing them again; a `#[task]` consumes its snapshots without a trace.
 
-use std::time::Duration;
-
 use eve_tests::World;
+use eve_tests::feed::{all, names, read_while};
 use eve_tools::journal::RecordKind;
 use eve_tools::prelude::*;
 use eve_tools::session::{Message, ModelRequest, ModelResponse, ScriptedModel, Session, SessionEvent, SessionOptions};
 use eve_tools::{Entry, RunId, RunOutcome};
-use futures::StreamExt;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -101,39 +99,14 @@ async fn session(runtime: &Runtime, tools: &[&str]) -> Session {
     runtime.session(SessionOptions::new().system("You build things.").tools(tools.iter().copied())).await.unwrap()
 }
 
-/// Reads the feed after `after` until `done` holds for what was read; returns what it read.
-async fn read_until(session: &Session, after: u64, done: impl Fn(&[SessionEvent]) -> bool) -> Vec<SessionEvent> {
-    let mut events = session.events(after);
-    let mut read = Vec::new();
-    let deadline = tokio::time::sleep(Duration::from_secs(10));
-    tokio::pin!(deadline);
-    loop {
-        tokio::select! {
-            event = events.next() => {
-                read.push(event.expect("the feed goes on").expect("the feed reads"));
-                if done(&read) {
-                    return read;
-                }
-            }
-            () = &mut deadline => panic!("the feed stopped short; read: {:?}", names(&read)),
-        }
-    }
+/// Read on until an event named `name`.
+fn until(name: &'static str) -> impl Fn(&[SessionEvent]) -> bool {
+    move |events| !events.iter().any(|event| event.name == name)
 }
 
-fn names(events: &[SessionEvent]) -> Vec<&str> {
-    events.iter().map(|event| event.name.as_str()).collect()
-}
-
-fn all<'a>(events: &'a [SessionEvent], name: &str) -> Vec<&'a SessionEvent> {
-    events.iter().filter(|event| event.name == name).collect()
-}
-
-fn has(name: &'static str) -> impl Fn(&[SessionEvent]) -> bool {
-    move |events| events.iter().any(|event| event.name == name)
-}
-
-fn partials(count: usize) -> impl Fn(&[SessionEvent]) -> bool {
-    move |events| all(events, "action.partial").len() >= count
+/// Read on until `count` `action.partial` events.
+fn until_partials(count: usize) -> impl Fn(&[SessionEvent]) -> bool {
+    move |events| all(events, "action.partial").len() < count
 }
 
 /// The snapshots of the `action.partial` events in `events`.
@@ -176,7 +149,7 @@ async fn a_workflow_tools_snapshots_are_action_partials_for_its_call_and_never_r
     let session = session(&runtime, &["build"]).await;
     session.send("Build api").await.unwrap();
 
-    let before = read_until(&session, 0, partials(3)).await;
+    let before = read_while(&session, 0, until_partials(3)).await;
     let call = all(&before, "actions.requested")[0].data["actions"][0]["callId"].clone();
     assert!(call.is_string(), "{call}");
     assert_eq!(snapshots(&before), [stage("fetch"), stage("compile"), stage("link")]);
@@ -189,7 +162,7 @@ async fn a_workflow_tools_snapshots_are_action_partials_for_its_call_and_never_r
 
     runtime.settle().await;
     runtime.resume_hook("build-api", json!({ "ok": true })).await.unwrap();
-    let after = read_until(&session, before.last().unwrap().sequence, has("session.waiting")).await;
+    let after = read_while(&session, before.last().unwrap().sequence, until("session.waiting")).await;
     let partial_then_result: Vec<&str> = names(&after).into_iter().filter(|name| name.starts_with("action.")).collect();
     assert_eq!(partial_then_result, ["action.partial", "action.result"]);
     assert_eq!(snapshots(&after), [stage("package")], "the last snapshot comes last");
@@ -221,7 +194,7 @@ async fn a_body_that_returns_nothing_settles_with_its_last_snapshot() {
     });
     let session = session(&runtime, &["survey"]).await;
     session.send("Survey the hosts").await.unwrap();
-    let events = read_until(&session, 0, has("session.waiting")).await;
+    let events = read_while(&session, 0, until("session.waiting")).await;
     assert_eq!(snapshots(&events).len(), 3);
     let seen = seen.lock().unwrap().clone();
     let results: Vec<String> = seen[1].tool_results().values().map(|result| result.to_string()).collect();
@@ -245,7 +218,7 @@ async fn a_restart_replays_snapshots_already_made_without_publishing_them_again(
     let session = session(&runtime, &["build"]).await;
     let id = session.id().clone();
     session.send("Build api").await.unwrap();
-    let before = read_until(&session, 0, partials(3)).await;
+    let before = read_while(&session, 0, until_partials(3)).await;
     let child: RunId = format!("{id}.1").parse().unwrap();
     runtime.settle().await;
     assert_eq!(journaled_partials(&runtime, &child).await.len(), 3);
@@ -258,7 +231,7 @@ async fn a_restart_replays_snapshots_already_made_without_publishing_them_again(
     let (runtime, _) = scripted(&world, build_script);
     let session = runtime.open_session(&id).await.unwrap();
     runtime.resume_hook("build-api", json!({ "ok": true })).await.unwrap();
-    let after = read_until(&session, before.last().unwrap().sequence, has("session.waiting")).await;
+    let after = read_while(&session, before.last().unwrap().sequence, until("session.waiting")).await;
     assert!(names(&after).contains(&"action.result"), "{:?}", names(&after));
     assert_eq!(snapshots(&after), [stage("package")], "only the snapshot made after the restart");
 
@@ -287,10 +260,10 @@ async fn a_tasks_snapshots_are_consumed_without_a_trace_and_its_result_is_its_ow
     });
     let session = session(&runtime, &["index"]).await;
     session.send("Index the docs").await.unwrap();
-    let before = read_until(&session, 0, has("turn.waiting")).await;
+    let before = read_while(&session, 0, until("turn.waiting")).await;
     runtime.settle().await;
     runtime.resume_hook("index-docs", json!({})).await.unwrap();
-    let after = read_until(&session, before.last().unwrap().sequence, has("session.waiting")).await;
+    let after = read_while(&session, before.last().unwrap().sequence, until("session.waiting")).await;
     let feed = session.history(0).await.unwrap();
     assert!(all(&feed, "action.partial").is_empty(), "{:?}", names(&feed));
     let settled = all(&after, "task.settled")[0];

@@ -9,6 +9,7 @@ use std::time::Duration;
 mod http_support;
 
 use eve_tests::World;
+use eve_tests::feed::{all, find, names, read_until};
 use eve_tools::prelude::*;
 use eve_tools::session::{
     Message, ModelRequest, ModelResponse, ScriptedModel, Session, SessionEvent, SessionOptions, TurnPolicy,
@@ -181,42 +182,9 @@ async fn session(runtime: &Runtime, tools: &[&str]) -> Session {
     runtime.session(SessionOptions::new().system("You deploy services.").tools(tools.iter().copied())).await.unwrap()
 }
 
-/// Reads the feed after `after` until an event named `until`; returns what it read.
-async fn read_until(session: &Session, after: u64, until: &str) -> Vec<SessionEvent> {
-    let mut events = session.events(after);
-    let mut read = Vec::new();
-    let deadline = tokio::time::sleep(Duration::from_secs(20));
-    tokio::pin!(deadline);
-    loop {
-        tokio::select! {
-            event = events.next() => {
-                let event = event.expect("the feed goes on").expect("the feed reads");
-                let done = event.name == until;
-                read.push(event);
-                if done {
-                    return read;
-                }
-            }
-            () = &mut deadline => panic!("no `{until}` after {after}; read: {:#?}", names(&read)),
-        }
-    }
-}
-
-fn names(events: &[SessionEvent]) -> Vec<&str> {
-    events.iter().map(|event| event.name.as_str()).collect()
-}
-
 /// The names of `events` without the `step.started` markers.
 fn story(events: &[SessionEvent]) -> Vec<&str> {
     events.iter().map(|event| event.name.as_str()).filter(|name| *name != "step.started").collect()
-}
-
-fn find<'a>(events: &'a [SessionEvent], name: &str) -> &'a SessionEvent {
-    events.iter().find(|event| event.name == name).unwrap_or_else(|| panic!("no {name} in {:?}", names(events)))
-}
-
-fn all<'a>(events: &'a [SessionEvent], name: &str) -> Vec<&'a SessionEvent> {
-    events.iter().filter(|event| event.name == name).collect()
 }
 
 /// What the model was shown since its last answer (tool results, notes, messages), joined.

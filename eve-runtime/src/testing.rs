@@ -161,20 +161,15 @@ fn plural(count: u64, one: &str, many: &str) -> String {
 /// Replays `journal` against the code in this binary, running nothing: see the module
 /// documentation.
 pub fn replay(journal: &JournalFile) -> ReplayReport {
-    ReplayReport {
-        run: journal.run.clone(),
-        tool: journal.tool.clone(),
-        entries: journal.entries.len(),
-        verdict: crate::executor::check::check(&journal.run, &journal.entries),
-    }
+    report(&journal.run, &journal.tool, &journal.entries)
 }
 
 /// Replays a journal a store holds.
 pub fn replay_record(record: &RunRecord) -> ReplayReport {
-    ReplayReport {
-        run: record.summary.id.clone(),
-        tool: record.summary.tool.clone(),
-        entries: record.entries.len(),
-        verdict: crate::executor::check::check(&record.summary.id, &record.entries),
-    }
+    report(&record.summary.id, &record.summary.tool, &record.entries)
+}
+
+fn report(run: &RunId, tool: &str, entries: &[Entry]) -> ReplayReport {
+    let verdict = crate::executor::check::check(run, entries);
+    ReplayReport { run: run.clone(), tool: tool.to_owned(), entries: entries.len(), verdict }
 }

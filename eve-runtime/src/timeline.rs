@@ -208,6 +208,13 @@ fn view_of<'a>(ops: &'a mut BTreeMap<Op, OpView>, seq: u64, op: Op, kind: &'stat
     view
 }
 
+impl OpView {
+    /// What this op makes the run wait for, in words, if it is an open wait.
+    pub fn waits_for(&self) -> Option<String> {
+        waits_for(self)
+    }
+}
+
 /// What an open op makes the run wait for, in words.
 fn waits_for(view: &OpView) -> Option<String> {
     let op = view.op;

@@ -7,6 +7,7 @@ use eve_tools::store::{MemoryStore, Store};
 use eve_tools::{ManualClock, RunId, Runtime, RuntimeBuilder, StepCtx, Timestamp};
 
 pub mod faulty;
+pub mod feed;
 pub mod oauth_server;
 
 /// The instant every test clock starts at.

@@ -57,7 +57,11 @@ pub(super) fn text(record: &RunRecord, timeline: &Timeline, pending: &[InboxItem
     }
     if !timeline.waiting_for.is_empty() {
         lines.push("waiting for:".into());
-        lines.extend(timeline.waiting_for.iter().map(|wait| format!("  {}", relative(wait, now))));
+        for op in &timeline.ops {
+            let Some(wait) = op.waits_for() else { continue };
+            let deadline = op.deadline.map(|deadline| format!(" ({})", from_now(deadline, now))).unwrap_or_default();
+            lines.push(format!("  {wait}{deadline}"));
+        }
     }
     lines.push("timeline:".into());
     for op in &timeline.ops {
@@ -91,15 +95,6 @@ fn from_now(deadline: Timestamp, now: Timestamp) -> String {
         format!("in {}", humantime::format_duration(seconds(deadline.as_millis() - now.as_millis())))
     } else {
         format!("{} ago", humantime::format_duration(seconds(now.as_millis() - deadline.as_millis())))
-    }
-}
-
-/// A wait's sentence with its ISO 8601 deadline, if it names one, followed by how far that is.
-fn relative(wait: &str, now: Timestamp) -> String {
-    let deadline = wait.rsplit_once(" until ").or_else(|| wait.rsplit_once(" at ")).map(|(_, at)| at);
-    match deadline.and_then(|at| humantime::parse_rfc3339(at).ok()) {
-        Some(at) => format!("{wait} ({})", from_now(Timestamp::from_system_time(at), now)),
-        None => wait.to_owned(),
     }
 }
 

@@ -270,8 +270,6 @@ impl AgentReply {
 struct Child {
     session: RunId,
     reports: Hook<Value>,
-    /// Deliveries sent, to name the next one.
-    sent: u64,
 }
 
 /// How one message to the agent went.
@@ -295,7 +293,7 @@ impl Child {
         let open = Open { agent: agent.to_owned(), session: session.clone(), parent, output_schema };
         open_session(open).await?;
         ctx.publish(json!({ "agent": { "name": agent, "sessionId": session } }));
-        Ok(Child { session, reports, sent: 0 })
+        Ok(Child { session, reports })
     }
 
     /// Sends `text` and waits for the turn it opens to end (or, with `stop`, for the caller's
@@ -307,7 +305,6 @@ impl Child {
         delivery: &str,
         stop: Option<StretchSignal>,
     ) -> Result<Turn, ToolError> {
-        self.sent += 1;
         let message = SessionInbound::Message(UserMessage { text, turn_policy: TurnPolicy::Queue, caller: None });
         send(self.session.clone(), format!("message:{delivery}"), message).await?;
         let mut stop = stop;
