@@ -1,5 +1,6 @@
-//! Chaos: four worker processes share many runs on Postgres while one of them is SIGKILLed every
-//! few seconds (and started again under its name) and the server itself restarts once
+//! Chaos: four worker processes share many runs on Postgres while one of them is SIGKILLed each
+//! time another tenth to sixth of the runs has completed, at least a second apart (and started
+//! again under its name), and the server itself restarts once
 //! (`pg_ctl restart -m fast`). Each run takes ten steps, a durable sleep and a hook that the
 //! outside world (this test) delivers over HTTP to whichever worker it picks. Runs are started
 //! both through a worker's run API (`POST /v1/tools/chaos/runs`, which that worker runs first) and
@@ -189,12 +190,13 @@ async fn runs_complete_once_while_workers_are_killed_and_postgres_restarts() {
         }
     });
 
-    // Chaos: a worker killed every 2 to 4 s and started again; the server restarted once, when
-    // a third of the runs have completed.
+    // Chaos: a worker killed and started again each time another tenth to sixth of the runs has
+    // completed (by progress, not by the clock, so a fast machine gets its kills too), at least
+    // 1 s apart; the server restarted once, when a third of the runs have completed.
     let mut dice = Dice(0x9e37_79b9_7f4a_7c15 ^ u64::from(std::process::id()));
     let (mut kills, mut restarted_after) = (0, None);
     let mut admin = admin;
-    let mut next_kill = Instant::now() + Duration::from_secs(2);
+    let mut next_kill = (runs / 10, Instant::now() + Duration::from_secs(1));
     let deadline = Instant::now() + Duration::from_secs(600);
     loop {
         let finished = match completed(&admin).await {
@@ -223,12 +225,13 @@ async fn runs_complete_once_while_workers_are_killed_and_postgres_restarts() {
             );
             admin = fleet.admin().await;
         }
-        if Instant::now() >= next_kill {
+        if finished >= next_kill.0 && Instant::now() >= next_kill.1 {
             let slot = dice.roll(4) as usize;
             fleet.kill_and_restart(slot);
             *bases.lock().unwrap() = fleet.bases();
             kills += 1;
-            next_kill = Instant::now() + Duration::from_millis(2_000 + dice.roll(2_000));
+            let more = runs / 10 + dice.roll(runs / 15 + 1);
+            next_kill = (finished + more, Instant::now() + Duration::from_secs(1));
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
