@@ -107,8 +107,8 @@ mod url_race {
         async fn load(&self, run: &RunId) -> Result<Option<RunRecord>, StoreError> {
             self.inner.load(run).await
         }
-        async fn list_runs(&self, status: Option<RunStatus>, limit: usize) -> Result<Vec<RunSummary>, StoreError> {
-            self.inner.list_runs(status, limit).await
+        async fn list_runs(&self, query: &RunQuery) -> Result<RunPage, StoreError> {
+            self.inner.list_runs(query).await
         }
         fn max_entry_bytes(&self) -> Option<usize> {
             self.inner.max_entry_bytes()

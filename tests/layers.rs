@@ -70,6 +70,7 @@ const RUNTIME: &[(&str, u32)] = &[
     // MCP: the manifest served over the Model Context Protocol (stdio, and `/mcp` on HTTP).
     ("mcp", 22),
     ("http::path", 30),
+    ("http::cookie", 30),
     ("http::errors", 31),
     ("http::origin", 32),
     ("http::state", 33),
@@ -80,6 +81,7 @@ const RUNTIME: &[(&str, u32)] = &[
     ("http::runs", 35),
     ("http::sessions", 35),
     ("http::webhook", 35),
+    ("http::ui", 35),
     ("http::routes", 36),
     ("http", 37),
     ("cli", 40),

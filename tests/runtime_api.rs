@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use eve_tools::prelude::*;
-use eve_tools::store::{SqliteStore, Store};
+use eve_tools::store::{RunQuery, SqliteStore, Store};
 use eve_tools::{RunFailure, RunOutcome};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -98,7 +98,7 @@ async fn shutting_down_releases_the_store_for_another_runtime() {
     assert_eq!(Arc::strong_count(&store), 1, "nothing inside the runtime holds the store any more");
     drop(store);
     let reopened = SqliteStore::open(&path).expect("the file lock was released");
-    assert_eq!(reopened.list_runs(None, 10).await.unwrap().len(), 1);
+    assert_eq!(reopened.list_runs(&RunQuery::newest(10)).await.unwrap().runs.len(), 1);
 }
 
 /// Refuses every call, as a tool whose own work failed.

@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use eve_tools::store::{SqliteStore, Store};
+use eve_tools::store::{RunQuery, SqliteStore, Store};
 use eve_tools::{Entry, RunStatus};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_session-crash-worker");
@@ -56,7 +56,7 @@ fn recorded(dir: &Path) -> (usize, BTreeSet<(u64, String)>) {
         let store = SqliteStore::open(dir.join("eve.db")).expect("the store reopens after a kill");
         let mut model_steps = 0;
         let mut task_steps = BTreeSet::new();
-        for summary in store.list_runs(None, 100).await.unwrap() {
+        for summary in store.list_runs(&RunQuery::newest(100)).await.unwrap().runs {
             let record = store.load(&summary.id).await.unwrap().unwrap();
             let part = match &record.entries[0] {
                 Entry::RunStarted { input, .. } => input.get("part").and_then(serde_json::Value::as_u64),
@@ -109,7 +109,7 @@ fn check_restart(dir: &Path, expected: &[String], label: &str) {
     let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
     let tasks_done = runtime.block_on(async {
         let store = SqliteStore::open(dir.join("eve.db")).unwrap();
-        let runs = store.list_runs(None, 100).await.unwrap();
+        let runs = store.list_runs(&RunQuery::newest(100)).await.unwrap().runs;
         runs.iter().filter(|run| run.tool == "build").all(|run| run.status == RunStatus::Completed)
     });
     assert!(tasks_done, "{label}: both tasks completed");

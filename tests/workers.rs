@@ -22,7 +22,8 @@ use eve_tools::prelude::*;
 use eve_tools::secret::{SecretKey, TokenHash};
 use eve_tools::store::{
     Append, Claimed, Created, Delivered, DeliveryPayload, Fence, HookRow, InboxItem, NewRun, PostgresOptions,
-    PostgresStore, Recovery, RunRecord, RunSummary, Store, StoreError, Target, TimerRow, WakeUp, WorkerId,
+    PostgresStore, Recovery, RunPage, RunQuery, RunRecord, RunSummary, Store, StoreError, Target, TimerRow, WakeUp,
+    WorkerId,
 };
 use eve_tools::{Entry, RunId, RunOutcome, RunStatus, Runtime, RuntimeBuilder, Timestamp};
 use schemars::JsonSchema;
@@ -423,8 +424,8 @@ impl Store for Stalling {
     async fn load(&self, run: &RunId) -> Result<Option<RunRecord>, StoreError> {
         self.inner.load(run).await
     }
-    async fn list_runs(&self, status: Option<RunStatus>, limit: usize) -> Result<Vec<RunSummary>, StoreError> {
-        self.inner.list_runs(status, limit).await
+    async fn list_runs(&self, query: &RunQuery) -> Result<RunPage, StoreError> {
+        self.inner.list_runs(query).await
     }
     async fn renew(&self, run: &RunId, fence: Fence, lease: Duration, now: Timestamp) -> Result<(), StoreError> {
         if self.stalled.load(Ordering::SeqCst) {

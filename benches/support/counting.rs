@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use eve_tools::secret::TokenHash;
 use eve_tools::store::{
-    Append, Claimed, Created, Delivered, DeliveryPayload, Fence, HookRow, InboxItem, NewRun, Recovery, RunRecord,
-    RunSummary, Store, StoreError, Target, TimerRow, WorkerId,
+    Append, Claimed, Created, Delivered, DeliveryPayload, Fence, HookRow, InboxItem, NewRun, Recovery, RunPage,
+    RunQuery, RunRecord, RunSummary, Store, StoreError, Target, TimerRow, WorkerId,
 };
 use eve_tools::{Entry, RunId, RunStatus, Timestamp};
 
@@ -175,8 +175,8 @@ impl Store for Counting {
         self.inner.load(run).await
     }
 
-    async fn list_runs(&self, status: Option<RunStatus>, limit: usize) -> Result<Vec<RunSummary>, StoreError> {
-        self.inner.list_runs(status, limit).await
+    async fn list_runs(&self, query: &RunQuery) -> Result<RunPage, StoreError> {
+        self.inner.list_runs(query).await
     }
 
     async fn tail(&self, run: &RunId) -> Result<Option<(RunSummary, Entry)>, StoreError> {

@@ -649,9 +649,9 @@ fn print_outcome(run: &RunId, outcome: &RunOutcome) -> Result<(), String> {
 }
 
 async fn runs(runtime: &Runtime, status: Option<&str>, limit: usize) -> Result<(), String> {
-    let filter = status.map(runs::Filter::parse).transpose()?;
-    let listed = runtime.runs(filter.map(runs::Filter::stored), limit).await.map_err(|error| error.to_string())?;
-    runs::print(listed, filter);
+    let query = runs::query(status, limit)?;
+    let listed = runtime.list_runs(&query).await.map_err(|error| error.to_string())?;
+    runs::print(&listed.runs, status);
     Ok(())
 }
 

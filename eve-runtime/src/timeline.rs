@@ -12,7 +12,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::ask::AskOutcome;
-use crate::journal::{Entry, Op, RecordKind, StepOutcome};
+use crate::journal::{Entry, Op, RecordKind, RunId, RunStatus, StepOutcome};
+use crate::store::{Delivery, InboxItem, RunRecord, RunSummary};
 use crate::time::Timestamp;
 
 /// A run's operations as of one entry of its journal.
@@ -297,5 +298,90 @@ mod tests {
         assert_eq!((now.status, now.at, now.ops.len()), ("completed", 5, 3));
         assert!(now.waiting_for.is_empty());
         assert_eq!(Timeline::of(&entries, Some(99)).at, 5, "past the end is the end");
+    }
+}
+
+/// A run as the inspector and `host runs` show it: its stored status, and the state a person
+/// asks about (`parked` or `running` for an active run).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunView {
+    /// The run id.
+    pub run_id: RunId,
+    /// The tool.
+    pub tool: String,
+    /// The workflow id of its body.
+    pub workflow_id: String,
+    /// The stored status: `active`, `completed`, `failed` or `cancelled`.
+    pub status: RunStatus,
+    /// The status, with an active run told as `parked` (waiting on durable waits only) or
+    /// `running`.
+    pub state: &'static str,
+    /// Whether it waits on durable waits only.
+    pub parked: bool,
+    /// When it was created.
+    #[serde(serialize_with = "crate::time::iso")]
+    pub created_at: Timestamp,
+    /// How many journal entries it has.
+    pub entries: u64,
+}
+
+impl RunView {
+    /// The view of `summary`.
+    pub fn of(summary: &RunSummary) -> Self {
+        let state = match summary.status {
+            RunStatus::Active if summary.parked => "parked",
+            RunStatus::Active => "running",
+            finished => finished.name(),
+        };
+        RunView {
+            run_id: summary.id.clone(),
+            tool: summary.tool.clone(),
+            workflow_id: summary.workflow_id.clone(),
+            status: summary.status,
+            state,
+            parked: summary.parked,
+            created_at: summary.created_at,
+            entries: summary.entries,
+        }
+    }
+}
+
+/// Everything `host inspect --json` and the inspector's `GET /v1/runs/{run}/timeline` tell about
+/// a run as of one journal entry: the run, its timeline, its journal up to that entry, and (as of
+/// the end only) the deliveries it has not taken yet.
+#[derive(Clone, Debug, Serialize)]
+pub struct Inspection<'a> {
+    /// The run.
+    pub run: RunView,
+    /// Its timeline as of the entry.
+    pub timeline: Timeline,
+    /// Its journal, entry 0 to the entry.
+    pub journal: &'a [Entry],
+    /// The deliveries accepted into its inbox and not journaled yet; empty when looking back.
+    pub pending: Vec<&'a Delivery>,
+}
+
+/// An `at` past the end of a run's journal.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("run {run} has {entries} journal entries (0 to {last})", last = entries.saturating_sub(1))]
+pub struct PastTheEnd {
+    /// The run.
+    pub run: RunId,
+    /// How many entries its journal holds.
+    pub entries: u64,
+}
+
+impl<'a> Inspection<'a> {
+    /// The run of `record` as of entry `at` (its end when `None`), with its `pending` deliveries.
+    pub fn of(record: &'a RunRecord, pending: &'a [InboxItem], at: Option<u64>) -> Result<Self, PastTheEnd> {
+        let entries = record.entries.len() as u64;
+        if at.is_some_and(|at| at >= entries) {
+            return Err(PastTheEnd { run: record.summary.id.clone(), entries });
+        }
+        let timeline = Timeline::of(&record.entries, at);
+        let journal = &record.entries[..(timeline.at as usize + 1).min(record.entries.len())];
+        let pending = pending.iter().filter(|_| at.is_none()).map(|item| &item.delivery).collect();
+        Ok(Inspection { run: RunView::of(&record.summary), timeline, journal, pending })
     }
 }

@@ -15,7 +15,7 @@ use std::time::Duration;
 use eve_runtime::journal::{Entry, Op, RecordKind};
 use eve_runtime::store::{
     Append, Created, Delivered, Delivery, DeliveryPayload, NewRun, Notice, PostgresConnectError, PostgresOptions,
-    PostgresStore, Store, StoreError, Target, WakeUp, WorkerId,
+    PostgresStore, RunQuery, Store, StoreError, Target, WakeUp, WorkerId,
 };
 use eve_runtime::{Timestamp, claims_conformance_suite, conformance_suite, shared_conformance_suite};
 use serde_json::json;
@@ -195,7 +195,7 @@ async fn workers_starting_at_once_create_the_schema_once() {
         let created = store.create_run(new_run(&format!("run-{index}")), &WorkerId(format!("w{index}"))).await;
         assert!(matches!(created, Ok(Created::New(_))), "worker {index} can create a run: {created:?}");
     }
-    let listed = stores[0].list_runs(None, 100).await.expect("listing succeeds");
+    let listed = stores[0].list_runs(&RunQuery::newest(100)).await.expect("listing succeeds").runs;
     assert_eq!(listed.len(), 6, "every worker sees every run");
     let admin = schema.admin().await;
     let version: i32 = admin.query_one("SELECT version FROM schema_version", &[]).await.unwrap().get(0);
@@ -436,7 +436,7 @@ async fn a_lazy_store_reports_connection_problems_on_first_use() {
         PostgresOptions::default(),
     )
     .expect("nothing is contacted yet");
-    let error = store.list_runs(None, 1).await.expect_err("the login is refused");
+    let error = store.list_runs(&RunQuery::newest(1)).await.expect_err("the login is refused");
     assert!(matches!(error, StoreError::Open { .. }), "{error:?}");
     assert!(
         error.to_string().contains("refused the login") && !error.to_string().contains("wrong-password"),
@@ -447,12 +447,12 @@ async fn a_lazy_store_reports_connection_problems_on_first_use() {
         std::net::TcpListener::bind("127.0.0.1:0").and_then(|listener| listener.local_addr()).expect("a port").port();
     let options = PostgresOptions { connect_timeout: Duration::from_secs(2), ..PostgresOptions::default() };
     let store = PostgresStore::connect_lazy(&format!("postgres://eve:pw@127.0.0.1:{port}/eve"), options).unwrap();
-    let error = store.list_runs(None, 1).await.expect_err("nothing listens");
+    let error = store.list_runs(&RunQuery::newest(1)).await.expect_err("nothing listens");
     assert!(error.is_transient() && error.to_string().contains(&format!("127.0.0.1:{port}")), "{error:?}");
 
     let schema = Schema::new().await;
     let store = PostgresStore::connect_lazy(&schema.store_url(), schema.options()).expect("a good URL");
-    assert!(store.list_runs(None, 1).await.expect("the schema is prepared on first use").is_empty());
+    assert!(store.list_runs(&RunQuery::newest(1)).await.expect("the schema is prepared on first use").runs.is_empty());
 }
 
 // ---- Figures -------------------------------------------------------------------------------------

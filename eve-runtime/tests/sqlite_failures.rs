@@ -8,8 +8,8 @@ use eve_runtime::Timestamp;
 use eve_runtime::journal::{Entry, Op, RecordKind, RunId};
 use eve_runtime::secret::TokenHash;
 use eve_runtime::store::{
-    Append, Created, Delivery, DeliveryPayload, Fence, NewRun, SqliteOptions, SqliteStore, Store, StoreError, Target,
-    WorkerId,
+    Append, Created, Delivery, DeliveryPayload, Fence, NewRun, RunQuery, SqliteOptions, SqliteStore, Store, StoreError,
+    Target, WorkerId,
 };
 use serde_json::{Value, json};
 
@@ -147,7 +147,7 @@ async fn a_file_cut_short_by_a_crash_during_a_checkpoint_opens_from_its_wal() {
     assert!(u64::from(header_pages) * 4096 > length, "the file is shorter than its header says");
 
     let store = SqliteStore::open(&copy).expect("a file whose WAL recovers it opens");
-    let runs = store.list_runs(None, 100).await.expect("the runs list");
+    let runs = store.list_runs(&RunQuery::newest(100)).await.expect("the runs list").runs;
     assert_eq!(runs.len(), 40, "every row is there");
 }
 
@@ -202,7 +202,7 @@ async fn a_file_of_the_previous_schema_version_is_migrated_at_open() {
     drop(store);
     let conn = rusqlite::Connection::open(&path).expect("the file opens in plain SQLite");
     let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0)).expect("readable");
-    assert_eq!(version, 2, "the file now has the current version");
+    assert_eq!(version, 3, "the file now has the current version");
 }
 
 /// The schema eve wrote as version 1.

@@ -89,8 +89,14 @@ mod sqlite_reopen {
         let store = SqliteStore::open(&path).expect("the store reopens");
         let loaded = store.load(&active.id).await.expect("load succeeds").expect("the run survived");
         assert_eq!(loaded.entries, journal);
-        let statuses: Vec<_> =
-            store.list_runs(None, 10).await.expect("listing succeeds").iter().map(|s| s.status).collect();
+        let statuses: Vec<_> = store
+            .list_runs(&RunQuery::newest(10))
+            .await
+            .expect("listing succeeds")
+            .runs
+            .iter()
+            .map(|s| s.status)
+            .collect();
         assert_eq!(statuses, [RunStatus::Completed, RunStatus::Active]);
         let timers = store.timers().await.expect("timers succeed");
         assert_eq!(timers.len(), 1);

@@ -8,10 +8,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use eve_tools::secret::TokenHash;
 use eve_tools::store::{
-    Append, Claimed, Created, Delivered, DeliveryPayload, Fence, HookRow, InboxItem, NewRun, Recovery, RunRecord,
-    RunSummary, Store, StoreError, Target, TimerRow, WorkerId,
+    Append, Claimed, Created, Delivered, DeliveryPayload, Fence, HookRow, InboxItem, NewRun, Recovery, RunPage,
+    RunQuery, RunRecord, RunSummary, Store, StoreError, Target, TimerRow, WorkerId,
 };
-use eve_tools::{Entry, RunId, RunStatus, Timestamp};
+use eve_tools::{Entry, RunId, Timestamp};
 
 /// Decides, for each append, whether it fails.
 type Picker = Box<dyn FnMut(&[Entry]) -> bool + Send>;
@@ -140,8 +140,8 @@ impl Store for Faulty {
         self.inner.load(run).await
     }
 
-    async fn list_runs(&self, status: Option<RunStatus>, limit: usize) -> Result<Vec<RunSummary>, StoreError> {
-        self.inner.list_runs(status, limit).await
+    async fn list_runs(&self, query: &RunQuery) -> Result<RunPage, StoreError> {
+        self.inner.list_runs(query).await
     }
 
     async fn tail(&self, run: &RunId) -> Result<Option<(RunSummary, Entry)>, StoreError> {

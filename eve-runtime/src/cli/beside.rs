@@ -6,17 +6,16 @@ use std::path::Path;
 
 use super::{Command, inspect, parse_run, replay, runs};
 use crate::runtime::Error;
-use crate::store::SqliteSnapshot;
+use crate::store::{RunQuery, SqliteSnapshot};
 
 /// Runs the read-only `command` against the store at `path`.
 pub(super) fn read(path: &Path, command: &Command) -> Result<(), String> {
     let mut snapshot = SqliteSnapshot::open(path).map_err(|error| error.to_string())?;
     match command {
         Command::Runs { status, limit } => {
-            let filter = status.as_deref().map(runs::Filter::parse).transpose()?;
-            let listed =
-                snapshot.list_runs(filter.map(runs::Filter::stored), *limit).map_err(|error| error.to_string())?;
-            runs::print(listed, filter);
+            let query = runs::query(status.as_deref(), *limit)?;
+            let listed = snapshot.list_runs(&query).map_err(|error| error.to_string())?;
+            runs::print(&listed.runs, status.as_deref());
             Ok(())
         }
         Command::Inspect { run, at, json } => {
@@ -34,8 +33,9 @@ pub(super) fn read(path: &Path, command: &Command) -> Result<(), String> {
         }
         Command::Replay { json, .. } => {
             let unfinished = snapshot
-                .list_runs(Some(crate::journal::RunStatus::Active), i64::MAX as usize)
-                .map_err(|error| error.to_string())?;
+                .list_runs(&RunQuery::newest(usize::MAX).status(crate::journal::RunStatus::Active))
+                .map_err(|error| error.to_string())?
+                .runs;
             let mut records = Vec::with_capacity(unfinished.len());
             for run in unfinished {
                 records.extend(snapshot.load(&run.id).map_err(|error| error.to_string())?);

@@ -8,31 +8,18 @@ use std::time::Duration;
 
 use crate::store::{Delivery, InboxItem, RunRecord};
 use crate::time::{Clock, SystemClock, Timestamp};
-use crate::timeline::Timeline;
+use crate::timeline::{Inspection, Timeline};
 
 /// Prints the run as of entry `at` (its end by default): in words with its pending deliveries,
 /// or as one JSON object (`timeline`, `journal`, `pending`).
 pub(super) fn print(record: &RunRecord, pending: &[InboxItem], at: Option<u64>, json: bool) -> Result<(), String> {
-    if let Some(at) = at
-        && at >= record.entries.len() as u64
-    {
-        return Err(format!(
-            "run {} has {} journal entries (0 to {}); give --at one of them",
-            record.summary.id,
-            record.entries.len(),
-            record.entries.len().saturating_sub(1)
-        ));
+    let inspection = Inspection::of(record, pending, at).map_err(|error| format!("{error}; give --at one of them"))?;
+    if json {
+        println!("{}", serde_json::to_string(&inspection).map_err(|error| error.to_string())?);
+    } else {
+        let pending = if at.is_some() { &[] } else { pending };
+        println!("{}", text(record, &inspection.timeline, pending, SystemClock.now()));
     }
-    let timeline = Timeline::of(&record.entries, at);
-    if !json {
-        println!("{}", text(record, &timeline, if at.is_some() { &[] } else { pending }, SystemClock.now()));
-        return Ok(());
-    }
-    let journal = &record.entries[..=timeline.at as usize];
-    let pending: Vec<_> = pending.iter().filter(|_| at.is_none()).map(|item| &item.delivery).collect();
-    let object =
-        serde_json::json!({ "run": record.summary.id, "timeline": timeline, "journal": journal, "pending": pending });
-    println!("{}", serde_json::to_string(&object).map_err(|error| error.to_string())?);
     Ok(())
 }
 

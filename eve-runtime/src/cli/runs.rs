@@ -5,71 +5,22 @@
 //! was under way when the store was last written), which is what a person asks about.
 
 use crate::journal::RunStatus;
-use crate::store::RunSummary;
+use crate::store::{RUN_STATES, RunQuery, RunSummary};
 
-/// Which runs `runs --status` asks for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Filter {
-    /// Runs the store lists with this status.
-    Stored(RunStatus),
-    /// Active runs that wait on durable waits only.
-    Parked,
-    /// Active runs that are not parked.
-    Running,
+/// The listing `runs [--status <state>] [--limit <n>]` asks for, or a sentence listing the
+/// states it could name.
+pub(super) fn query(state: Option<&str>, limit: usize) -> Result<RunQuery, String> {
+    let query = RunQuery::newest(limit);
+    let Some(state) = state else { return Ok(query) };
+    query.state(state).ok_or_else(|| format!("unknown status `{state}`; use {}", RUN_STATES.join(", ")))
 }
 
-impl Filter {
-    /// The filter `--status` names, or a sentence listing the ones it could name.
-    pub(super) fn parse(text: &str) -> Result<Filter, String> {
-        Ok(match text {
-            "active" => Filter::Stored(RunStatus::Active),
-            "parked" => Filter::Parked,
-            "running" => Filter::Running,
-            "completed" => Filter::Stored(RunStatus::Completed),
-            "failed" => Filter::Stored(RunStatus::Failed),
-            "cancelled" => Filter::Stored(RunStatus::Cancelled),
-            _ => {
-                return Err(format!(
-                    "unknown status `{text}`; use active, parked, running, completed, failed or cancelled"
-                ));
-            }
-        })
-    }
-
-    /// The status to ask the store for.
-    pub(super) fn stored(self) -> RunStatus {
-        match self {
-            Filter::Stored(status) => status,
-            Filter::Parked | Filter::Running => RunStatus::Active,
-        }
-    }
-
-    /// Whether `run`, as the store listed it, passes.
-    pub(super) fn keeps(self, run: &RunSummary) -> bool {
-        match self {
-            Filter::Stored(_) => true,
-            Filter::Parked => run.parked,
-            Filter::Running => !run.parked,
-        }
-    }
-
-    /// The filter in words, for "no parked runs".
-    pub(super) fn name(self) -> String {
-        match self {
-            Filter::Stored(status) => status.to_string(),
-            Filter::Parked => "parked".to_owned(),
-            Filter::Running => "running".to_owned(),
-        }
-    }
-}
-
-/// Prints the runs `filter` keeps from `listed` as a table, or says there are none.
-pub(super) fn print(listed: Vec<RunSummary>, filter: Option<Filter>) {
-    let listed: Vec<_> = listed.into_iter().filter(|run| filter.is_none_or(|filter| filter.keeps(run))).collect();
-    match (listed.is_empty(), filter) {
-        (true, Some(filter)) => println!("no {} runs", filter.name()),
+/// Prints `listed` as a table, or says there are no runs (in `state`, if one was asked for).
+pub(super) fn print(listed: &[RunSummary], state: Option<&str>) {
+    match (listed.is_empty(), state) {
+        (true, Some(state)) => println!("no {state} runs"),
         (true, None) => println!("no runs"),
-        (false, _) => println!("{}", table(&listed)),
+        (false, _) => println!("{}", table(listed)),
     }
 }
 
@@ -132,9 +83,10 @@ mod tests {
     #[test]
     fn active_runs_are_parked_or_running() {
         assert_eq!(status(&run("a", RunStatus::Active, false)), "running");
-        assert_eq!(Filter::parse("parked").unwrap(), Filter::Parked);
-        assert!(Filter::Parked.keeps(&run("a", RunStatus::Active, true)));
-        assert!(!Filter::Running.keeps(&run("a", RunStatus::Active, true)));
-        assert!(Filter::parse("sleeping").unwrap_err().contains("use active, parked, running"));
+        let parked = query(Some("parked"), 10).unwrap();
+        assert!(parked.keeps(&run("a", RunStatus::Active, true), 1));
+        assert!(!parked.keeps(&run("a", RunStatus::Active, false), 1));
+        assert!(!query(Some("running"), 10).unwrap().keeps(&run("a", RunStatus::Active, true), 1));
+        assert!(query(Some("sleeping"), 10).unwrap_err().contains("use active, parked, running"));
     }
 }

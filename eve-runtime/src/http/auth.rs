@@ -22,6 +22,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{Html, IntoResponse, Response};
 use serde::Deserialize;
 
+use super::cookie;
 use super::errors::{ApiError, redact, token_refusal};
 use super::path::segment;
 use super::state::AppState;
@@ -100,9 +101,7 @@ fn cookie_name(state: &str) -> String {
 /// Whether the request carries the cookie the sign-in link under `state` set.
 fn opened_here(app: &AppState, headers: &HeaderMap, state: &str) -> bool {
     let name = cookie_name(state);
-    let cookies = headers.get_all(header::COOKIE).iter().filter_map(|value| value.to_str().ok());
-    let mut pairs = cookies.flat_map(|value| value.split(';')).filter_map(|pair| pair.trim().split_once('='));
-    pairs.any(|(key, value)| key == name && app.runtime.authorization_binding_matches(state, value))
+    cookie::values(headers, &name).any(|value| app.runtime.authorization_binding_matches(state, value))
 }
 
 /// The page a person sees after signing in.

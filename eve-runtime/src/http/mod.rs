@@ -69,6 +69,7 @@
 
 mod auth;
 mod body;
+mod cookie;
 mod errors;
 mod events;
 mod origin;
@@ -80,6 +81,7 @@ mod sessions;
 mod state;
 #[cfg(test)]
 mod tests;
+mod ui;
 mod webhook;
 
 use std::io;
@@ -92,9 +94,11 @@ use tokio::net::{TcpListener, ToSocketAddrs};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use self::cookie::SignIns;
 use self::origin::{Origin, Origins};
 pub use self::path::HOOK_PATH;
 use self::state::{AppState, Limits, Shared};
+pub use self::ui::UI_PATH;
 pub use crate::auth::AUTH_CALLBACK_PATH;
 use crate::runtime::Runtime;
 use crate::secret::TokenHash;
@@ -267,6 +271,7 @@ impl Server {
             limits: self.limits,
             api_key: self.api_key,
             origins,
+            sign_ins: SignIns::default(),
             stop: stopped.clone(),
             #[cfg(feature = "mcp")]
             mcp: self.mcp,

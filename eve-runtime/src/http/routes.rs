@@ -2,7 +2,7 @@
 
 use axum::Router;
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
@@ -13,6 +13,7 @@ use tower_http::set_header::SetResponseHeaderLayer;
 use super::errors::{ApiError, fallback, method_not_allowed, panicked};
 use super::path::HOOK_PATH;
 use super::state::AppState;
+use super::ui::{self, UI_PATH};
 use super::{auth, events, origin, runs, sessions, webhook};
 use crate::auth::AUTH_CALLBACK_PATH;
 use crate::secret::TokenHash;
@@ -21,8 +22,11 @@ use crate::webhook::WEBHOOK_PATH;
 /// Every route, with the layers that log requests (by route template only) and harden responses.
 pub(crate) fn router(state: AppState) -> Router {
     let run_api = Router::new()
+        .route("/v1/tools", get(runs::tools))
         .route("/v1/tools/{tool}/runs", post(runs::start))
+        .route("/v1/runs", get(runs::list))
         .route("/v1/runs/{run}", get(runs::status))
+        .route("/v1/runs/{run}/timeline", get(runs::timeline))
         .route("/v1/runs/{run}/cancel", post(runs::cancel))
         .route("/v1/runs/{run}/questions", get(runs::questions))
         .route("/v1/runs/{run}/questions/{request}", post(runs::answer))
@@ -40,12 +44,21 @@ pub(crate) fn router(state: AppState) -> Router {
         .route_layer(middleware::from_fn_with_state(state.clone(), require_api_key))
         // Outermost, so a page elsewhere is refused before its key is looked at.
         .route_layer(middleware::from_fn_with_state(state.clone(), only_own_origin));
+    // The inspector checks its own sign-in, on the same `Host` and `Origin` terms as the run API.
+    let inspector = Router::new()
+        .route(UI_PATH, get(ui::page))
+        .route(&format!("{UI_PATH}/app.js"), get(ui::script))
+        .route(&format!("{UI_PATH}/app.css"), get(ui::style))
+        .route(&format!("{UI_PATH}/sign-in"), post(ui::sign_in))
+        .route(&format!("{UI_PATH}/sign-out"), post(ui::sign_out))
+        .route_layer(middleware::from_fn_with_state(state.clone(), only_own_origin));
     Router::new()
         .route(&format!("{WEBHOOK_PATH}{{token}}"), any(webhook::deliver))
         .route(&format!("{HOOK_PATH}{{token}}"), post(webhook::resume))
         .route(&format!("{AUTH_CALLBACK_PATH}{{provider}}/start"), get(auth::start))
         .route(&format!("{AUTH_CALLBACK_PATH}{{provider}}/callback"), get(auth::callback))
         .merge(run_api)
+        .merge(inspector)
         .fallback(fallback)
         .method_not_allowed_fallback(method_not_allowed)
         // Innermost first: a panic becomes a 500 that is still logged and still hardened.
@@ -71,10 +84,21 @@ fn mcp_service(state: &AppState) -> Router {
 }
 
 /// Lets a run API request through if the server has no key, or if it carries the key as
-/// `Authorization: Bearer <key>`; otherwise answers `401` with `WWW-Authenticate: Bearer`.
+/// `Authorization: Bearer <key>`, or the cookie of an inspector sign-in (with `X-Eve-UI` unless it
+/// only reads); otherwise answers `401` with `WWW-Authenticate: Bearer`.
 async fn require_api_key(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let Some(expected) = &state.api_key else { return next.run(request).await };
     let presented = request.headers().get(header::AUTHORIZATION).and_then(|value| value.to_str().ok());
+    if presented.is_none() && state.sign_ins.signed_in(request.headers()) {
+        // A form on another site can send the cookie, never this header (it needs the server's
+        // consent to CORS, which it does not give); event streams and reads cannot change a thing.
+        let reads = matches!(*request.method(), Method::GET | Method::HEAD);
+        if reads || request.headers().contains_key(INSPECTOR_HEADER) {
+            return next.run(request).await;
+        }
+        let message = "a request signed in by the inspector's cookie must carry `X-Eve-UI: 1` to change anything";
+        return ApiError::new(StatusCode::FORBIDDEN, message).into_response();
+    }
     let bearer = presented
         .and_then(|value| value.split_once(' '))
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
@@ -88,6 +112,9 @@ async fn require_api_key(State(state): State<AppState>, request: Request, next: 
     response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     response
 }
+
+/// The header the inspector's page sends with every request.
+const INSPECTOR_HEADER: &str = "x-eve-ui";
 
 /// Refuses a run API request that is addressed to a foreign name (without a key) or sent by a
 /// page of a foreign origin, with `403` and what to do instead.

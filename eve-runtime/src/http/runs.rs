@@ -1,9 +1,10 @@
-//! The run API for channels and examples: start a run, read its status, cancel it, list its open
-//! questions and answer one.
+//! The run API for channels, examples and the inspector: start a run, list runs a page at a
+//! time, read a run's status or timeline, cancel it, list its open questions and answer one.
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
@@ -16,7 +17,9 @@ use super::state::AppState;
 use crate::ask::{Answer, Ask};
 use crate::journal::{RunId, RunStatus};
 use crate::runtime::{RunOutcome, StartOptions};
+use crate::store::{RUN_STATES, RunQuery};
 use crate::time::Timestamp;
+use crate::timeline::{Inspection, RunView};
 
 /// The index of `{tool}` in `/v1/tools/{tool}/runs` and of `{run}` in `/v1/runs/{run}/…`.
 const NAME_SEGMENT: usize = 2;
@@ -65,7 +68,7 @@ pub(crate) async fn start(
 /// A run as `GET /v1/runs/{run}` shows it.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct RunView {
+struct StatusView {
     run_id: RunId,
     tool: String,
     status: RunStatus,
@@ -81,7 +84,7 @@ pub(crate) async fn status(State(state): State<AppState>, uri: Uri) -> Result<Js
     let record = state.runtime.journal(&run).await.map_err(from_runtime)?;
     let outcome = record.entries.last().and_then(RunOutcome::from_terminal);
     let summary = record.summary;
-    let view = RunView {
+    let view = StatusView {
         run_id: summary.id,
         tool: summary.tool,
         status: summary.status,
@@ -89,6 +92,102 @@ pub(crate) async fn status(State(state): State<AppState>, uri: Uri) -> Result<Js
         outcome,
     };
     Ok(Json(serde_json::to_value(view).expect("a run view always serializes")))
+}
+
+/// The most runs one page of `GET /v1/runs` holds, and how many it holds unless asked.
+const MOST_PER_PAGE: usize = 200;
+const DEFAULT_PER_PAGE: usize = 50;
+
+/// The query of `GET /v1/runs`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ListQuery {
+    status: Option<String>,
+    tool: Option<String>,
+    before: Option<String>,
+    limit: Option<String>,
+}
+
+/// `GET /v1/runs[?status=…&tool=…&before=…&limit=…]`: one page of runs, newest first, with the
+/// cursor of the next page (`next`, `null` on the last).
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    query: Result<Query<ListQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(asked) = query.map_err(|_| {
+        let message = "the query string is malformed; the parameters are `status`, `tool`, `before` and `limit`";
+        ApiError::new(StatusCode::BAD_REQUEST, message)
+    })?;
+    let unprocessable =
+        |field: &str, message: String| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, message).field(field);
+    let limit = match asked.limit.as_deref() {
+        None => DEFAULT_PER_PAGE,
+        Some(text) => text.parse().ok().filter(|limit| (1..=MOST_PER_PAGE).contains(limit)).ok_or_else(|| {
+            unprocessable("limit", format!("`limit` must be a whole number from 1 to {MOST_PER_PAGE}, not `{text}`"))
+        })?,
+    };
+    let mut query = RunQuery::newest(limit);
+    if let Some(word) = asked.status.as_deref().filter(|word| !word.is_empty()) {
+        query = query.state(word).ok_or_else(|| {
+            unprocessable("status", format!("unknown status `{word}`; use {}", RUN_STATES.join(", ")))
+        })?;
+    }
+    if let Some(tool) = asked.tool.filter(|tool| !tool.is_empty()) {
+        query = query.tool(tool);
+    }
+    if let Some(cursor) = asked.before.as_deref().filter(|cursor| !cursor.is_empty()) {
+        let cursor = cursor.parse().map_err(|_| {
+            unprocessable("before", "`before` must be the `next` of an earlier page, as it was given".to_owned())
+        })?;
+        query = query.before(cursor);
+    }
+    let page = state.runtime.list_runs(&query).await.map_err(from_runtime)?;
+    let runs: Vec<_> = page.runs.iter().map(RunView::of).collect();
+    Ok(Json(serde_json::json!({ "runs": runs, "next": page.next.map(|next| next.to_string()) })))
+}
+
+/// The query of `GET /v1/runs/{run}/timeline`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TimelineQuery {
+    at: Option<String>,
+}
+
+/// `GET /v1/runs/{run}/timeline[?at=…]`: the run, its timeline and its journal as of entry `at`
+/// (its end by default), and the deliveries it has not taken yet: what `host inspect --json`
+/// prints.
+pub(crate) async fn timeline(
+    State(state): State<AppState>,
+    uri: Uri,
+    query: Result<Query<TimelineQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(asked) = query.map_err(|_| {
+        ApiError::new(StatusCode::BAD_REQUEST, "the query string is malformed; the only parameter is `at`")
+    })?;
+    let run = run_id(&uri)?;
+    let at = match asked.at.as_deref().filter(|at| !at.is_empty()) {
+        None => None,
+        Some(text) => Some(text.parse::<u64>().map_err(|_| {
+            let message = format!("`at` must be a journal entry's number (0, 1, …), not `{text}`");
+            ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, message).field("at")
+        })?),
+    };
+    let record = state.runtime.journal(&run).await.map_err(from_runtime)?;
+    let pending = state.runtime.store().inbox(&run).await.map_err(|error| from_runtime(error.into()))?;
+    let inspection = Inspection::of(&record, &pending, at).map_err(|error| {
+        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, format!("{error}; give `at` one of them")).field("at")
+    })?;
+    Ok(Json(serde_json::to_value(inspection).expect("an inspection always serializes")))
+}
+
+/// `GET /v1/tools`: the tools of the manifest, by name, with their descriptions and shapes.
+pub(crate) async fn tools() -> Json<Value> {
+    let tools: Vec<_> = crate::registry::manifest()
+        .tools
+        .into_iter()
+        .map(|tool| serde_json::json!({ "name": tool.name, "description": tool.description, "shape": tool.shape }))
+        .collect();
+    Json(serde_json::json!({ "tools": tools }))
 }
 
 /// The body of `POST /v1/runs/{run}/cancel`, which may be empty.

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use super::cookie::SignIns;
 use super::origin::Origins;
 use crate::runtime::Runtime;
 use crate::secret::TokenHash;
@@ -34,6 +35,8 @@ pub(crate) struct Shared {
     pub api_key: Option<TokenHash>,
     /// The origins whose pages may use the `/v1` run API.
     pub origins: Origins,
+    /// The inspector's sign-ins, which stand in for the key (see `cookie.rs`).
+    pub sign_ins: SignIns,
     /// Becomes `true` when the server shuts down.
     pub stop: watch::Receiver<bool>,
     /// MCP: what is mounted at `/mcp` (a default server over the runtime when `None`).

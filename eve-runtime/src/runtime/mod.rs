@@ -38,8 +38,8 @@ pub use crate::journal::RunOutcome;
 use crate::journal::{Entry, RunId, RunStatus};
 use crate::registry::{self, EntryPoint, ToolDescriptor};
 use crate::store::{
-    Created, Delivered, Delivery, DeliveryPayload, MemoryStore, NewRun, RunRecord, RunSummary, Store, StoreError,
-    Target,
+    Created, Delivered, Delivery, DeliveryPayload, MemoryStore, NewRun, RunPage, RunQuery, RunRecord, RunSummary,
+    Store, StoreError, Target,
 };
 use crate::time::Clock;
 
@@ -911,7 +911,14 @@ impl Runtime {
 
     /// Runs, newest first, optionally only those with `status`, at most `limit`.
     pub async fn runs(&self, status: Option<RunStatus>, limit: usize) -> Result<Vec<RunSummary>, Error> {
-        Ok(self.shared.store.list_runs(status, limit).await?)
+        let query = RunQuery { status, ..RunQuery::newest(limit) };
+        Ok(self.shared.store.list_runs(&query).await?.runs)
+    }
+
+    /// One page of the runs `query` asks for, newest first, filtered by status, parked, and
+    /// tool; [`RunPage::next`] asks for the page after it.
+    pub async fn list_runs(&self, query: &RunQuery) -> Result<RunPage, Error> {
+        Ok(self.shared.store.list_runs(query).await?)
     }
 
     /// The store this runtime writes to.

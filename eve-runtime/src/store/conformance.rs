@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 
 use super::{
     Append, Created, Delivered, Delivery, DeliveryPayload, Fence, HookMeta, InboxItem, InboxLimits, MemoryStore,
-    NewRun, Store, StoreError, Target, TimerKind, TimerRow, WaitingSignIn, WorkerId,
+    NewRun, RunCursor, RunPage, RunQuery, Store, StoreError, Target, TimerKind, TimerRow, WaitingSignIn, WorkerId,
 };
 use crate::journal::{Entry, InputHash, Op, RecordKind, RunFailure, RunId, RunStatus, StepOutcome};
 use crate::secret::TokenHash;
@@ -251,7 +251,7 @@ pub async fn create_run_is_idempotent(store: &dyn Store) {
     let loaded = store.load(&original.id).await.expect("load succeeds").expect("the run exists");
     assert_eq!(loaded.entries, vec![original.started_entry()], "the second create must not touch the journal");
     assert_eq!(loaded.summary.created_at, Timestamp::from_millis(1_000));
-    let listed = store.list_runs(None, 10).await.expect("listing succeeds");
+    let listed = store.list_runs(&RunQuery::newest(10)).await.expect("listing succeeds").runs;
     assert_eq!(listed.len(), 1, "one id is one run");
     append(store, &original.id, fence, 1, vec![record(0, json!(1))]).await;
 }
@@ -575,12 +575,16 @@ pub async fn the_deepest_accepted_values_round_trip(store: &dyn Store) {
     assert!(matches!(tail.1, Entry::RunCompleted { output } if output == deep));
 }
 
-/// `list_runs` returns runs newest first, filtered by status, at most `limit`, with their counts.
+/// `list_runs` returns runs newest first, filtered by status, parked and tool, a page at a time:
+/// each page's cursor leads to the next without a run repeated or skipped, and the last page
+/// has no cursor.
 pub async fn list_runs_is_newest_first_with_filter_and_limit(store: &dyn Store) {
     let runs = [
         new_run("run-list-1", json!(1), 1_000),
         new_run("run-list-2", json!(2), 2_000),
-        new_run("run-list-3", json!(3), 3_000),
+        NewRun { tool: "other_tool".into(), ..new_run("run-list-3", json!(3), 3_000) },
+        new_run("run-list-4", json!(4), 4_000),
+        NewRun { tool: "other_tool".into(), ..new_run("run-list-5", json!(5), 5_000) },
     ];
     let mut fences = Vec::new();
     for run in &runs {
@@ -589,23 +593,59 @@ pub async fn list_runs_is_newest_first_with_filter_and_limit(store: &dyn Store) 
     append(store, &runs[1].id, fences[1], 1, vec![run_completed()]).await;
     let failure = RunFailure::Tool { message: "no".into() };
     append(store, &runs[2].id, fences[2], 1, vec![record(0, json!(0)), Entry::RunFailed { failure }]).await;
-    let ids = |summaries: Vec<super::RunSummary>| {
-        summaries.into_iter().map(|summary| summary.id.to_string()).collect::<Vec<_>>()
-    };
-    let all = store.list_runs(None, 10).await.expect("listing succeeds");
-    let shape: Vec<_> = all.iter().map(|summary| (summary.id.to_string(), summary.status, summary.entries)).collect();
+    store.park(&runs[3].id, fences[3], 1).await.expect("the run parks");
+    let list = |query: RunQuery| async move { store.list_runs(&query).await.expect("listing succeeds") };
+    let ids = |page: &RunPage| page.runs.iter().map(|summary| summary.id.to_string()).collect::<Vec<_>>();
+
+    let all = list(RunQuery::newest(10)).await;
+    let shape: Vec<_> = all
+        .runs
+        .iter()
+        .map(|summary| (summary.id.to_string(), summary.status, summary.entries, summary.parked))
+        .collect();
     let expected = vec![
-        ("run-list-3".to_owned(), RunStatus::Failed, 3),
-        ("run-list-2".to_owned(), RunStatus::Completed, 2),
-        ("run-list-1".to_owned(), RunStatus::Active, 1),
+        ("run-list-5".to_owned(), RunStatus::Active, 1, false),
+        ("run-list-4".to_owned(), RunStatus::Active, 1, true),
+        ("run-list-3".to_owned(), RunStatus::Failed, 3, false),
+        ("run-list-2".to_owned(), RunStatus::Completed, 2, false),
+        ("run-list-1".to_owned(), RunStatus::Active, 1, false),
     ];
-    assert_eq!(shape, expected, "newest first, with status and entry count");
-    assert_eq!(all[2].created_at, Timestamp::from_millis(1_000));
-    assert_eq!(ids(store.list_runs(Some(RunStatus::Active), 10).await.expect("listing succeeds")), ["run-list-1"]);
-    assert_eq!(ids(store.list_runs(Some(RunStatus::Completed), 10).await.expect("listing succeeds")), ["run-list-2"]);
-    assert!(store.list_runs(Some(RunStatus::Cancelled), 10).await.expect("listing succeeds").is_empty());
-    assert_eq!(ids(store.list_runs(None, 2).await.expect("listing succeeds")), ["run-list-3", "run-list-2"]);
-    assert!(store.list_runs(None, 0).await.expect("listing succeeds").is_empty());
+    assert_eq!(shape, expected, "newest first, with status, entry count and parked");
+    assert_eq!(all.runs[4].created_at, Timestamp::from_millis(1_000));
+    assert_eq!(all.next, None, "one page holds them all");
+
+    assert_eq!(
+        ids(&list(RunQuery::newest(10).status(RunStatus::Active)).await),
+        ["run-list-5", "run-list-4", "run-list-1"]
+    );
+    assert_eq!(ids(&list(RunQuery::newest(10).status(RunStatus::Completed)).await), ["run-list-2"]);
+    assert!(list(RunQuery::newest(10).status(RunStatus::Cancelled)).await.runs.is_empty());
+    assert_eq!(ids(&list(RunQuery::newest(10).state("parked").expect("a state")).await), ["run-list-4"]);
+    assert_eq!(ids(&list(RunQuery::newest(10).state("running").expect("a state")).await), ["run-list-5", "run-list-1"]);
+    assert_eq!(ids(&list(RunQuery::newest(10).tool("other_tool")).await), ["run-list-5", "run-list-3"]);
+    let other_failed = RunQuery::newest(10).tool("other_tool").status(RunStatus::Failed);
+    assert_eq!(ids(&list(other_failed).await), ["run-list-3"]);
+    assert!(list(RunQuery::newest(10).tool("no_such_tool")).await.runs.is_empty());
+    assert!(list(RunQuery::newest(0)).await.runs.is_empty());
+
+    // Pages of two: 5 4 | 3 2 | 1, and filtered pages of one: 5 | 4 | 1.
+    let mut pages = Vec::new();
+    let mut query = RunQuery::newest(2);
+    loop {
+        let page = list(query.clone()).await;
+        pages.push(ids(&page));
+        let Some(next) = page.next else { break };
+        assert!(pages.len() < 10, "paging must end");
+        query = query.before(next);
+    }
+    assert_eq!(pages, [vec!["run-list-5", "run-list-4"], vec!["run-list-3", "run-list-2"], vec!["run-list-1"]]);
+    let first = list(RunQuery::newest(1).status(RunStatus::Active)).await;
+    let second = list(RunQuery::newest(1).status(RunStatus::Active).before(first.next.expect("more"))).await;
+    let third = list(RunQuery::newest(1).status(RunStatus::Active).before(second.next.expect("more"))).await;
+    assert_eq!([ids(&first), ids(&second), ids(&third)], [["run-list-5"], ["run-list-4"], ["run-list-1"]]);
+    assert_eq!(third.next, None, "the last page says so");
+    let cursor: RunCursor = first.next.expect("more").to_string().parse().expect("a cursor reads back from its text");
+    assert_eq!(Some(cursor), first.next);
 }
 
 /// A finished run's journal is closed: appends are refused with `RunFinished`, even under a new

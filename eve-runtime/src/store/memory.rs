@@ -9,8 +9,8 @@ use async_trait::async_trait;
 
 use super::{
     Append, Claimed, Created, Delivered, Delivery, DeliveryPayload, Fence, HookMeta, HookRow, InboxItem, InboxLimits,
-    IndexChanges, NewRun, Recovery, RunRecord, RunSummary, Store, StoreError, Target, TimerKind, TimerRow,
-    WaitingSignIn, WorkerId,
+    IndexChanges, NewRun, Recovery, RunPage, RunQuery, RunRecord, RunSummary, Store, StoreError, Target, TimerKind,
+    TimerRow, WaitingSignIn, WorkerId,
 };
 use crate::journal::{Entry, Op, RunId, RunStatus};
 use crate::secret::TokenHash;
@@ -399,17 +399,20 @@ impl Store for MemoryStore {
         Ok(record)
     }
 
-    async fn list_runs(&self, status: Option<RunStatus>, limit: usize) -> Result<Vec<RunSummary>, StoreError> {
+    async fn list_runs(&self, query: &RunQuery) -> Result<RunPage, StoreError> {
         let state = self.lock();
-        let summaries = state
-            .order
+        // A run's position is its index in `order` plus one, so that no cursor is 0.
+        let end = query
+            .before
+            .map_or(state.order.len(), |before| (before.0.saturating_sub(1) as usize).min(state.order.len()));
+        let listed = state.order[..end]
             .iter()
+            .enumerate()
             .rev()
-            .filter_map(|id| state.runs.get(id))
-            .map(|run_state| &run_state.summary)
-            .filter(|summary| status.is_none_or(|status| summary.status == status))
-            .take(limit)
-            .cloned();
-        Ok(summaries.collect())
+            .filter_map(|(index, id)| Some((&state.runs.get(id)?.summary, index as u64 + 1)))
+            .filter(|(summary, position)| query.keeps(summary, *position))
+            .take(query.limit.saturating_add(1))
+            .map(|(summary, position)| (summary.clone(), position));
+        Ok(RunPage::of(query, listed.collect()))
     }
 }

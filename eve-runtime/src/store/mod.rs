@@ -38,6 +38,7 @@ pub use postgres::{ConnectError as PostgresConnectError, PostgresOptions, Postgr
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteOptions, SqliteSnapshot, SqliteStore};
 
+use std::fmt;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -296,6 +297,126 @@ pub struct RunSummary {
     pub parked: bool,
 }
 
+/// Which runs a listing asks for: newest first, filtered, one page at a time.
+///
+/// ```
+/// use eve_runtime::journal::RunStatus;
+/// use eve_runtime::store::RunQuery;
+///
+/// let failed_refunds = RunQuery::newest(50).status(RunStatus::Failed).tool("refund");
+/// # let _ = failed_refunds;
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunQuery {
+    /// Only runs with this status.
+    pub status: Option<RunStatus>,
+    /// Only parked runs (`Some(true)`) or only runs that are not parked (`Some(false)`).
+    pub parked: Option<bool>,
+    /// Only runs of this tool.
+    pub tool: Option<String>,
+    /// Only runs created before the one this cursor was taken from: the next page.
+    pub before: Option<RunCursor>,
+    /// At most this many runs.
+    pub limit: usize,
+}
+
+impl RunQuery {
+    /// The newest `limit` runs of any status and tool.
+    pub fn newest(limit: usize) -> Self {
+        RunQuery { limit, ..RunQuery::default() }
+    }
+
+    /// Only runs with `status`.
+    pub fn status(mut self, status: RunStatus) -> Self {
+        self.status = Some(status);
+        self
+    }
+
+    /// Only parked runs (`true`) or only runs that are not parked (`false`).
+    pub fn parked(mut self, parked: bool) -> Self {
+        self.parked = Some(parked);
+        self
+    }
+
+    /// Only runs of `tool`.
+    pub fn tool(mut self, tool: impl Into<String>) -> Self {
+        self.tool = Some(tool.into());
+        self
+    }
+
+    /// The page after the one that returned `cursor` as its [`RunPage::next`].
+    pub fn before(mut self, cursor: RunCursor) -> Self {
+        self.before = Some(cursor);
+        self
+    }
+
+    /// Only runs in the state `word` names: one of [`RUN_STATES`], the four stored statuses and
+    /// `parked` and `running`, which split active runs by whether they are parked. `None` for a
+    /// word that names no state.
+    pub fn state(self, word: &str) -> Option<Self> {
+        Some(match word {
+            "active" => self.status(RunStatus::Active),
+            "parked" => self.status(RunStatus::Active).parked(true),
+            "running" => self.status(RunStatus::Active).parked(false),
+            "completed" => self.status(RunStatus::Completed),
+            "failed" => self.status(RunStatus::Failed),
+            "cancelled" => self.status(RunStatus::Cancelled),
+            _ => return None,
+        })
+    }
+
+    /// Whether `summary`, at creation position `position`, passes the filters (not the limit).
+    pub(crate) fn keeps(&self, summary: &RunSummary, position: u64) -> bool {
+        self.status.is_none_or(|status| summary.status == status)
+            && self.parked.is_none_or(|parked| summary.parked == parked)
+            && self.tool.as_deref().is_none_or(|tool| summary.tool == tool)
+            && self.before.is_none_or(|before| position < before.0)
+    }
+}
+
+/// The words [`RunQuery::state`] understands, in the order a person would list them.
+pub const RUN_STATES: [&str; 6] = ["active", "parked", "running", "completed", "failed", "cancelled"];
+
+/// Where a listing stopped: pass it to [`RunQuery::before`] for the next page. It is the
+/// store's own creation position of the last run listed, opaque to callers; it prints and parses
+/// as a decimal string so that it can travel in a URL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RunCursor(pub(crate) u64);
+
+impl fmt::Display for RunCursor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl std::str::FromStr for RunCursor {
+    type Err = std::num::ParseIntError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        text.parse().map(RunCursor)
+    }
+}
+
+/// One page of a listing.
+#[derive(Clone, Debug, Default)]
+pub struct RunPage {
+    /// The runs, newest first.
+    pub runs: Vec<RunSummary>,
+    /// Where the next page starts, if there may be more runs past this one.
+    pub next: Option<RunCursor>,
+}
+
+impl RunPage {
+    /// The page of `query.limit` runs out of `listed`, which holds up to one more run (with its
+    /// position) than the limit, so that whether there is a next page is known.
+    pub(crate) fn of(query: &RunQuery, mut listed: Vec<(RunSummary, u64)>) -> RunPage {
+        let more = listed.len() > query.limit;
+        listed.truncate(query.limit);
+        let next = listed.last().filter(|_| more).map(|(_, position)| RunCursor(*position));
+        RunPage { runs: listed.into_iter().map(|(summary, _)| summary).collect(), next }
+    }
+}
+
 /// A run with its whole journal.
 #[derive(Clone, Debug)]
 pub struct RunRecord {
@@ -434,8 +555,9 @@ pub trait Store: Send + Sync + 'static {
     /// A run and its whole journal.
     async fn load(&self, run: &RunId) -> Result<Option<RunRecord>, StoreError>;
 
-    /// Runs, newest first, optionally only those with `status`, at most `limit`.
-    async fn list_runs(&self, status: Option<RunStatus>, limit: usize) -> Result<Vec<RunSummary>, StoreError>;
+    /// One page of the runs `query` asks for, newest first. The listing is indexed: its cost
+    /// depends on the page, not on how many runs the store holds.
+    async fn list_runs(&self, query: &RunQuery) -> Result<RunPage, StoreError>;
 
     /// A run's summary and its last journal entry (the terminal entry of a finished run), without
     /// reading the rest of the journal. The default loads the whole journal; stores override it.

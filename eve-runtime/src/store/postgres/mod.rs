@@ -65,9 +65,9 @@ pub use self::connect::ConnectError;
 use self::writes::{AppendRows, NewRunRow};
 use super::{
     Append, Claimed, Created, Delivered, DeliveryPayload, Fence, HookRow, InboxItem, InboxLimits, IndexChanges, NewRun,
-    Recovery, RunRecord, RunSummary, Store, StoreError, Target, TimerRow, WorkerId,
+    Recovery, RunPage, RunQuery, RunRecord, RunSummary, Store, StoreError, Target, TimerRow, WorkerId,
 };
-use crate::journal::{Entry, RunId, RunStatus};
+use crate::journal::{Entry, RunId};
 use crate::secret::TokenHash;
 use crate::time::Timestamp;
 
@@ -490,8 +490,8 @@ impl Store for PostgresStore {
         with_client!(self, format!("loading run {run}"), |client| reads::load(&mut client, run))
     }
 
-    async fn list_runs(&self, status: Option<RunStatus>, limit: usize) -> Result<Vec<RunSummary>, StoreError> {
-        with_client!(self, "listing runs", |client| reads::list_runs(&client, status, limit))
+    async fn list_runs(&self, query: &RunQuery) -> Result<RunPage, StoreError> {
+        with_client!(self, "listing runs", |client| reads::list_runs(&client, query))
     }
 
     async fn tail(&self, run: &RunId) -> Result<Option<(RunSummary, Entry)>, StoreError> {

@@ -8,8 +8,10 @@ use tokio_postgres::Row;
 
 use super::codec::{self, Failure, int};
 use super::sql::{query, query_opt};
-use crate::journal::{Entry, RunId, RunStatus};
-use crate::store::{HookMeta, HookRow, InboxItem, Recovery, RunRecord, RunSummary, TimerRow, WaitingSignIn};
+use crate::journal::{Entry, RunId};
+use crate::store::{
+    HookMeta, HookRow, InboxItem, Recovery, RunPage, RunQuery, RunRecord, RunSummary, TimerRow, WaitingSignIn,
+};
 use crate::time::Timestamp;
 
 /// The columns [`decode_summary`] reads, in order.
@@ -66,24 +68,41 @@ pub(super) async fn journal<C: GenericClient>(
     rows.iter().map(|row| codec::decode_entry(run, row.try_get(0)?, row.try_get(1)?)).collect()
 }
 
-/// Runs, newest first (latest created first), optionally only those with `status`.
-pub(super) async fn list_runs(
-    client: &Client,
-    status: Option<RunStatus>,
-    limit: usize,
-) -> Result<Vec<RunSummary>, Failure> {
-    let limit = int(limit as u64);
-    let rows = match status {
-        Some(status) => {
-            let sql = format!("SELECT {SUMMARY} FROM runs WHERE status = $1 ORDER BY position DESC LIMIT $2");
-            query(client, &sql, &[&codec::status_name(status), &limit]).await?
-        }
-        None => {
-            let sql = format!("SELECT {SUMMARY} FROM runs ORDER BY position DESC LIMIT $1");
-            query(client, &sql, &[&limit]).await?
-        }
-    };
-    rows.iter().map(decode_summary).collect()
+/// One page of the runs `query` asks for, newest first (by `position`, which grows with
+/// creation). Each filter adds its condition, so every combination walks an index
+/// (`runs_by_status`, `runs_by_tool`, or `position`'s) from the cursor backwards.
+pub(super) async fn list_runs(client: &Client, asked: &RunQuery) -> Result<RunPage, Failure> {
+    let status = asked.status.map(codec::status_name);
+    let tool = asked.tool.as_deref().map(str::as_bytes);
+    let before = asked.before.map(|before| int(before.0));
+    let limit = int(asked.limit.saturating_add(1) as u64);
+    let mut conditions = Vec::new();
+    let mut values: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = Vec::new();
+    if let Some(status) = &status {
+        values.push(status);
+        conditions.push(format!("status = ${}", values.len()));
+    }
+    if let Some(parked) = &asked.parked {
+        values.push(parked);
+        conditions.push(format!("parked = ${}", values.len()));
+    }
+    if let Some(tool) = &tool {
+        values.push(tool);
+        conditions.push(format!("tool = ${}", values.len()));
+    }
+    if let Some(before) = &before {
+        values.push(before);
+        conditions.push(format!("position < ${}", values.len()));
+    }
+    let filter = if conditions.is_empty() { String::new() } else { format!("WHERE {}", conditions.join(" AND ")) };
+    values.push(&limit);
+    let sql = format!("SELECT {SUMMARY}, position FROM runs {filter} ORDER BY position DESC LIMIT ${}", values.len());
+    let rows = query(client, &sql, &values).await?;
+    let listed = rows
+        .iter()
+        .map(|row| Ok((decode_summary(row)?, codec::uint(row.try_get(7)?)?)))
+        .collect::<Result<_, Failure>>()?;
+    Ok(RunPage::of(asked, listed))
 }
 
 /// The run's inbox items not yet consumed, oldest first.

@@ -30,7 +30,7 @@ use super::codec::describe;
 use super::connect::ConnectError;
 
 /// The version of the tables this build writes and understands; older schemas are migrated.
-pub(super) const VERSION: i32 = 1;
+pub(super) const VERSION: i32 = 2;
 
 /// The SQL that brings a schema from version `n` to `n + 1`, at index `n`: index 0 creates the
 /// tables in an empty schema.
@@ -90,6 +90,10 @@ CREATE TABLE inbox (
 );
 CREATE INDEX inbox_pending ON inbox (run_id, id) WHERE NOT consumed;
 CREATE INDEX inbox_pending_by_hook ON inbox (run_id, op) WHERE NOT consumed;
+"#,
+    // 1 -> 2: the inspector lists runs by tool, a page at a time.
+    r#"
+CREATE INDEX runs_by_tool ON runs (tool, position);
 "#,
 ];
 

@@ -56,9 +56,9 @@ use self::writer::Writer;
 use self::writes::{AppendRows, NewRunRow};
 use super::{
     Append, Claimed, Created, Delivered, DeliveryPayload, Fence, HookRow, InboxItem, InboxLimits, IndexChanges, NewRun,
-    Recovery, RunRecord, RunSummary, Store, StoreError, Target, TimerRow, WorkerId,
+    Recovery, RunPage, RunQuery, RunRecord, RunSummary, Store, StoreError, Target, TimerRow, WorkerId,
 };
-use crate::journal::{Entry, RunId, RunStatus};
+use crate::journal::{Entry, RunId};
 use crate::secret::TokenHash;
 use crate::time::Timestamp;
 
@@ -286,8 +286,9 @@ impl Store for SqliteStore {
         self.readers.read(move |conn| reads::load(conn, &run)).await
     }
 
-    async fn list_runs(&self, status: Option<RunStatus>, limit: usize) -> Result<Vec<RunSummary>, StoreError> {
-        self.readers.read(move |conn| reads::list_runs(conn, status, limit)).await
+    async fn list_runs(&self, query: &RunQuery) -> Result<RunPage, StoreError> {
+        let query = query.clone();
+        self.readers.read(move |conn| reads::list_runs(conn, &query)).await
     }
 
     async fn tail(&self, run: &RunId) -> Result<Option<(RunSummary, Entry)>, StoreError> {

@@ -5,9 +5,10 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::codec::{self, Failure, int};
-use crate::journal::{Entry, Op, RunId, RunStatus};
+use crate::journal::{Entry, Op, RunId};
 use crate::store::{
-    HookMeta, HookRow, InboxItem, Recovery, RunRecord, RunSummary, StoreError, TimerRow, WaitingSignIn,
+    HookMeta, HookRow, InboxItem, Recovery, RunPage, RunQuery, RunRecord, RunSummary, StoreError, TimerRow,
+    WaitingSignIn,
 };
 
 /// A run and its whole journal.
@@ -94,26 +95,41 @@ fn journal(conn: &Connection, run: &RunId, from: u64, to: u64) -> Result<Vec<Ent
     .collect()
 }
 
-/// Runs, newest first (latest created first), optionally only those with `status`.
-pub(super) fn list_runs(
-    conn: &Connection,
-    status: Option<RunStatus>,
-    limit: usize,
-) -> Result<Vec<RunSummary>, Failure> {
-    let limit = int(limit as u64);
-    let rows: Vec<SummaryRow> = match status {
-        Some(status) => {
-            let sql = format!("SELECT {SUMMARY} FROM runs WHERE status = ?1 ORDER BY rowid DESC LIMIT ?2");
-            let mut statement = conn.prepare_cached(&sql)?;
-            statement.query_map(params![codec::status_name(status), limit], summary_row)?.collect::<Result<_, _>>()?
-        }
-        None => {
-            let sql = format!("SELECT {SUMMARY} FROM runs ORDER BY rowid DESC LIMIT ?1");
-            let mut statement = conn.prepare_cached(&sql)?;
-            statement.query_map([limit], summary_row)?.collect::<Result<_, _>>()?
-        }
-    };
-    rows.into_iter().map(decode_summary).collect()
+/// One page of the runs `query` asks for, newest first (by `rowid`, which grows with creation).
+/// Each filter adds its condition, so every combination has a plan of its own that walks an
+/// index (`runs_by_status`, `runs_by_tool`, or the table itself) from the cursor backwards.
+pub(super) fn list_runs(conn: &Connection, query: &RunQuery) -> Result<RunPage, Failure> {
+    let mut conditions = Vec::new();
+    let mut values: Vec<Box<dyn rusqlite::ToSql>> = Vec::new();
+    if let Some(status) = query.status {
+        values.push(Box::new(codec::status_name(status)));
+        conditions.push(format!("status = ?{}", values.len()));
+    }
+    if let Some(parked) = query.parked {
+        values.push(Box::new(parked));
+        conditions.push(format!("parked = ?{}", values.len()));
+    }
+    if let Some(tool) = &query.tool {
+        values.push(Box::new(tool.clone()));
+        conditions.push(format!("tool = ?{}", values.len()));
+    }
+    if let Some(before) = query.before {
+        values.push(Box::new(int(before.0)));
+        conditions.push(format!("rowid < ?{}", values.len()));
+    }
+    let filter = if conditions.is_empty() { String::new() } else { format!("WHERE {}", conditions.join(" AND ")) };
+    values.push(Box::new(int(query.limit.saturating_add(1) as u64)));
+    let sql = format!("SELECT {SUMMARY}, rowid FROM runs {filter} ORDER BY rowid DESC LIMIT ?{}", values.len());
+    let mut statement = conn.prepare_cached(&sql)?;
+    let rows = statement
+        .query_map(rusqlite::params_from_iter(values.iter()), |row| Ok((summary_row(row)?, row.get::<_, i64>(7)?)))?;
+    let listed = rows
+        .map(|row| {
+            let (summary, position) = row?;
+            Ok((decode_summary(summary)?, codec::uint(position)?))
+        })
+        .collect::<Result<_, Failure>>()?;
+    Ok(RunPage::of(query, listed))
 }
 
 /// The run's inbox items not yet consumed, oldest first.

@@ -11,7 +11,8 @@
 //!   durable waits only (cleared by every append), so a restart need not load it. Claims are not
 //!   stored: one process uses a file at a time, so they live in memory (see the module
 //!   documentation of the store). Listings order by `rowid`, which grows with creation since runs
-//!   are never deleted.
+//!   are never deleted, and page by it; `runs_by_status` and `runs_by_tool` (each holding the
+//!   `rowid`) serve their filters in that order.
 //! - `journal`: `(run_id, seq) -> entry` JSON, dense from 0.
 //! - `timers`: pending sleeps and retries, one row per `(run_id, op, kind)`.
 //! - `hooks`: `token_hash -> (run_id, op, meta)` for unfinished runs only (meta: hook, webhook with
@@ -31,7 +32,7 @@ pub(super) const APPLICATION_ID: i64 = 0x4556_4531;
 
 /// The schema version this build writes and understands. Files of an older version are migrated
 /// at open ([`MIGRATIONS`]).
-pub(super) const VERSION: i64 = 2;
+pub(super) const VERSION: i64 = 3;
 
 const CREATE: &str = "
 CREATE TABLE runs (
@@ -44,6 +45,7 @@ CREATE TABLE runs (
     parked      INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX runs_by_status ON runs (status);
+CREATE INDEX runs_by_tool ON runs (tool);
 CREATE INDEX runs_unparked ON runs (id) WHERE status = 'active' AND parked = 0;
 
 CREATE TABLE journal (
@@ -90,6 +92,10 @@ ALTER TABLE runs ADD COLUMN parked INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX runs_unparked ON runs (id) WHERE status = 'active' AND parked = 0;
 ALTER TABLE inbox ADD COLUMN op INTEGER;
 CREATE INDEX inbox_pending_by_hook ON inbox (run_id, op) WHERE consumed = 0;
+",
+    // 2 -> 3: the inspector lists runs by tool, a page at a time.
+    "
+CREATE INDEX runs_by_tool ON runs (tool);
 ",
 ];
 

@@ -10,8 +10,8 @@ use std::path::Path;
 
 use super::{codec::Failure, open, reads};
 use crate::error::StoreError;
-use crate::journal::{RunId, RunStatus};
-use crate::store::{InboxItem, RunRecord, RunSummary};
+use crate::journal::RunId;
+use crate::store::{InboxItem, RunPage, RunQuery, RunRecord};
 
 /// A read-only view of a SQLite store, beside the process that owns it; see the module
 /// documentation.
@@ -22,7 +22,7 @@ use crate::store::{InboxItem, RunRecord, RunSummary};
 /// let path = dir.path().join("eve.db");
 /// let _owner = SqliteStore::open(&path)?;
 /// let mut snapshot = SqliteSnapshot::open(&path)?;
-/// assert!(snapshot.list_runs(None, 10)?.is_empty());
+/// assert!(snapshot.list_runs(&RunQuery::newest(10))?.runs.is_empty());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct SqliteSnapshot {
@@ -48,9 +48,9 @@ impl SqliteSnapshot {
         Ok(SqliteSnapshot { conn: open::reader_connection(path)?, path: path.display().to_string() })
     }
 
-    /// Runs, newest first, optionally only those with `status`; at most `limit`.
-    pub fn list_runs(&mut self, status: Option<RunStatus>, limit: usize) -> Result<Vec<RunSummary>, StoreError> {
-        reads::list_runs(&self.conn, status, limit).map_err(|failure| self.error(failure))
+    /// One page of the runs `query` asks for, newest first.
+    pub fn list_runs(&mut self, query: &RunQuery) -> Result<RunPage, StoreError> {
+        reads::list_runs(&self.conn, query).map_err(|failure| self.error(failure))
     }
 
     /// The run with its whole journal, if the store has it.
