@@ -15,7 +15,7 @@ mod url_race {
     use eve_tools::prelude::*;
     use eve_tools::secret::{SecretKey, TokenHash};
     use eve_tools::store::*;
-    use eve_tools::{Entry, ManualClock, RunEvent, RunId, RunStatus, Timestamp};
+    use eve_tools::{Entry, ManualClock, RunEvent, RunId, Timestamp};
     use serde_json::json;
     use tokio::sync::Semaphore;
 

@@ -180,6 +180,8 @@ async fn without_a_key_the_page_is_served_on_loopback_names_only_under_its_polic
         assert!(seen.header("content-type").unwrap().starts_with(content_type), "{path}");
         let policy = seen.header("content-security-policy").unwrap_or_else(|| panic!("{path} has a policy"));
         assert!(policy.contains("script-src 'self'") && policy.contains("frame-ancestors 'none'"), "{policy}");
+        // Under `no-referrer` a browser posts the sign-in form with `Origin: null`, which is refused.
+        assert_eq!(seen.header("referrer-policy"), Some("same-origin"), "{path}");
     }
     let page = String::from_utf8(get(&served, "/ui").await.body).unwrap();
     assert!(page.contains("<script src=\"/ui/app.js\"") && !page.contains("<script>"), "no inline script");
@@ -221,7 +223,7 @@ async fn with_a_key_the_page_signs_in_and_its_cookie_stands_in_for_the_key() {
     let page = client.get(served.url("/ui")).send().await.unwrap().text().await.unwrap();
     assert!(page.contains("/ui/app.js"), "signed in, the inspector itself");
     let listed: Value = client.get(served.url("/v1/runs")).send().await.unwrap().json().await.unwrap();
-    assert_eq!(ids(&listed), [run.clone()], "the cookie reads the run API");
+    assert_eq!(ids(&listed), [run.as_str()], "the cookie reads the run API");
 
     let cancel = served.url(&format!("/v1/runs/{run}/cancel"));
     let bare = client.post(&cancel).json(&json!({})).send().await.unwrap();

@@ -12,7 +12,7 @@ use eve_tools::store::{
     Append, Claimed, Created, Delivered, DeliveryPayload, Fence, HookRow, InboxItem, NewRun, Recovery, RunPage,
     RunQuery, RunRecord, RunSummary, Store, StoreError, Target, TimerRow, WorkerId,
 };
-use eve_tools::{Entry, RunId, RunStatus, Timestamp};
+use eve_tools::{Entry, RunId, Timestamp};
 
 /// What one write call did.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -29,7 +29,7 @@ mod sqlite_reopen {
     use eve_runtime::journal::{Entry, Op};
     use eve_runtime::secret::TokenHash;
     use eve_runtime::store::{
-        Append, Created, Delivered, DeliveryPayload, NewRun, SqliteStore, Store, Target, TimerKind, WorkerId,
+        Append, Created, Delivered, DeliveryPayload, NewRun, RunQuery, SqliteStore, Store, Target, TimerKind, WorkerId,
     };
     use eve_runtime::{RunStatus, Timestamp};
     use serde_json::json;

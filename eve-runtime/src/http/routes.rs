@@ -65,7 +65,9 @@ pub(crate) fn router(state: AppState) -> Router {
         .layer(CatchPanicLayer::custom(panicked))
         .layer(middleware::from_fn(log))
         .layer(SetResponseHeaderLayer::if_not_present(header::CACHE_CONTROL, HeaderValue::from_static("no-store")))
-        .layer(SetResponseHeaderLayer::overriding(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer")))
+        // The inspector's pages set their own (`same-origin`: a browser sends `Origin: null` with
+        // a form posted from a `no-referrer` page, which the origin rules then refuse).
+        .layer(SetResponseHeaderLayer::if_not_present(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer")))
         .layer(SetResponseHeaderLayer::overriding(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")))
         .with_state(state)
 }

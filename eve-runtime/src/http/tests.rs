@@ -33,6 +33,7 @@ fn app() -> (Router, watch::Sender<bool>) {
         limits: LIMITS,
         api_key: None,
         origins: Default::default(),
+        sign_ins: Default::default(),
         stop: stopped,
         #[cfg(feature = "mcp")]
         mcp: None,

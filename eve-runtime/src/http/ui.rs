@@ -105,7 +105,10 @@ fn see_other(location: &'static str, cookie: Option<HeaderValue>) -> Response {
 /// A page or file, with its type and the pages' policy.
 fn file(status: StatusCode, content_type: &'static str, contents: impl Into<Body>) -> Response {
     let mut response = (status, [(header::CONTENT_TYPE, content_type)], contents.into()).into_response();
-    response.headers_mut().insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(POLICY));
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(POLICY));
+    // Not `no-referrer`: under it a browser sends `Origin: null` with the page's own form posts.
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
     response
 }
 

@@ -303,8 +303,11 @@ impl Store for SqliteStore {
 
 #[cfg(test)]
 mod tests {
+    use rusqlite::Connection;
+
     use super::*;
     use crate::journal::Op;
+    use crate::store::RunCursor;
 
     /// Claim epochs live in memory for unfinished runs only: a finished run's is forgotten, so the
     /// map does not grow with every run the process ever advanced.
@@ -335,5 +338,44 @@ mod tests {
                 .unwrap();
         }
         assert_eq!(store.epochs.len(), 0, "no epoch is kept for a finished run");
+    }
+
+    /// Every listing the inspector can ask for walks an index in `rowid` order from its cursor:
+    /// no scan of the whole table, no sort of what it found.
+    #[test]
+    fn every_listing_walks_an_index_without_sorting() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("eve.db");
+        drop(SqliteStore::open(&path).unwrap());
+        let conn = Connection::open(&path).unwrap();
+        let cursor: RunCursor = "1000".parse().unwrap();
+        let mut queries = Vec::new();
+        for state in [None, Some("active"), Some("parked"), Some("running"), Some("failed")] {
+            for tool in [None, Some("refund")] {
+                for before in [None, Some(cursor)] {
+                    let mut query = RunQuery::newest(50);
+                    if let Some(state) = state {
+                        query = query.state(state).unwrap();
+                    }
+                    query.tool = tool.map(str::to_owned);
+                    query.before = before;
+                    queries.push(query);
+                }
+            }
+        }
+        for query in queries {
+            let (sql, values) = reads::listing(&query);
+            let mut explain = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+            let plan: Vec<String> = explain
+                .query_map(rusqlite::params_from_iter(values.iter()), |row| row.get(3))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            let plan = plan.join("; ");
+            assert!(!plan.contains("TEMP B-TREE"), "{query:?} sorts what it finds: {plan}");
+            let indexed = plan.contains("USING INDEX runs_by_") || plan.contains("INTEGER PRIMARY KEY");
+            let newest_first = plan == "SCAN runs" && query.status.is_none() && query.tool.is_none();
+            assert!(indexed || newest_first, "{query:?} does not walk an index: {plan}");
+        }
     }
 }

@@ -96,9 +96,25 @@ fn journal(conn: &Connection, run: &RunId, from: u64, to: u64) -> Result<Vec<Ent
 }
 
 /// One page of the runs `query` asks for, newest first (by `rowid`, which grows with creation).
-/// Each filter adds its condition, so every combination has a plan of its own that walks an
-/// index (`runs_by_status`, `runs_by_tool`, or the table itself) from the cursor backwards.
 pub(super) fn list_runs(conn: &Connection, query: &RunQuery) -> Result<RunPage, Failure> {
+    let (sql, values) = listing(query);
+    let mut statement = conn.prepare_cached(&sql)?;
+    let rows = statement
+        .query_map(rusqlite::params_from_iter(values.iter()), |row| Ok((summary_row(row)?, row.get::<_, i64>(7)?)))?;
+    let listed = rows
+        .map(|row| {
+            let (summary, position) = row?;
+            Ok((decode_summary(summary)?, codec::uint(position)?))
+        })
+        .collect::<Result<_, Failure>>()?;
+    Ok(RunPage::of(query, listed))
+}
+
+/// The statement that lists `query`'s page, with its values. Each filter adds its condition, so
+/// every combination has a plan of its own that walks an index (`runs_by_status`,
+/// `runs_by_tool`, or the table itself) backwards from the cursor, with no sort: the cost is the
+/// page's, not the store's.
+pub(super) fn listing(query: &RunQuery) -> (String, Vec<Box<dyn rusqlite::ToSql>>) {
     let mut conditions = Vec::new();
     let mut values: Vec<Box<dyn rusqlite::ToSql>> = Vec::new();
     if let Some(status) = query.status {
@@ -120,16 +136,7 @@ pub(super) fn list_runs(conn: &Connection, query: &RunQuery) -> Result<RunPage, 
     let filter = if conditions.is_empty() { String::new() } else { format!("WHERE {}", conditions.join(" AND ")) };
     values.push(Box::new(int(query.limit.saturating_add(1) as u64)));
     let sql = format!("SELECT {SUMMARY}, rowid FROM runs {filter} ORDER BY rowid DESC LIMIT ?{}", values.len());
-    let mut statement = conn.prepare_cached(&sql)?;
-    let rows = statement
-        .query_map(rusqlite::params_from_iter(values.iter()), |row| Ok((summary_row(row)?, row.get::<_, i64>(7)?)))?;
-    let listed = rows
-        .map(|row| {
-            let (summary, position) = row?;
-            Ok((decode_summary(summary)?, codec::uint(position)?))
-        })
-        .collect::<Result<_, Failure>>()?;
-    Ok(RunPage::of(query, listed))
+    (sql, values)
 }
 
 /// The run's inbox items not yet consumed, oldest first.
