@@ -113,7 +113,7 @@ async fn runs_are_listed_newest_first_a_page_at_a_time_with_filters() {
 async fn a_bad_listing_query_is_refused_naming_what_to_send() {
     let served = serve().await;
     for (query, status, field, says) in [
-        ("status=sleeping", 422, "status", "use active, parked, running, completed, failed, cancelled"),
+        ("status=sleeping", 422, "status", "use active, parked, running, completed, failed or cancelled"),
         ("limit=0", 422, "limit", "from 1 to 200"),
         ("limit=201", 422, "limit", "from 1 to 200"),
         ("limit=ten", 422, "limit", "not `ten`"),
@@ -159,6 +159,15 @@ async fn a_timeline_shows_the_run_as_of_any_entry() {
     );
     assert_eq!(field, "at");
     assert_eq!(get(&served, &format!("/v1/runs/{run}/timeline?at=last")).await.status, 422);
+
+    // Answered, the run pays: the step's duration is its attempt's, by the runtime's clock.
+    served.runtime.answer(&run.parse().unwrap(), "ask-0", eve_tools::Answer::option("yes")).await.unwrap();
+    served.runtime.handle(run.parse().unwrap()).outcome().await.unwrap();
+    let done = get(&served, &format!("/v1/runs/{run}/timeline")).await.json();
+    let step = &done["timeline"]["ops"][1];
+    assert_eq!((step["kind"].as_str(), step["name"].as_str()), (Some("step"), Some("pay_refund")), "{done}");
+    assert!(step["tookMs"].is_u64(), "a finished step says how long it took: {step}");
+    assert_eq!(done["run"]["state"], "completed");
     assert_eq!(get(&served, "/v1/runs/no-such-run/timeline").await.status, 404);
 }
 

@@ -262,7 +262,13 @@ async fn a_person_answers_a_parked_run_in_the_inspector_and_sees_it_complete_liv
         text_of(&browser, "#run-status", |text| text.starts_with("completed"), "the run completes").await?;
         let same = browser.execute("return window.__sameDocument === true", vec![]).await.map_err(fail)?;
         assert_eq!(same, json!(true), "live, without reloading the page");
-        text_of(&browser, "#timeline", |text| text.contains("pay_browser_refund"), "the step appears").await?;
+        text_of(
+            &browser,
+            "#timeline",
+            |text| text.contains("pay_browser_refund") && text.contains(" ms"),
+            "the step appears, with how long it took",
+        )
+        .await?;
         text_of(&browser, "#questions", |text| text.contains("No open questions"), "the question is gone").await?;
         let outcome = served.runtime.handle(parked[0].parse().unwrap()).outcome().await.map_err(fail)?;
         assert_eq!(outcome, eve_tools::RunOutcome::Completed(json!("refunded $10")));

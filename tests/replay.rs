@@ -127,9 +127,14 @@ async fn changing_the_steps_of_an_in_flight_run_fails_it_with_a_divergence_error
         deploy(run.id(), build);
         runtime.resume_hook(&format!("shipped-{}", run.id()), json!("shipped")).await.unwrap();
         let outcome = run.outcome().await.unwrap();
-        let RunOutcome::Failed(RunFailure::NonDeterminism { op: at, expected, found }) = &outcome else {
+        let RunOutcome::Failed(RunFailure::NonDeterminism { op: at, expected, found, at: location }) = &outcome else {
             panic!("{build}: expected a divergence, got {outcome:?}");
         };
+        // The body's own line that asked for the diverging step.
+        let location = location.as_ref().unwrap_or_else(|| panic!("{build}: no source location in {outcome:?}"));
+        assert!(location.file.ends_with("replay.rs"), "{build}: {location}");
+        let line = include_str!("replay.rs").lines().nth(location.line as usize - 1).unwrap();
+        assert!(line.contains(&format!("\"{build}\" =>")), "{build}: {location} is `{line}`");
         assert_eq!(at.0, op, "{build}");
         assert_eq!(expected.as_ref().unwrap().name, recorded, "{build}");
         assert_eq!(found.as_ref().unwrap().name, asked, "{build}");
@@ -142,9 +147,11 @@ async fn changing_the_steps_of_an_in_flight_run_fails_it_with_a_divergence_error
             op: *at,
             expected: expected.clone(),
             found: found.clone(),
+            at: Some(location.clone()),
         };
         let message = error.to_string();
         assert!(message.contains(&format!("run {} diverged from its journal at op {op}", run.id())), "{message}");
+        assert!(message.contains(&format!("(at {location})")), "{message}");
     }
 }
 

@@ -43,6 +43,7 @@ impl WorkflowCtx {
     }
 
     /// The current time, recorded so that replay sees the same value.
+    #[track_caller]
     pub fn now(&self) -> Timestamp {
         let live = || serde_json::to_value(self.core.services.clock.now()).expect("timestamps serialize");
         let value = self.core.record(RecordKind::Now, live);
@@ -50,6 +51,7 @@ impl WorkflowCtx {
     }
 
     /// 64 random bits from the operating system, recorded so that replay sees the same value.
+    #[track_caller]
     pub fn random(&self) -> u64 {
         let live = || Value::from(random_u64());
         let value = self.core.record(RecordKind::Random, live);
@@ -57,6 +59,7 @@ impl WorkflowCtx {
     }
 
     /// A random (version 4) UUID in its hyphenated form, recorded so that replay sees the same value.
+    #[track_caller]
     pub fn uuid(&self) -> String {
         let live = || Value::from(uuid_v4());
         let value = self.core.record(RecordKind::Uuid, live);
@@ -72,6 +75,7 @@ impl WorkflowCtx {
     ///
     /// The question is journaled and published as `input.requested` once the body yields. Await
     /// the result (or `&mut` it inside a `select!` to keep it open across several waits).
+    #[track_caller]
     pub fn ask(&self, request: Ask) -> Pending {
         let core = &self.core;
         let signature = OpSignature { kind: OpKind::Ask, name: "ask".into(), input_hash: ask::hash(&request) };

@@ -7,7 +7,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::journal::{Op, OpSignature, RunFailure, RunId};
+use crate::journal::{Op, OpSignature, RunFailure, RunId, SourceLocation};
 
 /// Why a step attempt (or the whole step) failed.
 ///
@@ -270,7 +270,7 @@ impl From<FatalError> for ToolError {
 /// when a workflow's code changes while runs of it are in flight: finish those runs on the build
 /// that started them, or start new runs.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{}", describe_divergence(.run, *.op, .expected.as_ref(), .found.as_ref()))]
+#[error("{}", describe_divergence(.run, *.op, .expected.as_ref(), .found.as_ref(), .at.as_ref()))]
 pub struct NonDeterminismError {
     /// The run that diverged.
     pub run: RunId,
@@ -280,21 +280,31 @@ pub struct NonDeterminismError {
     pub expected: Option<OpSignature>,
     /// What the body asked for at `op`, or `None` if the body finished without asking.
     pub found: Option<OpSignature>,
+    /// Where in the source the body asked for `found`, when that is known.
+    pub at: Option<SourceLocation>,
 }
 
-fn describe_divergence(run: &RunId, op: Op, expected: Option<&OpSignature>, found: Option<&OpSignature>) -> String {
+fn describe_divergence(
+    run: &RunId,
+    op: Op,
+    expected: Option<&OpSignature>,
+    found: Option<&OpSignature>,
+    at: Option<&SourceLocation>,
+) -> String {
     let expected = expected.map_or_else(|| "nothing".to_owned(), ToString::to_string);
     let found = found.map_or_else(|| "nothing more (the body returned)".to_owned(), ToString::to_string);
+    let at = at.map(|at| format!(" (at {at})")).unwrap_or_default();
     format!(
         "run {run} diverged from its journal at {op}: the journal recorded {expected} but the code now asks for \
-         {found}; the workflow changed while the run was in flight, so finish such runs on the build that started \
-         them or start a new run"
+         {found}{at}; the workflow changed while the run was in flight, so finish such runs on the build that \
+         started them or start a new run"
     )
 }
 
 impl NonDeterminismError {
     pub(crate) fn failure(&self) -> RunFailure {
-        RunFailure::NonDeterminism { op: self.op, expected: self.expected.clone(), found: self.found.clone() }
+        let (expected, found, at) = (self.expected.clone(), self.found.clone(), self.at.clone());
+        RunFailure::NonDeterminism { op: self.op, expected, found, at }
     }
 }
 

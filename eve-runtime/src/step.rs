@@ -183,6 +183,7 @@ where
     T: Serialize + DeserializeOwned + Send + 'static,
 {
     /// The call of `def` with `args`; `step` runs one attempt. `#[step]` generates this call.
+    #[track_caller]
     pub fn new<A, F, Fut, E>(def: &'static StepDef, args: A, step: F) -> Self
     where
         A: Serialize + DeserializeOwned + Send + 'static,
@@ -206,6 +207,7 @@ where
         StepCall { state: CallState::Detached(Box::pin(async move { future.await.map_err(Into::into) })) }
     }
 
+    #[track_caller]
     fn durable<A, F, Fut, E>(core: Arc<RunCore>, def: &'static StepDef, args: A, step: F) -> Self
     where
         A: Serialize + DeserializeOwned + Send + 'static,

@@ -60,6 +60,9 @@ pub struct OpView {
     /// The attempts a step made (failed ones included).
     #[serde(skip_serializing_if = "is_zero")]
     pub attempts: u32,
+    /// How long a finished step's last attempt ran, in milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub took_ms: Option<u64>,
     /// When a sleep ends, or a retried step's next attempt starts.
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "crate::time::iso_opt")]
     pub deadline: Option<Timestamp>,
@@ -160,10 +163,11 @@ impl Timeline {
                 view.deadline = Some(*next_attempt_at);
                 view.details.push(format!("attempt {attempt} failed: {error}"));
             }
-            Entry::StepCompleted { op, name, attempt, outcome, .. } => {
+            Entry::StepCompleted { op, name, attempt, outcome, took_ms, .. } => {
                 let view = view_of(ops, seq, *op, "step", name);
                 name.clone_into(&mut view.name);
                 view.attempts = *attempt;
+                view.took_ms = *took_ms;
                 view.deadline = None;
                 match outcome {
                     StepOutcome::Ok { value } => {
@@ -201,6 +205,7 @@ fn view_of<'a>(ops: &'a mut BTreeMap<Op, OpView>, seq: u64, op: Op, kind: &'stat
         name: name.to_owned(),
         state: "open",
         attempts: 0,
+        took_ms: None,
         deadline: None,
         details: Vec::new(),
         entries: Vec::new(),
@@ -248,56 +253,6 @@ fn answer(outcome: &AskOutcome) -> String {
     match serde_json::to_value(outcome) {
         Ok(value) => format!("resolved {value}"),
         Err(_) => "resolved".into(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-    use crate::journal::InputHash;
-
-    fn started() -> Entry {
-        Entry::RunStarted {
-            workflow_id: "w".into(),
-            tool: "deploy".into(),
-            input: json!({ "service": "api" }),
-            at: Timestamp::from_millis(0),
-            principal: None,
-            interactive: true,
-            continued: 0,
-            parent: None,
-        }
-    }
-
-    fn step(op: u32, name: &str) -> Entry {
-        let outcome = StepOutcome::Ok { value: json!("ok") };
-        Entry::StepCompleted { op: Op(op), name: name.into(), input_hash: InputHash(1), attempt: 1, outcome }
-    }
-
-    #[test]
-    fn time_travel_shows_which_waits_were_open_then() {
-        let entries = vec![
-            started(),
-            step(0, "plan"),
-            Entry::TimerScheduled { op: Op(1), deadline: Timestamp::from_millis(60_000) },
-            Entry::TimerFired { op: Op(1) },
-            step(2, "apply"),
-            Entry::RunCompleted { output: json!("done") },
-        ];
-        let then = Timeline::of(&entries, Some(2));
-        assert_eq!(then.status, "waiting");
-        assert_eq!(
-            then.ops.iter().map(|op| (op.name.as_str(), op.state)).collect::<Vec<_>>(),
-            [("plan", "done"), ("sleep", "open")]
-        );
-        assert_eq!(then.waiting_for.len(), 1);
-        assert!(then.waiting_for[0].starts_with("op 1: a timer, until "), "{:?}", then.waiting_for);
-        let now = Timeline::of(&entries, None);
-        assert_eq!((now.status, now.at, now.ops.len()), ("completed", 5, 3));
-        assert!(now.waiting_for.is_empty());
-        assert_eq!(Timeline::of(&entries, Some(99)).at, 5, "past the end is the end");
     }
 }
 
@@ -383,5 +338,63 @@ impl<'a> Inspection<'a> {
         let journal = &record.entries[..(timeline.at as usize + 1).min(record.entries.len())];
         let pending = pending.iter().filter(|_| at.is_none()).map(|item| &item.delivery).collect();
         Ok(Inspection { run: RunView::of(&record.summary), timeline, journal, pending })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::journal::InputHash;
+
+    fn started() -> Entry {
+        Entry::RunStarted {
+            workflow_id: "w".into(),
+            tool: "deploy".into(),
+            input: json!({ "service": "api" }),
+            at: Timestamp::from_millis(0),
+            principal: None,
+            interactive: true,
+            continued: 0,
+            parent: None,
+        }
+    }
+
+    fn step(op: u32, name: &str) -> Entry {
+        let outcome = StepOutcome::Ok { value: json!("ok") };
+        Entry::StepCompleted {
+            op: Op(op),
+            name: name.into(),
+            input_hash: InputHash(1),
+            attempt: 1,
+            outcome,
+            took_ms: Some(7),
+        }
+    }
+
+    #[test]
+    fn time_travel_shows_which_waits_were_open_then() {
+        let entries = vec![
+            started(),
+            step(0, "plan"),
+            Entry::TimerScheduled { op: Op(1), deadline: Timestamp::from_millis(60_000) },
+            Entry::TimerFired { op: Op(1) },
+            step(2, "apply"),
+            Entry::RunCompleted { output: json!("done") },
+        ];
+        let then = Timeline::of(&entries, Some(2));
+        assert_eq!(then.status, "waiting");
+        assert_eq!(
+            then.ops.iter().map(|op| (op.name.as_str(), op.state)).collect::<Vec<_>>(),
+            [("plan", "done"), ("sleep", "open")]
+        );
+        assert_eq!(then.waiting_for.len(), 1);
+        assert!(then.waiting_for[0].starts_with("op 1: a timer, until "), "{:?}", then.waiting_for);
+        let now = Timeline::of(&entries, None);
+        assert_eq!((now.status, now.at, now.ops.len()), ("completed", 5, 3));
+        assert!(now.waiting_for.is_empty());
+        assert_eq!(Timeline::of(&entries, Some(99)).at, 5, "past the end is the end");
+        assert_eq!(now.ops[2].took_ms, Some(7), "a step's duration is its last attempt's");
     }
 }

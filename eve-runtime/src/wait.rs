@@ -34,11 +34,13 @@ pub struct Cancelled;
 ///
 /// Inside a run the deadline (now + `duration`) is journaled, the run parks holding no task, and
 /// the timer fires exactly once, after a restart too. Outside any run it is an ordinary sleep.
+#[track_caller]
 pub fn sleep(duration: Duration) -> Sleep {
     Sleep::new(Deadline::After(duration))
 }
 
 /// Waits durably until `deadline` (read it from `ctx.now()` so it replays identically).
+#[track_caller]
 pub fn sleep_until(deadline: Timestamp) -> Sleep {
     Sleep::new(Deadline::At(deadline))
 }
@@ -62,6 +64,7 @@ enum SleepState {
 }
 
 impl Sleep {
+    #[track_caller]
     fn new(deadline: Deadline) -> Self {
         let Some(core) = core::current() else {
             let at = match deadline {
@@ -154,12 +157,14 @@ fn check_payload<T: DeserializeOwned>(payload: &serde_json::Value) -> Result<(),
 }
 
 /// Creates a hook with a fresh 256-bit token. Deliver to it with `Runtime::resume_hook`.
+#[track_caller]
 pub fn create_hook<T: DeserializeOwned>() -> Hook<T> {
     Hook::create(None, None)
 }
 
 /// Creates a hook with a token the body chooses, for callers that must know it in advance.
 /// If another unfinished run holds the same token, the hook yields [`HookError::TokenInUse`].
+#[track_caller]
 pub fn create_hook_with_token<T: DeserializeOwned>(token: impl Into<String>) -> Hook<T> {
     Hook::create(Some(Token::chosen(token)), None)
 }
@@ -184,6 +189,7 @@ enum HookState {
 
 impl Hook<crate::journal::webhook::WebhookRequest> {
     /// A webhook's hook: a generated token, answered over HTTP as `options` say.
+    #[track_caller]
     pub(crate) fn create_webhook(options: crate::journal::webhook::WebhookOptions) -> Self {
         Hook::create(None, Some(options))
     }
@@ -208,10 +214,12 @@ impl<T: DeserializeOwned> Hook<T> {
         Hook::create_in(Some(core), None, None)
     }
 
+    #[track_caller]
     fn create(chosen: Option<Token>, webhook: Option<crate::journal::webhook::WebhookOptions>) -> Self {
         Hook::create_in(core::current(), chosen, webhook)
     }
 
+    #[track_caller]
     fn create_in(
         core: Option<Arc<RunCore>>,
         chosen: Option<Token>,

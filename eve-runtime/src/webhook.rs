@@ -29,12 +29,14 @@ pub use crate::journal::webhook::{
 };
 
 /// Creates a webhook that answers `202 Accepted` with an empty body.
+#[track_caller]
 pub fn create_webhook() -> Webhook {
     create_webhook_with(Respond::Accepted)
 }
 
 /// Creates a webhook that answers as `options` says: a [`Respond`], or [`WebhookOptions`] that
 /// also say what to redact from its requests or keep in them.
+#[track_caller]
 pub fn create_webhook_with(options: impl Into<WebhookOptions>) -> Webhook {
     let hook = Hook::create_webhook(options.into());
     Webhook { hook }

@@ -169,8 +169,8 @@ async fn a_newer_schema_is_refused_untouched() {
     admin.batch_execute("UPDATE schema_version SET version = 99, written_by = 'eve from the future'").await.unwrap();
     let error = connect_error(&schema.store_url(), schema.options()).await;
     match &error {
-        PostgresConnectError::NewerSchema { found: 99, supported: 1, .. } => {}
-        other => panic!("expected NewerSchema 99 > 1, got {other:?}"),
+        PostgresConnectError::NewerSchema { found: 99, supported: 2, .. } => {}
+        other => panic!("expected NewerSchema 99 > 2, got {other:?}"),
     }
     let message = error.to_string();
     assert!(message.contains("99") && message.contains("nothing was changed"), "{message}");
@@ -180,6 +180,28 @@ async fn a_newer_schema_is_refused_untouched() {
         (row.get::<_, i32>(0), row.get::<_, String>(1), row.get::<_, i64>(2)),
         (99, "eve from the future".into(), 1)
     );
+}
+
+/// A schema of version 1 (before the runs list was indexed by tool) is migrated when a worker
+/// opens it: its runs stay, and the index appears.
+#[tokio::test]
+async fn a_version_1_schema_is_migrated_in_place() {
+    let schema = Schema::new().await;
+    let store = schema.store().await;
+    let Ok(Created::New(_)) = store.create_run(new_run("kept"), &WorkerId("w".into())).await else { panic!("created") };
+    drop(store);
+    let admin = schema.admin().await;
+    admin.batch_execute("DROP INDEX runs_by_tool; UPDATE schema_version SET version = 1").await.unwrap();
+    let store = schema.store().await;
+    let listed = store.list_runs(&RunQuery::newest(10).tool("postgres_tool")).await.expect("the runs list");
+    assert_eq!(listed.runs.len(), 1, "the run is still there, listed by its tool");
+    let version: i32 = admin.query_one("SELECT version FROM schema_version", &[]).await.unwrap().get(0);
+    assert_eq!(version, 2);
+    let index = admin
+        .query_opt("SELECT 1 FROM pg_indexes WHERE schemaname = current_schema() AND indexname = 'runs_by_tool'", &[])
+        .await
+        .unwrap();
+    assert!(index.is_some(), "the migration made the index");
 }
 
 /// Many workers opening one fresh schema at once: the advisory lock lets one create the tables
@@ -199,7 +221,7 @@ async fn workers_starting_at_once_create_the_schema_once() {
     assert_eq!(listed.len(), 6, "every worker sees every run");
     let admin = schema.admin().await;
     let version: i32 = admin.query_one("SELECT version FROM schema_version", &[]).await.unwrap().get(0);
-    assert_eq!(version, 1);
+    assert_eq!(version, 2);
 }
 
 /// The pid of the schema's store connection waiting for a lock, once there is one. (Each call

@@ -9,6 +9,7 @@
 //! becomes (hand-simplified in `examples-expanded/step.rs`)
 //!
 //! ```text
+//! #[track_caller] // a divergence names the body's line that called the step
 //! fn apply(plan: Plan) -> StepCall<String> {
 //!     async fn __eve_body(plan: Plan) -> Result<String, StepError> { body }
 //!     static __EVE_STEP: StepDef = StepDef::new(concat!(module_path!(), "::", "apply"), "apply", RetryPolicy { … });
@@ -52,6 +53,8 @@ pub fn expand(model: &StepModel) -> TokenStream {
     let call = call(&private, &step, context.is_some(), &names, item.sig.paren_token.span.join());
     quote! {
         #(#attrs)*
+        // So that a divergence names the line of the body that called the step.
+        #[track_caller]
         #vis fn #name(#context_param #(#names: #types),*) -> #private::StepCall<#ok> {
             #body
             static #step: #private::StepDef = #def;

@@ -53,10 +53,11 @@ pub(super) fn text(record: &RunRecord, timeline: &Timeline, pending: &[InboxItem
     lines.push("timeline:".into());
     for op in &timeline.ops {
         let attempts = if op.attempts > 1 { format!(" after {} attempts", op.attempts) } else { String::new() };
+        let took = op.took_ms.map(|ms| format!(" in {ms} ms")).unwrap_or_default();
         let deadline =
             op.deadline.map(|deadline| format!(" until {deadline} ({})", from_now(deadline, now))).unwrap_or_default();
         lines.push(format!(
-            "  {:<6} {:<8} {:<24} {}{attempts}{deadline}",
+            "  {:<6} {:<8} {:<24} {}{took}{attempts}{deadline}",
             op.op.to_string(),
             op.kind,
             op.name,

@@ -5,14 +5,14 @@
 //! was under way when the store was last written), which is what a person asks about.
 
 use crate::journal::RunStatus;
-use crate::store::{RUN_STATES, RunQuery, RunSummary};
+use crate::store::{RunQuery, RunSummary, unknown_state};
 
 /// The listing `runs [--status <state>] [--limit <n>]` asks for, or a sentence listing the
 /// states it could name.
 pub(super) fn query(state: Option<&str>, limit: usize) -> Result<RunQuery, String> {
     let query = RunQuery::newest(limit);
     let Some(state) = state else { return Ok(query) };
-    query.state(state).ok_or_else(|| format!("unknown status `{state}`; use {}", RUN_STATES.join(", ")))
+    query.state(state).ok_or_else(|| unknown_state(state))
 }
 
 /// Prints `listed` as a table, or says there are no runs (in `state`, if one was asked for).

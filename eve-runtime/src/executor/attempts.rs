@@ -86,7 +86,7 @@ impl Driver {
         let exec = self.execs.get_mut(&op).expect("a step's attempt function is kept until it completes");
         let future = exec(StepAttempt { core: self.core.clone(), op, number });
         let (name, _, _) = self.step_info(op);
-        self.in_flight.insert(op, number);
+        self.in_flight.insert(op, (number, rt.services.clock.now()));
         let run = &self.core.run;
         rt.events.emit(|| RunEvent::StepStarted { run: run.clone(), op, step: name.to_owned(), attempt: number });
         // One span per attempt; what the step logs is recorded inside it.
@@ -106,16 +106,16 @@ impl Driver {
 
     /// The entry recording a finished attempt, and what the step waits for next, if anything.
     pub(super) fn attempt_finished(&mut self, rt: &Engine, Attempt { op, attempt, result }: Attempt) -> Option<Entry> {
-        if self.in_flight.get(&op) != Some(&attempt) {
-            return None;
-        }
+        // A stale attempt (the step was restarted since) records nothing.
+        let &(_, started) = self.in_flight.get(&op).filter(|(running, _)| *running == attempt)?;
         self.in_flight.remove(&op);
+        let took = Some(rt.services.clock.now().duration_since(started).as_millis() as u64);
         let signed_in = self.signed_in.remove(&op);
         let error = match result.and_then(|value| journalable(value, self.step_info(op).0)) {
-            Ok(value) => return Some(self.complete(op, attempt, StepOutcome::Ok { value })),
+            Ok(value) => return Some(self.complete(op, attempt, StepOutcome::Ok { value }, took)),
             Err(error) => error,
         };
-        let Some(need) = error.auth_need() else { return Some(self.failed_attempt(rt, op, attempt, error)) };
+        let Some(need) = error.auth_need() else { return Some(self.failed_attempt(rt, op, attempt, error, took)) };
         let provider = need.provider.clone();
         let fatal = match signed_in {
             // No second prompt: a token refused right after signing in will be refused again.
@@ -127,16 +127,16 @@ impl Driver {
             _ => None,
         };
         match fatal {
-            Some(message) => Some(self.fail_step(op, attempt, FatalError::new(message).into())),
+            Some(message) => Some(self.fail_step(op, attempt, FatalError::new(message).into(), took)),
             None => Some(self.require_sign_in(op, attempt, provider)),
         }
     }
 
     /// A failed attempt: retried after its backoff if attempts are left, else the step fails.
-    fn failed_attempt(&mut self, rt: &Engine, op: Op, attempt: u32, error: StepError) -> Entry {
+    fn failed_attempt(&mut self, rt: &Engine, op: Op, attempt: u32, error: StepError, took: Option<u64>) -> Entry {
         let (name, input_hash, policy) = self.step_info(op);
         if error.is_fatal() || attempt >= policy.max_attempts || self.core.is_cancelled() {
-            return self.fail_step(op, attempt, error);
+            return self.fail_step(op, attempt, error, took);
         }
         let delay = error.retry_after().unwrap_or_else(|| policy.backoff.delay_after(attempt));
         let next_attempt_at = rt.services.clock.now().saturating_add(delay);
@@ -146,17 +146,17 @@ impl Driver {
     }
 
     /// The step's final failure.
-    fn fail_step(&mut self, op: Op, attempt: u32, error: StepError) -> Entry {
+    fn fail_step(&mut self, op: Op, attempt: u32, error: StepError, took: Option<u64>) -> Entry {
         let outcome = StepOutcome::Err { fatal: error.is_fatal(), message: error.message().to_owned() };
-        self.complete(op, attempt, outcome)
+        self.complete(op, attempt, outcome, took)
     }
 
-    /// Records the step's outcome for good. `step.succeeded` or `step.failed` is published once
-    /// the entry is durable.
-    fn complete(&mut self, op: Op, attempt: u32, outcome: StepOutcome) -> Entry {
+    /// Records the step's outcome for good, with how long its last attempt ran. `step.succeeded`
+    /// or `step.failed` is published once the entry is durable.
+    fn complete(&mut self, op: Op, attempt: u32, outcome: StepOutcome, took_ms: Option<u64>) -> Entry {
         self.execs.remove(&op);
         let (name, input_hash, _) = self.step_info(op);
-        Entry::StepCompleted { op, name: name.to_owned(), input_hash, attempt, outcome }
+        Entry::StepCompleted { op, name: name.to_owned(), input_hash, attempt, outcome, took_ms }
     }
 
     /// Parks attempt `next` of the step at `op` until `due`; the timer service wakes the run.
@@ -239,7 +239,7 @@ impl Driver {
                 self.execs.remove(&op);
                 let (name, input_hash, _) = self.step_info(op);
                 let outcome = StepOutcome::Err { fatal: true, message: message.to_owned() };
-                Entry::StepCompleted { op, name: name.to_owned(), input_hash, attempt, outcome }
+                Entry::StepCompleted { op, name: name.to_owned(), input_hash, attempt, outcome, took_ms: None }
             })
             .collect()
     }

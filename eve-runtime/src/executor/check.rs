@@ -101,7 +101,7 @@ pub(crate) fn check(run: &RunId, entries: &[Entry]) -> ReplayVerdict {
         // for: the recorded code asked for them on the same deliveries.
         let state = driver.core.lock();
         let expected = state.index.signatures.get(&next).cloned();
-        return diverges(NonDeterminismError { run: run.clone(), op: next, expected, found: None });
+        return diverges(NonDeterminismError { run: run.clone(), op: next, expected, found: None, at: None });
     }
     let ops = last.map_or(0, |last| last.0 + 1);
     ReplayVerdict::Replays { ops, finished: driver.finish.is_some() }

@@ -110,7 +110,14 @@ mod tests {
     use crate::journal::{InputHash, Op};
 
     fn completed(outcome: StepOutcome) -> Entry {
-        Entry::StepCompleted { op: Op(3), name: "fetch".into(), input_hash: InputHash::of(b"[]"), attempt: 1, outcome }
+        Entry::StepCompleted {
+            op: Op(3),
+            name: "fetch".into(),
+            input_hash: InputHash::of(b"[]"),
+            attempt: 1,
+            outcome,
+            took_ms: None,
+        }
     }
 
     #[test]

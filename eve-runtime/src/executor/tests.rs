@@ -384,11 +384,18 @@ impl Harness {
 
 fn completed(op: u32, name: &str, args: Value, value: Value) -> Entry {
     let input_hash = InputHash::of(serde_json::to_string(&args).unwrap().as_bytes());
-    Entry::StepCompleted { op: Op(op), name: name.into(), input_hash, attempt: 1, outcome: StepOutcome::Ok { value } }
+    Entry::StepCompleted {
+        op: Op(op),
+        name: name.into(),
+        input_hash,
+        attempt: 1,
+        outcome: StepOutcome::Ok { value },
+        took_ms: None,
+    }
 }
 
 fn divergence(outcome: &RunOutcome) -> (u32, Option<String>, Option<String>) {
-    let RunOutcome::Failed(RunFailure::NonDeterminism { op, expected, found }) = outcome else {
+    let RunOutcome::Failed(RunFailure::NonDeterminism { op, expected, found, .. }) = outcome else {
         panic!("expected a divergence, got {outcome:?}")
     };
     (op.0, expected.as_ref().map(|sig| sig.name.to_string()), found.as_ref().map(|sig| sig.name.to_string()))

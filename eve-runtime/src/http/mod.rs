@@ -25,11 +25,16 @@
 //! | `GET /.well-known/workflow/v1/auth/{provider}/start?state=…` | [`Runtime::begin_authorization`] | `303` to the provider, with a cookie for the callback |
 //! | `GET /.well-known/workflow/v1/auth/{provider}/callback` | [`Runtime::complete_authorization`] | `200` HTML |
 //! | `POST /v1/tools/{tool}/runs` | [`Runtime::start_with`] | `201 {"runId"}` |
+//! | `GET /v1/tools` | the manifest | `{tools: [{name, description, shape}]}` |
+//! | `GET /v1/runs[?status&tool&before&limit]` | [`Runtime::list_runs`] | `{runs: [...], next}` |
 //! | `GET /v1/runs/{run}` | [`Runtime::journal`] | `{runId, tool, status, outcome?}` |
+//! | `GET /v1/runs/{run}/timeline[?at=SEQ]` | [`Inspection::of`](crate::timeline::Inspection::of) | `{run, timeline, journal, pending}` |
 //! | `POST /v1/runs/{run}/cancel` | [`Runtime::cancel`] | `202` |
 //! | `GET /v1/runs/{run}/questions` | [`Runtime::open_questions`] | `{questions: [...]}` |
 //! | `POST /v1/runs/{run}/questions/{request}` | [`Runtime::answer`] | `204` |
 //! | `GET /v1/events` | [`Runtime::events`] | server-sent events, one per [`RunEvent`](crate::RunEvent) |
+//! | `GET /ui` (and `/ui/app.js`, `/ui/app.css`) | the web inspector | HTML, or its sign-in form on a keyed server |
+//! | `POST /ui/sign-in` (form `key`), `POST /ui/sign-out` | the inspector's sign-in | `303` to `/ui` with its cookie; `401` for a wrong key |
 //!
 //! # Who may call what
 //!
@@ -42,7 +47,10 @@
 //! Web pages are kept out either way (DNS rebinding, cross-site requests): without a key, `/v1`
 //! answers only requests addressed to a loopback name, and a `/v1` request from a page of another
 //! origin than the server's own (or one given with [`Server::allow_origin`]) gets `403`; see
-//! `origin.rs`.
+//! `origin.rs`. The inspector at `/ui` follows the same `Host` and `Origin` rules; on a keyed
+//! server it signs a browser in with the key once, and its cookie then stands in for the key on
+//! `/v1`, for reads, and for changes that also carry the page's `X-Eve-UI` header (see
+//! `cookie.rs` and `ui.rs`).
 //!
 //! # Invariants
 //!

@@ -17,7 +17,7 @@ use super::state::AppState;
 use crate::ask::{Answer, Ask};
 use crate::journal::{RunId, RunStatus};
 use crate::runtime::{RunOutcome, StartOptions};
-use crate::store::{RUN_STATES, RunQuery};
+use crate::store::{RunQuery, unknown_state};
 use crate::time::Timestamp;
 use crate::timeline::{Inspection, RunView};
 
@@ -128,9 +128,7 @@ pub(crate) async fn list(
     };
     let mut query = RunQuery::newest(limit);
     if let Some(word) = asked.status.as_deref().filter(|word| !word.is_empty()) {
-        query = query.state(word).ok_or_else(|| {
-            unprocessable("status", format!("unknown status `{word}`; use {}", RUN_STATES.join(", ")))
-        })?;
+        query = query.state(word).ok_or_else(|| unprocessable("status", unknown_state(word)))?;
     }
     if let Some(tool) = asked.tool.filter(|tool| !tool.is_empty()) {
         query = query.tool(tool);

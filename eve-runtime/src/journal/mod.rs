@@ -227,6 +227,36 @@ pub enum StepOutcome {
     },
 }
 
+/// Where in a workflow's source it asked for an operation: the call of a step, `sleep`, a hook,
+/// a question or a recorded value, as `#[track_caller]` sees it. Known for the operations eve
+/// provides when the body calls them directly; a call through a helper of the user's own names
+/// the helper's call site, and none is given when the call was made from inside eve itself.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceLocation {
+    /// The source file, as the compiler names it.
+    pub file: String,
+    /// The line, from 1.
+    pub line: u32,
+    /// The column, from 1.
+    pub column: u32,
+}
+
+impl SourceLocation {
+    /// The location of `caller`, or `None` when it lies inside eve's own crates, where it would
+    /// tell the user nothing.
+    pub fn of(caller: &std::panic::Location<'_>) -> Option<Self> {
+        let file = caller.file();
+        let inside_eve = ["eve-runtime/src/", "eve-tools/src/"].iter().any(|own| file.replace('\\', "/").contains(own));
+        (!inside_eve).then(|| SourceLocation { file: file.to_owned(), line: caller.line(), column: caller.column() })
+    }
+}
+
+impl fmt::Display for SourceLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}", self.file, self.line, self.column)
+    }
+}
+
 /// Why a run failed.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -244,6 +274,9 @@ pub enum RunFailure {
         expected: Option<OpSignature>,
         /// What the body asked for there, or `None` if it asked for nothing more.
         found: Option<OpSignature>,
+        /// Where in the source the body asked for it, when that is known (see [`SourceLocation`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at: Option<SourceLocation>,
     },
     /// The binary has no workflow with the run's workflow id.
     UnknownWorkflow {
@@ -271,12 +304,15 @@ impl fmt::Display for RunFailure {
         };
         match self {
             RunFailure::Tool { message } => f.write_str(message),
-            RunFailure::NonDeterminism { op, expected, found } => write!(
-                f,
-                "the body diverged from its journal at {op}: the journal has {}, the body asked for {}",
-                nothing(expected),
-                nothing(found)
-            ),
+            RunFailure::NonDeterminism { op, expected, found, at } => {
+                write!(
+                    f,
+                    "the body diverged from its journal at {op}: the journal has {}, the body asked for {}",
+                    nothing(expected),
+                    nothing(found)
+                )?;
+                at.as_ref().map_or(Ok(()), |at| write!(f, " at {at}"))
+            }
             RunFailure::UnknownWorkflow { workflow_id } => {
                 write!(f, "this binary has no workflow `{workflow_id}`; run it with the binary that started it")
             }
@@ -481,6 +517,10 @@ pub enum Entry {
         attempt: u32,
         /// The result.
         outcome: StepOutcome,
+        /// How long the attempt that finished ran, in milliseconds by the runtime's clock; absent
+        /// for a step that ended without running (a cancellation) and in older journals.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        took_ms: Option<u64>,
     },
     /// A durable sleep reached its deadline (delivery).
     TimerFired {
@@ -737,6 +777,7 @@ mod tests {
             input_hash: InputHash::of(b"[1]"),
             attempt: 2,
             outcome: StepOutcome::Ok { value: serde_json::json!({"ü": "✓"}) },
+            took_ms: Some(1_500),
         };
         let text = serde_json::to_string(&entry).unwrap();
         assert_eq!(serde_json::from_str::<Entry>(&text).unwrap(), entry);

@@ -224,6 +224,7 @@ fn completed(op: u32, attempt: u32) -> Entry {
         input_hash: InputHash::of(b"[]"),
         attempt,
         outcome: StepOutcome::Ok { value: json!("done") },
+        took_ms: Some(12),
     }
 }
 
@@ -552,6 +553,7 @@ pub async fn the_deepest_accepted_values_round_trip(store: &dyn Store) {
         input_hash: InputHash::of(b"[]"),
         attempt: 1,
         outcome: StepOutcome::Ok { value: deep.clone() },
+        took_ms: None,
     };
     append(store, &run.id, fence, 1, vec![step, record(1, deep.clone()), hook(2, &hash)]).await;
     deliver(store, Target::Hook(hash), None, hook_payload(deep.clone())).await;

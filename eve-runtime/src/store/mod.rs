@@ -377,6 +377,13 @@ impl RunQuery {
 /// The words [`RunQuery::state`] understands, in the order a person would list them.
 pub const RUN_STATES: [&str; 6] = ["active", "parked", "running", "completed", "failed", "cancelled"];
 
+/// "unknown status `word`; use active, …, failed or cancelled": what to say to a person who gave
+/// [`RunQuery::state`] a word it does not understand.
+pub(crate) fn unknown_state(word: &str) -> String {
+    let (last, others) = RUN_STATES.split_last().expect("there are states");
+    format!("unknown status `{word}`; use {} or {last}", others.join(", "))
+}
+
 /// Where a listing stopped: pass it to [`RunQuery::before`] for the next page. It is the
 /// store's own creation position of the last run listed, opaque to callers; it prints and parses
 /// as a decimal string so that it can travel in a URL.

@@ -24,7 +24,7 @@ pub(crate) use self::definition::{AttemptFn, StepAttempt};
 pub use self::definition::{Backoff, RetryPolicy, StepDef};
 pub(crate) use self::services::Services;
 use crate::error::NonDeterminismError;
-use crate::journal::{Entry, InputHash, Op, OpSignature, RecordKind, RunId, StepOutcome};
+use crate::journal::{Entry, InputHash, Op, OpSignature, RecordKind, RunId, SourceLocation, StepOutcome};
 use crate::secret::Token;
 use crate::time::Timestamp;
 
@@ -308,7 +308,10 @@ impl RunCore {
     }
 
     /// Takes the next op number for an operation with `signature`, checking it against the
-    /// journal while replaying. Returns `None` (and records the divergence) on a mismatch.
+    /// journal while replaying. Returns `None` (and records the divergence, with the source
+    /// location of the body's call: every fn between it and here is `#[track_caller]`) on a
+    /// mismatch.
+    #[track_caller]
     pub fn create(&self, signature: OpSignature, slot: Slot) -> Option<Op> {
         let mut state = self.lock();
         if state.divergence.is_some() {
@@ -323,6 +326,7 @@ impl RunCore {
                 op,
                 expected: Some(expected.clone()),
                 found: Some(signature),
+                at: SourceLocation::of(std::panic::Location::caller()),
             });
             return None;
         }
@@ -339,6 +343,7 @@ impl RunCore {
 
     /// Returns the recorded value for a clock or randomness read, producing and recording
     /// `fresh()` when the journal has none.
+    #[track_caller]
     pub fn record(&self, kind: RecordKind, fresh: impl FnOnce() -> Value) -> Option<Value> {
         let op_kind = kind.op_kind();
         let signature =
@@ -372,7 +377,8 @@ impl RunCore {
         let Some(slot) = state.ops.get_mut(op.0 as usize) else {
             if state.divergence.is_none() {
                 let expected = state.index.signatures.get(&op).cloned();
-                state.divergence = Some(NonDeterminismError { run: self.run.clone(), op, expected, found: None });
+                state.divergence =
+                    Some(NonDeterminismError { run: self.run.clone(), op, expected, found: None, at: None });
             }
             return;
         };

@@ -503,7 +503,7 @@
         travel,
         scrollable('timeline-caption', h('table', { id: 'timeline' },
           h('caption', { id: 'timeline-caption' }, 'Operations'),
-          columns('Op', 'Kind', 'Name', 'State', 'Attempts', 'Deadline', 'Details'),
+          columns('Op', 'Kind', 'Name', 'State', 'Attempts', 'Took', 'Deadline', 'Details'),
           timelineBody))),
       section('journal-section', 'Journal', journal),
       pendingSection);
@@ -605,7 +605,7 @@
 
     function renderTimeline(ops) {
       if (ops.length === 0) {
-        timelineBody.replaceChildren(h('tr', {}, h('td', { colspan: '7', class: 'empty' }, 'No operations yet.')));
+        timelineBody.replaceChildren(h('tr', {}, h('td', { colspan: '8', class: 'empty' }, 'No operations yet.')));
         return;
       }
       timelineBody.replaceChildren(...ops.map((op) => h('tr', {},
@@ -614,6 +614,7 @@
         h('td', {}, h('code', {}, op.name ?? '')),
         h('td', {}, badge('state', op.state)),
         h('td', { class: 'num' }, op.attempts ? String(op.attempts) : ''),
+        h('td', { class: 'num' }, op.tookMs === undefined ? '' : `${op.tookMs} ms`),
         h('td', {}, op.deadline ? deadline(op.deadline) : ''),
         h('td', {}, opDetails(op)))));
     }
