@@ -2,7 +2,8 @@
 //! both installed by `scripts/chromium.sh` (Debian's `chromium` and `chromium-driver`). A person
 //! signs in with the server's key, lists the runs, filters them, opens a parked run with the
 //! keyboard, answers its question in the form and sees the run complete live (from the event
-//! stream, without reloading), travels back along its journal, and cancels another run.
+//! stream, without reloading), travels back along its journal, and cancels another run. Each view
+//! is checked for labelled controls, named buttons and text contrast of at least 4.5:1.
 //!
 //! Without a browser the tests fail, with the install script's reason; they never skip. A test
 //! that fails leaves a screenshot of the page in `target/tmp/inspector-screenshots/` and names it.
@@ -182,6 +183,53 @@ async fn attribute(element: &fantoccini::elements::Element, name: &str) -> Resul
     element.attr(name).await.map_err(|error| error.to_string()).map(Option::unwrap_or_default)
 }
 
+/// What the page fails of the basic accessibility rules, as sentences: a form control without a
+/// label, a button without a name, and text whose contrast with its background is under 4.5:1
+/// (WCAG AA for body text).
+const ACCESSIBILITY: &str = r#"
+const problems = [];
+const visible = (el) => !!(el.offsetWidth || el.offsetHeight || el.getClientRects().length);
+for (const control of document.querySelectorAll('input, select, textarea')) {
+  if (control.type === 'hidden' || !visible(control)) continue;
+  const named = control.labels?.length || control.getAttribute('aria-label') || control.getAttribute('aria-labelledby');
+  if (!named) problems.push(`a ${control.tagName.toLowerCase()} (#${control.id}) has no label`);
+}
+for (const button of document.querySelectorAll('button')) {
+  if (visible(button) && !button.textContent.trim() && !button.getAttribute('aria-label')) {
+    problems.push(`a button (#${button.id}) has no name`);
+  }
+}
+const rgb = (text) => (text.match(/[\d.]+/g) || []).map(Number);
+const luminance = ([r, g, b]) => {
+  const channel = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+  return 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b);
+};
+const background = (el) => {
+  for (; el; el = el.parentElement) {
+    const color = rgb(getComputedStyle(el).backgroundColor);
+    if (color.length === 3 || (color.length === 4 && color[3] > 0)) return color.slice(0, 3);
+  }
+  return [255, 255, 255];
+};
+for (const el of document.querySelectorAll('body *')) {
+  const own = [...el.childNodes].some((node) => node.nodeType === 3 && node.textContent.trim());
+  if (!own || !visible(el)) continue;
+  const [fore, back] = [luminance(rgb(getComputedStyle(el).color)), luminance(background(el))];
+  const ratio = (Math.max(fore, back) + 0.05) / (Math.min(fore, back) + 0.05);
+  if (ratio < 4.5) problems.push(`"${el.textContent.trim().slice(0, 40)}" has contrast ${ratio.toFixed(2)}:1`);
+}
+return problems;
+"#;
+
+/// Fails with every accessibility problem the page has now.
+async fn accessible(browser: &Client, view: &str) -> Result<(), String> {
+    let problems = browser.execute(ACCESSIBILITY, vec![]).await.map_err(fail)?;
+    match problems.as_array().map(Vec::as_slice) {
+        Some([]) => Ok(()),
+        _ => Err(format!("the {view} is not accessible: {problems}")),
+    }
+}
+
 fn fail(error: impl std::fmt::Display) -> String {
     error.to_string()
 }
@@ -215,6 +263,7 @@ async fn a_person_answers_a_parked_run_in_the_inspector_and_sees_it_complete_liv
         let key = browser.find(Locator::Css("input#key")).await.map_err(|_| "the sign-in form asks for the key")?;
         let label = browser.find(Locator::Css("label[for=key]")).await.map_err(|_| "the key field has a label")?;
         assert_eq!(label.text().await.map_err(fail)?, "The server's API key");
+        accessible(&browser, "sign-in form").await?;
         key.send_keys(KEY).await.map_err(fail)?;
         key.send_keys(&Key::Enter.to_string()).await.map_err(fail)?;
 
@@ -225,6 +274,8 @@ async fn a_person_answers_a_parked_run_in_the_inspector_and_sees_it_complete_liv
             listed.push(attribute(row, "data-run-id").await?);
         }
         assert_eq!(listed[1..], [parked[1].clone(), parked[0].clone()], "newest first");
+
+        accessible(&browser, "runs list").await?;
 
         // Filter to parked runs.
         let status = browser.find(Locator::Css("#status-filter")).await.map_err(fail)?;
@@ -251,6 +302,7 @@ async fn a_person_answers_a_parked_run_in_the_inspector_and_sees_it_complete_liv
         assert_eq!(attribute(&focused, "id").await?, "view-title", "focus moves to the new view's heading");
         text_of(&browser, "#run-status", |text| text.starts_with("waiting"), "the run waits").await?;
         text_of(&browser, "#timeline", |text| text.contains("ask"), "the timeline shows the question").await?;
+        accessible(&browser, "run view").await?;
 
         // Answer in the form; the run completes, and the page shows it from the event stream.
         let option = "form.question[data-request-id] input[type=radio][value=yes]";

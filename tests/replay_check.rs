@@ -150,6 +150,17 @@ async fn a_changed_order_name_or_argument_is_caught_where_it_happens() {
     assert!(argument.to_string().contains("DIVERGES") && argument.to_string().contains("op 1"), "{argument}");
     let shortened = replay(&as_if(&journal, "replay_check::checkout_shortened"));
     assert_eq!(diverges_at(&shortened.verdict), (2, "sleep".into(), "nothing".into()), "{shortened}");
+
+    // Where the new build asks for the diverging step: its own line, in the report too.
+    for (report, call) in [(&reordered, "let charged = charge(order.id).await?;"), (&renamed, "invoice(order.id)")] {
+        let ReplayVerdict::Diverges { at: Some(at), .. } = &report.verdict else { panic!("no location: {report}") };
+        assert!(at.file.ends_with("replay_check.rs"), "{at}");
+        let line = include_str!("replay_check.rs").lines().nth(at.line as usize - 1).unwrap();
+        assert!(line.contains(call), "{at} is `{line}`, not the call of `{call}`");
+        assert!(report.to_string().contains(&format!("(at {at})")), "{report}");
+    }
+    let ReplayVerdict::Diverges { at, .. } = &shortened.verdict else { unreachable!() };
+    assert_eq!(*at, None, "a body that asks for nothing more has no call to point at");
 }
 
 #[tokio::test]

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::core::{Mode, ReplayIndex, RunCore, Services, Started};
 use super::{Driver, Finish, start_body, task_of};
 use crate::error::NonDeterminismError;
-use crate::journal::{Entry, Op, OpSignature, RunId};
+use crate::journal::{Entry, Op, OpSignature, RunId, SourceLocation};
 use crate::store::Fence;
 
 /// How a recorded journal replays against the code in this binary.
@@ -35,6 +35,9 @@ pub enum ReplayVerdict {
         expected: Option<OpSignature>,
         /// What the code asks for instead (`None`: nothing more, the body returned or waits).
         found: Option<OpSignature>,
+        /// Where in this build's source the body asks for `found`, when that is known.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        at: Option<SourceLocation>,
         /// The whole story in one sentence.
         message: String,
     },
@@ -109,5 +112,5 @@ pub(crate) fn check(run: &RunId, entries: &[Entry]) -> ReplayVerdict {
 
 fn diverges(error: NonDeterminismError) -> ReplayVerdict {
     let message = error.to_string();
-    ReplayVerdict::Diverges { op: error.op, expected: error.expected, found: error.found, message }
+    ReplayVerdict::Diverges { op: error.op, expected: error.expected, found: error.found, at: error.at, message }
 }

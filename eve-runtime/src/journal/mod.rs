@@ -246,9 +246,20 @@ impl SourceLocation {
     /// tell the user nothing.
     pub fn of(caller: &std::panic::Location<'_>) -> Option<Self> {
         let file = caller.file();
-        let inside_eve = ["eve-runtime/src/", "eve-tools/src/"].iter().any(|own| file.replace('\\', "/").contains(own));
-        (!inside_eve).then(|| SourceLocation { file: file.to_owned(), line: caller.line(), column: caller.column() })
+        (!is_eves(file)).then(|| SourceLocation { file: file.to_owned(), line: caller.line(), column: caller.column() })
     }
+}
+
+/// Whether `file` is a source of eve's own crates: `eve-runtime/src/…` in this workspace,
+/// `…/eve-runtime-0.1.0/src/…` from a registry.
+fn is_eves(file: &str) -> bool {
+    let path = file.replace('\\', "/");
+    let own = |part: &str| {
+        ["eve-runtime", "eve-tools"]
+            .iter()
+            .any(|name| part.strip_prefix(name).is_some_and(|rest| rest.is_empty() || rest.starts_with('-')))
+    };
+    path.split('/').collect::<Vec<_>>().windows(2).any(|pair| own(pair[0]) && pair[1] == "src")
 }
 
 impl fmt::Display for SourceLocation {
@@ -768,6 +779,21 @@ impl RunOutcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_location_inside_eve_is_not_the_users() {
+        for eves in
+            ["eve-runtime/src/step.rs", "/r/eve-runtime-0.1.0/src/wait.rs", "C:\\r\\eve-tools-2.3.1\\src\\lib.rs"]
+        {
+            assert!(is_eves(eves), "{eves}");
+        }
+        for users in
+            ["src/main.rs", "tests/replay.rs", "/r/eve-runtime-fork-user/app/src/x.rs", "eve-runtimes/src/a.rs"]
+        {
+            assert!(!is_eves(users), "{users}");
+        }
+        assert!(SourceLocation::of(std::panic::Location::caller()).is_none(), "this file is eve's own");
+    }
 
     #[test]
     fn entries_round_trip_through_json() {

@@ -17,7 +17,7 @@ use crate::store::{InboxItem, RunPage, RunQuery, RunRecord};
 /// documentation.
 ///
 /// ```
-/// # use eve_tools::store::{SqliteSnapshot, SqliteStore};
+/// # use eve_tools::store::{RunQuery, SqliteSnapshot, SqliteStore};
 /// let dir = tempfile::tempdir()?;
 /// let path = dir.path().join("eve.db");
 /// let _owner = SqliteStore::open(&path)?;
