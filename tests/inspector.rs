@@ -249,3 +249,29 @@ async fn with_a_key_the_page_signs_in_and_its_cookie_stands_in_for_the_key() {
     assert_eq!(out.status(), 303);
     assert_eq!(client.get(served.url("/v1/runs")).send().await.unwrap().status(), 401, "signed out");
 }
+
+/// Workers on one store share the runtime's secret key: a sign-in on one is a sign-in on all of
+/// them (nothing is kept on the server that issued it), and on no other server.
+#[tokio::test]
+async fn a_sign_in_holds_on_every_server_with_the_same_secret_key() {
+    let key = eve_tools::secret::SecretKey::generate();
+    let with_key = |key: eve_tools::secret::SecretKey| {
+        serve_with(move |runtime| runtime.secret_key(key), |server| server.api_key("sesame"))
+    };
+    let first = with_key(key.clone()).await;
+    let (second, stranger) = (with_key(key).await, with_key(eve_tools::secret::SecretKey::generate()).await);
+    let client = reqwest::Client::builder().no_proxy().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let signed = client.post(first.url("/ui/sign-in")).form(&[("key", "sesame")]).send().await.unwrap();
+    let set = signed.headers()["set-cookie"].to_str().unwrap();
+    let cookie = set.split(';').next().unwrap().to_owned();
+    let status = |served: &Served, cookie: String| {
+        let request = client.get(served.url("/v1/runs")).header("cookie", cookie);
+        async move { request.send().await.unwrap().status().as_u16() }
+    };
+    assert_eq!(status(&first, cookie.clone()).await, 200);
+    assert_eq!(status(&second, cookie.clone()).await, 200, "another worker with the same secret key");
+    assert_eq!(status(&stranger, cookie.clone()).await, 401, "a server with another secret key");
+    let (name, value) = cookie.split_once('=').unwrap();
+    let tampered = format!("{name}=1{value}");
+    assert_eq!(status(&first, tampered).await, 401, "a cookie whose expiry was pushed back");
+}

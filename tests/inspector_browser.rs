@@ -118,15 +118,23 @@ async fn browser(driver: &Driver) -> Client {
     builder.connect(&driver.url).await.unwrap_or_else(|error| panic!("a Chromium session starts: {error}"))
 }
 
-/// Runs `steps` against the page; on failure, saves a screenshot and fails naming it.
-async fn with_screenshot_on_failure<F>(browser: &Client, name: &str, steps: F)
+/// Runs `steps` against the page, then ends the browser session (a session left open keeps its
+/// Chromium running after the test); on failure, saves a screenshot first and fails naming it.
+async fn with_screenshot_on_failure<F>(browser: Client, name: &str, steps: F)
 where
     F: Future<Output = Result<(), String>>,
 {
+    // An `assert!` in the steps panics: caught, so the session still ends and the page is shown.
+    let steps = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(steps));
     let failure = match tokio::time::timeout(Duration::from_secs(120), steps).await {
-        Ok(Ok(())) => return,
-        Ok(Err(failure)) => failure,
-        Err(_) => "the test took over 120 s".to_owned(),
+        Ok(Ok(Ok(()))) => None,
+        Ok(Ok(Err(failure))) => Some(failure),
+        Ok(Err(panic)) => Some(panic_message(&*panic)),
+        Err(_) => Some("the test took over 120 s".to_owned()),
+    };
+    let Some(failure) = failure else {
+        browser.close().await.expect("the browser session ends");
+        return;
     };
     let folder = Path::new(env!("CARGO_TARGET_TMPDIR")).join("inspector-screenshots");
     let file = folder.join(format!("{name}.png"));
@@ -135,10 +143,16 @@ where
         (Err(error), _) => Err(error.to_string()),
         (_, Err(error)) => Err(error.to_string()),
     };
+    let _ = browser.close().await;
     match saved {
         Ok(()) => panic!("{failure}\nthe page as it was: {}", file.display()),
         Err(error) => panic!("{failure}\n(no screenshot: {error})"),
     }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    let text = panic.downcast_ref::<String>().map(String::as_str).or_else(|| panic.downcast_ref::<&str>().copied());
+    text.unwrap_or("the test panicked").to_owned()
 }
 
 /// Waits until the element at `css` exists and its text satisfies `wanted`; returns the text.
@@ -257,7 +271,7 @@ async fn a_person_answers_a_parked_run_in_the_inspector_and_sees_it_complete_liv
     start(&served, "browser_echo", 1).await;
     let browser = browser(&driver).await;
 
-    with_screenshot_on_failure(&browser, "answer_live", async {
+    with_screenshot_on_failure(browser.clone(), "answer_live", async {
         // Sign in with the key.
         browser.goto(&served.url("/ui")).await.map_err(fail)?;
         let key = browser.find(Locator::Css("input#key")).await.map_err(|_| "the sign-in form asks for the key")?;
@@ -340,7 +354,6 @@ async fn a_person_answers_a_parked_run_in_the_inspector_and_sees_it_complete_liv
         Ok(())
     })
     .await;
-    let _ = browser.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -350,7 +363,7 @@ async fn a_person_cancels_a_run_from_the_inspector() {
     let parked = start(&served, "browser_refund", 1).await;
     let browser = browser(&driver).await;
 
-    with_screenshot_on_failure(&browser, "cancel", async {
+    with_screenshot_on_failure(browser.clone(), "cancel", async {
         browser.goto(&served.url(&format!("/ui#/runs/{}", parked[0]))).await.map_err(fail)?;
         text_of(&browser, "#run-status", |text| text.starts_with("waiting"), "the run waits").await?;
         let cancel = browser.find(Locator::Css("#cancel-run")).await.map_err(fail)?;
@@ -363,5 +376,4 @@ async fn a_person_cancels_a_run_from_the_inspector() {
         Ok(())
     })
     .await;
-    let _ = browser.close().await;
 }

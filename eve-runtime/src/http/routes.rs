@@ -91,7 +91,7 @@ fn mcp_service(state: &AppState) -> Router {
 async fn require_api_key(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let Some(expected) = &state.api_key else { return next.run(request).await };
     let presented = request.headers().get(header::AUTHORIZATION).and_then(|value| value.to_str().ok());
-    if presented.is_none() && state.sign_ins.signed_in(request.headers()) {
+    if presented.is_none() && ui::signed_in(&state, request.headers()) {
         // A form on another site can send the cookie, never this header (it needs the server's
         // consent to CORS, which it does not give); event streams and reads cannot change a thing.
         let reads = matches!(*request.method(), Method::GET | Method::HEAD);

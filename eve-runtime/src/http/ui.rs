@@ -6,7 +6,8 @@
 //!
 //! It is served on the same terms as `/v1`: the `Host` and `Origin` rules of `origin.rs` apply
 //! to every `/ui` route, and on a server with an API key the page asks for the key once and
-//! signs the browser in with a cookie (see `cookie.rs`). The files themselves hold no data, so
+//! signs the browser in with a signed cookie that any worker sharing the runtime's secret key
+//! accepts (see `cookie.rs`). The files themselves hold no data, so
 //! the script and the style sheet are served to the sign-in form too. Every page carries a
 //! Content-Security-Policy that allows this origin's own script and style and nothing else.
 
@@ -17,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use super::body;
-use super::cookie::{SIGN_IN_COOKIE, SIGN_IN_LIFETIME};
+use super::cookie::{SIGN_IN_COOKIE, SIGN_IN_LIFETIME, SignIns};
 use super::errors::ApiError;
 use super::state::AppState;
 use crate::secret::TokenHash;
@@ -38,7 +39,7 @@ const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; c
 /// `GET /ui`: the inspector, or its sign-in form on a server with a key the browser has not
 /// given yet.
 pub(crate) async fn page(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    match state.api_key.is_none() || state.sign_ins.signed_in(&headers) {
+    match state.api_key.is_none() || signed_in(&state, &headers) {
         true => file(StatusCode::OK, HTML, INDEX),
         false => sign_in_form(StatusCode::OK, None),
     }
@@ -75,22 +76,34 @@ pub(crate) async fn sign_in(State(state): State<AppState>, headers: HeaderMap, b
     if !TokenHash::of(form.key.trim()).matches(expected) {
         return sign_in_form(StatusCode::UNAUTHORIZED, Some("That is not the server's API key. Try again."));
     }
-    let token = state.sign_ins.start();
-    see_other(UI_PATH, Some(sign_in_cookie(&state, &token, SIGN_IN_LIFETIME.as_secs())))
+    let services = &state.runtime.shared.services;
+    let value = SignIns::start(&services.key, expected, services.clock.now());
+    see_other(UI_PATH, Some(sign_in_cookie(&state, &value, SIGN_IN_LIFETIME.as_secs())))
 }
 
-/// `POST /ui/sign-out`: ends the browser's sign-in and clears its cookie.
+/// `POST /ui/sign-out`: refuses the browser's sign-in on this server from now on and clears its
+/// cookie.
 pub(crate) async fn sign_out(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    state.sign_ins.end(&headers);
+    if let Some(api_key) = &state.api_key {
+        let services = &state.runtime.shared.services;
+        state.sign_ins.end(&headers, &services.key, api_key, services.clock.now());
+    }
     see_other(UI_PATH, Some(sign_in_cookie(&state, "", 0)))
 }
 
-/// The sign-in cookie holding `token`, for `max_age` seconds (0 clears it). `Secure` when the
+/// Whether the request carries the cookie of a sign-in this server accepts now.
+pub(crate) fn signed_in(state: &AppState, headers: &HeaderMap) -> bool {
+    let Some(api_key) = &state.api_key else { return false };
+    let services = &state.runtime.shared.services;
+    state.sign_ins.signed_in(headers, &services.key, api_key, services.clock.now())
+}
+
+/// The sign-in cookie holding `value`, for `max_age` seconds (0 clears it). `Secure` when the
 /// runtime's public URL is HTTPS.
-fn sign_in_cookie(state: &AppState, token: &str, max_age: u64) -> HeaderValue {
+fn sign_in_cookie(state: &AppState, value: &str, max_age: u64) -> HeaderValue {
     let secure = if state.runtime.shared.services.public_url.starts_with("https://") { "; Secure" } else { "" };
-    let cookie = format!("{SIGN_IN_COOKIE}={token}; Path=/; Max-Age={max_age}; HttpOnly; SameSite=Strict{secure}");
-    HeaderValue::try_from(cookie).expect("a cookie of base64url and attributes is a header value")
+    let cookie = format!("{SIGN_IN_COOKIE}={value}; Path=/; Max-Age={max_age}; HttpOnly; SameSite=Strict{secure}");
+    HeaderValue::try_from(cookie).expect("a cookie of digits, base64url, hex and attributes is a header value")
 }
 
 /// `303 See Other` to `location`, setting `cookie` if given.
