@@ -160,7 +160,7 @@ async fn a_timeline_shows_the_run_as_of_any_entry() {
     assert_eq!(field, "at");
     assert_eq!(get(&served, &format!("/v1/runs/{run}/timeline?at=last")).await.status, 422);
 
-    // Answered, the run pays: the step's duration is its attempt's, by the runtime's clock.
+    // Answered, the run pays: the step's duration is its attempt's, measured on a monotonic clock.
     served.runtime.answer(&run.parse().unwrap(), "ask-0", eve_tools::Answer::option("yes")).await.unwrap();
     served.runtime.handle(run.parse().unwrap()).outcome().await.unwrap();
     let done = get(&served, &format!("/v1/runs/{run}/timeline")).await.json();

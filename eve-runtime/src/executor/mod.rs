@@ -214,8 +214,8 @@ pub(crate) struct Driver {
     attempts: FuturesUnordered<BoxFuture<'static, Attempt>>,
     /// Attempt functions of steps that started, by op.
     execs: OpMap<AttemptFn>,
-    /// The attempt currently running and when it started, by op.
-    in_flight: OpMap<(u32, Timestamp)>,
+    /// The attempt currently running and when it started (monotonic: a duration, not a date), by op.
+    in_flight: OpMap<(u32, std::time::Instant)>,
     /// Steps waiting for a sign-in callback.
     awaiting_auth: OpMap<attempts::AwaitingAuth>,
     /// Steps whose current attempt started right after a sign-in (a rejection then is fatal).

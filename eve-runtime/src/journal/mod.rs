@@ -528,8 +528,9 @@ pub enum Entry {
         attempt: u32,
         /// The result.
         outcome: StepOutcome,
-        /// How long the attempt that finished ran, in milliseconds by the runtime's clock; absent
-        /// for a step that ended without running (a cancellation) and in older journals.
+        /// How long the attempt that finished ran, in milliseconds of the machine's monotonic
+        /// clock; absent for a step that ended without running (a cancellation) and in older
+        /// journals.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         took_ms: Option<u64>,
     },
