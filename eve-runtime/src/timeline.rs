@@ -284,17 +284,12 @@ pub struct RunView {
 impl RunView {
     /// The view of `summary`.
     pub fn of(summary: &RunSummary) -> Self {
-        let state = match summary.status {
-            RunStatus::Active if summary.parked => "parked",
-            RunStatus::Active => "running",
-            finished => finished.name(),
-        };
         RunView {
             run_id: summary.id.clone(),
             tool: summary.tool.clone(),
             workflow_id: summary.workflow_id.clone(),
             status: summary.status,
-            state,
+            state: summary.state(),
             parked: summary.parked,
             created_at: summary.created_at,
             entries: summary.entries,

@@ -31,7 +31,7 @@ pub(super) fn text(record: &RunRecord, timeline: &Timeline, pending: &[InboxItem
         "run {}  tool {}  status {}  created {}  workflow {}",
         summary.id,
         summary.tool,
-        super::runs::status(summary),
+        summary.state(),
         summary.created_at,
         summary.workflow_id
     )];

@@ -4,7 +4,6 @@
 //! runs into `parked` (waiting on durable waits only, holding no task) and `running` (an activation
 //! was under way when the store was last written), which is what a person asks about.
 
-use crate::journal::RunStatus;
 use crate::store::{RunQuery, RunSummary, unknown_state};
 
 /// The listing `runs [--status <state>] [--limit <n>]` asks for, or a sentence listing the
@@ -24,15 +23,6 @@ pub(super) fn print(listed: &[RunSummary], state: Option<&str>) {
     }
 }
 
-/// What the STATUS column says for `run`.
-pub(super) fn status(run: &RunSummary) -> String {
-    match run.status {
-        RunStatus::Active if run.parked => "parked".to_owned(),
-        RunStatus::Active => "running".to_owned(),
-        finished => finished.to_string(),
-    }
-}
-
 /// The runs as a table: a header, then one line per run, each column as wide as its widest cell
 /// (entries right-aligned), times in ISO 8601.
 pub(super) fn table(runs: &[RunSummary]) -> String {
@@ -40,7 +30,13 @@ pub(super) fn table(runs: &[RunSummary]) -> String {
     let rows: Vec<[String; 5]> = runs
         .iter()
         .map(|run| {
-            [run.id.to_string(), status(run), run.tool.clone(), run.entries.to_string(), run.created_at.to_string()]
+            [
+                run.id.to_string(),
+                run.state().to_owned(),
+                run.tool.clone(),
+                run.entries.to_string(),
+                run.created_at.to_string(),
+            ]
         })
         .collect();
     let width = |column: usize| rows.iter().chain([&header]).map(|row| row[column].chars().count()).max().unwrap_or(0);
@@ -56,6 +52,7 @@ pub(super) fn table(runs: &[RunSummary]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::journal::RunStatus;
     use crate::time::Timestamp;
 
     fn run(id: &str, status: RunStatus, parked: bool) -> RunSummary {
@@ -82,11 +79,11 @@ mod tests {
 
     #[test]
     fn active_runs_are_parked_or_running() {
-        assert_eq!(status(&run("a", RunStatus::Active, false)), "running");
+        assert_eq!(run("a", RunStatus::Active, false).state(), "running");
         let parked = query(Some("parked"), 10).unwrap();
-        assert!(parked.keeps(&run("a", RunStatus::Active, true), 1));
-        assert!(!parked.keeps(&run("a", RunStatus::Active, false), 1));
-        assert!(!query(Some("running"), 10).unwrap().keeps(&run("a", RunStatus::Active, true), 1));
+        assert!(parked.keeps(&run("a", RunStatus::Active, true)));
+        assert!(!parked.keeps(&run("a", RunStatus::Active, false)));
+        assert!(!query(Some("running"), 10).unwrap().keeps(&run("a", RunStatus::Active, true)));
         assert!(query(Some("sleeping"), 10).unwrap_err().contains("use active, parked, running"));
     }
 }

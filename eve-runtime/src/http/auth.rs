@@ -77,11 +77,7 @@ pub(crate) async fn start(
 fn cookie(app: &AppState, provider: &str, state: &str, value: &str, max_age: u32) -> HeaderValue {
     let services = &app.runtime.shared.services;
     let callback = services.redirect_uri(provider);
-    let path = path_of(&callback);
-    let secure = if services.public_url.starts_with("https://") { "; Secure" } else { "" };
-    let cookie =
-        format!("{}={value}; Path={path}; Max-Age={max_age}; HttpOnly; SameSite=Lax{secure}", cookie_name(state));
-    HeaderValue::try_from(cookie).expect("a cookie of hex, a percent-encoded path and attributes is a header value")
+    cookie::set(&cookie_name(state), value, path_of(&callback), max_age.into(), "Lax", &services.public_url)
 }
 
 /// The path of a URL, as the browser sends it when the provider redirects it there (the cookie's

@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use axum::http::{HeaderMap, header};
+use axum::http::{HeaderMap, HeaderValue, header};
 
 use crate::secret::{SecretKey, TokenHash};
 use crate::time::Timestamp;
@@ -33,6 +33,15 @@ const PURPOSE: &str = "eve inspector sign-in";
 
 /// The most signed-out cookies remembered at once; expired ones are forgotten first.
 const MOST_SIGNED_OUT: usize = 10_000;
+
+/// A `Set-Cookie` value for `name=value` on `path`: `HttpOnly`, `SameSite` as given (`Lax` or
+/// `Strict`), for `max_age` seconds (0 clears it), and `Secure` when the runtime's `public_url`
+/// is HTTPS.
+pub(crate) fn set(name: &str, value: &str, path: &str, max_age: u64, same_site: &str, public_url: &str) -> HeaderValue {
+    let secure = if public_url.starts_with("https://") { "; Secure" } else { "" };
+    let cookie = format!("{name}={value}; Path={path}; Max-Age={max_age}; HttpOnly; SameSite={same_site}{secure}");
+    HeaderValue::try_from(cookie).expect("a cookie of hex, base64url, digits, a percent-encoded path and attributes")
+}
 
 /// The values of the cookies named `name` that the request carries.
 pub(crate) fn values<'a>(headers: &'a HeaderMap, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {

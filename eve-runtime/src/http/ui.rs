@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use super::body;
-use super::cookie::{SIGN_IN_COOKIE, SIGN_IN_LIFETIME, SignIns};
+use super::cookie::{self, SIGN_IN_COOKIE, SIGN_IN_LIFETIME, SignIns};
 use super::errors::ApiError;
 use super::state::AppState;
 use crate::secret::TokenHash;
@@ -101,9 +101,7 @@ pub(crate) fn signed_in(state: &AppState, headers: &HeaderMap) -> bool {
 /// The sign-in cookie holding `value`, for `max_age` seconds (0 clears it). `Secure` when the
 /// runtime's public URL is HTTPS.
 fn sign_in_cookie(state: &AppState, value: &str, max_age: u64) -> HeaderValue {
-    let secure = if state.runtime.shared.services.public_url.starts_with("https://") { "; Secure" } else { "" };
-    let cookie = format!("{SIGN_IN_COOKIE}={value}; Path=/; Max-Age={max_age}; HttpOnly; SameSite=Strict{secure}");
-    HeaderValue::try_from(cookie).expect("a cookie of digits, base64url, hex and attributes is a header value")
+    cookie::set(SIGN_IN_COOKIE, value, "/", max_age, "Strict", &state.runtime.shared.services.public_url)
 }
 
 /// `303 See Other` to `location`, setting `cookie` if given.

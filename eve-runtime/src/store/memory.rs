@@ -410,7 +410,7 @@ impl Store for MemoryStore {
             .enumerate()
             .rev()
             .filter_map(|(index, id)| Some((&state.runs.get(id)?.summary, index as u64 + 1)))
-            .filter(|(summary, position)| query.keeps(summary, *position))
+            .filter(|(summary, _)| query.keeps(summary))
             .take(query.limit.saturating_add(1))
             .map(|(summary, position)| (summary.clone(), position));
         Ok(RunPage::of(query, listed.collect()))

@@ -297,6 +297,19 @@ pub struct RunSummary {
     pub parked: bool,
 }
 
+impl RunSummary {
+    /// The run's status as a person asks about it: an active run is `parked` (waiting on durable
+    /// waits only) or `running`; a finished one is `completed`, `failed` or `cancelled`. These
+    /// are the words of [`RunQuery::state`].
+    pub fn state(&self) -> &'static str {
+        match self.status {
+            RunStatus::Active if self.parked => "parked",
+            RunStatus::Active => "running",
+            finished => finished.name(),
+        }
+    }
+}
+
 /// Which runs a listing asks for: newest first, filtered, one page at a time.
 ///
 /// ```
@@ -365,12 +378,11 @@ impl RunQuery {
         })
     }
 
-    /// Whether `summary`, at creation position `position`, passes the filters (not the limit).
-    pub(crate) fn keeps(&self, summary: &RunSummary, position: u64) -> bool {
+    /// Whether `summary` passes the filters (the cursor and the limit aside).
+    pub(crate) fn keeps(&self, summary: &RunSummary) -> bool {
         self.status.is_none_or(|status| summary.status == status)
             && self.parked.is_none_or(|parked| summary.parked == parked)
             && self.tool.as_deref().is_none_or(|tool| summary.tool == tool)
-            && self.before.is_none_or(|before| position < before.0)
     }
 }
 

@@ -700,19 +700,24 @@
         const body = {};
         if (choice) body.optionId = choice.value;
         if (answer) body.text = answer;
-        submit.disabled = true;
-        try {
-          await api(`${runPath(runId)}/questions/${encodeURIComponent(requestId)}`, { method: 'POST', body });
-          clearError();
-          announce('Answer sent');
-        } catch (err) {
-          showError(err);
-        } finally {
-          submit.disabled = false;
-          refresh();
-        }
+        await post(submit, `${runPath(runId)}/questions/${encodeURIComponent(requestId)}`, body, 'Answer sent');
       });
       return form;
+    }
+
+    /** POSTs `body` to `path` from `button` (disabled meanwhile), says `done`, then refreshes. */
+    async function post(button, path, body, done) {
+      button.disabled = true;
+      try {
+        await api(path, { method: 'POST', body });
+        clearError();
+        announce(done);
+      } catch (err) {
+        showError(err);
+      } finally {
+        button.disabled = false;
+        refresh();
+      }
     }
 
     /** "Cancel run", which asks for a second click within 5 s instead of a confirm() dialog. */
@@ -734,17 +739,7 @@
           return;
         }
         disarm();
-        button.disabled = true;
-        try {
-          await api(`${runPath(runId)}/cancel`, { method: 'POST', body: { reason: 'cancelled from the inspector' } });
-          clearError();
-          announce('Cancel requested');
-        } catch (err) {
-          showError(err);
-        } finally {
-          button.disabled = false;
-          refresh();
-        }
+        await post(button, `${runPath(runId)}/cancel`, { reason: 'cancelled from the inspector' }, 'Cancel requested');
       });
       const show = (visible) => {
         if (!visible) disarm();
