@@ -13,8 +13,11 @@
 //! - `postgres/workers/concurrent_200x10_on_2`: 200 runs of 10 steps each, started at once, half on
 //!   each worker; from the first start until the last outcome.
 //!
-//! Each worker iteration first times 100 raw commits (`…/paired_raw`), so each ratio can also be
-//! taken against the server as it was at that moment.
+//! - `postgres/store/append_sequential`: `PostgresStore::append` of one journal entry to one run,
+//!   each waiting for its commit (no runtime): what the store adds to a raw commit.
+//!
+//! Each worker iteration, and each block of appends, first times 100 raw commits (`…/paired_raw`),
+//! so each ratio can also be taken against the server as it was at that moment.
 //!
 //! Measured once, outside criterion: the wake-up latency of a hook payload given to worker `b` for a
 //! run that worker `a` started and that parked (giving its claim back): from the call to
@@ -138,6 +141,66 @@ fn raw_single(c: &mut Criterion, tokio: &tokio::runtime::Runtime, setup: &Setup,
     group.finish();
 }
 
+/// Sequential appends straight to the store, in blocks of [`RAW_BURST`], each block after as many
+/// raw commits. (A test used to hold this figure to a ratio; a timed test fails on a busy machine,
+/// so it is a bench.)
+fn store_appends(c: &mut Criterion, tokio: &tokio::runtime::Runtime, setup: &Setup) {
+    use eve_tools::journal::{Op, RecordKind};
+    use eve_tools::store::{Append, Created, NewRun, PostgresOptions, PostgresStore, Store, WorkerId};
+
+    // A schema of its own: the workers on the bench's schema would take a run nobody works on.
+    let schema = format!("{}_appends", setup.schema.options().schema);
+    let options = PostgresOptions { schema: schema.clone(), ..setup.schema.options() };
+    let store = tokio.block_on(PostgresStore::connect_with(&setup.schema.store_url(), options));
+    let store = store.expect("a store in a fresh schema opens");
+    let run = NewRun {
+        id: "appends".parse().expect("a valid run id"),
+        workflow_id: "bench::appends".into(),
+        tool: "appends".into(),
+        input: json!({}),
+        created_at: eve_tools::Timestamp::from_millis(1_000),
+        principal: None,
+        interactive: true,
+        parent: None,
+    };
+    let created = tokio.block_on(store.create_run(run.clone(), &WorkerId("bench".into())));
+    let Ok(Created::New(fence)) = created else { panic!("the run is created: {created:?}") };
+    let mut next_seq = 1_u64;
+    let name = "postgres/store/append_sequential";
+    let mut group = c.benchmark_group("postgres/store");
+    group.sample_size(20).sampling_mode(SamplingMode::Flat).warm_up_time(Duration::from_secs(1));
+    group.measurement_time(Duration::from_secs(3)).throughput(Throughput::Elements(1));
+    group.bench_function("append_sequential", |b| {
+        b.iter_custom(|iters| {
+            let (mut total, mut raw) = (Duration::ZERO, Duration::ZERO);
+            let mut left = iters;
+            while left > 0 {
+                let block = left.min(RAW_BURST);
+                raw += tokio.block_on(setup.raw(RAW_BURST));
+                let start = Instant::now();
+                tokio.block_on(async {
+                    for _ in 0..block {
+                        let op = Op(u32::try_from(next_seq).expect("fewer than 4 billion appends"));
+                        let entries =
+                            vec![eve_tools::Entry::Recorded { op, kind: RecordKind::Random, value: json!(1) }];
+                        let append = Append { first_seq: next_seq, entries, ..Append::default() };
+                        store.append(&run.id, fence, &append).await.expect("the append commits");
+                        next_seq += 1;
+                    }
+                });
+                total += start.elapsed();
+                left -= block;
+            }
+            record(&format!("{name}/paired_raw"), iters.div_ceil(RAW_BURST) * RAW_BURST, raw);
+            record(name, iters, total)
+        })
+    });
+    group.finish();
+    drop(store);
+    let drop_schema = format!("DROP SCHEMA {schema} CASCADE");
+    tokio.block_on(setup.admin.batch_execute(&drop_schema)).expect("the schema is dropped");
+}
+
 fn worker_benches(c: &mut Criterion, tokio: &tokio::runtime::Runtime, setup: &Setup) {
     let (sequential, runs, steps) = (size(1_000, 20), size(200, 4), 10);
     let mut group = c.benchmark_group("postgres/workers");
@@ -241,6 +304,11 @@ fn summary(wake: &[Duration]) {
         report("  ratio to that raw rate", format!("{:.2}", store / paired), target);
         report("  ratio to the mean of before / after", format!("{:.2}", store / ((before + after) / 2.0)), target);
     }
+    let appends = rate("postgres/store/append_sequential", 1.0);
+    let paired = rate("postgres/store/append_sequential/paired_raw", 1.0);
+    report("PostgresStore::append, one entry each, sequential, appends/s", format!("{appends:.0}"), "");
+    report("  raw single-insert txn/s just before each block of 100", format!("{paired:.0}"), "");
+    report("  ratio to that raw rate", format!("{:.2}", appends / paired), "≥ 0.5");
     heading_once("issue 11: wake-up of a run parked on another worker");
     let at = |quantile: f64| wake[((wake.len() - 1) as f64 * quantile).round() as usize];
     let millis = |delay: Duration| format!("{:.2} ms", delay.as_secs_f64() * 1e3);
@@ -257,6 +325,7 @@ fn main() {
     let mut criterion = Criterion::default().without_plots().configure_from_args();
     let setup = tokio.block_on(Setup::new());
     raw_single(&mut criterion, &tokio, &setup, "insert_per_txn_before");
+    store_appends(&mut criterion, &tokio, &setup);
     worker_benches(&mut criterion, &tokio, &setup);
     raw_single(&mut criterion, &tokio, &setup, "insert_per_txn_after");
     let wake = tokio.block_on(wake_ups(&setup, size(200, 10)));

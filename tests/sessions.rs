@@ -9,13 +9,16 @@ use std::time::Duration;
 mod http_support;
 
 use eve_tests::World;
+use eve_tests::faulty::Faulty;
 use eve_tests::feed::{all, find, names, read_until};
+use eve_tools::journal::RecordKind;
 use eve_tools::prelude::*;
 use eve_tools::session::{
     Message, ModelRequest, ModelResponse, ScriptedModel, Session, SessionEvent, SessionOptions, TurnPolicy,
     UserMessage, strings,
 };
-use eve_tools::{Answer, Receive, ServeCtx};
+use eve_tools::store::{MemoryStore, RunQuery};
+use eve_tools::{Answer, Entry, Receive, ServeCtx};
 use futures::StreamExt;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -253,6 +256,43 @@ async fn a_task_is_started_waited_on_settled_and_its_result_delivered_before_the
     assert_eq!(find(&after, "turn.completed").field("status"), Some("completed"));
     let sequences: Vec<u64> = before.iter().chain(&after).map(|event| event.sequence).collect();
     assert_eq!(sequences, (1..=sequences.len() as u64).collect::<Vec<_>>(), "gapless sequence numbers");
+}
+
+/// A task's run is created by the append that journals the model's call to it, not by a commit
+/// of its own: the model is shown the receipt with no commit in between, and an append that fails
+/// leaves no run behind; the append, retried, starts the task once.
+#[tokio::test]
+async fn a_tasks_run_is_created_by_the_append_that_journals_the_call() {
+    let faulty = Faulty::new(Arc::new(MemoryStore::new()));
+    let world = World::over(faulty.clone());
+    let down = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let failing = down.clone();
+    faulty.fail_appends(move |entries| {
+        failing.load(Ordering::SeqCst)
+            && entries.iter().any(|entry| matches!(entry, Entry::Recorded { kind: RecordKind::Started, .. }))
+    });
+    let runtime = runtime(&world, |request| match shown(request).as_str() {
+        "Deploy api" => ModelResponse::call("deploy", json!({ "service": "api" })),
+        _ => ModelResponse::text("Started."),
+    });
+    let session = session(&runtime, &["deploy"]).await;
+    session.send("Deploy api").await.unwrap();
+    let tools = || async {
+        let page = world.store.list_runs(&RunQuery::newest(10)).await.unwrap();
+        page.runs.into_iter().map(|run| run.tool).collect::<Vec<_>>()
+    };
+    while faulty.failed() < 2 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(tools().await, ["eve.session"], "the failed appends that start the task left no run behind");
+
+    down.store(false, Ordering::SeqCst);
+    let events = read_until(&session, 0, "turn.waiting").await;
+    let task = find(&events, "task.started").field("taskId").unwrap().to_owned();
+    let model_saw = find(&events, "action.result").field("output").map(str::to_owned);
+    assert_eq!(model_saw, Some(strings::started(&task)));
+    assert_eq!(tools().await, ["deploy", "eve.session"], "the retried append started the task once");
+    assert_eq!(faulty.runs_created(), 1, "only the session was created on its own");
 }
 
 /// `task_cancel` on a working task stops it (it never reports back); on a finished or an idle
@@ -661,7 +701,8 @@ async fn one_reply_settles_two_calls_of_a_resumable_task() {
     );
     let session = session(&runtime, &["researcher"]).await;
     session.send("Research a and b").await.unwrap();
-    let events = read_until(&session, 0, "session.waiting").await;
+    // The task may settle before `task_wait` is called or while it waits: the turn ends either way.
+    let events = read_until(&session, 0, "turn.completed").await;
     let task = find(&events, "task.started").field("taskId").unwrap().to_owned();
     let settled = all(&events, "task.settled");
     assert_eq!(settled.len(), 2);
@@ -1022,7 +1063,7 @@ async fn closing_a_session_ends_its_idle_resumable_tasks() {
     );
     let session = session(&runtime, &["researcher"]).await;
     session.send("Research").await.unwrap();
-    let events = read_until(&session, 0, "session.waiting").await;
+    let events = read_until(&session, 0, "turn.waiting").await;
     let task = find(&events, "task.started").data["taskId"].as_str().unwrap().to_owned();
     let run = runtime
         .runs(None, 100)

@@ -246,6 +246,7 @@ fn record_name(kind: RecordKind) -> &'static str {
         RecordKind::Uuid => "uuid",
         RecordKind::Published => "published",
         RecordKind::Agents => "agents",
+        RecordKind::Started => "started",
     }
 }
 

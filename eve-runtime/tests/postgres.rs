@@ -50,7 +50,7 @@ fn record(op: u32) -> Entry {
 }
 
 fn append_of(first_seq: u64, entries: Vec<Entry>) -> Append {
-    Append { first_seq, entries, consumed: Vec::new(), notices: Vec::new() }
+    Append { first_seq, entries, consumed: Vec::new(), notices: Vec::new(), runs: Vec::new() }
 }
 
 /// The URL of the shared server with its password (and user, or database) replaced.
@@ -478,47 +478,3 @@ async fn a_lazy_store_reports_connection_problems_on_first_use() {
 }
 
 // ---- Figures -------------------------------------------------------------------------------------
-
-/// Sequential appends (one entry per transaction, each waiting for its commit) run at no less than
-/// half the server's raw commit rate (one `INSERT` per transaction, `synchronous_commit` on),
-/// measured in the same run while no other test uses the server: 1,000 of each, interleaved in
-/// blocks of 100 so that a change of load on the machine weighs on both alike. The rates are
-/// printed (`--nocapture` shows them).
-#[tokio::test]
-async fn sequential_appends_commit_at_half_the_raw_rate_or_better() {
-    const TOTAL: usize = 1_000;
-    const BLOCK: usize = 100;
-    let schema = Schema::alone().await;
-    let store = schema.store().await;
-    let admin = schema.admin().await;
-    admin.batch_execute("CREATE TABLE raw_commits (id bigserial PRIMARY KEY, value text NOT NULL)").await.unwrap();
-    let insert = admin.prepare("INSERT INTO raw_commits (value) VALUES ($1)").await.unwrap();
-    let run = new_run("figures");
-    let Ok(Created::New(fence)) = store.create_run(run.clone(), &WorkerId("w".into())).await else { panic!("created") };
-    let (mut raw, mut appends) = (Duration::ZERO, Duration::ZERO);
-    let mut next_seq = 1;
-    for _ in 0..TOTAL / BLOCK {
-        let started = std::time::Instant::now();
-        for index in 0..BLOCK {
-            admin.execute(&insert, &[&format!("{{\"op\":{index}}}")]).await.unwrap();
-        }
-        raw += started.elapsed();
-        let started = std::time::Instant::now();
-        for _ in 0..BLOCK {
-            let op = u32::try_from(next_seq).expect("small");
-            store.append(&run.id, fence, &append_of(next_seq, vec![record(op)])).await.expect("the append commits");
-            next_seq += 1;
-        }
-        appends += started.elapsed();
-    }
-    let rate = |elapsed: Duration| TOTAL as f64 / elapsed.as_secs_f64();
-    let (raw_rate, append_rate) = (rate(raw), rate(appends));
-    eprintln!(
-        "raw commits: {raw_rate:.0}/s ({:.2} ms each); sequential appends: {append_rate:.0}/s ({:.2} ms each); ratio {:.2}",
-        raw.as_secs_f64() * 1e3 / TOTAL as f64,
-        appends.as_secs_f64() * 1e3 / TOTAL as f64,
-        append_rate / raw_rate
-    );
-    assert!(append_rate >= 0.5 * raw_rate, "appends ran at {append_rate:.0}/s, under half the raw {raw_rate:.0}/s");
-    assert_eq!(store.load(&run.id).await.unwrap().unwrap().entries.len(), TOTAL + 1);
-}

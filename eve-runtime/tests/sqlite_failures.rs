@@ -259,7 +259,11 @@ async fn a_full_disk_loses_nothing_acknowledged() {
         let (run, seq) = (&runs[0].id, acknowledged[0].len() as u64);
         let mixed = vec![filler(9_000, 10), filler(9_001, 10), filler(9_002, 200_000)];
         let refused = store
-            .append(run, fences[0], &Append { first_seq: seq, entries: mixed, consumed: vec![], notices: vec![] })
+            .append(
+                run,
+                fences[0],
+                &Append { first_seq: seq, entries: mixed, consumed: vec![], notices: vec![], runs: vec![] },
+            )
             .await;
         assert!(matches!(refused, Err(StoreError::DiskFull)), "got {refused:?}");
         assert_eq!(journal(&store, run).await, acknowledged[0], "reads still work and show no partial rows");
@@ -277,6 +281,7 @@ async fn a_full_disk_loses_nothing_acknowledged() {
         entries: vec![filler(1, 100)],
         consumed: vec![],
         notices: vec![],
+        runs: vec![],
     };
     store.append(&runs[0].id, fence, &next).await.expect("with space again, appends resume");
 }
@@ -296,6 +301,7 @@ async fn fill(store: &SqliteStore, runs: &[NewRun], fences: &[Fence], acknowledg
                 entries: vec![filler(op, 3_000)],
                 consumed: vec![],
                 notices: vec![],
+                runs: vec![],
             };
             let (store, run, fence) = (&store, &runs[index].id, fences[index]);
             async move { store.append(run, fence, &append).await }
@@ -328,13 +334,18 @@ async fn an_oversized_entry_is_refused_and_nothing_is_written() {
     let hook =
         Entry::HookCreated { op: Op(0), token_hash: hash.as_str().into(), nonce: None, conflict: false, webhook: None };
     let entries = vec![hook.clone(), filler(1, 2_000)];
-    let appended =
-        store.append(&run.id, fence, &Append { first_seq: 1, entries, consumed: vec![], notices: vec![] }).await;
+    let appended = store
+        .append(&run.id, fence, &Append { first_seq: 1, entries, consumed: vec![], notices: vec![], runs: vec![] })
+        .await;
     assert_too_large(appended);
     assert_eq!(journal(&store, &run.id).await.len(), 1, "no entry of the oversized append was written");
     assert_eq!(store.find_hook(&hash).await.expect("find_hook succeeds"), None);
     store
-        .append(&run.id, fence, &Append { first_seq: 1, entries: vec![hook], consumed: vec![], notices: vec![] })
+        .append(
+            &run.id,
+            fence,
+            &Append { first_seq: 1, entries: vec![hook], consumed: vec![], notices: vec![], runs: vec![] },
+        )
         .await
         .expect("fits");
     // A delivery must leave room for the entry that records it (64 bytes), so one that would
@@ -350,8 +361,13 @@ async fn an_oversized_entry_is_refused_and_nothing_is_written() {
     let [item] = store.inbox(&run.id).await.expect("inbox succeeds").try_into().expect("one delivery");
     let Delivery::Hook { op, payload } = item.delivery else { panic!("a hook delivery") };
     let entries = vec![Entry::HookReceived { op, payload }];
-    let recorded =
-        store.append(&run.id, fence, &Append { first_seq: 2, entries, consumed: vec![item.id], notices: vec![] }).await;
+    let recorded = store
+        .append(
+            &run.id,
+            fence,
+            &Append { first_seq: 2, entries, consumed: vec![item.id], notices: vec![], runs: vec![] },
+        )
+        .await;
     recorded.expect("the entry recording an accepted delivery fits");
 }
 
@@ -426,6 +442,7 @@ mod crash {
                     entries: vec![filler(op, 60)],
                     consumed: vec![],
                     notices: vec![],
+                    runs: vec![],
                 };
                 store.append(&run.id, fence, &append).await.expect("appended");
             }

@@ -69,7 +69,13 @@ mod sqlite_reopen {
                     webhook: None,
                 },
             ];
-            let append = Append { first_seq: 1, entries: entries.clone(), consumed: Vec::new(), notices: Vec::new() };
+            let append = Append {
+                first_seq: 1,
+                entries: entries.clone(),
+                consumed: Vec::new(),
+                notices: Vec::new(),
+                runs: Vec::new(),
+            };
             store.append(&active.id, fence, &append).await.expect("the append is acknowledged");
             let delivered = store.deliver(Target::Hook(hash.clone()), Some("d1"), DeliveryPayload::Hook(json!("hi")));
             let Ok(Delivered::Accepted { id, .. }) = delivered.await else { panic!("the delivery is accepted") };
@@ -79,6 +85,7 @@ mod sqlite_reopen {
                 entries: vec![Entry::RunCompleted { output: json!(1) }],
                 consumed: vec![],
                 notices: vec![],
+                runs: vec![],
             };
             store.append(&finished.id, done, &end).await.expect("the final append is acknowledged");
             let mut journal = vec![active.started_entry()];
@@ -114,8 +121,13 @@ mod sqlite_reopen {
         let claimed = store.claim(&active.id, &worker, Duration::from_secs(30), Timestamp::from_millis(2_000), 0);
         let claimed = claimed.await.expect("the run can be claimed by the new process");
         assert_eq!(claimed.next_seq, 3);
-        let append =
-            Append { first_seq: 3, entries: vec![Entry::TimerFired { op: Op(0) }], consumed: vec![], notices: vec![] };
+        let append = Append {
+            first_seq: 3,
+            entries: vec![Entry::TimerFired { op: Op(0) }],
+            consumed: vec![],
+            notices: vec![],
+            runs: vec![],
+        };
         store.append(&active.id, claimed.fence, &append).await.expect("the new claim can append");
     }
 }

@@ -1,6 +1,7 @@
 //! A store that fails on purpose: it delegates to a real store and refuses the appends a test
 //! picks, as a full disk or a lost connection would, so tests can show what the runtime does when
-//! the store fails at a chosen moment.
+//! the store fails at a chosen moment. It also counts the runs created on their own
+//! (`create_run`), as opposed to those an append starts.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -22,12 +23,19 @@ pub struct Faulty {
     picker: Mutex<Option<Picker>>,
     claims_to_fail: Mutex<usize>,
     failed: Mutex<usize>,
+    created: Mutex<usize>,
 }
 
 impl Faulty {
     /// A store that behaves as `inner` until told to fail.
     pub fn new(inner: Arc<dyn Store>) -> Arc<Self> {
-        Arc::new(Faulty { inner, picker: Mutex::new(None), claims_to_fail: Mutex::new(0), failed: Mutex::new(0) })
+        Arc::new(Faulty {
+            inner,
+            picker: Mutex::new(None),
+            claims_to_fail: Mutex::new(0),
+            failed: Mutex::new(0),
+            created: Mutex::new(0),
+        })
     }
 
     /// Fails every append for which `picker` returns true (with a transient backend error, and
@@ -55,12 +63,19 @@ impl Faulty {
     pub fn failed(&self) -> usize {
         *self.failed.lock().unwrap()
     }
+
+    /// How many runs `create_run` created so far (each its own commit).
+    pub fn runs_created(&self) -> usize {
+        *self.created.lock().unwrap()
+    }
 }
 
 #[async_trait]
 impl Store for Faulty {
     async fn create_run(&self, run: NewRun, owner: &WorkerId) -> Result<Created, StoreError> {
-        self.inner.create_run(run, owner).await
+        let created = self.inner.create_run(run, owner).await?;
+        *self.created.lock().unwrap() += usize::from(matches!(created, Created::New(_)));
+        Ok(created)
     }
 
     async fn claim(

@@ -233,6 +233,9 @@ pub(crate) struct Driver {
     /// order, and the inbox items they consume; the next commit appends them.
     pending: Vec<Entry>,
     pending_consumed: Vec<u64>,
+    /// The runs pending records start, and the deliveries to them: see [`RunCore::start_run`].
+    pending_runs: Vec<crate::store::NewRun>,
+    pending_run_notices: Vec<crate::store::Notice>,
     /// Sleeps found due when the run was rebuilt, to fire in its first batch.
     due_timers: Vec<Op>,
     /// Hooks whose deliveries were left in the inbox because they held as many payloads as the
@@ -291,6 +294,8 @@ impl Driver {
             inbox: VecDeque::new(),
             pending: Vec::new(),
             pending_consumed: Vec::new(),
+            pending_runs: Vec::new(),
+            pending_run_notices: Vec::new(),
             backlog: OpMap::default(),
             due_timers: Vec::new(),
             grace_until: None,
@@ -433,9 +438,8 @@ impl Driver {
     /// shrink (an `ask` with a huge prompt, say). Retrying would be refused the same way forever.
     /// The refused records are dropped: the run ends here, so nothing will replay them.
     async fn fail_unrecordable(&mut self, rt: &Engine, failure: RunFailure) -> Result<RunOutcome, StoreError> {
-        self.core.lock().outbox.clear();
-        self.pending.clear();
-        self.pending_consumed.clear();
+        self.take_records();
+        self.clear_pending();
         self.attempts.clear();
         self.fail(rt, failure).await
     }
@@ -453,8 +457,7 @@ impl Driver {
             }
         } else {
             // The old history ends here: what it did since its last commit goes with it.
-            self.pending.clear();
-            self.pending_consumed.clear();
+            self.clear_pending();
         }
         let tool = self.tool.expect("a body runs only for a known tool");
         let fits = (tool.validate_input)(&input).and_then(|()| {
@@ -644,10 +647,21 @@ impl Driver {
         Ok(())
     }
 
-    /// Moves the records the body produced since the last look into the pending entries.
+    /// Moves the records the body produced since the last look into the pending entries, with
+    /// the runs they start.
     fn take_records(&mut self) {
-        let records = std::mem::take(&mut self.core.lock().outbox);
-        self.pending.extend(records);
+        let mut state = self.core.lock();
+        self.pending.append(&mut state.outbox);
+        self.pending_runs.append(&mut state.starts);
+        self.pending_run_notices.append(&mut state.start_notices);
+    }
+
+    /// Drops what is pending: it will never be journaled.
+    fn clear_pending(&mut self) {
+        self.pending.clear();
+        self.pending_consumed.clear();
+        self.pending_runs.clear();
+        self.pending_run_notices.clear();
     }
 
     /// Appends the pending entries in one transaction, then lets out what waited for them: events,
@@ -659,16 +673,25 @@ impl Driver {
         }
         let entries = std::mem::take(&mut self.pending);
         let consumed = std::mem::take(&mut self.pending_consumed);
-        let mut batch = Append { first_seq: self.next_seq, entries, consumed, notices: Vec::new() };
+        let runs = std::mem::take(&mut self.pending_runs);
+        let run_notices = std::mem::take(&mut self.pending_run_notices);
+        let mut batch = Append { first_seq: self.next_seq, entries, consumed, notices: Vec::new(), runs };
         loop {
             batch.notices = self.reports(&batch);
+            batch.notices.extend(run_notices.iter().cloned());
             match self.append(rt, &mut batch).await {
                 Err(StoreError::HookTokenInUse { op, .. }) => mark_hook_conflict(&mut batch.entries, op),
                 result => break result?,
             }
         }
-        if let Some(parent) = batch.notices.first().map(|notice| notice.run.clone()) {
-            (rt.wake)(&parent);
+        if let Some(parent) = &self.core.started.parent
+            && batch.notices.iter().any(|notice| notice.run == parent.run)
+        {
+            (rt.wake)(&parent.run);
+        }
+        for new in &batch.runs {
+            rt.events.emit(|| RunEvent::Started { run: new.id.clone(), tool: new.tool.clone() });
+            (rt.wake)(&new.id);
         }
         self.after_append(rt);
         for entry in &batch.entries {

@@ -372,7 +372,7 @@ impl Harness {
         let Created::New(fence) = self.store.create_run(new, &WorkerId::generate()).await.unwrap() else {
             unreachable!("fresh id")
         };
-        let append = Append { first_seq: 1, entries, consumed: Vec::new(), notices: Vec::new() };
+        let append = Append { first_seq: 1, entries, consumed: Vec::new(), notices: Vec::new(), runs: Vec::new() };
         self.store.append(&id, fence, &append).await.unwrap();
         id
     }

@@ -170,6 +170,8 @@ pub enum OpKind {
     Published,
     /// `ctx.agents()`.
     Agents,
+    /// A child run started (a session's task or workflow tool call).
+    Started,
 }
 
 impl fmt::Display for OpKind {
@@ -184,6 +186,7 @@ impl fmt::Display for OpKind {
             OpKind::Ask => "ask",
             OpKind::Published => "published",
             OpKind::Agents => "agents",
+            OpKind::Started => "started",
         };
         f.write_str(name)
     }
@@ -387,6 +390,10 @@ pub enum RecordKind {
     /// The agents a body can call (`ctx.agents()`): names and descriptions, as the run first saw
     /// them.
     Agents,
+    /// A child run the body started (a session's task or workflow tool call), as `{"run": id}`.
+    /// The run is created in the same transaction that journals this record, so the record is
+    /// the proof that it exists, and a replay does not start it again.
+    Started,
 }
 
 impl RecordKind {
@@ -398,6 +405,7 @@ impl RecordKind {
             RecordKind::Uuid => OpKind::Uuid,
             RecordKind::Published => OpKind::Published,
             RecordKind::Agents => OpKind::Agents,
+            RecordKind::Started => OpKind::Started,
         }
     }
 }

@@ -639,6 +639,18 @@ pub struct Runtime {
     pub(crate) shared: Arc<Shared>,
 }
 
+/// Checks that `input` may start a run of `descriptor`: it matches the tool's input schema (a
+/// resumable task's run starts with no input: each of its calls is checked as it is sent) and is
+/// not nested too deeply to journal.
+pub(crate) fn check_start_input(descriptor: &'static ToolDescriptor, input: &Value) -> Result<(), Error> {
+    let tool = descriptor.name;
+    if !matches!(descriptor.entry, EntryPoint::Serve(_)) {
+        registry::check_input(descriptor, input).map_err(|refusal| invalid_input(tool, refusal))?;
+    }
+    crate::journal::depth::check(input, || format!("the input of tool `{tool}`"))?;
+    Ok(())
+}
+
 impl Runtime {
     /// A runtime on an in-memory store, for tests and examples.
     pub fn in_memory() -> Result<Runtime, Error> {
@@ -671,12 +683,7 @@ impl Runtime {
         input: Value,
         options: StartOptions,
     ) -> Result<RunHandle, Error> {
-        let tool = descriptor.name;
-        // A resumable task's run starts with no input: each of its calls is checked as it is sent.
-        if !matches!(descriptor.entry, EntryPoint::Serve(_)) {
-            registry::check_input(descriptor, &input).map_err(|refusal| invalid_input(tool, refusal))?;
-        }
-        crate::journal::depth::check(&input, || format!("the input of tool `{tool}`"))?;
+        check_start_input(descriptor, &input)?;
         let shared = &self.shared;
         let id = options.id.unwrap_or_else(RunId::generate);
         let started = Started {

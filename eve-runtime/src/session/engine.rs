@@ -37,10 +37,11 @@ use super::strings;
 use super::tasks::{Settled, Task, TaskKind, TaskStatus, Tasks};
 use crate::context::{CALLS_HOOK, ServeInbound, WorkflowCtx};
 use crate::error::{FatalError, RetryableError, StepError, ToolError};
-use crate::journal::{ChildReport, Entry, Op, ParentLink, RecordKind, RunId, RunOutcome};
+use crate::journal::{ChildReport, Entry, Op, OpKind, ParentLink, RecordKind, RunId, RunOutcome};
 use crate::registry::{BodyFuture, EntryPoint, InternalWorkflow, Shape, ToolDescriptor};
 use crate::runtime::{Runtime, StartOptions};
 use crate::step::{Backoff, RetryPolicy, StepCall, StepCtx, StepDef};
+use crate::store::{Delivery, NewRun, Notice};
 use crate::time::Timestamp;
 use crate::wait::{Hook, create_hook, sleep, sleep_until};
 use futures::future::Either;
@@ -928,6 +929,10 @@ impl<'c> Body<'c> {
         format!("{}.{}", self.ctx.run_id(), self.children).parse().expect("a child of a valid run id is valid")
     }
 
+    /// Starts the child run `run` of `tool` (with a resumable task's first call), or answers
+    /// why not. The run is created by the append that journals its start, the same one that
+    /// journals the model's call when nothing else comes between, so the model is shown the
+    /// task's receipt with no commit of its own.
     async fn start_child(
         &mut self,
         tool: &'static ToolDescriptor,
@@ -935,14 +940,41 @@ impl<'c> Body<'c> {
         run: &RunId,
         first: Option<ServeInbound>,
     ) -> Result<(), String> {
-        let start = ChildStart {
-            tool: tool.name.to_owned(),
-            input,
-            run: run.clone(),
-            parent: ParentLink { run: self.ctx.run_id().clone(), hook: SESSION_HOOK },
-            first,
+        let parent = ParentLink { run: self.ctx.run_id().clone(), hook: SESSION_HOOK };
+        let core = self.ctx.core();
+        if core
+            .next_recorded()
+            .is_some_and(|recorded| recorded.kind == OpKind::Step && recorded.name == START_STEP.name())
+        {
+            // Journaled by a build that started children with a step: replayed the same way.
+            let start = ChildStart { tool: tool.name.to_owned(), input, run: run.clone(), parent, first };
+            return start_child(start).await.map_err(|error| error.to_string());
+        }
+        crate::runtime::check_start_input(tool, &input).map_err(|error| error.to_string())?;
+        let child = || {
+            let new = NewRun {
+                id: run.clone(),
+                workflow_id: tool.workflow_id.to_owned(),
+                tool: tool.name.to_owned(),
+                input,
+                created_at: core.services.clock.now(),
+                principal: None,
+                interactive: true,
+                parent: Some(parent),
+            };
+            let notices = first.map(|call| Notice {
+                run: run.clone(),
+                delivery_id: call_delivery_id(run, &call),
+                delivery: Delivery::Hook { op: CALLS_HOOK, payload: call_payload(&call) },
+            });
+            (new, notices.into_iter().collect())
         };
-        start_child(start).await.map_err(|error| error.to_string())
+        match core.start_run(child) {
+            Some(started) if &started == run => Ok(()),
+            Some(started) => Err(format!("the journal records run {started} here, not {run}")),
+            // The body diverged from its journal; the run fails with that, and this is not seen.
+            None => Err(format!("run {run} was not started: the session diverged from its journal")),
+        }
     }
 
     /// What a child run reported: a question, a sign-in, a reply, idleness, or its end.
@@ -1376,15 +1408,23 @@ fn start_child(start: ChildStart) -> StepCall<()> {
         let options = StartOptions::new().id(start.run.clone()).parent(start.parent);
         runtime.start_descriptor(tool, start.input, options).await.map_err(start_error)?;
         if let Some(call) = start.first {
-            let id = match &call {
-                ServeInbound::Call { call_id, .. } => format!("call:{call_id}"),
-                ServeInbound::Stop { stretch } => format!("stop:{}:{stretch}", start.run),
-            };
-            let payload = serde_json::to_value(call).expect("a call always serializes");
+            let (id, payload) = (call_delivery_id(&start.run, &call), call_payload(&call));
             runtime.deliver_to(&start.run, CALLS_HOOK, &id, payload).await.map_err(StepError::msg)?;
         }
         Ok::<_, StepError>(())
     })
+}
+
+/// The delivery id of a call (or stop) sent to the resumable task `run`: each is taken once.
+fn call_delivery_id(run: &RunId, call: &ServeInbound) -> String {
+    match call {
+        ServeInbound::Call { call_id, .. } => format!("call:{call_id}"),
+        ServeInbound::Stop { stretch } => format!("stop:{run}:{stretch}"),
+    }
+}
+
+fn call_payload(call: &ServeInbound) -> Value {
+    serde_json::to_value(call).expect("a call always serializes")
 }
 
 /// A start the store could not take now is tried again; anything else (invalid input, say) is

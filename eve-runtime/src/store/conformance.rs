@@ -65,6 +65,7 @@ macro_rules! conformance_suite {
                 continue_as_new_can_keep_the_inbox_whole,
                 inboxes_refuse_deliveries_beyond_their_limits,
                 notices_reach_other_runs_with_the_append_that_implies_them,
+                appends_create_the_runs_they_start,
             );
         }
     };
@@ -149,8 +150,9 @@ async fn claim(store: &dyn Store, run: &RunId, from_seq: u64) -> super::Claimed 
 }
 
 async fn append(store: &dyn Store, run: &RunId, fence: Fence, first_seq: u64, entries: Vec<Entry>) {
-    let result =
-        store.append(run, fence, &Append { first_seq, entries, consumed: Vec::new(), notices: Vec::new() }).await;
+    let result = store
+        .append(run, fence, &Append { first_seq, entries, consumed: Vec::new(), notices: Vec::new(), runs: Vec::new() })
+        .await;
     result.unwrap_or_else(|error| panic!("appending to run {run} at {first_seq} should succeed, got {error}"));
 }
 
@@ -280,7 +282,13 @@ pub async fn append_at_the_wrong_seq_is_refused(store: &dyn Store) {
     let fence = create(store, run.clone()).await;
     append(store, &run.id, fence, 1, vec![record(0, json!(0))]).await;
     for first_seq in [0, 1, 3, 100] {
-        let refused = Append { first_seq, entries: vec![sleep(1, 5_000)], consumed: Vec::new(), notices: Vec::new() };
+        let refused = Append {
+            first_seq,
+            entries: vec![sleep(1, 5_000)],
+            consumed: Vec::new(),
+            notices: Vec::new(),
+            runs: Vec::new(),
+        };
         let result = store.append(&run.id, fence, &refused).await;
         assert!(
             matches!(&result, Err(StoreError::SeqConflict { expected, actual: 2, .. }) if *expected == first_seq),
@@ -303,7 +311,11 @@ pub async fn stale_fence_is_refused_and_allocates_nothing(store: &dyn Store) {
     let hash = token("stale");
     let doomed = vec![sleep(0, 5_000), hook(1, &hash), retrying(2, 1, 6_000)];
     let result = store
-        .append(&run.id, stale, &Append { first_seq: 1, entries: doomed, consumed: vec![item], notices: Vec::new() })
+        .append(
+            &run.id,
+            stale,
+            &Append { first_seq: 1, entries: doomed, consumed: vec![item], notices: Vec::new(), runs: Vec::new() },
+        )
         .await;
     assert!(
         matches!(&result, Err(StoreError::Fenced { held, current: now, .. }) if *held == stale.epoch && *now == current.epoch),
@@ -352,8 +364,13 @@ pub async fn concurrent_claims_leave_exactly_one_writer(store: &dyn Store) {
     epochs.dedup();
     assert_eq!(epochs.len(), 8, "every claim gets its own epoch");
     let attempts = claims.iter().enumerate().map(|(index, claimed)| {
-        let append =
-            Append { first_seq: 1, entries: vec![record(0, json!(index))], consumed: Vec::new(), notices: Vec::new() };
+        let append = Append {
+            first_seq: 1,
+            entries: vec![record(0, json!(index))],
+            consumed: Vec::new(),
+            notices: Vec::new(),
+            runs: Vec::new(),
+        };
         let run = &run.id;
         async move { store.append(run, claimed.fence, &append).await }
     });
@@ -381,7 +398,7 @@ pub async fn hook_tokens_are_unique_until_their_run_ends(store: &dyn Store) {
         .append(
             &other.id,
             other_fence,
-            &Append { first_seq: 1, entries: clash, consumed: Vec::new(), notices: Vec::new() },
+            &Append { first_seq: 1, entries: clash, consumed: Vec::new(), notices: Vec::new(), runs: Vec::new() },
         )
         .await;
     assert!(
@@ -434,6 +451,7 @@ pub async fn deliveries_are_deduplicated_and_refused_after_the_end(store: &dyn S
         entries: vec![Entry::HookReceived { op: Op(0), payload: json!(1) }],
         consumed: vec![first],
         notices: Vec::new(),
+        runs: Vec::new(),
     };
     store.append(&run.id, fence, &consumed).await.expect("consuming an inbox item succeeds");
     assert_eq!(
@@ -473,6 +491,7 @@ pub async fn appends_consume_inbox_items_of_their_own_run(store: &dyn Store) {
         entries: vec![received(1), received(3)],
         consumed: vec![ids[0], ids[2], foreign],
         notices: Vec::new(),
+        runs: Vec::new(),
     };
     store.append(&run.id, fence, &consume).await.expect("consuming inbox items succeeds");
     let pending: Vec<u64> = inbox(store, &run.id).await.iter().map(|item| item.id).collect();
@@ -565,7 +584,8 @@ pub async fn the_deepest_accepted_values_round_trip(store: &dyn Store) {
     let received = Entry::HookReceived { op: Op(2), payload: deep.clone() };
     let output = Entry::RunCompleted { output: deep.clone() };
     let consumed = vec![items[0].id];
-    let batch = Append { first_seq: 4, entries: vec![received, output], consumed, notices: Vec::new() };
+    let batch =
+        Append { first_seq: 4, entries: vec![received, output], consumed, notices: Vec::new(), runs: Vec::new() };
     store.append(&run.id, fence, &batch).await.expect("the deepest values are accepted");
     let loaded = entries(store, &run.id).await;
     assert_eq!(loaded.len(), 6);
@@ -662,7 +682,13 @@ pub async fn finished_runs_refuse_appends(store: &dyn Store) {
         .append(
             &run.id,
             fence,
-            &Append { first_seq: 2, entries: vec![record(0, json!(0))], consumed: Vec::new(), notices: Vec::new() },
+            &Append {
+                first_seq: 2,
+                entries: vec![record(0, json!(0))],
+                consumed: Vec::new(),
+                notices: Vec::new(),
+                runs: Vec::new(),
+            },
         )
         .await;
     assert!(matches!(&late, Err(StoreError::RunFinished(id)) if *id == run.id), "got {late:?}");
@@ -672,7 +698,13 @@ pub async fn finished_runs_refuse_appends(store: &dyn Store) {
         .append(
             &run.id,
             reclaimed.fence,
-            &Append { first_seq: 2, entries: vec![sleep(0, 1)], consumed: Vec::new(), notices: Vec::new() },
+            &Append {
+                first_seq: 2,
+                entries: vec![sleep(0, 1)],
+                consumed: Vec::new(),
+                notices: Vec::new(),
+                runs: Vec::new(),
+            },
         )
         .await;
     assert!(matches!(&again, Err(StoreError::RunFinished(_))), "got {again:?}");
@@ -915,7 +947,11 @@ pub async fn inboxes_refuse_deliveries_beyond_their_limits(store: &dyn Store) {
     let received = (0..10).map(|_| Entry::HookReceived { op: Op(0), payload: json!(0) }).collect();
     let next = hooks.len() as u64 + 1;
     store
-        .append(&run, fence, &Append { first_seq: next, entries: received, consumed: taken, notices: Vec::new() })
+        .append(
+            &run,
+            fence,
+            &Append { first_seq: next, entries: received, consumed: taken, notices: Vec::new(), runs: Vec::new() },
+        )
         .await
         .unwrap();
     assert!(matches!(to(per_run / per_hook, per_run).await, Ok(Delivered::Accepted { .. })), "taking in makes room");
@@ -940,14 +976,22 @@ pub async fn notices_reach_other_runs_with_the_append_that_implies_them(store: &
         entries: vec![record(0, json!(1))],
         consumed: Vec::new(),
         notices: vec![notice(&parent, "n0")],
+        runs: Vec::new(),
     };
     assert!(store.append(&child, stale, &refused).await.is_err(), "a stale fence is refused");
     assert!(inbox(store, &parent).await.is_empty(), "a refused append sends nothing");
     let notices = vec![notice(&parent, "n1"), notice(&done, "n1")];
-    let batch = Append { first_seq: 1, entries: vec![record(0, json!(1))], consumed: Vec::new(), notices };
+    let batch =
+        Append { first_seq: 1, entries: vec![record(0, json!(1))], consumed: Vec::new(), notices, runs: Vec::new() };
     store.append(&child, child_fence, &batch).await.expect("the append succeeds");
     let again = vec![notice(&parent, "n1"), notice(&parent, "n2")];
-    let batch = Append { first_seq: 2, entries: vec![record(1, json!(2))], consumed: Vec::new(), notices: again };
+    let batch = Append {
+        first_seq: 2,
+        entries: vec![record(1, json!(2))],
+        consumed: Vec::new(),
+        notices: again,
+        runs: Vec::new(),
+    };
     store.append(&child, child_fence, &batch).await.expect("the append succeeds");
     let received: Vec<Value> = inbox(store, &parent)
         .await
@@ -959,4 +1003,43 @@ pub async fn notices_reach_other_runs_with_the_append_that_implies_them(store: &
         .collect();
     assert_eq!(received, [json!("n1"), json!("n2")], "each delivery id once, in order");
     assert!(inbox(store, &done).await.is_empty(), "a finished run takes no notice");
+}
+
+/// A run an append starts is created in the same transaction (not when the append is refused),
+/// unclaimed, with the notices to it in its inbox, ready for a claim; an id that exists is left as
+/// it is.
+pub async fn appends_create_the_runs_they_start(store: &dyn Store) {
+    let (parent, child) = (run_id("parent"), run_id("parent.1"));
+    let fence = create(store, new_run("parent", json!({}), 1)).await;
+    let first = super::Notice {
+        run: child.clone(),
+        delivery_id: "call:1".to_owned(),
+        delivery: Delivery::Hook { op: Op(0), payload: json!({ "call": 1 }) },
+    };
+    let starts = |first_seq: u64, op: u32, input: Value| Append {
+        first_seq,
+        entries: vec![record(op, json!({ "run": child.as_str() }))],
+        consumed: Vec::new(),
+        notices: vec![first.clone()],
+        runs: vec![new_run("parent.1", input, 5)],
+    };
+    let stale = Fence { epoch: fence.epoch + 100 };
+    assert!(store.append(&parent, stale, &starts(1, 0, json!({ "n": 1 }))).await.is_err(), "a stale fence is refused");
+    assert!(store.load(&child).await.unwrap().is_none(), "a refused append creates no run");
+
+    store.append(&parent, fence, &starts(1, 0, json!({ "n": 1 }))).await.expect("the append succeeds");
+    let created = store.load(&child).await.unwrap().expect("the append created the run");
+    assert_eq!(created.entries, [new_run("parent.1", json!({ "n": 1 }), 5).started_entry()]);
+    assert_eq!(created.summary.status, RunStatus::Active);
+    assert!(store.recovery().await.unwrap().runnable.contains(&child), "a new run has something to do");
+    let claimed = claim(store, &child, 0).await;
+    assert_eq!(claimed.entries.len(), 1, "the new run can be claimed: it is nobody's yet");
+    let delivered: Vec<Delivery> = claimed.inbox.into_iter().map(|item| item.delivery).collect();
+    assert_eq!(delivered, std::slice::from_ref(&first.delivery), "the notice to the new run is in its inbox");
+    append(store, &child, claimed.fence, 1, vec![record(0, json!(1))]).await;
+
+    store.append(&parent, fence, &starts(2, 1, json!({ "n": 2 }))).await.expect("an existing id is no error");
+    let again = store.load(&child).await.unwrap().expect("the run is still there");
+    assert_eq!(again.entries.len(), 2, "the existing run is left as it is");
+    assert!(matches!(&again.entries[0], Entry::RunStarted { input, .. } if input == &json!({ "n": 1 })));
 }

@@ -151,6 +151,34 @@ impl State {
         rows.collect()
     }
 
+    /// Creates `run`, claimed by `owner` at epoch 1 or unclaimed at epoch 0, unless its id is
+    /// taken; returns whether it did.
+    fn create(&mut self, run: &NewRun, owner: Option<&WorkerId>) -> bool {
+        if self.runs.contains_key(&run.id) {
+            return false;
+        }
+        let summary = RunSummary {
+            id: run.id.clone(),
+            workflow_id: run.workflow_id.clone(),
+            tool: run.tool.clone(),
+            status: RunStatus::Active,
+            created_at: run.created_at,
+            entries: 1,
+            parked: false,
+        };
+        let run_state = RunState {
+            summary,
+            entries: vec![run.started_entry()],
+            epoch: u64::from(owner.is_some()),
+            owner: owner.map(|owner| (owner.clone(), Timestamp::from_millis(u64::MAX))),
+            delivery_ids: HashSet::new(),
+            hooks: Vec::new(),
+        };
+        self.order.push(run.id.clone());
+        self.runs.insert(run.id.clone(), run_state);
+        true
+    }
+
     /// Refuses a delivery that would put more than `limits` in waiting for its run or its hook.
     fn check_room(&self, run: &RunId, delivery: &Delivery, limits: InboxLimits) -> Result<(), StoreError> {
         let waiting: Vec<&InboxItem> = self.inbox.values().filter(|item| &item.run == run).collect();
@@ -178,30 +206,8 @@ impl Store for MemoryStore {
     }
 
     async fn create_run(&self, run: NewRun, owner: &WorkerId) -> Result<Created, StoreError> {
-        let mut state = self.lock();
-        if state.runs.contains_key(&run.id) {
-            return Ok(Created::Existing);
-        }
-        let summary = RunSummary {
-            id: run.id.clone(),
-            workflow_id: run.workflow_id.clone(),
-            tool: run.tool.clone(),
-            status: RunStatus::Active,
-            created_at: run.created_at,
-            entries: 1,
-            parked: false,
-        };
-        let run_state = RunState {
-            summary,
-            entries: vec![run.started_entry()],
-            epoch: 1,
-            owner: Some((owner.clone(), Timestamp::from_millis(u64::MAX))),
-            delivery_ids: HashSet::new(),
-            hooks: Vec::new(),
-        };
-        state.order.push(run.id.clone());
-        state.runs.insert(run.id, run_state);
-        Ok(Created::New(Fence { epoch: 1 }))
+        let created = self.lock().create(&run, Some(owner));
+        Ok(if created { Created::New(Fence { epoch: 1 }) } else { Created::Existing })
     }
 
     async fn claim(
@@ -264,6 +270,9 @@ impl Store for MemoryStore {
             }
         }
         state.apply_indexes(run, changes);
+        for new in &append.runs {
+            state.create(new, None);
+        }
         for notice in &append.notices {
             state.accept_notice(notice);
         }

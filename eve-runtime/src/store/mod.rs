@@ -143,6 +143,11 @@ pub struct Append {
     /// the entries are journaled. A notice to a finished run, or a repeated delivery id, is
     /// dropped; notices are not held to the receiving inbox's limits.
     pub notices: Vec<Notice>,
+    /// Runs these entries start (a session's task, say): created in the same transaction, before
+    /// the notices are accepted, so a notice may be for one of them. They are created unclaimed,
+    /// for the appender (or, on a shared store, any worker) to claim once the append is durable; a
+    /// run whose id exists already is left as it is.
+    pub runs: Vec<NewRun>,
 }
 
 /// A delivery to another run's inbox that an append implies: see [`Append::notices`].

@@ -129,8 +129,9 @@ fn record(op: u32) -> Entry {
 }
 
 async fn append(store: &dyn Store, run: &RunId, fence: Fence, first_seq: u64, entries: Vec<Entry>) {
-    let result =
-        store.append(run, fence, &Append { first_seq, entries, consumed: Vec::new(), notices: Vec::new() }).await;
+    let result = store
+        .append(run, fence, &Append { first_seq, entries, consumed: Vec::new(), notices: Vec::new(), runs: Vec::new() })
+        .await;
     result.unwrap_or_else(|error| panic!("appending to run {run} at {first_seq} should succeed, got {error}"));
 }
 
@@ -228,7 +229,11 @@ pub async fn a_stale_workers_writes_are_refused_and_write_nothing(store: &dyn St
         Entry::HookCreated { op: Op(1), token_hash: hash.as_str().into(), nonce: None, conflict: false, webhook: None },
     ];
     let result = store
-        .append(&run, stale, &Append { first_seq: 1, entries: doomed, consumed: vec![item], notices: vec![] })
+        .append(
+            &run,
+            stale,
+            &Append { first_seq: 1, entries: doomed, consumed: vec![item], notices: vec![], runs: vec![] },
+        )
         .await;
     assert!(
         matches!(&result, Err(StoreError::Fenced { held, current: now, .. }) if *held == stale.epoch && *now == current.epoch),

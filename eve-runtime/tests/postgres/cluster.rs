@@ -118,7 +118,9 @@ impl Schema {
         Schema::with((Some(gate().read_owned().await), None))
     }
 
-    /// Like [`Schema::new`], once no other test uses the server, and keeping it to itself.
+    /// Like [`Schema::new`], once no other test uses the server, and keeping it to itself (for the
+    /// figures of `benches/postgres.rs`, which includes this file).
+    #[allow(dead_code, reason = "the tests time nothing; the benches use it")]
     pub async fn alone() -> Schema {
         Schema::with((None, Some(gate().write_owned().await)))
     }

@@ -24,7 +24,7 @@ pub(crate) use self::definition::{AttemptFn, StepAttempt};
 pub use self::definition::{Backoff, RetryPolicy, StepDef};
 pub(crate) use self::services::Services;
 use crate::error::NonDeterminismError;
-use crate::journal::{Entry, InputHash, Op, OpSignature, RecordKind, RunId, SourceLocation, StepOutcome};
+use crate::journal::{Entry, InputHash, Op, OpKind, OpSignature, RecordKind, RunId, SourceLocation, StepOutcome};
 use crate::secret::Token;
 use crate::time::Timestamp;
 
@@ -245,6 +245,11 @@ pub(crate) struct CoreState {
     pub ops: Vec<OpSlot>,
     /// Records the body produced that the executor must append before anything depends on them.
     pub outbox: Vec<Entry>,
+    /// The runs that records in the outbox start ([`RecordKind::Started`]): created by the append
+    /// that journals their records.
+    pub starts: Vec<crate::store::NewRun>,
+    /// The deliveries to those runs that go with them (a resumable task's first call).
+    pub start_notices: Vec<crate::store::Notice>,
     /// Steps polled for the first time since the executor last looked.
     pub polled: Vec<Op>,
     /// Timers created since the executor last looked.
@@ -289,6 +294,8 @@ impl RunCore {
             index,
             ops: Vec::new(),
             outbox: Vec::new(),
+            starts: Vec::new(),
+            start_notices: Vec::new(),
             polled: Vec::new(),
             new_timers: Vec::new(),
             divergence: None,
@@ -335,6 +342,13 @@ impl RunCore {
         Some(op)
     }
 
+    /// What the journal records for the op the next creation will take, while replaying.
+    pub fn next_recorded(&self) -> Option<OpSignature> {
+        let state = self.lock();
+        let recorded = state.index.signatures.get(&Op(state.next_op));
+        recorded.filter(|_| state.mode == Mode::Replaying).cloned()
+    }
+
     /// Whether the journal records the completion of the op the next creation will take.
     pub fn next_op_completed(&self) -> bool {
         let state = self.lock();
@@ -356,6 +370,32 @@ impl RunCore {
         let value = fresh();
         state.outbox.push(Entry::Recorded { op, kind, value: value.clone() });
         Some(value)
+    }
+
+    /// Starts the child run `child()` makes, with `notices` to it, in the append that journals
+    /// this op's [`RecordKind::Started`] record, unless the journal records this op already (the
+    /// run exists then). Returns `None` past a divergence.
+    #[track_caller]
+    pub fn start_run(
+        &self,
+        child: impl FnOnce() -> (crate::store::NewRun, Vec<crate::store::Notice>),
+    ) -> Option<RunId> {
+        let signature = OpSignature {
+            kind: OpKind::Started,
+            name: OpKind::Started.to_string().into(),
+            input_hash: InputHash::default(),
+        };
+        let op = self.create(signature, Slot::Recorded)?;
+        let mut state = self.lock();
+        if let Some(value) = state.index.recorded.get(&op) {
+            return value["run"].as_str().and_then(|run| run.parse().ok());
+        }
+        let (new, notices) = child();
+        let run = new.id.clone();
+        state.outbox.push(Entry::Recorded { op, kind: RecordKind::Started, value: serde_json::json!({ "run": run }) });
+        state.starts.push(new);
+        state.start_notices.extend(notices);
+        Some(run)
     }
 
     /// Applies one delivery entry to its slot and wakes the future waiting on it.

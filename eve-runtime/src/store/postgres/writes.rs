@@ -52,8 +52,9 @@ pub(super) struct NewRunRow {
     pub workflow_id: String,
     pub tool: String,
     pub created_at: u64,
-    pub owner: WorkerId,
-    pub lease_until: u64,
+    /// Who claims it as it is created, and until when; `None` for a run an append starts, which
+    /// any worker may claim.
+    pub owner: Option<(WorkerId, u64)>,
     /// The `RunStarted` entry as JSON.
     pub entry: String,
     /// The index changes it implies (none today; applied so indexes cannot drift from the journal).
@@ -71,6 +72,8 @@ pub(super) struct AppendRows {
     pub changes: IndexChanges,
     /// Deliveries to other runs the append implies (see `Append::notices`), encoded.
     pub notices: Vec<NoticeRow>,
+    /// The runs the append starts (see `Append::runs`), created unclaimed.
+    pub runs: Vec<NewRunRow>,
 }
 
 /// A notice to another run's inbox, encoded.
@@ -93,27 +96,40 @@ async fn commit(tx: Transaction<'_>) -> Result<(), Failure> {
 /// Creates the run, claimed by its creator at epoch 1, or reports that the id is taken.
 pub(super) async fn create_run(client: &mut Client, row: &NewRunRow) -> Result<Created, Failure> {
     let tx = client.transaction().await?;
+    if !insert_run(&tx, row).await? {
+        return Ok(Created::Existing);
+    }
+    commit(tx).await?;
+    Ok(Created::New(Fence { epoch: 1 }))
+}
+
+/// Inserts the run with its `RunStarted` entry, claimed at epoch 1 if it has an owner and
+/// unclaimed at epoch 0 if not, unless its id is taken; returns whether it did.
+async fn insert_run(tx: &Transaction<'_>, row: &NewRunRow) -> Result<bool, Failure> {
     let sql = "WITH created AS (
                    INSERT INTO runs (id, workflow_id, tool, status, created_at, entries, epoch, owner, lease_until)
-                   VALUES ($1, $2, $3, 'active', $4, 1, 1, $5, $6) ON CONFLICT (id) DO NOTHING RETURNING id
+                   VALUES ($1, $2, $3, 'active', $4, 1, $5, $6, $7) ON CONFLICT (id) DO NOTHING RETURNING id
                )
-               INSERT INTO journal (run_id, seq, entry) SELECT id, 0, $7 FROM created";
-    let (created_at, lease_until) = (int(row.created_at), int(row.lease_until));
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 7] = [
+               INSERT INTO journal (run_id, seq, entry) SELECT id, 0, $8 FROM created";
+    let created_at = int(row.created_at);
+    let epoch = i64::from(row.owner.is_some());
+    let owner = row.owner.as_ref().map(|(owner, _)| owner.0.as_bytes());
+    let lease_until = row.owner.as_ref().map(|(_, until)| int(*until));
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 8] = [
         &row.id.as_str(),
         &row.workflow_id.as_bytes(),
         &row.tool.as_bytes(),
         &created_at,
-        &row.owner.0.as_bytes(),
+        &epoch,
+        &owner,
         &lease_until,
         &row.entry,
     ];
-    if execute(&tx, sql, &params).await? == 0 {
-        return Ok(Created::Existing);
+    if execute(tx, sql, &params).await? == 0 {
+        return Ok(false);
     }
-    apply_indexes(&tx, &row.id, &row.changes).await?;
-    commit(tx).await?;
-    Ok(Created::New(Fence { epoch: 1 }))
+    apply_indexes(tx, &row.id, &row.changes).await?;
+    Ok(true)
 }
 
 /// Takes the run for `owner` unless another worker's lease outlives `now`, raising its epoch, and
@@ -210,7 +226,7 @@ pub(super) async fn renew(client: &Client, run: &RunId, fence: Fence, lease_unti
 /// append that implies no index change (a step's result, a recorded value: most of them) is one
 /// statement committed on its own, one round trip; the others take a transaction.
 pub(super) async fn append(client: &mut Client, rows: &AppendRows, channel: &str) -> Result<(), Failure> {
-    if implies_nothing(&rows.changes) && rows.notices.is_empty() {
+    if implies_nothing(&rows.changes) && rows.notices.is_empty() && rows.runs.is_empty() {
         let advanced = advance(client, rows).await.map_err(|error| {
             // The statement is its own commit: lost midway, it may have been written.
             if codec::is_connection_loss(&error) { Failure::InDoubt(error) } else { Failure::Pg(error) }
@@ -225,6 +241,11 @@ pub(super) async fn append(client: &mut Client, rows: &AppendRows, channel: &str
         return Err(why_refused(&tx, rows).await?.into());
     }
     apply_indexes(&tx, &rows.run, &rows.changes).await?;
+    for run in &rows.runs {
+        if insert_run(&tx, run).await? {
+            notify(&tx, channel, &run.id).await?;
+        }
+    }
     for notice in &rows.notices {
         if accept_notice(&tx, notice).await? {
             notify(&tx, channel, &notice.run).await?;
@@ -236,8 +257,9 @@ pub(super) async fn append(client: &mut Client, rows: &AppendRows, channel: &str
 /// Puts a notice in its run's inbox, unless the run is finished (or gone) or the delivery id was
 /// taken already. The run's row is locked `FOR SHARE`, as a delivery locks it, so a notice never
 /// lands in the inbox of a run that finished meanwhile. Notices go from child runs to their
-/// parents only, so two appends never wait on each other's rows in a cycle. Returns whether the
-/// notice was put in the inbox.
+/// parents, or from a parent to a child its append creates (a row no other transaction can see
+/// yet), so two appends never wait on each other's rows in a cycle. Returns whether the notice was
+/// put in the inbox.
 async fn accept_notice(tx: &Transaction<'_>, notice: &NoticeRow) -> Result<bool, Failure> {
     let sql = "SELECT status = 'active' FROM runs WHERE id = $1 FOR SHARE";
     let active: Option<bool> =

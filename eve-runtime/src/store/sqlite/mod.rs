@@ -184,6 +184,7 @@ impl SqliteStore {
             consumed: append.consumed.clone(),
             changes: IndexChanges::of(&append.entries),
             notices,
+            runs: append.runs.iter().map(|run| self.encode_new_run(run.clone())).collect::<Result<_, _>>()?,
         })
     }
 }
@@ -333,7 +334,11 @@ mod tests {
             let record = Entry::Recorded { op: Op(0), kind: crate::journal::RecordKind::Now, value: 1.into() };
             let entries = vec![record, Entry::RunCompleted { output: serde_json::json!(index) }];
             store
-                .append(&run.id, claimed.fence, &Append { first_seq: 1, entries, consumed: vec![], notices: vec![] })
+                .append(
+                    &run.id,
+                    claimed.fence,
+                    &Append { first_seq: 1, entries, consumed: vec![], notices: vec![], runs: vec![] },
+                )
                 .await
                 .unwrap();
         }

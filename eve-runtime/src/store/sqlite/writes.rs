@@ -46,20 +46,31 @@ pub(super) struct AppendRows {
     pub changes: IndexChanges,
     /// The notices to other runs, with each delivery as JSON.
     pub notices: Vec<(RunId, String, Option<u32>, String)>,
+    /// The runs the append starts, created unclaimed.
+    pub runs: Vec<NewRunRow>,
 }
 
 /// Creates the run claimed by its creator at epoch 1, or reports that the id is taken.
 pub(super) fn create_run(conn: &Connection, row: &NewRunRow, epochs: &Epochs) -> Result<Created, Failure> {
+    if !insert_run(conn, row)? {
+        return Ok(Created::Existing);
+    }
+    epochs.created(&row.id);
+    Ok(Created::New(Fence { epoch: 1 }))
+}
+
+/// Inserts the run with its `RunStarted` entry, unclaimed, unless its id is taken; returns whether
+/// it did.
+fn insert_run(conn: &Connection, row: &NewRunRow) -> Result<bool, Failure> {
     let sql = "INSERT INTO runs (id, workflow_id, tool, status, created_at, entries) \
                VALUES (?1, ?2, ?3, 'active', ?4, 1) ON CONFLICT (id) DO NOTHING";
     let params = params![row.id.as_str(), row.workflow_id, row.tool, int(row.created_at)];
     if conn.prepare_cached(sql)?.execute(params)? == 0 {
-        return Ok(Created::Existing);
+        return Ok(false);
     }
     insert_entries(conn, &row.id, 0, std::slice::from_ref(&row.entry))?;
     apply_indexes(conn, &row.id, &row.changes)?;
-    epochs.created(&row.id);
-    Ok(Created::New(Fence { epoch: 1 }))
+    Ok(true)
 }
 
 /// Appends the entries and applies the index changes they imply.
@@ -68,6 +79,9 @@ pub(super) fn append(conn: &Connection, rows: &AppendRows, epochs: &Epochs) -> R
     insert_entries(conn, &rows.run, rows.first_seq, &rows.entries)?;
     consume(conn, &rows.run, &rows.consumed)?;
     apply_indexes(conn, &rows.run, &rows.changes)?;
+    for run in &rows.runs {
+        insert_run(conn, run)?;
+    }
     for (run, delivery_id, op, delivery) in &rows.notices {
         accept_notice(conn, run, delivery_id, *op, delivery)?;
     }
