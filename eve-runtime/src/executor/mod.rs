@@ -651,9 +651,12 @@ impl Driver {
     /// the runs they start.
     fn take_records(&mut self) {
         let mut state = self.core.lock();
-        self.pending.append(&mut state.outbox);
-        self.pending_runs.append(&mut state.starts);
-        self.pending_run_notices.append(&mut state.start_notices);
+        // Taken rather than drained, so a parked run keeps no spare capacity.
+        self.pending.extend(std::mem::take(&mut state.outbox));
+        if !state.starts.is_empty() {
+            self.pending_runs.append(&mut state.starts);
+            self.pending_run_notices.append(&mut state.start_notices);
+        }
     }
 
     /// Drops what is pending: it will never be journaled.
