@@ -100,8 +100,8 @@ async fn fake(replies: Vec<Reply>) -> (Arc<Fake>, OpenAiModel) {
 fn request() -> ModelRequest {
     ModelRequest {
         system: "You deploy services.".into(),
-        messages: vec![Message::user("Deploy api")],
-        tools: vec![ToolSpec {
+        messages: Arc::new(vec![Message::user("Deploy api")]),
+        tools: vec![Arc::new(ToolSpec {
             name: "deploy".into(),
             description: "Deploys a service.".into(),
             input_schema: json!({
@@ -113,7 +113,7 @@ fn request() -> ModelRequest {
                 },
                 "required": ["service"],
             }),
-        }],
+        })],
     }
 }
 

@@ -200,7 +200,7 @@ fn shown(request: &ModelRequest) -> String {
 /// Every `<task_result>` block the model was shown, in order.
 fn result_blocks(request: &ModelRequest) -> Vec<String> {
     let mut blocks = Vec::new();
-    for message in &request.messages {
+    for message in request.messages.iter() {
         for line in message.content().lines().filter(|line| line.starts_with("<task_result")) {
             blocks.push(line.to_owned());
         }

@@ -1322,8 +1322,8 @@ fn call_model(
     StepCall::new(&MODEL_STEP, step, move |_: u64, ctx: StepCtx| {
         let request = ModelRequest {
             system: request.system.clone(),
-            messages: request.messages.to_vec(),
-            tools: request.tools.iter().map(|tool| ToolSpec::clone(tool)).collect(),
+            messages: request.messages.clone(),
+            tools: request.tools.clone(),
         };
         let (plain, prefix, agent) = (plain.clone(), prefix.clone(), agent.clone());
         async move {

@@ -84,15 +84,18 @@ pub struct ToolSpec {
 }
 
 /// What a session shows the model for one step.
+///
+/// The conversation and the tool specs are shared with the session (`Arc`): a step costs no copy
+/// of either, however long the conversation grows. A model that needs its own copy clones it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelRequest {
     /// The system prompt.
     pub system: String,
     /// The conversation, oldest first.
-    pub messages: Vec<Message>,
+    pub messages: Arc<Vec<Message>>,
     /// The tools the model may call.
-    pub tools: Vec<ToolSpec>,
+    pub tools: Vec<Arc<ToolSpec>>,
 }
 
 impl ModelRequest {

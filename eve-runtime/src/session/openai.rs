@@ -192,7 +192,7 @@ fn request_body(model: &str, request: &ModelRequest) -> Value {
     if !request.system.is_empty() {
         messages.push(json!({ "role": "system", "content": request.system }));
     }
-    for message in &request.messages {
+    for message in request.messages.iter() {
         messages.push(match message {
             Message::User { content } => json!({ "role": "user", "content": content }),
             Message::Assistant { content, tool_calls } if tool_calls.is_empty() => {
@@ -219,7 +219,7 @@ fn request_body(model: &str, request: &ModelRequest) -> Value {
     }
     let mut body = json!({ "model": model, "stream": true, "messages": messages });
     if !request.tools.is_empty() {
-        body["tools"] = request.tools.iter().map(function).collect();
+        body["tools"] = request.tools.iter().map(|tool| function(tool)).collect();
     }
     body
 }

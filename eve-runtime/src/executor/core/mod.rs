@@ -24,7 +24,7 @@ pub(crate) use self::definition::{AttemptFn, StepAttempt};
 pub use self::definition::{Backoff, RetryPolicy, StepDef};
 pub(crate) use self::services::Services;
 use crate::error::NonDeterminismError;
-use crate::journal::{Entry, InputHash, Op, OpKind, OpSignature, RecordKind, RunId, SourceLocation, StepOutcome};
+use crate::journal::{Entry, InputHash, Op, OpSignature, RecordKind, RunId, SourceLocation, StepOutcome};
 use crate::secret::Token;
 use crate::time::Timestamp;
 
@@ -359,17 +359,35 @@ impl RunCore {
     /// `fresh()` when the journal has none.
     #[track_caller]
     pub fn record(&self, kind: RecordKind, fresh: impl FnOnce() -> Value) -> Option<Value> {
-        let op_kind = kind.op_kind();
-        let signature =
-            OpSignature { kind: op_kind, name: op_kind.to_string().into(), input_hash: InputHash::default() };
-        let op = self.create(signature, Slot::Recorded)?;
-        let mut state = self.lock();
+        let (op, mut state) = self.create_record(kind)?;
         if let Some(value) = state.index.recorded.get(&op) {
             return Some(value.clone());
         }
         let value = fresh();
         state.outbox.push(Entry::Recorded { op, kind, value: value.clone() });
         Some(value)
+    }
+
+    /// Records `fresh()` unless the journal records this op already, like [`RunCore::record`],
+    /// but hands nothing back, so the value is moved into the journal rather than copied (a
+    /// published event, which the body never reads back).
+    #[track_caller]
+    pub fn record_only(&self, kind: RecordKind, fresh: impl FnOnce() -> Value) {
+        let Some((op, mut state)) = self.create_record(kind) else { return };
+        if !state.index.recorded.contains_key(&op) {
+            let value = fresh();
+            state.outbox.push(Entry::Recorded { op, kind, value });
+        }
+    }
+
+    /// Takes the next op for a record of `kind` (see [`RunCore::create`]) and locks the state.
+    #[track_caller]
+    fn create_record(&self, kind: RecordKind) -> Option<(Op, MutexGuard<'_, CoreState>)> {
+        let op_kind = kind.op_kind();
+        let signature =
+            OpSignature { kind: op_kind, name: op_kind.to_string().into(), input_hash: InputHash::default() };
+        let op = self.create(signature, Slot::Recorded)?;
+        Some((op, self.lock()))
     }
 
     /// Starts the child run `child()` makes, with `notices` to it, in the append that journals
@@ -380,13 +398,7 @@ impl RunCore {
         &self,
         child: impl FnOnce() -> (crate::store::NewRun, Vec<crate::store::Notice>),
     ) -> Option<RunId> {
-        let signature = OpSignature {
-            kind: OpKind::Started,
-            name: OpKind::Started.to_string().into(),
-            input_hash: InputHash::default(),
-        };
-        let op = self.create(signature, Slot::Recorded)?;
-        let mut state = self.lock();
+        let (op, mut state) = self.create_record(RecordKind::Started)?;
         if let Some(value) = state.index.recorded.get(&op) {
             return value["run"].as_str().and_then(|run| run.parse().ok());
         }
