@@ -81,6 +81,27 @@ impl StartOptions {
         self
     }
 
+    /// The run these options start: `id` (the options' own, if they name one), of `descriptor`,
+    /// with `input`, created at `created_at`.
+    pub(crate) fn new_run(
+        &self,
+        id: RunId,
+        descriptor: &ToolDescriptor,
+        input: Value,
+        created_at: crate::time::Timestamp,
+    ) -> NewRun {
+        NewRun {
+            id,
+            workflow_id: descriptor.workflow_id.to_owned(),
+            tool: descriptor.name.to_owned(),
+            input,
+            created_at,
+            principal: self.principal.clone(),
+            interactive: self.interactive,
+            parent: self.parent.clone(),
+        }
+    }
+
     /// Nobody can answer this run's questions (a scheduled run, say): `ctx.ask` resolves
     /// `unavailable` at once.
     pub fn non_interactive(mut self) -> Self {
@@ -685,22 +706,13 @@ impl Runtime {
     ) -> Result<RunHandle, Error> {
         check_start_input(descriptor, &input)?;
         let shared = &self.shared;
-        let id = options.id.unwrap_or_else(RunId::generate);
+        let id = options.id.clone().unwrap_or_else(RunId::generate);
+        let new = options.new_run(id.clone(), descriptor, input.clone(), shared.services.clock.now());
         let started = Started {
             principal: options.principal,
             interactive: options.interactive,
             continued: 0,
-            parent: options.parent.clone(),
-        };
-        let new = NewRun {
-            id: id.clone(),
-            workflow_id: descriptor.workflow_id.to_owned(),
-            tool: descriptor.name.to_owned(),
-            input: input.clone(),
-            created_at: shared.services.clock.now(),
-            principal: started.principal.clone(),
-            interactive: started.interactive,
-            parent: started.parent.clone(),
+            parent: options.parent,
         };
         if shared.is_client() {
             return self.hand_over(new, descriptor).await;

@@ -41,7 +41,7 @@ use crate::journal::{ChildReport, Entry, Op, OpKind, ParentLink, RecordKind, Run
 use crate::registry::{BodyFuture, EntryPoint, InternalWorkflow, Shape, ToolDescriptor};
 use crate::runtime::{Runtime, StartOptions};
 use crate::step::{Backoff, RetryPolicy, StepCall, StepCtx, StepDef};
-use crate::store::{Delivery, NewRun, Notice};
+use crate::store::{Delivery, Notice};
 use crate::time::Timestamp;
 use crate::wait::{Hook, create_hook, sleep, sleep_until};
 use futures::future::Either;
@@ -952,16 +952,7 @@ impl<'c> Body<'c> {
         }
         crate::runtime::check_start_input(tool, &input).map_err(|error| error.to_string())?;
         let child = || {
-            let new = NewRun {
-                id: run.clone(),
-                workflow_id: tool.workflow_id.to_owned(),
-                tool: tool.name.to_owned(),
-                input,
-                created_at: core.services.clock.now(),
-                principal: None,
-                interactive: true,
-                parent: Some(parent),
-            };
+            let new = StartOptions::new().parent(parent).new_run(run.clone(), tool, input, core.services.clock.now());
             let notices = first.map(|call| Notice {
                 run: run.clone(),
                 delivery_id: call_delivery_id(run, &call),

@@ -250,16 +250,16 @@ impl PostgresStore {
     }
 
     /// `run` encoded, claimed by `owner` if there is one.
-    fn encode_new_run(&self, run: NewRun, owner: Option<&WorkerId>) -> Result<NewRunRow, StoreError> {
+    fn encode_new_run(&self, run: &NewRun, owner: Option<&WorkerId>) -> Result<NewRunRow, StoreError> {
         let entry = run.started_entry();
         Ok(NewRunRow {
             entry: codec::encode_entry(&entry, self.options.max_entry_bytes)?,
             changes: IndexChanges::of(std::slice::from_ref(&entry)),
             owner: owner
                 .map(|owner| (owner.clone(), run.created_at.saturating_add(self.options.creation_lease).as_millis())),
-            id: run.id,
-            workflow_id: run.workflow_id,
-            tool: run.tool,
+            id: run.id.clone(),
+            workflow_id: run.workflow_id.clone(),
+            tool: run.tool.clone(),
             created_at: run.created_at.as_millis(),
         })
     }
@@ -289,7 +289,7 @@ impl PostgresStore {
             entries,
             consumed: writes::inbox_ids(&append.consumed),
             changes: IndexChanges::of(&append.entries),
-            runs: append.runs.iter().map(|run| self.encode_new_run(run.clone(), None)).collect::<Result<_, _>>()?,
+            runs: append.runs.iter().map(|run| self.encode_new_run(run, None)).collect::<Result<_, _>>()?,
         })
     }
 
@@ -360,7 +360,7 @@ macro_rules! with_client {
 #[async_trait]
 impl Store for PostgresStore {
     async fn create_run(&self, run: NewRun, owner: &WorkerId) -> Result<Created, StoreError> {
-        let row = self.encode_new_run(run, Some(owner))?;
+        let row = self.encode_new_run(&run, Some(owner))?;
         with_client!(self, format!("creating run {}", row.id), |client| writes::create_run(&mut client, &row))
     }
 

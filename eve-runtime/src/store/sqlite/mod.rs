@@ -151,14 +151,14 @@ impl SqliteStore {
         &self.path
     }
 
-    fn encode_new_run(&self, run: NewRun) -> Result<NewRunRow, StoreError> {
+    fn encode_new_run(&self, run: &NewRun) -> Result<NewRunRow, StoreError> {
         let entry = run.started_entry();
         Ok(NewRunRow {
             entry: codec::encode_entry(&entry, self.options.max_entry_bytes)?,
             changes: IndexChanges::of(std::slice::from_ref(&entry)),
-            id: run.id,
-            workflow_id: run.workflow_id,
-            tool: run.tool,
+            id: run.id.clone(),
+            workflow_id: run.workflow_id.clone(),
+            tool: run.tool.clone(),
             created_at: run.created_at.as_millis(),
         })
     }
@@ -184,7 +184,7 @@ impl SqliteStore {
             consumed: append.consumed.clone(),
             changes: IndexChanges::of(&append.entries),
             notices,
-            runs: append.runs.iter().map(|run| self.encode_new_run(run.clone())).collect::<Result<_, _>>()?,
+            runs: append.runs.iter().map(|run| self.encode_new_run(run)).collect::<Result<_, _>>()?,
         })
     }
 }
@@ -193,7 +193,7 @@ impl SqliteStore {
 impl Store for SqliteStore {
     async fn create_run(&self, run: NewRun, _owner: &WorkerId) -> Result<Created, StoreError> {
         // Claims live in memory (see the module documentation), so the owner is not stored.
-        let row = self.encode_new_run(run)?;
+        let row = self.encode_new_run(&run)?;
         let epochs = self.epochs.clone();
         self.writer.submit(move |conn| writes::create_run(conn, &row, &epochs)).await
     }
