@@ -18,7 +18,7 @@ use eve_tools::session::{
     UserMessage, strings,
 };
 use eve_tools::store::{MemoryStore, RunQuery};
-use eve_tools::{Answer, Entry, Receive, ServeCtx};
+use eve_tools::{Answer, Entry, Receive, RunEvent, RunId, ServeCtx};
 use futures::StreamExt;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -209,6 +209,98 @@ fn result_blocks(request: &ModelRequest) -> Vec<String> {
 }
 
 // ---- scenarios
+
+/// Each resume `events` holds: its run, and whether it came from the warm cache; in order.
+fn resumes(events: &mut tokio::sync::broadcast::Receiver<RunEvent>) -> Vec<(RunId, bool)> {
+    let mut resumes = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        if let RunEvent::Resumed { run, from_cache, .. } = event {
+            resumes.push((run, from_cache));
+        }
+    }
+    resumes
+}
+
+/// Whether each resume of `run` in `resumes` came from the warm cache.
+fn warm(resumes: &[(RunId, bool)], run: &RunId) -> Vec<bool> {
+    resumes.iter().filter(|(resumed, _)| resumed == run).map(|(_, warm)| *warm).collect()
+}
+
+/// The warm cache keeps only the most recently active sessions that are idle between turns
+/// (`warm_idle_runs`); an older one leaves memory, and its next message replays its history and
+/// gets the answer a warm session would. A session parked mid-turn, on a task, is not idle.
+#[tokio::test]
+async fn only_the_most_recently_active_idle_sessions_stay_warm() {
+    let world = World::in_memory();
+    let count_messages = |request: &ModelRequest| {
+        let users: Vec<&str> = request
+            .messages
+            .iter()
+            .filter_map(|message| match message {
+                Message::User { content } => Some(content.as_str()),
+                _ => None,
+            })
+            .collect();
+        ModelResponse::text(format!("seen: {}", users.join(", ")))
+    };
+    let runtime = world.builder(16).warm_idle_runs(1).model(ScriptedModel::new(count_messages)).build().unwrap();
+    let mut events = runtime.events();
+    let (a, b) = (session(&runtime, &[]).await, session(&runtime, &[]).await);
+    runtime.settle().await;
+    // Both parked idle; `a` parked first, so it left memory when `b` parked.
+    b.send("b1").await.unwrap();
+    runtime.settle().await;
+    a.send("a1").await.unwrap();
+    runtime.settle().await;
+    a.send("a2").await.unwrap();
+    runtime.settle().await;
+    b.send("b2").await.unwrap();
+    runtime.settle().await;
+    let resumed = resumes(&mut events);
+    assert_eq!(warm(&resumed, a.id()), [false, true], "a: evicted by b, then the most recent");
+    assert_eq!(warm(&resumed, b.id()), [true, false], "b: the most recent, then evicted by a");
+    let answers = |events: Vec<SessionEvent>| -> Vec<String> {
+        events.iter().filter_map(|event| event.field("text").map(str::to_owned)).collect()
+    };
+    assert_eq!(answers(a.history(0).await.unwrap()), ["seen: a1", "seen: a1, a2"]);
+    assert_eq!(answers(b.history(0).await.unwrap()), ["seen: b1", "seen: b1, b2"]);
+
+    // No idle session is kept at all, but one whose turn waits on its task is not idle.
+    let world = World::in_memory();
+    let runtime = world
+        .builder(16)
+        .warm_idle_runs(0)
+        .model(ScriptedModel::new(|request| {
+            let shown = shown(request);
+            if shown.contains("<task_result id=") {
+                ModelResponse::text("Deployed.")
+            } else if shown == "Deploy api" {
+                ModelResponse::call("deploy", json!({ "service": "api" }))
+            } else if shown.starts_with("Started task deploy-") {
+                ModelResponse::call("task_wait", json!({}))
+            } else {
+                ModelResponse::text("You are welcome.")
+            }
+        }))
+        .build()
+        .unwrap();
+    let mut events = runtime.events();
+    let session = session(&runtime, &["deploy"]).await;
+    runtime.settle().await;
+    session.send("Deploy api").await.unwrap();
+    read_until(&session, 0, "turn.waiting").await;
+    runtime.settle().await;
+    runtime.resume_hook("deploy-api", json!({ "ok": true })).await.unwrap();
+    read_until(&session, 0, "session.waiting").await;
+    runtime.settle().await;
+    session.send("Thanks").await.unwrap();
+    runtime.settle().await;
+    let warm = warm(&resumes(&mut events), session.id());
+    assert_eq!(warm.first(), Some(&false), "idle before the first message: not kept");
+    assert_eq!(warm.last(), Some(&false), "idle after the turn: not kept");
+    assert!(warm.len() >= 3, "the turn parked on its task and resumed: {warm:?}");
+    assert!(warm[1..warm.len() - 1].iter().all(|warm| *warm), "parked mid-turn: kept warm, {warm:?}");
+}
 
 /// A task started, waited on, settled, its result delivered and the turn completed, in that order.
 #[tokio::test]

@@ -923,6 +923,11 @@ impl Driver {
         Ok(RunOutcome::Cancelled)
     }
 
+    /// Whether the body parked idle: see [`RunCore::set_idle`].
+    pub fn is_idle(&self) -> bool {
+        self.core.lock().idle
+    }
+
     /// Prepares a parked driver to run again after the warm cache hands it back.
     pub fn resumed_from_cache(&mut self, rt: &Engine) {
         rt.events.emit(|| RunEvent::Resumed { run: self.core.run.clone(), replayed: 0, from_cache: true });

@@ -37,6 +37,7 @@ pub struct RuntimeBuilder {
     clock: Arc<dyn Clock>,
     key: Option<SecretKey>,
     cache_capacity: usize,
+    idle_capacity: usize,
     grace: Duration,
     lease: Duration,
     heartbeat: Duration,
@@ -69,6 +70,7 @@ impl RuntimeBuilder {
             clock: Arc::new(SystemClock),
             key: None,
             cache_capacity: 4096,
+            idle_capacity: DEFAULT_WARM_IDLE,
             grace: DEFAULT_GRACE,
             lease: DEFAULT_LEASE,
             heartbeat: DEFAULT_HEARTBEAT,
@@ -159,6 +161,16 @@ impl RuntimeBuilder {
     /// 0 disables the cache, so every resume replays).
     pub fn warm_cache(mut self, runs: usize) -> Self {
         self.cache_capacity = runs;
+        self
+    }
+
+    /// Of the runs the warm cache keeps, keeps at most `runs` that parked idle: sessions between
+    /// turns with no task working, which wait on a person and may wait for days (default 32).
+    /// The most recently active stay; an older one leaves memory, and its next message replays
+    /// its current history (at most `compact_every` turns, typically well under a millisecond).
+    /// A session parked mid-turn, waiting on a tool or a task, is not idle.
+    pub fn warm_idle_runs(mut self, runs: usize) -> Self {
+        self.idle_capacity = runs;
         self
     }
 
@@ -316,7 +328,7 @@ impl RuntimeBuilder {
                     stopping: watch::channel(false).0,
                     wake,
                 },
-                self.cache_capacity,
+                super::CacheLimits { runs: self.cache_capacity, idle: self.idle_capacity },
                 self.replay_concurrency,
                 sharing,
             )
@@ -339,6 +351,10 @@ pub(crate) struct Opening<'a> {
 }
 
 /// How long a claim of a shared store lasts unless renewed, unless told otherwise.
+/// How many idle runs the warm cache keeps by default: enough for the sessions people are talking
+/// to right now; the many more left idle would each hold about 7 KB for nothing.
+const DEFAULT_WARM_IDLE: usize = 32;
+
 const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
 /// How often a worker renews its leases, unless told otherwise.

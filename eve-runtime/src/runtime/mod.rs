@@ -296,7 +296,7 @@ pub(crate) struct Shared {
 impl Shared {
     /// The runtime's state around `engine`, keeping up to `cache` parked runs warm and replaying
     /// at most `replays` runs at once.
-    pub(crate) fn new(engine: Engine, cache: usize, replays: usize, sharing: worker::Settings) -> Self {
+    pub(crate) fn new(engine: Engine, cache: CacheLimits, replays: usize, sharing: worker::Settings) -> Self {
         Shared {
             engine,
             runs: Mutex::new(HashMap::new()),
@@ -611,43 +611,76 @@ impl Start {
     }
 }
 
+/// How many parked runs the warm cache keeps: see [`RuntimeBuilder::warm_cache`] and
+/// [`RuntimeBuilder::warm_idle_runs`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CacheLimits {
+    pub runs: usize,
+    pub idle: usize,
+}
+
 /// Parked executors kept in memory so a resume costs no replay; the least recently parked is
-/// evicted first.
+/// evicted first; and as soon as more runs that parked idle (a session between turns) are kept
+/// than their own limit, the least recently parked of them.
 struct WarmCache {
-    capacity: usize,
+    limits: CacheLimits,
     tick: u64,
-    entries: HashMap<RunId, (u64, Box<Driver>)>,
+    entries: HashMap<RunId, Cached>,
     order: BTreeMap<u64, RunId>,
+    idle: BTreeMap<u64, RunId>,
+}
+
+/// A parked executor in the warm cache, with when it parked and whether it parked idle.
+struct Cached {
+    tick: u64,
+    idle: bool,
+    driver: Box<Driver>,
 }
 
 impl WarmCache {
-    fn new(capacity: usize) -> Self {
-        WarmCache { capacity, tick: 0, entries: HashMap::new(), order: BTreeMap::new() }
+    fn new(limits: CacheLimits) -> Self {
+        WarmCache { limits, tick: 0, entries: HashMap::new(), order: BTreeMap::new(), idle: BTreeMap::new() }
     }
 
     /// Inserts a parked executor, returning the one it evicts, if any.
     fn insert(&mut self, driver: Box<Driver>) -> Option<Box<Driver>> {
-        if self.capacity == 0 {
+        let idle = driver.is_idle();
+        if self.limits.runs == 0 || (idle && self.limits.idle == 0) {
             return Some(driver);
         }
         self.tick += 1;
-        let run = driver.run_id().clone();
-        self.order.insert(self.tick, run.clone());
-        if let Some((old_tick, old)) = self.entries.insert(run, (self.tick, driver)) {
-            self.order.remove(&old_tick);
-            return Some(old);
+        let (run, tick) = (driver.run_id().clone(), self.tick);
+        self.order.insert(tick, run.clone());
+        if idle {
+            self.idle.insert(tick, run.clone());
         }
-        if self.entries.len() <= self.capacity {
-            return None;
+        if let Some(old) = self.entries.insert(run, Cached { tick, idle, driver }) {
+            self.forget(&old);
+            return Some(old.driver);
         }
-        let (_, oldest) = self.order.pop_first()?;
-        self.entries.remove(&oldest).map(|(_, driver)| driver)
+        let oldest = if self.idle.len() > self.limits.idle {
+            self.idle.first_key_value()
+        } else if self.entries.len() > self.limits.runs {
+            self.order.first_key_value()
+        } else {
+            None
+        };
+        let oldest = oldest.map(|(_, run)| run.clone())?;
+        self.take(&oldest)
     }
 
     fn take(&mut self, run: &RunId) -> Option<Box<Driver>> {
-        let (tick, driver) = self.entries.remove(run)?;
-        self.order.remove(&tick);
-        Some(driver)
+        let cached = self.entries.remove(run)?;
+        self.forget(&cached);
+        Some(cached.driver)
+    }
+
+    /// Removes `cached` from the eviction orders.
+    fn forget(&mut self, cached: &Cached) {
+        self.order.remove(&cached.tick);
+        if cached.idle {
+            self.idle.remove(&cached.tick);
+        }
     }
 }
 
@@ -834,7 +867,7 @@ impl Runtime {
     pub async fn shutdown(self) {
         let shared = self.shared;
         shared.stopping.send_replace(true);
-        *lock(&shared.cache) = WarmCache::new(0);
+        *lock(&shared.cache) = WarmCache::new(CacheLimits { runs: 0, idle: 0 });
         let mut tasks = shared.tasks.subscribe();
         let _ = tasks.wait_for(|count| *count == 0).await;
     }

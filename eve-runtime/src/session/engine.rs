@@ -339,7 +339,13 @@ impl<'c> Body<'c> {
                 }
                 continue;
             }
-            let Some(inbound) = self.next().await else { return Ok(()) };
+            // Between turns with no task working, the session waits on a person: idle, so the
+            // warm cache keeps only the most recently active of such sessions.
+            let core = self.ctx.core();
+            core.set_idle(self.tasks.working_count() == 0);
+            let inbound = self.next().await;
+            core.set_idle(false);
+            let Some(inbound) = inbound else { return Ok(()) };
             match inbound {
                 Inbound::Message(message) => {
                     // Boxed: a turn's futures are large, and a session parked between turns (the

@@ -262,6 +262,9 @@ pub(crate) struct CoreState {
     pub new_asks: Vec<(Op, crate::journal::ask::Ask)>,
     /// Asks the body withdrew, for the executor to resolve.
     pub withdrawals: Vec<Op>,
+    /// Whether the body waits with nothing under way for something that may be long in coming
+    /// (a session between turns waits on a person): the warm cache keeps fewer such runs.
+    pub idle: bool,
 }
 
 /// The state one run's body shares with its executor.
@@ -303,11 +306,18 @@ impl RunCore {
             cancel_wakers: Vec::new(),
             new_asks: Vec::new(),
             withdrawals: Vec::new(),
+            idle: false,
         };
         let principal =
             started.principal.clone().map_or_else(crate::auth::Principal::anonymous, crate::auth::Principal::new);
         let interactive = started.interactive;
         RunCore { run, services, principal, interactive, task_id, started: started.clone(), state: Mutex::new(state) }
+    }
+
+    /// Says whether the body now waits idle (see [`CoreState::idle`]); a hint to the warm
+    /// cache, never journaled.
+    pub fn set_idle(&self, idle: bool) {
+        self.lock().idle = idle;
     }
 
     pub fn lock(&self) -> MutexGuard<'_, CoreState> {
