@@ -3,7 +3,11 @@
 //! 1. `tools/call` of a plain tool over stdio: an rmcp client calls `echo` on a host process
 //!    (`bin/mcp_bench_host.rs`, `mcp-bench-host mcp`) through its stdin and stdout, against the
 //!    same tool's fn called directly. The summary gives both medians, the latency MCP adds at
-//!    p50 (target ≤ 100 µs) and their ratio.
+//!    p50 (target ≤ 100 µs) and their ratio. Then each call is timed on its own, 5,000 of them,
+//!    for true percentiles, from two clients: the rmcp client, and the thinnest client there is
+//!    (one thread writing a request line to the pipe and parsing the answer line), which shows
+//!    what the server and the pipes add without any client library's share. Both against
+//!    eve's server and a bare rmcp handler on the same transport.
 //! 2. 1,000 tasks parked on questions: a client with the tasks extension starts 1,000 runs of
 //!    `ask_once` on one host process (SQLite store), waits until each shows `input_required`,
 //!    then reads the host's resident memory (target < 50 MB). The same is done with a server in
@@ -13,7 +17,7 @@
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
-use eve_benches::{SAMPLES, current_thread, heading, micros, multi_thread, record, report, size};
+use eve_benches::{SAMPLES, current_thread, heading, heading_once, micros, multi_thread, record, report, size};
 use eve_tools::mcp::McpServer;
 use eve_tools::mcp::rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, GetTaskParams, Implementation,
@@ -53,7 +57,7 @@ async fn spawn(dir: &std::path::Path, tasks: bool, mode: &str) -> (RunningServic
     (client, pid)
 }
 
-fn latency(criterion: &mut Criterion, dir: &std::path::Path) {
+fn latency(criterion: &mut Criterion, dir: &std::path::Path) -> Singles {
     // The client's own runtime is single-threaded, as an agent's stdio loop often is: no
     // cross-thread wake-ups on its side of the pipes.
     let tokio = current_thread();
@@ -100,10 +104,101 @@ fn latency(criterion: &mut Criterion, dir: &std::path::Path) {
         })
     });
     group.finish();
+    let rmcp = (rmcp_calls(&tokio, &client), rmcp_calls(&tokio, &raw));
     tokio.block_on(async move {
         let _ = client.cancel().await;
         let _ = raw.cancel().await;
     });
+    let line = (line_calls(&dir.join("line"), "mcp"), line_calls(&dir.join("line-raw"), "raw"));
+    Singles { rmcp, line }
+}
+
+/// Percentiles of single `tools/call` round trips, in µs: p50 and p90.
+struct Percentiles {
+    p50: f64,
+    p90: f64,
+}
+
+impl Percentiles {
+    fn of(mut calls: Vec<Duration>) -> Percentiles {
+        calls.sort();
+        let at = |q: f64| calls[((calls.len() - 1) as f64 * q) as usize].as_nanos() as f64 / 1_000.0;
+        Percentiles { p50: at(0.5), p90: at(0.9) }
+    }
+}
+
+/// How many single calls each percentile figure times, after a tenth as many untimed.
+fn single_calls() -> usize {
+    size(5_000, 50) as usize
+}
+
+/// Times single `tools/call`s of `echo` from the rmcp client, one at a time.
+fn rmcp_calls(tokio: &tokio::runtime::Runtime, client: &RunningService<RoleClient, ClientConfig>) -> Percentiles {
+    tokio.block_on(async {
+        let mut calls = Vec::with_capacity(single_calls());
+        for index in 0..single_calls() + single_calls() / 10 {
+            let params = CallToolRequestParams::new("echo").with_arguments(arguments(json!({"text": "hello"})));
+            let start = Instant::now();
+            let result = client.call_tool(params).await.expect("echo answers");
+            let took = start.elapsed();
+            std::hint::black_box(result);
+            if index >= single_calls() / 10 {
+                calls.push(took);
+            }
+        }
+        Percentiles::of(calls)
+    })
+}
+
+/// Times single `tools/call`s of `echo` from the thinnest client: blocking writes of one JSON-RPC
+/// line to the host's stdin and blocking reads of the answer line from its stdout, on this thread.
+fn line_calls(dir: &std::path::Path, mode: &str) -> Percentiles {
+    use std::io::{BufRead, BufReader, Write};
+    let mut host = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-bench-host"))
+        .arg(mode)
+        .env("EVE_DATA_DIR", dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("the bench host starts");
+    let mut input = host.stdin.take().expect("the host's stdin is piped");
+    let mut output = BufReader::new(host.stdout.take().expect("the host's stdout is piped"));
+    let mut line = String::new();
+    let mut call = |request: &serde_json::Value, answer: bool| {
+        let mut text = request.to_string();
+        text.push('\n');
+        input.write_all(text.as_bytes()).expect("the host reads its stdin");
+        if answer {
+            line.clear();
+            output.read_line(&mut line).expect("the host answers");
+            // Parsed, as any client must before it can use the answer.
+            let answer: serde_json::Value = serde_json::from_str(&line).expect("the answer is JSON");
+            assert!(answer.get("result").is_some(), "{line}");
+        }
+    };
+    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "eve-bench", "version": "0"}}});
+    call(&initialize, true);
+    call(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}), false);
+    let mut calls = Vec::with_capacity(single_calls());
+    for index in 0..single_calls() + single_calls() / 10 {
+        let request = json!({"jsonrpc": "2.0", "id": index + 1, "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"text": "hello"}}});
+        let start = Instant::now();
+        call(&request, true);
+        if index >= single_calls() / 10 {
+            calls.push(start.elapsed());
+        }
+    }
+    drop(input);
+    let _ = host.wait();
+    Percentiles::of(calls)
+}
+
+/// The single-call percentiles: (rmcp client → eve, → bare rmcp), (line client → eve, → bare rmcp).
+struct Singles {
+    rmcp: (Percentiles, Percentiles),
+    line: (Percentiles, Percentiles),
 }
 
 /// What the parked-tasks check found.
@@ -175,7 +270,7 @@ fn parked(dir: &std::path::Path) -> Parked {
     Parked { tasks: count, host_rss, in_process_tasks_before, in_process_tasks_after, elapsed }
 }
 
-fn summary(parked: &Parked) {
+fn summary(singles: &Singles, parked: &Parked) {
     heading("MCP: tools/call of a plain tool over stdio");
     let (direct, stdio) = (micros("direct"), micros("stdio"));
     report("direct fn call, median", format!("{:.2} µs", direct), "");
@@ -185,6 +280,12 @@ fn summary(parked: &Parked) {
     let raw = micros("raw");
     report("the same echo on a bare rmcp handler, median", format!("{raw:.1} µs"), "");
     report("  eve's share (eve − bare rmcp)", format!("{:.1} µs", stdio - raw), "");
+    heading_once("MCP: single tools/call round trips, 5,000 timed one by one (p50 / p90)");
+    let both = |percentiles: &Percentiles| format!("{:.1} / {:.1} µs", percentiles.p50, percentiles.p90);
+    report("rmcp client → eve's server", both(&singles.rmcp.0), "");
+    report("rmcp client → bare rmcp handler", both(&singles.rmcp.1), "");
+    report("line client → eve's server: what the server and pipes add", both(&singles.line.0), "≤ 100 µs at p50");
+    report("line client → bare rmcp handler", both(&singles.line.1), "");
     heading("MCP: tasks parked on questions, one server");
     let megabytes = parked.host_rss as f64 / (1024.0 * 1024.0);
     report(
@@ -200,8 +301,8 @@ fn summary(parked: &Parked) {
 fn main() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a scratch directory under target/");
     let mut criterion = Criterion::default().without_plots().configure_from_args();
-    latency(&mut criterion, &dir.path().join("latency"));
+    let singles = latency(&mut criterion, &dir.path().join("latency"));
     let parked = parked(dir.path());
     criterion.final_summary();
-    summary(&parked);
+    summary(&singles, &parked);
 }
