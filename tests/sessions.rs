@@ -213,12 +213,14 @@ fn result_blocks(request: &ModelRequest) -> Vec<String> {
 /// Each resume `events` holds: its run, and whether it came from the warm cache; in order.
 fn resumes(events: &mut tokio::sync::broadcast::Receiver<RunEvent>) -> Vec<(RunId, bool)> {
     let mut resumes = Vec::new();
-    while let Ok(event) = events.try_recv() {
-        if let RunEvent::Resumed { run, from_cache, .. } = event {
-            resumes.push((run, from_cache));
+    loop {
+        match events.try_recv() {
+            Ok(RunEvent::Resumed { run, from_cache, .. }) => resumes.push((run, from_cache)),
+            Ok(_) => {}
+            Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_)) => panic!("the test fell behind the events"),
+            Err(_) => return resumes,
         }
     }
-    resumes
 }
 
 /// Whether each resume of `run` in `resumes` came from the warm cache.
@@ -300,6 +302,61 @@ async fn only_the_most_recently_active_idle_sessions_stay_warm() {
     assert_eq!(warm.last(), Some(&false), "idle after the turn: not kept");
     assert!(warm.len() >= 3, "the turn parked on its task and resumed: {warm:?}");
     assert!(warm[1..warm.len() - 1].iter().all(|warm| *warm), "parked mid-turn: kept warm, {warm:?}");
+}
+
+/// Many sessions take messages from many callers at once while at most two idle sessions stay
+/// warm, so sessions leave memory and replay continually under the deliveries: every message is
+/// still taken exactly once, in a turn of its own that completes once, on memory and on SQLite.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_sessions_evicted_while_messages_pour_in_take_each_message_once() {
+    const SESSIONS: usize = 12;
+    const CALLERS: usize = 3;
+    const MESSAGES: usize = 4;
+    let dir = tempfile::tempdir().unwrap();
+    for world in [World::in_memory(), World::sqlite(dir.path())] {
+        let echo = |request: &ModelRequest| match request.messages.last() {
+            Some(Message::User { content }) => ModelResponse::text(format!("got: {content}")),
+            other => ModelResponse::text(format!("unexpected: {other:?}")),
+        };
+        let builder = world.builder(16).warm_idle_runs(2).event_capacity(1 << 16);
+        let runtime = builder.model(ScriptedModel::new(echo)).build().unwrap();
+        let mut sessions = Vec::new();
+        for _ in 0..SESSIONS {
+            sessions.push(session(&runtime, &[]).await);
+        }
+        runtime.settle().await; // All idle: all but two left memory.
+        let sends = sessions.iter().enumerate().flat_map(|(index, session)| {
+            (0..CALLERS).map(move |caller| async move {
+                for message in 0..MESSAGES {
+                    let text = format!("s{index}-c{caller}-m{message}");
+                    let message = UserMessage::new(text).policy(TurnPolicy::Queue).caller(format!("c{caller}"));
+                    session.send_message(message).await.unwrap();
+                    tokio::task::yield_now().await;
+                }
+            })
+        });
+        let mut events = runtime.events();
+        futures::future::join_all(sends).await;
+        runtime.settle().await;
+        let replayed = resumes(&mut events).iter().filter(|(_, warm)| !warm).count();
+        assert!(replayed >= SESSIONS - 2, "sessions left memory and replayed under the deliveries: {replayed}");
+        for (index, session) in sessions.iter().enumerate() {
+            let events = session.history(0).await.unwrap();
+            let mut answers: Vec<&str> = events
+                .iter()
+                .filter(|event| event.name == "message.completed")
+                .filter_map(|event| event.field("text"))
+                .collect();
+            answers.sort_unstable();
+            let mut expected: Vec<String> = (0..CALLERS)
+                .flat_map(|caller| (0..MESSAGES).map(move |message| format!("got: s{index}-c{caller}-m{message}")))
+                .collect();
+            expected.sort_unstable();
+            assert_eq!(answers, expected, "session {index}: each message answered once");
+            let completed = events.iter().filter(|event| event.name == "turn.completed").count();
+            assert_eq!(completed, CALLERS * MESSAGES, "session {index}: one turn per message");
+        }
+    }
 }
 
 /// A task started, waited on, settled, its result delivered and the turn completed, in that order.
