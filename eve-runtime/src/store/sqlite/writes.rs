@@ -7,7 +7,9 @@
 //!
 //! The hot path of an append is one `UPDATE runs` that both checks the fence, status and journal
 //! length and advances them, one `INSERT` per entry, and index rows only for entries that imply
-//! them. The checks are only spelled out when that `UPDATE` matches no row, to say why.
+//! them. The checks are only spelled out when that `UPDATE` matches no row, to say why. The
+//! `UPDATE` names only the columns that change, so a step's commit writes two pages (the run's
+//! row and the journal's leaf), not four.
 
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -111,15 +113,27 @@ fn advance_run(conn: &Connection, rows: &AppendRows, epochs: &Epochs) -> Result<
     if current != rows.fence.epoch {
         return Err(fenced(conn, &rows.run, rows.fence, current)?.into());
     }
-    let sql = "UPDATE runs SET entries = entries + ?3, status = coalesce(?4, status), parked = 0 \
-               WHERE id = ?1 AND entries = ?2 AND status = 'active'";
-    let added = int(rows.entries.len() as u64);
-    let status = rows.changes.status.map(status_name);
-    let params = params![rows.run.as_str(), int(rows.first_seq), added, status];
-    if conn.prepare_cached(sql)?.execute(params)? == 1 {
-        return Ok(());
+    // SQLite rewrites every index on a column the `SET` names, even to the same value: naming
+    // `status` and `parked` on every append wrote two index pages besides the row's, so they are
+    // named only when they change.
+    let (run, first, added) = (rows.run.as_str(), int(rows.first_seq), int(rows.entries.len() as u64));
+    let advanced = match rows.changes.status.map(status_name) {
+        None => {
+            let sql = "UPDATE runs SET entries = entries + ?3 WHERE id = ?1 AND entries = ?2 AND status = 'active'";
+            conn.prepare_cached(sql)?.execute(params![run, first, added])?
+        }
+        Some(status) => {
+            let sql = "UPDATE runs SET entries = entries + ?3, status = ?4 \
+                       WHERE id = ?1 AND entries = ?2 AND status = 'active'";
+            conn.prepare_cached(sql)?.execute(params![run, first, added, status])?
+        }
+    };
+    if advanced != 1 {
+        return Err(why_refused(conn, rows)?.into());
     }
-    Err(why_refused(conn, rows)?.into())
+    // The append clears the parked mark (see `Store::park`); the row is written only if it was set.
+    conn.prepare_cached("UPDATE runs SET parked = 0 WHERE id = ?1 AND parked = 1")?.execute(params![run])?;
+    Ok(())
 }
 
 /// A fence that is not the current one: [`StoreError::Fenced`], or [`StoreError::RunFinished`] for a
