@@ -165,10 +165,10 @@ impl RuntimeBuilder {
     }
 
     /// Of the runs the warm cache keeps, keeps at most `runs` that parked idle: sessions between
-    /// turns with no task working, which wait on a person and may wait for days (default 32).
-    /// The most recently active stay; an older one leaves memory, and its next message replays
-    /// its current history (at most `compact_every` turns, typically well under a millisecond).
-    /// A session parked mid-turn, waiting on a tool or a task, is not idle.
+    /// turns with no task working or being stopped, which wait on a person and may wait for days
+    /// (default 32). The most recently active stay; an older one leaves memory, and its next
+    /// message replays its current history (at most `compact_every` turns, typically well under a
+    /// millisecond). A session parked mid-turn, waiting on a tool or a task, is not idle.
     pub fn warm_idle_runs(mut self, runs: usize) -> Self {
         self.idle_capacity = runs;
         self
@@ -350,11 +350,11 @@ pub(crate) struct Opening<'a> {
     pub lease: Duration,
 }
 
-/// How long a claim of a shared store lasts unless renewed, unless told otherwise.
 /// How many idle runs the warm cache keeps by default: enough for the sessions people are talking
 /// to right now; the many more left idle would each hold about 7 KB for nothing.
 const DEFAULT_WARM_IDLE: usize = 32;
 
+/// How long a claim of a shared store lasts unless renewed, unless told otherwise.
 const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
 /// How often a worker renews its leases, unless told otherwise.

@@ -294,8 +294,8 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// The runtime's state around `engine`, keeping up to `cache` parked runs warm and replaying
-    /// at most `replays` runs at once.
+    /// The runtime's state around `engine`, keeping as many parked runs warm as `cache` allows and
+    /// replaying at most `replays` runs at once.
     pub(crate) fn new(engine: Engine, cache: CacheLimits, replays: usize, sharing: worker::Settings) -> Self {
         Shared {
             engine,

@@ -339,10 +339,10 @@ impl<'c> Body<'c> {
                 }
                 continue;
             }
-            // Between turns with no task working, the session waits on a person: idle, so the
-            // warm cache keeps only the most recently active of such sessions.
+            // Between turns with no task working or stopping, the session waits on a person:
+            // idle, so the warm cache keeps only the most recently active of such sessions.
             let core = self.ctx.core();
-            core.set_idle(self.tasks.working_count() == 0);
+            core.set_idle(self.tasks.working_count() == 0 && self.stopping.is_empty());
             let inbound = self.next().await;
             core.set_idle(false);
             let Some(inbound) = inbound else { return Ok(()) };
