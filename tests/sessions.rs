@@ -235,15 +235,8 @@ fn warm(resumes: &[(RunId, bool)], run: &RunId) -> Vec<bool> {
 async fn only_the_most_recently_active_idle_sessions_stay_warm() {
     let world = World::in_memory();
     let count_messages = |request: &ModelRequest| {
-        let users: Vec<&str> = request
-            .messages
-            .iter()
-            .filter_map(|message| match message {
-                Message::User { content } => Some(content.as_str()),
-                _ => None,
-            })
-            .collect();
-        ModelResponse::text(format!("seen: {}", users.join(", ")))
+        let users = request.messages.iter().filter(|message| matches!(message, Message::User { .. }));
+        ModelResponse::text(format!("seen: {}", users.map(Message::content).collect::<Vec<_>>().join(", ")))
     };
     let runtime = world.builder(16).warm_idle_runs(1).model(ScriptedModel::new(count_messages)).build().unwrap();
     let mut events = runtime.events();
