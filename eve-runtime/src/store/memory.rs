@@ -242,7 +242,9 @@ impl Store for MemoryStore {
 
     async fn append(&self, run: &RunId, fence: Fence, append: &Append) -> Result<(), StoreError> {
         let mut state = self.lock();
-        let run_state = state.run_mut(run)?;
+        // One lookup of the run for the checks and the write: split borrows of the state.
+        let State { runs, hooks, .. } = &mut *state;
+        let run_state = runs.get_mut(run).ok_or_else(|| StoreError::RunNotFound(run.clone()))?;
         if run_state.epoch != fence.epoch {
             return Err(StoreError::Fenced { run: run.clone(), held: fence.epoch, current: run_state.epoch });
         }
@@ -255,11 +257,10 @@ impl Store for MemoryStore {
         }
         let changes = IndexChanges::of(&append.entries);
         for (op, hash, _) in &changes.hooks_added {
-            if state.hooks.get(hash).is_some_and(|holder| &holder.run != run) {
+            if hooks.get(hash).is_some_and(|holder| &holder.run != run) {
                 return Err(StoreError::HookTokenInUse { run: run.clone(), op: *op });
             }
         }
-        let run_state = state.run_mut(run)?;
         run_state.entries.extend_from_slice(&append.entries);
         run_state.summary.entries = run_state.entries.len() as u64;
         run_state.summary.parked = false;

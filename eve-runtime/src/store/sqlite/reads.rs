@@ -85,14 +85,18 @@ pub(super) fn exists(conn: &mut Connection, run: &RunId) -> Result<(), Failure> 
 fn journal(conn: &Connection, run: &RunId, from: u64, to: u64) -> Result<Vec<Entry>, Failure> {
     let sql = "SELECT seq, entry FROM journal WHERE run_id = ?1 AND seq >= ?2 AND seq < ?3 ORDER BY seq";
     let mut statement = conn.prepare_cached(sql)?;
-    let rows = statement.query_map(params![run.as_str(), int(from), int(to)], |row| {
-        Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
-    })?;
-    rows.map(|row| {
-        let (seq, text) = row?;
-        codec::decode_entry(run, seq, &text)
-    })
-    .collect()
+    let mut rows = statement.query(params![run.as_str(), int(from), int(to)])?;
+    let mut entries = Vec::with_capacity(usize::try_from(to.saturating_sub(from)).unwrap_or(0).min(1 << 16));
+    while let Some(row) = rows.next()? {
+        // Decoded from SQLite's own buffer: a replay reads every entry once, so no copy of its text.
+        let seq = row.get(0)?;
+        let text = row
+            .get_ref(1)?
+            .as_str()
+            .map_err(|error| Failure::Decode(format!("run {run}'s journal entry {seq} is not text: {error}")))?;
+        entries.push(codec::decode_entry(run, seq, text)?);
+    }
+    Ok(entries)
 }
 
 /// One page of the runs `query` asks for, newest first (by `rowid`, which grows with creation).
