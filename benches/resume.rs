@@ -104,6 +104,13 @@ fn unparked_copy(path: &Path, round: u64) -> PathBuf {
     let cleared = conn.execute("UPDATE runs SET parked = 0 WHERE status = 'active'", []).expect("the mark clears");
     assert_eq!(cleared, 1, "the copy holds one unfinished run");
     drop(conn);
+    // A store is on disk when its process dies; a fresh copy is dirty pages that the restart's
+    // first fsync would write back inside the timing.
+    for suffix in ["", "-wal"] {
+        if let Ok(file) = std::fs::File::open(format!("{}{suffix}", copy.display())) {
+            file.sync_all().expect("the copy is synced");
+        }
+    }
     copy
 }
 
