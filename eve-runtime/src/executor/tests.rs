@@ -777,3 +777,25 @@ impl Runtime {
         self.resume_hook(token.expose(), payload).await.unwrap();
     }
 }
+
+// ---- The op table's hashing --------------------------------------------------------------------
+
+#[test]
+fn consecutive_ops_hash_to_consecutive_buckets_with_differing_tags() {
+    use std::hash::BuildHasher;
+    let hasher = std::hash::BuildHasherDefault::<super::core::OpHasher>::default();
+    let hashes: Vec<u64> = (0..10_000).map(|op| hasher.hash_one(Op(op))).collect();
+    for (op, hash) in hashes.iter().enumerate() {
+        // The bucket a table of up to 2^57 buckets picks is the op number itself.
+        assert_eq!(hash & ((1 << 57) - 1), op as u64, "op {op}");
+    }
+    // The top 7 bits tell keys in one group apart: they must not all be the same.
+    let tags: std::collections::HashSet<u64> = hashes.iter().map(|hash| hash >> 57).collect();
+    assert!(tags.len() > 100, "only {} distinct tags", tags.len());
+    // And a map keyed by ops still works as a map.
+    let mut map = super::core::OpMap::default();
+    for op in (0..1_000).rev() {
+        map.insert(Op(op), op * 2);
+    }
+    assert!((0..1_000).all(|op| map.get(&Op(op)) == Some(&(op * 2))));
+}

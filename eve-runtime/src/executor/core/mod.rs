@@ -28,9 +28,35 @@ use crate::journal::{Entry, InputHash, Op, OpSignature, RecordKind, RunId, Sourc
 use crate::secret::Token;
 use crate::time::Timestamp;
 
-/// A map keyed by op number. Ops are small dense integers hashed on every step, so a fast
-/// non-cryptographic hasher is enough (nothing outside the process chooses them).
-pub(crate) type OpMap<V> = rustc_hash::FxHashMap<Op, V>;
+/// A map keyed by op number. Ops are small dense integers looked up on every step, and nothing
+/// outside the process chooses them, so they hash to themselves ([`OpHasher`]).
+pub(crate) type OpMap<V> = std::collections::HashMap<Op, V, std::hash::BuildHasherDefault<OpHasher>>;
+
+/// Hashes an op number to itself in the low bits, so consecutive ops take consecutive buckets
+/// and a replay, which looks the ops up in order, walks its tables in order instead of missing
+/// the cache once per op on a long history (as a hash that spreads them did). The top 7 bits,
+/// which the table compares to tell keys in one group apart, are mixed from the number so they
+/// still differ from op to op.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct OpHasher(u64);
+
+impl std::hash::Hasher for OpHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `Op` is hashed here, through `write_u32`; anything else still hashes consistently.
+        for &byte in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(byte)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        let n = u64::from(n);
+        self.0 = n ^ (n.wrapping_mul(0x9e37_79b9_7f4a_7c15) & 0xfe00_0000_0000_0000);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
 
 thread_local! {
     static CURRENT: RefCell<Option<Arc<RunCore>>> = const { RefCell::new(None) };
