@@ -10,7 +10,8 @@
 //! parked mark (the mark is a hint the store syncs lazily, so a crash can lose it; a run without
 //! it is replayed at start-up, as one that was mid-activation), opened in a new runtime with
 //! `warm_cache(0)`; timed are `recover()` and `settle()`: claim, load and replay until the run is
-//! parked again. Copying the file and clearing the mark are not timed; the restart appends nothing.
+//! parked again. Copying the file, clearing the mark and syncing the copy are not timed; the restart
+//! appends nothing.
 //!
 //! Measure 4, `resume/*`: one payload is delivered (`resume_hook`) to a parked run and the run is
 //! timed until it is parked again (`settle()`), for runs parked after 10,000, 1,000 and 10 steps,

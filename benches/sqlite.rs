@@ -17,8 +17,10 @@
 //! Each store iteration first times 200 raw single-insert commits (`…/paired_raw`), so each ratio
 //! can also be taken against the disk as it was at that moment (a shared disk drifts by ±20 %
 //! within minutes). Each store iteration gets a store of its own (a new file, or a copy of the
-//! aged template; opening, copying and closing are not timed), so every sample starts from the
-//! same file: the store's write cost grows with what the file holds.
+//! aged template, synced to disk as a store in service is; opening, copying, syncing and closing
+//! are not timed), so every sample starts from the same file: the store's write cost grows with
+//! what the file holds. Unsynced, the copy's 100 MB of dirty pages were written back by the first
+//! fsync inside the timing, which made the aged figure about a third of what it is.
 
 use std::path::Path;
 use std::sync::Arc;
