@@ -141,7 +141,11 @@ fn copy(template: &Path, to: &Path) {
     for suffix in ["", "-wal", "-shm"] {
         let from = PathBuf::from(format!("{}{suffix}", template.display()));
         if from.exists() {
-            std::fs::copy(&from, format!("{}{suffix}", to.display())).expect("the template is copied");
+            let copied = format!("{}{suffix}", to.display());
+            std::fs::copy(&from, &copied).expect("the template is copied");
+            // On disk before the timing, as a store is when its process restarts: the copy's dirty
+            // pages must not be written back by the first fsync inside the timing.
+            std::fs::File::open(&copied).and_then(|file| file.sync_all()).expect("the copy is synced");
         }
     }
 }
