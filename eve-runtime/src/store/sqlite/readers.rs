@@ -79,6 +79,7 @@ fn stopped() -> StoreError {
 }
 
 fn serve(mut conn: Connection, receiver: &Mutex<mpsc::Receiver<ReadJob>>) {
+    super::reads::warm(&conn);
     while let Some(job) = next_job(receiver) {
         job(&mut conn);
     }

@@ -11,6 +11,25 @@ use crate::store::{
     WaitingSignIn,
 };
 
+/// The length of a run's journal.
+const RUN_LENGTH: &str = "SELECT entries FROM runs WHERE id = ?1";
+
+/// A range of a run's journal, in order.
+const JOURNAL: &str = "SELECT seq, entry FROM journal WHERE run_id = ?1 AND seq >= ?2 AND seq < ?3 ORDER BY seq";
+
+/// A run's pending inbox, oldest first.
+const INBOX: &str = "SELECT id, delivery FROM inbox WHERE run_id = ?1 AND consumed = 0 ORDER BY id";
+
+/// Readies a new read connection for the reads every activation makes: loads the schema and
+/// prepares a claim's statements. A reader thread runs this as it starts, in parallel with the
+/// rest of start-up, so the first claims after a restart do not each wait for it. Errors are left
+/// to the reads themselves, which report them.
+pub(super) fn warm(conn: &Connection) {
+    for sql in [RUN_LENGTH, JOURNAL, INBOX] {
+        let _ = conn.prepare_cached(sql);
+    }
+}
+
 /// A run and its whole journal.
 pub(super) fn load(conn: &mut Connection, run: &RunId) -> Result<Option<RunRecord>, Failure> {
     let tx = conn.transaction()?;
@@ -36,8 +55,7 @@ pub(super) fn claimed(
     from_seq: u64,
 ) -> Result<(Vec<Entry>, u64, Vec<InboxItem>), Failure> {
     let tx = conn.transaction()?;
-    let sql = "SELECT entries FROM runs WHERE id = ?1";
-    let length: Option<i64> = tx.prepare_cached(sql)?.query_row([run.as_str()], |row| row.get(0)).optional()?;
+    let length: Option<i64> = tx.prepare_cached(RUN_LENGTH)?.query_row([run.as_str()], |row| row.get(0)).optional()?;
     let Some(length) = length else { return Err(StoreError::RunNotFound(run.clone()).into()) };
     let next_seq = codec::uint(length)?;
     let entries = journal(&tx, run, from_seq, next_seq)?;
@@ -83,8 +101,7 @@ pub(super) fn exists(conn: &mut Connection, run: &RunId) -> Result<(), Failure> 
 
 /// Entries `from..to` of the run's journal.
 fn journal(conn: &Connection, run: &RunId, from: u64, to: u64) -> Result<Vec<Entry>, Failure> {
-    let sql = "SELECT seq, entry FROM journal WHERE run_id = ?1 AND seq >= ?2 AND seq < ?3 ORDER BY seq";
-    let mut statement = conn.prepare_cached(sql)?;
+    let mut statement = conn.prepare_cached(JOURNAL)?;
     let mut rows = statement.query(params![run.as_str(), int(from), int(to)])?;
     let mut entries = Vec::with_capacity(usize::try_from(to.saturating_sub(from)).unwrap_or(0).min(1 << 16));
     while let Some(row) = rows.next()? {
@@ -145,8 +162,7 @@ pub(super) fn listing(query: &RunQuery) -> (String, Vec<Box<dyn rusqlite::ToSql>
 
 /// The run's inbox items not yet consumed, oldest first.
 pub(super) fn inbox(conn: &Connection, run: &RunId) -> Result<Vec<InboxItem>, Failure> {
-    let sql = "SELECT id, delivery FROM inbox WHERE run_id = ?1 AND consumed = 0 ORDER BY id";
-    let mut statement = conn.prepare_cached(sql)?;
+    let mut statement = conn.prepare_cached(INBOX)?;
     let rows = statement.query_map([run.as_str()], |row| Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?)))?;
     rows.map(|row| {
         let (id, text) = row?;
