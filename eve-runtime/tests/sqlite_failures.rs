@@ -102,6 +102,25 @@ fn a_garbage_file_is_reported_corrupt() {
     assert!(error.to_string().contains(&path.display().to_string()), "the error names the file: {error}");
 }
 
+/// Closing a store that has served reads still checkpoints and removes its WAL: the read
+/// connections close before the writer, so the writer's is the last connection to the file.
+#[tokio::test]
+async fn closing_after_reads_checkpoints_and_removes_the_wal() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("eve.db");
+    {
+        let store = SqliteStore::open(&path).expect("the store opens");
+        for index in 0..8 {
+            let run = new_run(&format!("run-{index}"), json!(index));
+            create(&store, &run).await;
+            let loaded = store.load(&run.id).await.expect("the run loads");
+            assert!(loaded.is_some(), "run-{index} is read back");
+        }
+        assert!(wal_path(&path).exists(), "an open store writes ahead");
+    }
+    assert!(!wal_path(&path).exists(), "closing the store checkpoints and removes its WAL");
+}
+
 /// A store file cut short (a lost tail) is reported corrupt at open, before anything is written.
 #[tokio::test]
 async fn a_truncated_file_is_reported_corrupt() {

@@ -104,10 +104,12 @@ impl Default for SqliteOptions {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct SqliteStore {
-    // Fields drop in order: the threads finish and close their connections before the lock is released.
+    // Fields drop in order: the threads finish and close their connections before the lock is
+    // released, the readers before the writer, so the writer's is the last connection to the file
+    // and closing it checkpoints the WAL into the file and removes it.
+    readers: Readers,
     writer: Writer,
     epochs: Epochs,
-    readers: Readers,
     options: SqliteOptions,
     path: String,
     _lock: File,
