@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use eve_benches::{close, multi_thread, secret_key, size};
+use eve_benches::{close, multi_thread, secret_key, size, sync_copy};
 use eve_tools::prelude::*;
 use eve_tools::store::{SqliteStore, Store};
 use eve_tools::{HookDelivery, RunOutcome};
@@ -123,11 +123,9 @@ fn copy(template: &Path, to: &Path) {
     for suffix in ["", "-wal", "-shm"] {
         let from = PathBuf::from(format!("{}{suffix}", template.display()));
         if from.exists() {
-            let copied = format!("{}{suffix}", to.display());
+            let copied = PathBuf::from(format!("{}{suffix}", to.display()));
             std::fs::copy(&from, &copied).expect("the template is copied");
-            // On disk before the timing, as a store is when its process restarts: the copy's dirty
-            // pages must not be written back by the first fsync inside the timing.
-            std::fs::File::open(&copied).and_then(|file| file.sync_all()).expect("the copy is synced");
+            sync_copy(&copied);
         }
     }
 }

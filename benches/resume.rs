@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkGroup, Criterion, SamplingMode, measurement::WallTime};
-use eve_benches::{close, current_thread, heading, micros, multi_thread, record, report, secret_key, size};
+use eve_benches::{close, current_thread, heading, micros, multi_thread, record, report, secret_key, size, sync_copy};
 use eve_tools::prelude::*;
 use eve_tools::store::{MemoryStore, SqliteStore, Store};
 use eve_tools::{HookDelivery, RunEvent};
@@ -105,12 +105,8 @@ fn unparked_copy(path: &Path, round: u64) -> PathBuf {
     let cleared = conn.execute("UPDATE runs SET parked = 0 WHERE status = 'active'", []).expect("the mark clears");
     assert_eq!(cleared, 1, "the copy holds one unfinished run");
     drop(conn);
-    // A store is on disk when its process dies; a fresh copy is dirty pages that the restart's
-    // first fsync would write back inside the timing.
     for suffix in ["", "-wal"] {
-        if let Ok(file) = std::fs::File::open(format!("{}{suffix}", copy.display())) {
-            file.sync_all().expect("the copy is synced");
-        }
+        sync_copy(Path::new(&format!("{}{suffix}", copy.display())));
     }
     copy
 }

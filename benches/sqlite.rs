@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, SamplingMode, Throughput};
-use eve_benches::{close, heading, micros, multi_thread, record, report, secret_key, size};
+use eve_benches::{close, heading, micros, multi_thread, record, report, secret_key, size, sync_copy};
 use eve_tools::RunOutcome;
 use eve_tools::prelude::*;
 use eve_tools::store::{SqliteStore, Store};
@@ -177,9 +177,7 @@ async fn on_fresh_store(dir: &Path, template: Option<&Path>, runs: u64, steps: u
     let path = dir.join(format!("store-{}.db", ROUND.fetch_add(1, Ordering::Relaxed)));
     if let Some(template) = template {
         std::fs::copy(template, &path).expect("the template is copied");
-        // A store that aged in use is on disk; a fresh copy is dirty pages the first checkpoint's
-        // fsync would have to write back, inside the timing.
-        std::fs::File::open(&path).and_then(|file| file.sync_all()).expect("the copy is synced");
+        sync_copy(&path);
     }
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).expect("the store opens"));
     let runtime = eve_runtime(store.clone());

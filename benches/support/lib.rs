@@ -55,6 +55,17 @@ pub async fn close(store: Arc<dyn Store>) {
     drop(store);
 }
 
+/// Syncs the copy of a store's file at `path` to disk, if there is one. A store in service, or one
+/// whose process just died, has its pages on disk; a fresh copy is dirty pages that the first
+/// fsync inside a timing would write back, so benches that time a copy sync it first.
+pub fn sync_copy(path: &std::path::Path) {
+    match std::fs::File::open(path) {
+        Ok(file) => file.sync_all().expect("the copy is synced"),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+        Err(error) => panic!("cannot open the copy {} to sync it: {error}", path.display()),
+    }
+}
+
 /// Nanoseconds per iteration of each call of each routine, in call order.
 static RECORDS: Mutex<BTreeMap<String, Vec<f64>>> = Mutex::new(BTreeMap::new());
 
