@@ -8,7 +8,10 @@
 //!   commit is durable (group commit; see [`writer`]). A lone request costs one commit; many
 //!   concurrent requests share one.
 //! - A few **reader** threads own read-only connections and answer loads, listings, timers, the
-//!   inbox and hook look-ups without waiting behind a write batch (WAL readers never block).
+//!   inbox and hook look-ups without waiting behind a write batch (WAL readers never block). A
+//!   claim of a long journal reads its two halves on two of them at once (see [`reads`]).
+//! - As it starts, the writer thread begins the write-ahead log (a clean close removed it), so
+//!   the first write after a restart pays one fsync rather than three.
 //!
 //! # Claims and fences
 //!
@@ -52,6 +55,7 @@ use async_trait::async_trait;
 
 use self::epochs::Epochs;
 use self::readers::Readers;
+use self::reads::ClaimRead;
 use self::writer::Writer;
 use self::writes::{AppendRows, NewRunRow};
 use super::{
@@ -211,10 +215,16 @@ impl Store for SqliteStore {
         // Leases never expire in a single-process store: every claim comes from this process. The
         // new epoch is taken before the read, so appends under an older fence are refused from now.
         let epoch = self.epochs.bump(run);
-        let claimed_run = run.clone();
-        let read = self.readers.read(move |conn| reads::claimed(conn, &claimed_run, from_seq)).await;
-        let (entries, next_seq, inbox) = read.inspect_err(|_| self.epochs.forget_if(run, epoch))?;
-        Ok(Claimed { fence: Fence { epoch }, entries, next_seq, inbox })
+        let (claimed_run, other) = (run.clone(), self.readers.parallel());
+        let read = async {
+            let read = self.readers.read(move |conn| reads::claimed(conn, &claimed_run, from_seq, other.as_ref()));
+            let ClaimRead { mut entries, rest, next_seq, inbox } = read.await?;
+            if let Some(rest) = rest {
+                entries.append(&mut self.readers.wait(rest).await?);
+            }
+            Ok(Claimed { fence: Fence { epoch }, entries, next_seq, inbox })
+        };
+        read.await.inspect_err(|_| self.epochs.forget_if(run, epoch))
     }
 
     async fn release(&self, run: &RunId, _fence: Fence) -> Result<(), StoreError> {
@@ -306,6 +316,8 @@ impl Store for SqliteStore {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use rusqlite::Connection;
 
     use super::*;
@@ -320,16 +332,7 @@ mod tests {
         let store = SqliteStore::open(dir.path().join("eve.db")).unwrap();
         let owner = WorkerId("test".into());
         for index in 0..3 {
-            let run = NewRun {
-                id: format!("run-{index}").parse().unwrap(),
-                workflow_id: "t".into(),
-                tool: "t".into(),
-                input: serde_json::json!({}),
-                created_at: Timestamp::from_millis(1),
-                principal: None,
-                interactive: true,
-                parent: None,
-            };
+            let run = new_run(&format!("run-{index}"));
             let Created::New(fence) = store.create_run(run.clone(), &owner).await.unwrap() else { unreachable!() };
             let claimed = store.claim(&run.id, &owner, Duration::ZERO, Timestamp::from_millis(2), 0).await.unwrap();
             assert!(claimed.fence.epoch > fence.epoch);
@@ -345,6 +348,146 @@ mod tests {
                 .unwrap();
         }
         assert_eq!(store.epochs.len(), 0, "no epoch is kept for a finished run");
+    }
+
+    fn new_run(id: &str) -> NewRun {
+        NewRun {
+            id: id.parse().unwrap(),
+            workflow_id: "t".into(),
+            tool: "t".into(),
+            input: serde_json::json!({}),
+            created_at: Timestamp::from_millis(1),
+            principal: None,
+            interactive: true,
+            parent: None,
+        }
+    }
+
+    /// A run whose journal holds `run_started` and then `length - 1` recorded values, each its
+    /// own position.
+    async fn long_run(store: &SqliteStore, id: &str, length: u64) -> RunId {
+        let owner = WorkerId("test".into());
+        let run = new_run(id);
+        store.create_run(run.clone(), &owner).await.unwrap();
+        let mut fence = store.claim(&run.id, &owner, Duration::ZERO, Timestamp::from_millis(2), 0).await.unwrap().fence;
+        for first_seq in (1..length).step_by(100) {
+            let entries = (first_seq..length.min(first_seq + 100)).map(recorded).collect();
+            let append = Append { first_seq, entries, consumed: vec![], notices: vec![], runs: vec![] };
+            store.append(&run.id, fence, &append).await.unwrap();
+        }
+        fence = store.claim(&run.id, &owner, Duration::ZERO, Timestamp::from_millis(3), length).await.unwrap().fence;
+        store.park(&run.id, fence, length).await.unwrap();
+        run.id
+    }
+
+    fn recorded(seq: u64) -> Entry {
+        let op = Op(u32::try_from(seq).unwrap());
+        Entry::Recorded { op, kind: crate::journal::RecordKind::Now, value: seq.into() }
+    }
+
+    /// A long journal is read in two halves on two reader threads; the claim returns it whole and
+    /// in order, from any point, as a store with one reader thread (which never splits) does.
+    #[tokio::test]
+    async fn a_long_journal_is_claimed_whole_and_in_order_from_any_point() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("eve.db");
+        let store = SqliteStore::open(&path).unwrap();
+        let run = long_run(&store, "run-long", 1_501).await;
+        drop(store);
+        let owner = WorkerId("test".into());
+        for read_connections in [1, 2, 3] {
+            let options = SqliteOptions { read_connections, ..SqliteOptions::default() };
+            let store = SqliteStore::open_with(&path, options).unwrap();
+            // Split (989 and 1,501 entries to read) and not split (201 and 0).
+            for from_seq in [0, 512, 1_300, 1_501] {
+                let claimed = store.claim(&run, &owner, Duration::ZERO, Timestamp::from_millis(4), from_seq).await;
+                let claimed = claimed.unwrap();
+                assert_eq!(claimed.next_seq, 1_501);
+                // `run_started` has no op; the others carry their position.
+                let ops: Vec<Option<u64>> =
+                    claimed.entries.iter().map(|entry| entry.op().map(|op| u64::from(op.0))).collect();
+                let expected: Vec<Option<u64>> = (from_seq..1_501).map(|seq| (seq > 0).then_some(seq)).collect();
+                assert_eq!(ops, expected, "{read_connections} reader(s), from {from_seq}");
+            }
+        }
+    }
+
+    /// Many long claims at once, more than there are reader threads, each waiting for its second
+    /// half to be read by another thread: every one is answered, whole.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn long_claims_at_once_are_all_answered_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(SqliteStore::open(dir.path().join("eve.db")).unwrap());
+        let mut runs = Vec::new();
+        for index in 0..4 {
+            runs.push(long_run(&store, &format!("run-{index}"), 600 + index * 100).await);
+        }
+        let mut claims = tokio::task::JoinSet::new();
+        for round in 0..8 {
+            for (index, run) in runs.iter().enumerate() {
+                let (store, run) = (store.clone(), run.clone());
+                claims.spawn(async move {
+                    let owner = WorkerId(format!("test-{round}"));
+                    let claimed =
+                        store.claim(&run, &owner, Duration::ZERO, Timestamp::from_millis(4), 0).await.unwrap();
+                    let length = 600 + index as u64 * 100;
+                    assert_eq!(claimed.entries.len() as u64, length);
+                    let ops: Vec<u64> =
+                        claimed.entries[1..].iter().map(|entry| u64::from(entry.op().unwrap().0)).collect();
+                    assert_eq!(ops, (1..length).collect::<Vec<_>>());
+                });
+            }
+        }
+        while let Some(claim) = claims.join_next().await {
+            claim.unwrap();
+        }
+    }
+
+    /// The second half of a split claim is read in its own snapshot; should the journal's length
+    /// differ there (the run was written to while it was claimed, which the runtime never does),
+    /// the read fails rather than join two journals.
+    #[tokio::test]
+    async fn a_journal_that_changed_during_a_split_claim_fails_the_claim() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("eve.db");
+        let store = SqliteStore::open(&path).unwrap();
+        let run = long_run(&store, "run-long", 600).await;
+        let mut conn = open::reader_connection(&path).unwrap();
+        assert_eq!(reads::journal_rest(&mut conn, &run, 300, 600).unwrap().len(), 300);
+        let error = reads::journal_rest(&mut conn, &run, 300, 599).unwrap_err().into_store_error("eve.db");
+        let message = error.to_string();
+        assert!(message.contains("journal changed while it was being claimed"), "{message}");
+        assert!(message.contains("claim the run again"), "{message}");
+    }
+
+    /// A clean close removes the write-ahead log; the writer thread begins a new one as it starts,
+    /// before any request, so the first write after a restart does not wait for the log's header
+    /// and its directory entry to reach the disk.
+    #[tokio::test]
+    async fn a_reopened_store_begins_its_write_ahead_log_before_the_first_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("eve.db");
+        let store = SqliteStore::open(&path).unwrap();
+        let run = long_run(&store, "run-1", 3).await;
+        drop(store);
+        let log = dir.path().join("eve.db-wal");
+        assert!(!log.exists(), "a clean close removes the log");
+        let store = SqliteStore::open(&path).unwrap();
+        let began = (0..1_000).any(|_| {
+            std::thread::sleep(Duration::from_millis(10));
+            std::fs::metadata(&log).is_ok_and(|log| log.len() >= 32)
+        });
+        assert!(began, "the log has its header before any request");
+        // The rewrite changed nothing: the store reads as before and takes writes.
+        assert_eq!(store.load(&run).await.unwrap().unwrap().entries.len(), 3);
+        let fence = store.claim(&run, &WorkerId("test".into()), Duration::ZERO, Timestamp::from_millis(5), 3).await;
+        let append =
+            Append { first_seq: 3, entries: vec![recorded(3)], consumed: vec![], notices: vec![], runs: vec![] };
+        store.append(&run, fence.unwrap().fence, &append).await.unwrap();
+        drop(store);
+        let conn = Connection::open(&path).unwrap();
+        let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0)).unwrap();
+        assert_eq!(version, schema::VERSION);
     }
 
     /// Every listing the inspector can ask for walks an index in `rowid` order from its cursor:

@@ -6,7 +6,8 @@
 //! a read it issues afterwards always sees that write.
 //!
 //! The threads share one queue; each takes the next query when it is free, so a slow query (a long
-//! journal) holds up one thread, not every read.
+//! journal) holds up one thread, not every read. A query may queue a part of its work for another
+//! thread ([`Readers::parallel`]): a long journal is read in two halves at once.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
@@ -25,8 +26,34 @@ type ReadJob = Box<dyn FnOnce(&mut Connection) + Send>;
 /// and waits for that.
 pub(super) struct Readers {
     path: String,
-    sender: Option<mpsc::Sender<ReadJob>>,
+    queue: Option<Queue>,
     threads: Vec<JoinHandle<()>>,
+}
+
+/// The reader threads' queue, for a read that gives a part of its work to another thread.
+#[derive(Clone)]
+pub(super) struct Queue(mpsc::Sender<ReadJob>);
+
+/// The answer to a read queued with [`Queue::queue`], to await with [`Readers::wait`].
+pub(super) type Pending<T> = oneshot::Receiver<Result<T, Failure>>;
+
+impl Queue {
+    /// Queues `work` for the next free read connection. The answer closes without a value if the
+    /// threads stop first.
+    pub(super) fn queue<T, F>(&self, work: F) -> Pending<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, Failure> + Send + 'static,
+    {
+        let (reply, answer) = oneshot::channel();
+        let job: ReadJob = Box::new(move |conn| {
+            // The caller may have stopped waiting; a read changes nothing, so there is nothing to undo.
+            let _ = reply.send(work(conn));
+        });
+        // A send fails only once the threads have stopped, which drops `reply` and closes `answer`.
+        let _ = self.0.send(job);
+        answer
+    }
 }
 
 impl Readers {
@@ -34,7 +61,7 @@ impl Readers {
     pub(super) fn start(path: &Path, count: usize) -> Result<Self, StoreError> {
         let (sender, receiver) = mpsc::channel::<ReadJob>();
         let receiver = Arc::new(Mutex::new(receiver));
-        let mut readers = Readers { path: path.display().to_string(), sender: Some(sender), threads: Vec::new() };
+        let mut readers = Readers { path: path.display().to_string(), queue: Some(Queue(sender)), threads: Vec::new() };
         for index in 0..count.max(1) {
             let conn = reader_connection(path)?;
             let receiver = receiver.clone();
@@ -53,20 +80,25 @@ impl Readers {
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T, Failure> + Send + 'static,
     {
-        let (reply, answer) = oneshot::channel();
-        let job: ReadJob = Box::new(move |conn| {
-            // The caller may have stopped waiting; a read changes nothing, so there is nothing to undo.
-            let _ = reply.send(work(conn));
-        });
-        let sender = self.sender.as_ref().ok_or_else(stopped)?;
-        sender.send(job).map_err(|_| stopped())?;
-        answer.await.map_err(|_| stopped())?.map_err(|failure| failure.into_store_error(&self.path))
+        let queue = self.queue.as_ref().ok_or_else(stopped)?;
+        self.wait(queue.queue(work)).await
+    }
+
+    /// The answer to a read queued with [`Queue::queue`].
+    pub(super) async fn wait<T>(&self, pending: Pending<T>) -> Result<T, StoreError> {
+        pending.await.map_err(|_| stopped())?.map_err(|failure| failure.into_store_error(&self.path))
+    }
+
+    /// The queue, for a read that gives a part of its work to another thread; `None` with one
+    /// thread, which would only do the part after the read that queued it.
+    pub(super) fn parallel(&self) -> Option<Queue> {
+        self.queue.clone().filter(|_| self.threads.len() > 1)
     }
 }
 
 impl Drop for Readers {
     fn drop(&mut self) {
-        drop(self.sender.take());
+        drop(self.queue.take());
         for thread in self.threads.drain(..) {
             // A reader that panicked has already failed its caller; there is nothing left to report.
             let _ = thread.join();

@@ -5,6 +5,7 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::codec::{self, Failure, int};
+use super::readers::{Pending, Queue};
 use crate::journal::{Entry, Op, RunId};
 use crate::store::{
     HookMeta, HookRow, InboxItem, Recovery, RunPage, RunQuery, RunRecord, RunSummary, StoreError, TimerRow,
@@ -20,12 +21,27 @@ const JOURNAL: &str = "SELECT seq, entry FROM journal WHERE run_id = ?1 AND seq 
 /// A run's pending inbox, oldest first.
 const INBOX: &str = "SELECT id, delivery FROM inbox WHERE run_id = ?1 AND consumed = 0 ORDER BY id";
 
-/// Readies a new read connection for the reads every activation makes: loads the schema and
-/// prepares a claim's statements. A reader thread runs this as it starts, in parallel with the
-/// rest of start-up, so the first claims after a restart do not each wait for it. Errors are left
-/// to the reads themselves, which report them.
+/// How many runs have not finished.
+const UNFINISHED: &str = "SELECT count(*) FROM runs WHERE status = 'active'";
+
+/// The runs a recovery wakes: unfinished and not parked, or with a delivery to take.
+const RUNNABLE: &str = "SELECT id FROM runs WHERE status = 'active' AND parked = 0 \
+                        UNION SELECT DISTINCT run_id FROM inbox WHERE consumed = 0";
+
+/// The sign-ins runs wait for.
+const SIGN_INS: &str = "SELECT hooks.run_id, hooks.op, hooks.meta, runs.tool FROM hooks \
+                        JOIN runs ON runs.id = hooks.run_id \
+                        WHERE json_extract(hooks.meta, '$.kind') = 'auth' ORDER BY hooks.run_id, hooks.op";
+
+/// Every armed timer.
+const TIMERS: &str = "SELECT run_id, op, kind, due FROM timers ORDER BY run_id, op, kind DESC";
+
+/// Readies a new read connection for the reads a start makes: loads the schema and prepares a
+/// recovery's and a claim's statements. A reader thread runs this as it starts, in parallel with
+/// the rest of start-up, so the recovery and the first claims after a restart do not each wait for
+/// it. Errors are left to the reads themselves, which report them.
 pub(super) fn warm(conn: &Connection) {
-    for sql in [RUN_LENGTH, JOURNAL, INBOX] {
+    for sql in [UNFINISHED, RUNNABLE, SIGN_INS, TIMERS, RUN_LENGTH, JOURNAL, INBOX] {
         let _ = conn.prepare_cached(sql);
     }
 }
@@ -47,20 +63,70 @@ pub(super) fn tail(conn: &mut Connection, run: &RunId) -> Result<Option<(RunSumm
     Ok(entry.map(|entry| (summary, entry)))
 }
 
+/// A journal at least this long is read in two halves at once, the second on another reader
+/// thread: decoding its entries is most of a long claim, and the halves decode in parallel.
+const SPLIT_FROM: u64 = 512;
+
+/// What a claim reads.
+pub(super) struct ClaimRead {
+    /// The journal from the claim's `from_seq`, or its first part if [`rest`](Self::rest) is set.
+    pub entries: Vec<Entry>,
+    /// The rest of the journal, being read on another thread.
+    pub rest: Option<Pending<Vec<Entry>>>,
+    /// The journal's length.
+    pub next_seq: u64,
+    /// The pending inbox.
+    pub inbox: Vec<InboxItem>,
+}
+
 /// What a claim returns besides its fence, read in one snapshot: the journal from `from_seq`, the
 /// journal's length, and the pending inbox. [`StoreError::RunNotFound`] if the run does not exist.
+///
+/// Given `other`, a journal of [`SPLIT_FROM`] entries or more has its second half read by another
+/// thread at the same time, in a snapshot of its own (see [`journal_rest`]); the caller appends
+/// it. (The caller waits for it rather than this thread: a reader thread that waited for another
+/// could wait for ever, should every other thread wait likewise.)
 pub(super) fn claimed(
     conn: &mut Connection,
     run: &RunId,
     from_seq: u64,
-) -> Result<(Vec<Entry>, u64, Vec<InboxItem>), Failure> {
+    other: Option<&Queue>,
+) -> Result<ClaimRead, Failure> {
     let tx = conn.transaction()?;
     let length: Option<i64> = tx.prepare_cached(RUN_LENGTH)?.query_row([run.as_str()], |row| row.get(0)).optional()?;
     let Some(length) = length else { return Err(StoreError::RunNotFound(run.clone()).into()) };
     let next_seq = codec::uint(length)?;
-    let entries = journal(&tx, run, from_seq, next_seq)?;
+    let (split, rest) = match other {
+        Some(queue) if next_seq.saturating_sub(from_seq) >= SPLIT_FROM => {
+            let split = from_seq + (next_seq - from_seq) / 2;
+            let run = run.clone();
+            (split, Some(queue.queue(move |conn| journal_rest(conn, &run, split, next_seq))))
+        }
+        _ => (next_seq, None),
+    };
+    // Room for the rest too: it is appended to this part.
+    let mut entries = Vec::with_capacity(capacity(from_seq, next_seq));
+    journal_into(&tx, run, from_seq, split, &mut entries)?;
     let inbox = inbox(&tx, run)?;
-    Ok((entries, next_seq, inbox))
+    Ok(ClaimRead { entries, rest, next_seq, inbox })
+}
+
+/// Entries `from..length` of a run's journal, `length` entries long when the claim read it, in a
+/// snapshot of their own. A journal changes only through its run's appends, and the runtime
+/// claims a run only while no activation of it runs, so these are the entries the claim's own
+/// snapshot holds; should the length differ all the same, the run was written to meanwhile, and
+/// the claim fails rather than join two different journals.
+pub(super) fn journal_rest(conn: &mut Connection, run: &RunId, from: u64, length: u64) -> Result<Vec<Entry>, Failure> {
+    let tx = conn.transaction()?;
+    let now: Option<i64> = tx.prepare_cached(RUN_LENGTH)?.query_row([run.as_str()], |row| row.get(0)).optional()?;
+    if now != Some(int(length)) {
+        let reason = format!(
+            "run {run}'s journal changed while it was being claimed (another activation of the run wrote to \
+             it); claim the run again"
+        );
+        return Err(StoreError::Backend(reason).into());
+    }
+    journal(&tx, run, from, length)
 }
 
 type SummaryRow = (String, String, String, String, i64, i64, bool);
@@ -101,9 +167,20 @@ pub(super) fn exists(conn: &mut Connection, run: &RunId) -> Result<(), Failure> 
 
 /// Entries `from..to` of the run's journal.
 fn journal(conn: &Connection, run: &RunId, from: u64, to: u64) -> Result<Vec<Entry>, Failure> {
+    let mut entries = Vec::with_capacity(capacity(from, to));
+    journal_into(conn, run, from, to, &mut entries)?;
+    Ok(entries)
+}
+
+/// Room for entries `from..to`, within reason should the numbers be damaged.
+fn capacity(from: u64, to: u64) -> usize {
+    usize::try_from(to.saturating_sub(from)).unwrap_or(0).min(1 << 16)
+}
+
+/// Appends entries `from..to` of the run's journal to `entries`.
+fn journal_into(conn: &Connection, run: &RunId, from: u64, to: u64, entries: &mut Vec<Entry>) -> Result<(), Failure> {
     let mut statement = conn.prepare_cached(JOURNAL)?;
     let mut rows = statement.query(params![run.as_str(), int(from), int(to)])?;
-    let mut entries = Vec::with_capacity(usize::try_from(to.saturating_sub(from)).unwrap_or(0).min(1 << 16));
     while let Some(row) = rows.next()? {
         // Decoded from SQLite's own buffer: a replay reads every entry once, so no copy of its text.
         let seq = row.get(0)?;
@@ -113,7 +190,7 @@ fn journal(conn: &Connection, run: &RunId, from: u64, to: u64) -> Result<Vec<Ent
             .map_err(|error| Failure::Decode(format!("run {run}'s journal entry {seq} is not text: {error}")))?;
         entries.push(codec::decode_entry(run, seq, text)?);
     }
-    Ok(entries)
+    Ok(())
 }
 
 /// One page of the runs `query` asks for, newest first (by `rowid`, which grows with creation).
@@ -176,8 +253,7 @@ pub(super) fn inbox(conn: &Connection, run: &RunId) -> Result<Vec<InboxItem>, Fa
 
 /// Every pending timer, ordered by run, operation and kind (sleep before retry) like the memory store.
 pub(super) fn timers(conn: &Connection) -> Result<Vec<TimerRow>, Failure> {
-    let sql = "SELECT run_id, op, kind, due FROM timers ORDER BY run_id, op, kind DESC";
-    let mut statement = conn.prepare_cached(sql)?;
+    let mut statement = conn.prepare_cached(TIMERS)?;
     let rows = statement.query_map([], |row| {
         Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?, row.get::<_, String>(2)?, row.get::<_, i64>(3)?))
     })?;
@@ -209,15 +285,10 @@ pub(super) fn find_hook(conn: &Connection, token_hash: &str) -> Result<Option<Ho
 /// What a runtime needs at start-up, read in one snapshot (see `Store::recovery`).
 pub(super) fn recovery(conn: &mut Connection) -> Result<Recovery, Failure> {
     let tx = conn.transaction()?;
-    let unfinished: i64 =
-        tx.prepare_cached("SELECT count(*) FROM runs WHERE status = 'active'")?.query_row([], |row| row.get(0))?;
-    let sql = "SELECT id FROM runs WHERE status = 'active' AND parked = 0 \
-               UNION SELECT DISTINCT run_id FROM inbox WHERE consumed = 0";
-    let mut runnable = ids(&tx, sql)?;
+    let unfinished: i64 = tx.prepare_cached(UNFINISHED)?.query_row([], |row| row.get(0))?;
+    let mut runnable = ids(&tx, RUNNABLE)?;
     let mut sign_ins = Vec::new();
-    let sql = "SELECT hooks.run_id, hooks.op, hooks.meta, runs.tool FROM hooks JOIN runs ON runs.id = hooks.run_id \
-               WHERE json_extract(hooks.meta, '$.kind') = 'auth' ORDER BY hooks.run_id, hooks.op";
-    let mut statement = tx.prepare_cached(sql)?;
+    let mut statement = tx.prepare_cached(SIGN_INS)?;
     let rows = statement.query_map([], |row| {
         Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?, row.get::<_, String>(2)?, row.get::<_, String>(3)?))
     })?;
