@@ -14,7 +14,8 @@
 //!
 //! A batch made only of hints ([`Writer::submit_lazy`], such as a run's parked mark) commits with
 //! `synchronous=NORMAL`: without the fsync, so a power failure may lose it, which costs only a
-//! replay at the next start. Any durable request in a batch makes the whole batch durable.
+//! replay at the next start. Any durable request in a batch makes the whole batch durable, and a
+//! batch that cannot get `synchronous=FULL` back fails rather than commit without the fsync.
 //!
 //! Invariant: no caller is told "ok" before the COMMIT holding its writes has returned. If SQLite
 //! abandons the transaction midway (it may on a full disk or an I/O error), every request of the
@@ -181,10 +182,12 @@ fn prime_wal(conn: &Connection, path: &str) {
 
 /// The writer thread's loop: one batch per iteration until every [`Writer`] handle is gone.
 fn serve(conn: &Connection, path: &str, receiver: &mpsc::Receiver<Box<dyn Job>>) {
+    // The connection opens with `synchronous = FULL` (see `open::writer_connection`).
+    let mut full = true;
     while let Ok(first) = receiver.recv() {
         let mut batch = vec![first];
         batch.extend(receiver.try_iter().take(MAX_BATCH - 1));
-        let outcome = commit_batch(conn, path, &mut batch);
+        let outcome = commit_batch(conn, path, &mut batch, &mut full);
         for job in batch {
             job.answer(outcome.as_ref().err());
         }
@@ -192,20 +195,24 @@ fn serve(conn: &Connection, path: &str, receiver: &mpsc::Receiver<Box<dyn Job>>)
 }
 
 /// Runs every request of `batch` in one transaction and commits it; on failure nothing of the
-/// batch is left in the file.
-fn commit_batch(conn: &Connection, path: &str, batch: &mut [Box<dyn Job>]) -> Result<(), StoreError> {
+/// batch is left in the file. `full` is the connection's `synchronous` setting (FULL or NORMAL),
+/// kept up to date.
+///
+/// The setting a batch needs (FULL if any request is durable, else NORMAL) is set before it runs
+/// whenever the connection has the other one, and a batch that cannot set it fails: so no
+/// durable request is ever committed without its fsync, even should switching back after a
+/// batch of hints have failed (it left every later durable commit without the fsync).
+fn commit_batch(conn: &Connection, path: &str, batch: &mut [Box<dyn Job>], full: &mut bool) -> Result<(), StoreError> {
     // A batch of hints only commits without the fsync; the next durable commit syncs it too.
-    let lazy = batch.iter().all(|job| !job.durable());
-    if lazy {
-        execute(conn, path, "PRAGMA synchronous = NORMAL")?;
+    let durable = batch.iter().any(|job| job.durable());
+    if durable != *full {
+        execute(conn, path, if durable { "PRAGMA synchronous = FULL" } else { "PRAGMA synchronous = NORMAL" })?;
+        *full = durable;
     }
     let outcome = run_batch(conn, path, batch);
     if outcome.is_err() && !conn.is_autocommit() {
         // Best effort: if even ROLLBACK fails, the connection is unusable and the next BEGIN says so.
         let _ = conn.execute_batch("ROLLBACK");
-    }
-    if lazy {
-        execute(conn, path, "PRAGMA synchronous = FULL")?;
     }
     outcome
 }
@@ -237,6 +244,57 @@ fn run_in_savepoint(conn: &Connection, path: &str, job: &mut dyn Job) -> Result<
 }
 
 fn execute(conn: &Connection, path: &str, sql: &str) -> Result<(), StoreError> {
+    #[cfg(test)]
+    if sql == "PRAGMA synchronous = FULL" && tests::FAIL_FULL.with(|fail| fail.take()) {
+        return Err(StoreError::Backend("injected: cannot set synchronous = FULL".into()));
+    }
     let run = || conn.prepare_cached(sql)?.execute([]);
     run().map(drop).map_err(|error| sqlite_error(&error, path))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::*;
+
+    thread_local! {
+        /// Makes the next `PRAGMA synchronous = FULL` on this (writer) thread fail.
+        pub(super) static FAIL_FULL: Cell<bool> = const { Cell::new(false) };
+    }
+
+    fn writer() -> (Writer, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("eve.db");
+        let conn = super::super::open::writer_connection(&path, &super::super::SqliteOptions::default()).unwrap();
+        (Writer::start(conn, path.display().to_string()).unwrap(), dir)
+    }
+
+    /// The connection's `synchronous` setting, read inside a request: 2 is FULL, 1 NORMAL.
+    async fn synchronous(writer: &Writer, durable: bool) -> Result<i64, StoreError> {
+        let read = |conn: &Connection| Ok(conn.pragma_query_value(None, "synchronous", |row| row.get(0))?);
+        if durable { writer.submit(read).await } else { writer.submit_lazy(read).await }
+    }
+
+    /// A batch of hints commits without the fsync; every durable batch commits with it, even
+    /// after a hint batch whose switch back to `synchronous = FULL` failed.
+    #[tokio::test]
+    async fn a_durable_batch_always_commits_with_full_sync() {
+        let (writer, _dir) = writer();
+        assert_eq!(synchronous(&writer, true).await.unwrap(), 2);
+        assert_eq!(synchronous(&writer, false).await.unwrap(), 1, "a hint commits without the fsync");
+        assert_eq!(synchronous(&writer, true).await.unwrap(), 2);
+        // The next switch to FULL fails, once.
+        let fail_next = |_: &Connection| {
+            FAIL_FULL.with(|fail| fail.set(true));
+            Ok(())
+        };
+        writer.submit(fail_next).await.unwrap();
+        let _ = synchronous(&writer, false).await;
+        match synchronous(&writer, true).await {
+            Ok(setting) => assert_eq!(setting, 2, "a durable request was committed without the fsync"),
+            Err(error) => assert!(error.to_string().contains("synchronous"), "{error}"),
+        }
+        assert_eq!(synchronous(&writer, true).await.unwrap(), 2);
+    }
 }
