@@ -50,10 +50,7 @@ impl Writer {
         let (sender, receiver) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("eve-sqlite-writer".into())
-            .spawn(move || {
-                prime_wal(&conn, &path);
-                serve(&conn, &path, &receiver)
-            })
+            .spawn(move || serve(&conn, &path, &receiver))
             .map_err(|error| StoreError::Backend(format!("cannot start the SQLite writer thread: {error}")))?;
         Ok(Writer { sender: Some(sender), thread: Some(thread) })
     }
@@ -156,24 +153,30 @@ where
 }
 
 /// Writes the write-ahead log's header before the first request, when the log is empty, so that
-/// request does not wait for it.
+/// request does not wait for it. `full` is the connection's `synchronous` setting, as in
+/// [`commit_batch`].
 ///
 /// A clean close removes the log, so the first commit after every start begins a new one, and
 /// SQLite syncs the new log's header and the directory that gained the file before it syncs the
 /// commit: three fsyncs where a commit needs one (on a restart, the first parked mark paid them
 /// too). The thread does this as it starts, in parallel with the rest of start-up (reads, a
-/// recovery), by rewriting `user_version` with its own value: a change of nothing that only makes
-/// the log exist. Errors are left to the first request, which meets them again.
-fn prime_wal(conn: &Connection, path: &str) {
+/// recovery), by rewriting `user_version` with its own value: a change of nothing, committed
+/// without its own fsync (there is nothing to lose), that only makes the log exist. A first
+/// request that comes sooner waits for the two fsyncs it would have made itself. Errors are left
+/// to the first request, which meets them again.
+fn prime_wal(conn: &Connection, path: &str, full: &mut bool) {
     let log = std::fs::metadata(format!("{path}-wal"));
     if log.is_ok_and(|log| log.len() > 0) {
         return;
     }
-    let rewrite = || -> rusqlite::Result<()> {
-        let tx = conn.unchecked_transaction()?;
-        let version: i64 = tx.pragma_query_value(None, "user_version", |row| row.get(0))?;
-        tx.pragma_update(None, "user_version", version)?;
-        tx.commit()
+    let mut rewrite = || -> Result<(), StoreError> {
+        execute(conn, path, "PRAGMA synchronous = NORMAL")?;
+        *full = false;
+        let failed = |error: rusqlite::Error| sqlite_error(&error, path);
+        let tx = conn.unchecked_transaction().map_err(failed)?;
+        let version: i64 = tx.pragma_query_value(None, "user_version", |row| row.get(0)).map_err(failed)?;
+        tx.pragma_update(None, "user_version", version).map_err(failed)?;
+        tx.commit().map_err(failed)
     };
     if let Err(error) = rewrite() {
         tracing::debug!(path, "cannot begin the write-ahead log ahead of the first write: {error}");
@@ -184,6 +187,7 @@ fn prime_wal(conn: &Connection, path: &str) {
 fn serve(conn: &Connection, path: &str, receiver: &mpsc::Receiver<Box<dyn Job>>) {
     // The connection opens with `synchronous = FULL` (see `open::writer_connection`).
     let mut full = true;
+    prime_wal(conn, path, &mut full);
     while let Ok(first) = receiver.recv() {
         let mut batch = vec![first];
         batch.extend(receiver.try_iter().take(MAX_BATCH - 1));
