@@ -81,7 +81,8 @@ pub struct SqliteOptions {
     /// Caps the file at this many pages (`PRAGMA max_page_count`; a page is 4 KiB), so writes
     /// past it fail with [`StoreError::DiskFull`] as on a full disk. For tests; default `None`.
     pub max_page_count: Option<u64>,
-    /// How many read-only connections, each on its own thread, answer reads. Default 2.
+    /// How many read-only connections, each on its own thread, answer reads. Default 2. With two
+    /// or more, a run's restart reads a long journal (512 entries or more) on two at once.
     pub read_connections: usize,
     /// How many deliveries may wait for one run and for one hook. Default [`InboxLimits::DEFAULT`].
     pub inbox_limits: InboxLimits,
