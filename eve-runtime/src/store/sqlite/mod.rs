@@ -444,6 +444,38 @@ mod tests {
         }
     }
 
+    /// A damaged entry in either half of a split claim fails the claim with the store's corrupt
+    /// error naming the entry, as a claim read on one thread does.
+    #[tokio::test]
+    async fn a_damaged_entry_in_either_half_of_a_split_claim_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("eve.db");
+        let store = SqliteStore::open(&path).unwrap();
+        let run = long_run(&store, "run-long", 600).await;
+        drop(store);
+        for damaged in [100_i64, 450] {
+            let conn = Connection::open(&path).unwrap();
+            let sql = "UPDATE journal SET entry = '{\"recorded\":' WHERE run_id = ?1 AND seq = ?2";
+            assert_eq!(conn.execute(sql, rusqlite::params![run.as_str(), damaged]).unwrap(), 1);
+            drop(conn);
+            let store = SqliteStore::open(&path).unwrap();
+            let claimed =
+                store.claim(&run, &WorkerId("test".into()), Duration::ZERO, Timestamp::from_millis(4), 0).await;
+            let Err(StoreError::Corrupt { reason, .. }) = claimed else {
+                panic!("expected a corrupt store: {claimed:?}")
+            };
+            assert!(reason.contains(&format!("journal entry {damaged} is not a valid entry")), "{reason}");
+            drop(store);
+            let conn = Connection::open(&path).unwrap();
+            let fixed = serde_json::to_string(&recorded(damaged.unsigned_abs())).unwrap();
+            conn.execute(
+                "UPDATE journal SET entry = ?3 WHERE run_id = ?1 AND seq = ?2",
+                rusqlite::params![run.as_str(), damaged, fixed],
+            )
+            .unwrap();
+        }
+    }
+
     /// The second half of a split claim is read in its own snapshot; should the journal's length
     /// differ there (the run was written to while it was claimed, which the runtime never does),
     /// the read fails rather than join two journals.
