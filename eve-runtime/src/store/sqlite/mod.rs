@@ -381,6 +381,15 @@ mod tests {
         run.id
     }
 
+    /// A fresh store at `<dir>/eve.db` holding one [`long_run`] `length` entries long.
+    async fn store_with_long_run(length: u64) -> (tempfile::TempDir, std::path::PathBuf, SqliteStore, RunId) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("eve.db");
+        let store = SqliteStore::open(&path).unwrap();
+        let run = long_run(&store, "run-long", length).await;
+        (dir, path, store, run)
+    }
+
     fn recorded(seq: u64) -> Entry {
         let op = Op(u32::try_from(seq).unwrap());
         Entry::Recorded { op, kind: crate::journal::RecordKind::Now, value: seq.into() }
@@ -390,10 +399,7 @@ mod tests {
     /// in order, from any point, as a store with one reader thread (which never splits) does.
     #[tokio::test]
     async fn a_long_journal_is_claimed_whole_and_in_order_from_any_point() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("eve.db");
-        let store = SqliteStore::open(&path).unwrap();
-        let run = long_run(&store, "run-long", 1_501).await;
+        let (_dir, path, store, run) = store_with_long_run(1_501).await;
         drop(store);
         let owner = WorkerId("test".into());
         for read_connections in [1, 2, 3] {
@@ -448,10 +454,7 @@ mod tests {
     /// error naming the entry, as a claim read on one thread does.
     #[tokio::test]
     async fn a_damaged_entry_in_either_half_of_a_split_claim_is_reported() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("eve.db");
-        let store = SqliteStore::open(&path).unwrap();
-        let run = long_run(&store, "run-long", 600).await;
+        let (_dir, path, store, run) = store_with_long_run(600).await;
         drop(store);
         for damaged in [100_i64, 450] {
             let conn = Connection::open(&path).unwrap();
@@ -481,10 +484,7 @@ mod tests {
     /// the read fails rather than join two journals.
     #[tokio::test]
     async fn a_journal_that_changed_during_a_split_claim_fails_the_claim() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("eve.db");
-        let store = SqliteStore::open(&path).unwrap();
-        let run = long_run(&store, "run-long", 600).await;
+        let (_dir, path, _store, run) = store_with_long_run(600).await;
         let mut conn = open::reader_connection(&path).unwrap();
         assert_eq!(reads::journal_rest(&mut conn, &run, 300, 600).unwrap().len(), 300);
         let error = reads::journal_rest(&mut conn, &run, 300, 599).unwrap_err().into_store_error("eve.db");
@@ -498,10 +498,7 @@ mod tests {
     /// and its directory entry to reach the disk.
     #[tokio::test]
     async fn a_reopened_store_begins_its_write_ahead_log_before_the_first_write() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("eve.db");
-        let store = SqliteStore::open(&path).unwrap();
-        let run = long_run(&store, "run-1", 3).await;
+        let (dir, path, store, run) = store_with_long_run(3).await;
         drop(store);
         let log = dir.path().join("eve.db-wal");
         assert!(!log.exists(), "a clean close removes the log");

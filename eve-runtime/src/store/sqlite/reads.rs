@@ -93,8 +93,7 @@ pub(super) fn claimed(
     other: Option<&Queue>,
 ) -> Result<ClaimRead, Failure> {
     let tx = conn.transaction()?;
-    let length: Option<i64> = tx.prepare_cached(RUN_LENGTH)?.query_row([run.as_str()], |row| row.get(0)).optional()?;
-    let Some(length) = length else { return Err(StoreError::RunNotFound(run.clone()).into()) };
+    let Some(length) = run_length(&tx, run)? else { return Err(StoreError::RunNotFound(run.clone()).into()) };
     let next_seq = codec::uint(length)?;
     let (split, rest) = match other {
         Some(queue) if next_seq.saturating_sub(from_seq) >= SPLIT_FROM => {
@@ -118,8 +117,7 @@ pub(super) fn claimed(
 /// the claim fails rather than join two different journals.
 pub(super) fn journal_rest(conn: &mut Connection, run: &RunId, from: u64, length: u64) -> Result<Vec<Entry>, Failure> {
     let tx = conn.transaction()?;
-    let now: Option<i64> = tx.prepare_cached(RUN_LENGTH)?.query_row([run.as_str()], |row| row.get(0)).optional()?;
-    if now != Some(int(length)) {
+    if run_length(&tx, run)? != Some(int(length)) {
         let reason = format!(
             "run {run}'s journal changed while it was being claimed (another activation of the run wrote to \
              it); claim the run again"
@@ -127,6 +125,11 @@ pub(super) fn journal_rest(conn: &mut Connection, run: &RunId, from: u64, length
         return Err(StoreError::Backend(reason).into());
     }
     journal(&tx, run, from, length)
+}
+
+/// The length of the run's journal, or `None` if the run does not exist.
+fn run_length(conn: &Connection, run: &RunId) -> Result<Option<i64>, Failure> {
+    Ok(conn.prepare_cached(RUN_LENGTH)?.query_row([run.as_str()], |row| row.get(0)).optional()?)
 }
 
 type SummaryRow = (String, String, String, String, i64, i64, bool);

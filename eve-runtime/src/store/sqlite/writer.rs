@@ -169,14 +169,13 @@ fn prime_wal(conn: &Connection, path: &str, full: &mut bool) {
     if log.is_ok_and(|log| log.len() > 0) {
         return;
     }
-    let mut rewrite = || -> Result<(), StoreError> {
-        execute(conn, path, "PRAGMA synchronous = NORMAL")?;
+    let mut rewrite = || -> rusqlite::Result<()> {
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
         *full = false;
-        let failed = |error: rusqlite::Error| sqlite_error(&error, path);
-        let tx = conn.unchecked_transaction().map_err(failed)?;
-        let version: i64 = tx.pragma_query_value(None, "user_version", |row| row.get(0)).map_err(failed)?;
-        tx.pragma_update(None, "user_version", version).map_err(failed)?;
-        tx.commit().map_err(failed)
+        let tx = conn.unchecked_transaction()?;
+        let version: i64 = tx.pragma_query_value(None, "user_version", |row| row.get(0))?;
+        tx.pragma_update(None, "user_version", version)?;
+        tx.commit()
     };
     if let Err(error) = rewrite() {
         tracing::debug!(path, "cannot begin the write-ahead log ahead of the first write: {error}");
