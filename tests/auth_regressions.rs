@@ -81,7 +81,7 @@ mod url_race {
             &self,
             run: &RunId,
             fence: Fence,
-            started: Entry,
+            started: &Entry,
             keep_inbox: bool,
         ) -> Result<(), StoreError> {
             self.inner.continue_as_new(run, fence, started, keep_inbox).await

@@ -285,9 +285,14 @@ impl EventBus {
 
     /// Sends the event `make` builds, building it only if someone listens.
     pub fn emit(&self, make: impl FnOnce() -> RunEvent) {
-        if self.sender.receiver_count() > 0 {
+        if self.listening() {
             let _ = self.sender.send(make());
         }
+    }
+
+    /// Whether anyone listens, so events would be built and sent.
+    pub fn listening(&self) -> bool {
+        self.sender.receiver_count() > 0
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<RunEvent> {

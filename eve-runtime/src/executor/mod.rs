@@ -474,7 +474,7 @@ impl Driver {
         let entry = Entry::RunStarted {
             workflow_id: tool.workflow_id.to_owned(),
             tool: tool.name.to_owned(),
-            input: input.clone(),
+            input,
             at: rt.services.clock.now(),
             principal: started.principal.clone(),
             interactive: started.interactive,
@@ -483,7 +483,7 @@ impl Driver {
         };
         let mut backoff = StoreBackoff::default();
         loop {
-            match rt.store.continue_as_new(&self.core.run, self.fence, entry.clone(), keep_inbox).await {
+            match rt.store.continue_as_new(&self.core.run, self.fence, &entry, keep_inbox).await {
                 Ok(()) => break,
                 Err(error) if error.is_transient() => {
                     if let Err(error) = backoff.wait(rt, &self.core.run, error).await {
@@ -497,6 +497,7 @@ impl Driver {
         self.withdraw_open_asks(rt);
         let run = self.core.run.clone();
         rt.events.emit(|| RunEvent::ContinuedAsNew { run: run.clone(), continued: started.continued });
+        let Entry::RunStarted { input, .. } = entry else { unreachable!("built as `RunStarted` above") };
         let mut driver = Driver::fresh(rt, run, tool, input, &started, self.fence);
         if keep_inbox {
             // What waited for the old history goes to the new one, whose body makes the same hooks.
@@ -669,7 +670,8 @@ impl Driver {
 
     /// Appends the pending entries in one transaction, then lets out what waited for them: events,
     /// armed timers, published questions and sign-in links, restarted attempts, and the delivery
-    /// that tells the body a hook's token was taken. Returns the entries as journaled.
+    /// that tells the body a hook's token was taken. Returns the entries as journaled, or none
+    /// if the store took them (see [`Driver::append`]); a batch ending the run is always returned.
     async fn commit(&mut self, rt: &Engine) -> Result<Vec<Entry>, StoreError> {
         if self.pending.is_empty() && self.pending_consumed.is_empty() {
             return Ok(Vec::new());
@@ -824,6 +826,8 @@ impl Driver {
 
     /// Appends `batch`, which must start at the journal's current length. Entries the store
     /// refuses as too large are replaced by what [`fit`] records instead, and the append retried.
+    /// The store may take the entries (`batch.entries` is then empty) when nothing reads them
+    /// after.
     async fn append(&mut self, rt: &Engine, batch: &mut Append) -> Result<(), StoreError> {
         debug_assert_eq!(batch.first_seq, self.next_seq, "a batch starts where the journal ends");
         let after = self.next_seq + batch.entries.len() as u64;
@@ -836,18 +840,31 @@ impl Driver {
             tracing::warn!(%run, entries = after, limit, "the run's journal is long; continue it as new before the limit");
             rt.events.emit(|| RunEvent::HistoryWarning { run, entries: after, limit });
         }
+        // After the append, `commit` reads the entries only to publish them (if anyone listens),
+        // to deliver a hook token found taken, or to return the run's last entry: otherwise the
+        // store may keep the entries themselves instead of copies.
+        let read_after = rt.events.listening()
+            || batch.entries.iter().any(|entry| entry.is_terminal() || matches!(entry, Entry::HookTokenTaken { .. }));
         let mut backoff = StoreBackoff::default();
         loop {
-            match rt.store.append(&self.core.run, self.fence, batch).await {
+            let appended = batch.entries.len() as u64;
+            let result = if read_after {
+                rt.store.append(&self.core.run, self.fence, batch).await
+            } else {
+                rt.store.append_taking(&self.core.run, self.fence, batch).await
+            };
+            match result {
                 // Only records, which the body has not seen, are cut to fit here: deliveries were
                 // fitted before the body saw them.
                 Err(StoreError::TooLarge { limit, .. }) if fit::fit_records(&mut batch.entries, limit) => {}
                 Err(error) if error.is_transient() => backoff.wait(rt, &self.core.run, error).await?,
-                result => break result?,
+                result => {
+                    result?;
+                    self.next_seq += appended;
+                    return Ok(());
+                }
             }
         }
-        self.next_seq += batch.entries.len() as u64;
-        Ok(())
     }
 
     /// Appends the terminal entry if the body returned, diverged or ran out of cancellation grace.

@@ -66,6 +66,7 @@ macro_rules! conformance_suite {
                 inboxes_refuse_deliveries_beyond_their_limits,
                 notices_reach_other_runs_with_the_append_that_implies_them,
                 appends_create_the_runs_they_start,
+                append_taking_writes_like_append_and_leaves_a_refused_batch_whole,
             );
         }
     };
@@ -880,10 +881,10 @@ pub async fn continue_as_new_replaces_the_history_and_keeps_a_pending_cancel(sto
         *continued = 1;
     }
     let stale = Fence { epoch: fence.epoch + 100 };
-    let refused = store.continue_as_new(&run, stale, next.clone(), false).await;
+    let refused = store.continue_as_new(&run, stale, &next, false).await;
     assert!(matches!(refused, Err(StoreError::Fenced { .. })), "a stale fence is refused: {refused:?}");
     assert_eq!(entries(store, &run).await.len(), 4, "nothing was written");
-    store.continue_as_new(&run, fence, next.clone(), false).await.expect("continue as new");
+    store.continue_as_new(&run, fence, &next, false).await.expect("continue as new");
     assert_eq!(entries(store, &run).await, vec![next.clone()], "the new history starts at sequence 0");
     assert_eq!(store.load(&run).await.unwrap().unwrap().summary.entries, 1);
     assert!(timers(store).await.is_empty(), "the old history's timers are released");
@@ -892,7 +893,7 @@ pub async fn continue_as_new_replaces_the_history_and_keeps_a_pending_cancel(sto
     assert!(matches!(&waiting[..], [InboxItem { delivery: Delivery::Cancel { .. }, .. }]), "{waiting:?}");
     // The new history appends from sequence 1 and may take the same token again.
     append(store, &run, fence, 1, vec![hook(0, &held), run_completed()]).await;
-    let finished = store.continue_as_new(&run, fence, next, false).await;
+    let finished = store.continue_as_new(&run, fence, &next, false).await;
     assert!(matches!(finished, Err(StoreError::RunFinished(_))), "{finished:?}");
 }
 
@@ -905,7 +906,7 @@ pub async fn continue_as_new_can_keep_the_inbox_whole(store: &dyn Store) {
     let message = |text: &str| DeliveryPayload::Run(Delivery::Hook { op: Op(0), payload: json!(text) });
     deliver(store, Target::Run(run.clone()), Some("message:1"), message("waiting")).await;
     let next = new_run("conversing", json!({"round": 2}), 2).started_entry();
-    store.continue_as_new(&run, fence, next.clone(), true).await.expect("continue as new");
+    store.continue_as_new(&run, fence, &next, true).await.expect("continue as new");
     assert_eq!(entries(store, &run).await, vec![next], "the new history starts at sequence 0");
     assert!(timers(store).await.is_empty(), "the old history's timers are released");
     let waiting = inbox(store, &run).await;
@@ -1042,4 +1043,41 @@ pub async fn appends_create_the_runs_they_start(store: &dyn Store) {
     let again = store.load(&child).await.unwrap().expect("the run is still there");
     assert_eq!(again.entries.len(), 2, "the existing run is left as it is");
     assert!(matches!(&again.entries[0], Entry::RunStarted { input, .. } if input == &json!({ "n": 1 })));
+}
+
+/// `append_taking` journals and indexes a batch exactly as `append` does, whether or not the store
+/// takes the entries; a batch it refuses (a wrong sequence number, a stale fence) is left whole,
+/// entries included, to be retried, and writes nothing.
+pub async fn append_taking_writes_like_append_and_leaves_a_refused_batch_whole(store: &dyn Store) {
+    let run = new_run("run-taking", json!(null), 1_000);
+    let fence = create(store, run.clone()).await;
+    let batch = vec![record(0, json!({ "kept": "whole" })), sleep(1, 5_000)];
+    let mut wrong_seq =
+        Append { first_seq: 3, entries: batch.clone(), consumed: Vec::new(), notices: Vec::new(), runs: Vec::new() };
+    let result = store.append_taking(&run.id, fence, &mut wrong_seq).await;
+    assert!(
+        matches!(result, Err(StoreError::SeqConflict { .. })),
+        "a wrong sequence number is refused, got {result:?}"
+    );
+    assert_eq!(wrong_seq.entries, batch, "a refused batch keeps its entries");
+    let mut retried = Append { first_seq: 1, ..wrong_seq };
+    store.append_taking(&run.id, fence, &mut retried).await.expect("the batch appends at the journal's length");
+    let journal = entries(store, &run.id).await;
+    assert_eq!(journal[1..], batch[..], "the entries are journaled as given, in order");
+    let timers = timers(store).await;
+    assert_eq!(timers, vec![("run-taking".to_owned(), 1, "sleep", 5_000)], "the sleep's timer is indexed");
+
+    let current = claim(store, &run.id, 0).await.fence;
+    let mut stale = Append {
+        first_seq: 3,
+        entries: vec![record(2, json!(2))],
+        consumed: Vec::new(),
+        notices: Vec::new(),
+        runs: Vec::new(),
+    };
+    let result = store.append_taking(&run.id, fence, &mut stale).await;
+    assert!(matches!(result, Err(StoreError::Fenced { .. })), "a stale fence is refused, got {result:?}");
+    assert_eq!(stale.entries, vec![record(2, json!(2))], "a fenced batch keeps its entries");
+    store.append_taking(&run.id, current, &mut stale).await.expect("the current fence appends");
+    assert_eq!(entries(store, &run.id).await.len(), 4, "run started, two entries, then one more");
 }

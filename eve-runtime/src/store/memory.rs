@@ -9,8 +9,8 @@ use async_trait::async_trait;
 
 use super::{
     Append, Claimed, Created, Delivered, Delivery, DeliveryPayload, Fence, HookMeta, HookRow, InboxItem, InboxLimits,
-    IndexChanges, NewRun, Recovery, RunPage, RunQuery, RunRecord, RunSummary, Store, StoreError, Target, TimerKind,
-    TimerRow, WaitingSignIn, WorkerId,
+    IndexChanges, NewRun, Notice, Recovery, RunPage, RunQuery, RunRecord, RunSummary, Store, StoreError, Target,
+    TimerKind, TimerRow, WaitingSignIn, WorkerId,
 };
 use crate::journal::{Entry, Op, RunId, RunStatus};
 use crate::secret::TokenHash;
@@ -82,9 +82,81 @@ impl MemoryStore {
     }
 }
 
+/// One append's parts, its entries copied or moved into the journal.
+struct Batch<'a> {
+    first_seq: u64,
+    entries: Entries<'a>,
+    consumed: &'a [u64],
+    notices: &'a [Notice],
+    runs: &'a [NewRun],
+}
+
+/// A batch's entries: [`Store::append`] copies them, [`Store::append_taking`] moves them.
+enum Entries<'a> {
+    Copied(&'a [Entry]),
+    Moved(&'a mut Vec<Entry>),
+}
+
+impl Entries<'_> {
+    fn as_slice(&self) -> &[Entry] {
+        match self {
+            Entries::Copied(entries) => entries,
+            Entries::Moved(entries) => entries,
+        }
+    }
+
+    /// Puts the entries at the end of `journal`; moved ones leave the batch empty.
+    fn append_to(self, journal: &mut Vec<Entry>) {
+        match self {
+            Entries::Copied(entries) => journal.extend_from_slice(entries),
+            Entries::Moved(entries) => journal.append(entries),
+        }
+    }
+}
+
 impl State {
     fn run_mut(&mut self, run: &RunId) -> Result<&mut RunState, StoreError> {
         self.runs.get_mut(run).ok_or_else(|| StoreError::RunNotFound(run.clone()))
+    }
+
+    /// Appends `batch` to `run`'s journal and updates the indexes it implies, or refuses it whole.
+    fn append(&mut self, run: &RunId, fence: Fence, batch: Batch<'_>) -> Result<(), StoreError> {
+        // One lookup of the run for the checks and the write: split borrows of the state.
+        let State { runs, hooks, .. } = self;
+        let run_state = runs.get_mut(run).ok_or_else(|| StoreError::RunNotFound(run.clone()))?;
+        if run_state.epoch != fence.epoch {
+            return Err(StoreError::Fenced { run: run.clone(), held: fence.epoch, current: run_state.epoch });
+        }
+        if run_state.summary.status.is_finished() {
+            return Err(StoreError::RunFinished(run.clone()));
+        }
+        let actual = run_state.entries.len() as u64;
+        if batch.first_seq != actual {
+            return Err(StoreError::SeqConflict { run: run.clone(), expected: batch.first_seq, actual });
+        }
+        let changes = IndexChanges::of(batch.entries.as_slice());
+        for (op, hash, _) in &changes.hooks_added {
+            if hooks.get(hash).is_some_and(|holder| &holder.run != run) {
+                return Err(StoreError::HookTokenInUse { run: run.clone(), op: *op });
+            }
+        }
+        batch.entries.append_to(&mut run_state.entries);
+        run_state.summary.entries = run_state.entries.len() as u64;
+        run_state.summary.parked = false;
+        for &id in batch.consumed {
+            // Only this run's items: an id naming another run's delivery must not drop it.
+            if self.inbox.get(&id).is_some_and(|item| &item.run == run) {
+                self.inbox.remove(&id);
+            }
+        }
+        self.apply_indexes(run, changes);
+        for new in batch.runs {
+            self.create(new, None);
+        }
+        for notice in batch.notices {
+            self.accept_notice(notice);
+        }
+        Ok(())
     }
 
     fn apply_indexes(&mut self, run: &RunId, changes: IndexChanges) {
@@ -241,43 +313,15 @@ impl Store for MemoryStore {
     }
 
     async fn append(&self, run: &RunId, fence: Fence, append: &Append) -> Result<(), StoreError> {
-        let mut state = self.lock();
-        // One lookup of the run for the checks and the write: split borrows of the state.
-        let State { runs, hooks, .. } = &mut *state;
-        let run_state = runs.get_mut(run).ok_or_else(|| StoreError::RunNotFound(run.clone()))?;
-        if run_state.epoch != fence.epoch {
-            return Err(StoreError::Fenced { run: run.clone(), held: fence.epoch, current: run_state.epoch });
-        }
-        if run_state.summary.status.is_finished() {
-            return Err(StoreError::RunFinished(run.clone()));
-        }
-        let actual = run_state.entries.len() as u64;
-        if append.first_seq != actual {
-            return Err(StoreError::SeqConflict { run: run.clone(), expected: append.first_seq, actual });
-        }
-        let changes = IndexChanges::of(&append.entries);
-        for (op, hash, _) in &changes.hooks_added {
-            if hooks.get(hash).is_some_and(|holder| &holder.run != run) {
-                return Err(StoreError::HookTokenInUse { run: run.clone(), op: *op });
-            }
-        }
-        run_state.entries.extend_from_slice(&append.entries);
-        run_state.summary.entries = run_state.entries.len() as u64;
-        run_state.summary.parked = false;
-        for &id in &append.consumed {
-            // Only this run's items: an id naming another run's delivery must not drop it.
-            if state.inbox.get(&id).is_some_and(|item| &item.run == run) {
-                state.inbox.remove(&id);
-            }
-        }
-        state.apply_indexes(run, changes);
-        for new in &append.runs {
-            state.create(new, None);
-        }
-        for notice in &append.notices {
-            state.accept_notice(notice);
-        }
-        Ok(())
+        let Append { first_seq, entries, consumed, notices, runs } = append;
+        let batch = Batch { first_seq: *first_seq, entries: Entries::Copied(entries), consumed, notices, runs };
+        self.lock().append(run, fence, batch)
+    }
+
+    async fn append_taking(&self, run: &RunId, fence: Fence, append: &mut Append) -> Result<(), StoreError> {
+        let Append { first_seq, entries, consumed, notices, runs } = append;
+        let batch = Batch { first_seq: *first_seq, entries: Entries::Moved(entries), consumed, notices, runs };
+        self.lock().append(run, fence, batch)
     }
 
     async fn park(&self, run: &RunId, fence: Fence, next_seq: u64) -> Result<(), StoreError> {
@@ -322,7 +366,7 @@ impl Store for MemoryStore {
         &self,
         run: &RunId,
         fence: Fence,
-        started: Entry,
+        started: &Entry,
         keep_inbox: bool,
     ) -> Result<(), StoreError> {
         let mut state = self.lock();
@@ -333,7 +377,7 @@ impl Store for MemoryStore {
         if run_state.summary.status.is_finished() {
             return Err(StoreError::RunFinished(run.clone()));
         }
-        run_state.entries = vec![started];
+        run_state.entries = vec![started.clone()];
         run_state.summary.entries = 1;
         run_state.summary.parked = false;
         if !keep_inbox {

@@ -530,6 +530,15 @@ pub trait Store: Send + Sync + 'static {
     /// ([`StoreError::SeqConflict`]) or an append to a finished run ([`StoreError::RunFinished`]).
     async fn append(&self, run: &RunId, fence: Fence, append: &Append) -> Result<(), StoreError>;
 
+    /// Appends like [`append`](Store::append), and may take the batch's entries to keep them: a
+    /// store that holds entries as values (the in-memory store) moves them in instead of copying
+    /// them. When it returns `Ok`, `append.entries` may be empty; when it returns an error, the
+    /// batch is as it was, to be retried. The default appends through `append` and takes nothing,
+    /// which suits every store that encodes entries.
+    async fn append_taking(&self, run: &RunId, fence: Fence, append: &mut Append) -> Result<(), StoreError> {
+        self.append(run, fence, append).await
+    }
+
     /// Marks the run parked at `next_seq`: it waits on durable waits only, so a new process need
     /// not load it until one of them resolves (a timer falls due, a delivery arrives). Does
     /// nothing if `fence` is stale or the journal has grown past `next_seq`; the next append clears
@@ -552,7 +561,7 @@ pub trait Store: Send + Sync + 'static {
         &self,
         run: &RunId,
         fence: Fence,
-        started: Entry,
+        started: &Entry,
         keep_inbox: bool,
     ) -> Result<(), StoreError>;
 

@@ -240,7 +240,7 @@ pub async fn a_stale_workers_writes_are_refused_and_write_nothing(store: &dyn St
         "the stale worker's append should be Fenced, got {result:?}"
     );
     let started = store.load(&run).await.expect("load succeeds").expect("the run exists").entries[0].clone();
-    let result = store.continue_as_new(&run, stale, started, false).await;
+    let result = store.continue_as_new(&run, stale, &started, false).await;
     assert!(matches!(result, Err(StoreError::Fenced { .. })), "continue-as-new should be Fenced, got {result:?}");
     assert_eq!(journal_length(store, &run).await, 1, "nothing was appended");
     assert!(store.timers().await.expect("timers succeed").is_empty(), "no timer was written");

@@ -446,10 +446,10 @@ impl Store for PostgresStore {
         &self,
         run: &RunId,
         fence: Fence,
-        started: Entry,
+        started: &Entry,
         keep_inbox: bool,
     ) -> Result<(), StoreError> {
-        let text = codec::encode_entry(&started, self.options.max_entry_bytes)?;
+        let text = codec::encode_entry(started, self.options.max_entry_bytes)?;
         with_client!(self, format!("continuing run {run} as new"), |client| writes::continue_as_new(
             &mut client,
             run,

@@ -261,10 +261,10 @@ impl Store for SqliteStore {
         &self,
         run: &RunId,
         fence: Fence,
-        started: Entry,
+        started: &Entry,
         keep_inbox: bool,
     ) -> Result<(), StoreError> {
-        let text = codec::encode_entry(&started, self.options.max_entry_bytes)?;
+        let text = codec::encode_entry(started, self.options.max_entry_bytes)?;
         let (run, epochs) = (run.clone(), self.epochs.clone());
         self.writer.submit(move |conn| writes::continue_as_new(conn, &run, fence, &text, &epochs, keep_inbox)).await
     }
