@@ -54,7 +54,8 @@ pub(crate) static SESSION: ToolDescriptor = ToolDescriptor {
     shape: Shape::WORKFLOW_TOOL,
     input_schema: || json!({ "type": "object" }),
     validate_input: |input| {
-        serde_json::from_value::<SessionInput>(input.clone()).map(drop).map_err(|error| error.to_string())
+        // Deserialized from the borrowed value: a session carried on holds its whole conversation.
+        SessionInput::deserialize(input).map(drop).map_err(|error| error.to_string())
     },
     output_schema: || None,
     entry: EntryPoint::Workflow(entry),
@@ -426,7 +427,7 @@ impl<'c> Body<'c> {
     fn emit(&mut self, name: &'static str, data: Value) {
         self.feed += 1;
         self.last_event = name;
-        self.ctx.publish(json!({ "sequence": self.feed, "type": name, "data": data }));
+        self.ctx.publish(object([("sequence", self.feed.into()), ("type", name.into()), ("data", data)]));
     }
 
     fn turn_id(&self) -> Value {
@@ -439,7 +440,7 @@ impl<'c> Body<'c> {
         self.turns += 1;
         let id = format!("turn-{}", self.turns);
         self.turn = Some(Turn { id: id.clone(), caller: message.caller.clone(), cancelled: false });
-        self.emit("turn.started", json!({ "turnId": id }));
+        self.emit("turn.started", object([("turnId", id.as_str().into())]));
         self.compact();
         self.turn_starts.push_back(self.messages.len());
         Arc::make_mut(&mut self.messages).push(Message::user(message.text));
@@ -450,7 +451,7 @@ impl<'c> Body<'c> {
                 self.emit("turn.completed", json!({ "turnId": turn.id, "status": "cancelled" }))
             }
             Ok(()) => {
-                let mut data = json!({ "turnId": turn.id, "status": "completed" });
+                let mut data = object([("turnId", turn.id.into()), ("status", "completed".into())]);
                 if let Some(output) = self.output.take() {
                     data["output"] = output;
                 }
@@ -473,17 +474,18 @@ impl<'c> Body<'c> {
                 return Ok(());
             }
             self.boundary();
-            let step = self.model_step().await.map_err(|error| error.to_string())?;
-            let calls = step.response.tool_calls.clone();
+            let ModelStep { response, plain } = self.model_step().await.map_err(|error| error.to_string())?;
+            let ModelResponse { text, tool_calls: calls, finish_reason } = response;
             let held = calls.is_empty() && self.tasks.working_count() > 0;
-            let finish = if held && self.input.child { FinishReason::ToolCalls } else { step.response.finish_reason };
+            let finish = if held && self.input.child { FinishReason::ToolCalls } else { finish_reason };
             let turn_id = self.turn_id();
-            let text = step.response.text.clone();
             if !text.is_empty() || calls.is_empty() {
-                self.emit("message.completed", json!({ "turnId": turn_id, "text": text, "finishReason": finish }));
+                let finish = serde_json::to_value(finish).expect("a finish reason is a string");
+                let data =
+                    object([("turnId", turn_id.clone()), ("text", text.as_str().into()), ("finishReason", finish)]);
+                self.emit("message.completed", data);
             }
-            Arc::make_mut(&mut self.messages)
-                .push(Message::Assistant { content: step.response.text.clone(), tool_calls: calls.clone() });
+            Arc::make_mut(&mut self.messages).push(Message::Assistant { content: text, tool_calls: calls.clone() });
             if calls.is_empty() {
                 if !held {
                     return Ok(());
@@ -494,10 +496,13 @@ impl<'c> Body<'c> {
             }
             let actions: Vec<Value> = calls
                 .iter()
-                .map(|call| json!({ "callId": call.id, "name": call.name, "input": call.arguments }))
+                .map(|call| {
+                    let (id, name) = (call.id.as_str().into(), call.name.as_str().into());
+                    object([("callId", id), ("name", name), ("input", call.arguments.clone())])
+                })
                 .collect();
-            self.emit("actions.requested", json!({ "turnId": turn_id, "actions": actions }));
-            self.dispatch(&calls, step.plain).await.map_err(|error| error.to_string())?;
+            self.emit("actions.requested", object([("turnId", turn_id), ("actions", actions.into())]));
+            self.dispatch(&calls, plain).await.map_err(|error| error.to_string())?;
             if self.output.is_some() {
                 return Ok(());
             }
@@ -548,7 +553,7 @@ impl<'c> Body<'c> {
     /// Calls the model (in a step) with the conversation so far.
     async fn model_step(&mut self) -> Result<ModelStep, StepError> {
         self.steps += 1;
-        let data = json!({ "turnId": self.turn_id(), "step": self.steps });
+        let data = object([("turnId", self.turn_id()), ("step", self.steps.into())]);
         self.emit("step.started", data);
         let mut system = self.input.system.clone();
         if self.offered.iter().any(|tool| tool.kind.is_task()) {
@@ -644,7 +649,8 @@ impl<'c> Body<'c> {
     }
 
     fn action_result(&mut self, call: &ToolCall, answer: &Result<String, String>) {
-        let mut data = json!({ "turnId": self.turn_id(), "callId": call.id, "name": call.name });
+        let (id, name) = (call.id.as_str().into(), call.name.as_str().into());
+        let mut data = object([("turnId", self.turn_id()), ("callId", id), ("name", name)]);
         match answer {
             Ok(output) => data["output"] = Value::from(output.clone()),
             Err(error) => data["error"] = Value::from(error.clone()),
@@ -1286,6 +1292,12 @@ fn failure_message(failure: &crate::journal::RunFailure) -> String {
 }
 
 // ---- steps
+
+/// A JSON object of `fields`, each value moved in: `json!` copies every value it is given through
+/// serde, which for a feed event's data (the turn's actions, say) is a deep copy.
+fn object<const N: usize>(fields: [(&str, Value); N]) -> Value {
+    Value::Object(fields.into_iter().map(|(key, value)| (key.to_owned(), value)).collect())
+}
 
 /// What one model step journals: the answer (with call ids), and the plain tools' results.
 #[derive(Clone, Debug, Serialize, Deserialize)]
