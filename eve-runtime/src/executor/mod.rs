@@ -842,7 +842,9 @@ impl Driver {
         }
         // After the append, `commit` reads the entries only to publish them (if anyone listens),
         // to deliver a hook token found taken, or to return the run's last entry: otherwise the
-        // store may keep the entries themselves instead of copies.
+        // store may keep the entries themselves instead of copies. (A listener that subscribes
+        // while such an append is under way misses its events, as it would had the append ended
+        // a moment before it subscribed.)
         let read_after = rt.events.listening()
             || batch.entries.iter().any(|entry| entry.is_terminal() || matches!(entry, Entry::HookTokenTaken { .. }));
         let mut backoff = StoreBackoff::default();
