@@ -360,6 +360,155 @@ async fn acknowledged_writes_survive_a_server_crash() {
     assert_eq!(store.timers().await.expect("timers read").len(), 0, "every timer fired");
 }
 
+// ---- Group commit --------------------------------------------------------------------------------
+
+/// What one append of a group-commit round ended with, by what it was expected to end with.
+type Answered = Result<(Expect, Result<(), StoreError>), tokio::task::JoinError>;
+
+/// What a group-commit round expects of one run's append.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Expect {
+    Written,
+    Fenced,
+    SeqConflict,
+}
+
+/// Appends that many runs make at once share commits, and each is still checked on its own: in
+/// one round of 60 concurrent appends (held back behind a table lock until all are queued), those
+/// of runs another worker took are refused `Fenced`, those with a stale sequence number
+/// `SeqConflict`, and the rest are written, consuming their inbox items, all in a handful of
+/// transactions rather than 60. Then ten more rounds with nothing held back, every journal checked
+/// entry by entry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn appends_made_at_once_share_commits_and_each_is_checked_on_its_own() {
+    let (store, schema) = fixture().await;
+    let store = std::sync::Arc::new(store);
+    let (worker, thief) = (WorkerId("w".into()), WorkerId("thief".into()));
+    let mut runs = Vec::new();
+    for index in 0..60 {
+        let run = new_run(&format!("group-{index:02}"));
+        let Ok(Created::New(fence)) = store.create_run(run.clone(), &worker).await else { panic!("created") };
+        let expect = match index % 6 {
+            0 => {
+                // Another worker takes it once the creator's lease has run out.
+                let later = Timestamp::from_millis(1_000_000_000);
+                store.claim(&run.id, &thief, Duration::from_secs(60), later, 1).await.expect("the thief claims it");
+                Expect::Fenced
+            }
+            1 => Expect::SeqConflict,
+            _ => Expect::Written,
+        };
+        let cancel = DeliveryPayload::Run(Delivery::Cancel { reason: "stop".into(), keep_output: false });
+        let item = match store.deliver(Target::Run(run.id.clone()), None, cancel).await {
+            Ok(Delivered::Accepted { id, .. }) => id,
+            other => panic!("the delivery is accepted: {other:?}"),
+        };
+        runs.push((run, fence, expect, item));
+    }
+    let round = |first_seq: u64, consume: bool| {
+        let store = std::sync::Arc::clone(&store);
+        let appends = runs.iter().map(move |(run, fence, expect, item)| {
+            let store = std::sync::Arc::clone(&store);
+            let first_seq = if *expect == Expect::SeqConflict { first_seq + 5 } else { first_seq };
+            let mut append = append_of(first_seq, vec![record(first_seq as u32), record(1_000 + first_seq as u32)]);
+            if consume {
+                append.consumed = vec![*item];
+            }
+            let (id, fence, expect) = (run.id.clone(), *fence, *expect);
+            tokio::spawn(async move { (expect, store.append(&id, fence, &append).await) })
+        });
+        futures::future::join_all(appends.collect::<Vec<_>>())
+    };
+    let check = |results: Vec<Answered>| {
+        for result in results {
+            match result.expect("the append's task ends") {
+                (Expect::Written, Ok(())) => {}
+                (Expect::Fenced, Err(StoreError::Fenced { held: 1, current: 2, .. })) => {}
+                (Expect::SeqConflict, Err(StoreError::SeqConflict { .. })) => {}
+                other => panic!("an append got the wrong answer: {other:?}"),
+            }
+        }
+    };
+
+    // Round 1, held back behind a lock on the journal until every append has queued.
+    let mut admin = schema.admin().await;
+    let holder = admin.transaction().await.expect("a transaction");
+    holder.batch_execute("LOCK TABLE journal IN EXCLUSIVE MODE").await.expect("the journal locks");
+    let first = tokio::spawn(round(1, true));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    holder.rollback().await.expect("the lock is let go");
+    check(first.await.expect("the round ends"));
+    let watcher = schema.admin().await;
+    let sql = "SELECT count(DISTINCT xmin::text) FROM journal WHERE seq = 1";
+    let commits: i64 = watcher.query_one(sql, &[]).await.expect("the journal reads").get(0);
+    assert!((1..=5).contains(&commits), "40 appends at once should share a few commits, took {commits}");
+
+    for first_seq in (3..23).step_by(2) {
+        check(round(first_seq, false).await);
+    }
+    for (run, _, expect, item) in &runs {
+        let entries = store.load(&run.id).await.expect("load succeeds").expect("the run exists").entries;
+        let inbox = store.inbox(&run.id).await.expect("the inbox reads");
+        match expect {
+            Expect::Written => {
+                let mut expected = vec![run.started_entry()];
+                for seq in (1..23).step_by(2) {
+                    expected.extend([record(seq), record(1_000 + seq)]);
+                }
+                assert_eq!(entries, expected, "run {}: each entry once, in order", run.id);
+                assert!(inbox.is_empty(), "run {}: its item was consumed with its first append", run.id);
+            }
+            _ => {
+                assert_eq!(entries, vec![run.started_entry()], "run {}: a refused append writes nothing", run.id);
+                assert_eq!(inbox.iter().map(|waiting| waiting.id).collect::<Vec<_>>(), vec![*item], "{}", run.id);
+            }
+        }
+    }
+}
+
+/// A caller whose append leads a group and is dropped midway (here while the statement waits on a
+/// row lock another session holds) hands the lead on: the appends queued behind it are written at
+/// once, not after the lock is let go, and not never.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_dropped_midway_hands_the_lead_on() {
+    let (store, schema) = fixture().await;
+    let store = std::sync::Arc::new(store);
+    let worker = WorkerId("w".into());
+    let mut fences = Vec::new();
+    for name in ["stuck", "next-a", "next-b"] {
+        let run = new_run(name);
+        let Ok(Created::New(fence)) = store.create_run(run.clone(), &worker).await else { panic!("created") };
+        fences.push((run, fence));
+    }
+    let mut admin = schema.admin().await;
+    let holder = admin.transaction().await.expect("a transaction");
+    let (stuck, stuck_fence) = fences[0].clone();
+    holder.execute("SELECT 1 FROM runs WHERE id = $1 FOR UPDATE", &[&stuck.id.as_str()]).await.expect("the row locks");
+    let leader = {
+        let store = std::sync::Arc::clone(&store);
+        tokio::spawn(async move { store.append(&stuck.id, stuck_fence, &append_of(1, vec![record(0)])).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let queued: Vec<_> = fences[1..]
+        .iter()
+        .map(|(run, fence)| {
+            let (store, id, fence) = (std::sync::Arc::clone(&store), run.id.clone(), *fence);
+            tokio::spawn(async move { store.append(&id, fence, &append_of(1, vec![record(1)])).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    leader.abort();
+    for append in queued {
+        let written = tokio::time::timeout(Duration::from_secs(10), append).await;
+        written.expect("a queued append is written while the lock is held").expect("its task ends").expect("written");
+    }
+    for (run, _) in &fences[1..] {
+        let entries = store.load(&run.id).await.expect("load succeeds").expect("the run exists").entries;
+        assert_eq!(entries, vec![run.started_entry(), record(1)]);
+    }
+    holder.rollback().await.expect("the lock is let go");
+}
+
 // ---- Wake-ups and lazy connections ---------------------------------------------------------------
 
 /// The next wake-up a subscriber hears, within five seconds.

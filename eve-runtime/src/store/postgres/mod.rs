@@ -46,6 +46,7 @@
 
 mod codec;
 mod connect;
+mod group;
 mod listen;
 mod reads;
 mod schema;
@@ -55,6 +56,7 @@ mod tls;
 mod writes;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -62,6 +64,7 @@ use deadpool_postgres::{Client, Pool};
 
 use self::codec::Failure;
 pub use self::connect::ConnectError;
+use self::group::Grouped;
 use self::writes::{AppendRows, NewRunRow};
 use super::{
     Append, Claimed, Created, Delivered, DeliveryPayload, Fence, HookRow, InboxItem, InboxLimits, IndexChanges, NewRun,
@@ -146,6 +149,8 @@ pub struct PostgresStore {
     /// The channel wake-ups are sent on.
     channel: String,
     wake_ups: listen::WakeUps,
+    /// The appends waiting to be written together ([`group`]).
+    group: group::Group,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -201,7 +206,7 @@ impl PostgresStore {
         let wake_ups = listen::WakeUps::new(config.clone(), connect::same(&tls), channel.clone(), target.clone());
         let pool = connect::pool(config, tls, &options, &server)?;
         let prepared = tokio::sync::OnceCell::new();
-        Ok(PostgresStore { pool, options, target, server, prepared, channel, wake_ups })
+        Ok(PostgresStore { pool, options, target, server, prepared, channel, wake_ups, group: group::Group::default() })
     }
 
     /// Creates or migrates the schema, once per store.
@@ -395,12 +400,28 @@ impl Store for PostgresStore {
     }
 
     async fn append(&self, run: &RunId, fence: Fence, append: &Append) -> Result<(), StoreError> {
-        let rows = self.encode_append(run, fence, append)?;
+        let rows = Arc::new(self.encode_append(run, fence, append)?);
         let what = format!("an append to run {run}");
         // An append is guarded by its first sequence number, so running it again after a lost
         // connection can never write it twice: the second try is refused if the first got through.
-        let mut lost = None;
-        for _ in 0..=RETRIES {
+        let (mut lost, mut tries) = (None, RETRIES + 1);
+        if rows.is_one_statement() {
+            match self.append_grouped(&rows).await {
+                Grouped::Written => return Ok(()),
+                Grouped::Refused(failure) => return Err(failure.into_store_error(&what, &self.target)),
+                Grouped::NotWritten => {}
+                Grouped::InDoubt(reason) => {
+                    // The group's statement was this append's first try.
+                    tries -= 1;
+                    let target = &self.target;
+                    lost = Some(Failure::Store(StoreError::Backend(format!(
+                        "lost the connection to Postgres at {target} while committing {what} ({reason}); it may \
+                         or may not have been written: read the run back before trying again"
+                    ))));
+                }
+            }
+        }
+        for _ in 0..tries {
             let result = match self.client().await {
                 Ok(mut client) => {
                     let result = writes::append(&mut client, &rows, &self.channel).await;

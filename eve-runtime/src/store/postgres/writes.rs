@@ -13,8 +13,9 @@
 //!   length) that also inserts the entries and consumes inbox items (data-modifying CTEs); a
 //!   stale writer's `UPDATE` matches no row, so the statement writes nothing and the transaction
 //!   is rolled back. An append implying no index change is that statement alone, which Postgres
-//!   commits as a transaction of its own (one round trip); the others add the index changes in
-//!   the same explicit transaction. A claim raising the epoch at the same moment holds the row:
+//!   commits as a transaction of its own (one round trip), or shares one such statement with the
+//!   appends other runs make at the same moment ([`advance_many`], see [`group`](super::group));
+//!   the others add the index changes in the same explicit transaction. A claim raising the epoch at the same moment holds the row:
 //!   the append waits for it, then finds the epoch changed;
 //! - a claim is one conditional `UPDATE runs` that takes the lease only if it is free, expired or
 //!   the caller's own, so of two workers claiming at once exactly one wins;
@@ -74,6 +75,14 @@ pub(super) struct AppendRows {
     pub notices: Vec<NoticeRow>,
     /// The runs the append starts (see `Append::runs`), created unclaimed.
     pub runs: Vec<NewRunRow>,
+}
+
+impl AppendRows {
+    /// Whether the append is its journal rows and consumed inbox items alone, written by one
+    /// statement: it implies no index change, notice or new run.
+    pub(super) fn is_one_statement(&self) -> bool {
+        implies_nothing(&self.changes) && self.notices.is_empty() && self.runs.is_empty()
+    }
 }
 
 /// A notice to another run's inbox, encoded.
@@ -226,7 +235,7 @@ pub(super) async fn renew(client: &Client, run: &RunId, fence: Fence, lease_unti
 /// append that implies no index change (a step's result, a recorded value: most of them) is one
 /// statement committed on its own, one round trip; the others take a transaction.
 pub(super) async fn append(client: &mut Client, rows: &AppendRows, channel: &str) -> Result<(), Failure> {
-    if implies_nothing(&rows.changes) && rows.notices.is_empty() && rows.runs.is_empty() {
+    if rows.is_one_statement() {
         let advanced = advance(client, rows).await.map_err(|error| {
             // The statement is its own commit: lost midway, it may have been written.
             if codec::is_connection_loss(&error) { Failure::InDoubt(error) } else { Failure::Pg(error) }
@@ -286,7 +295,7 @@ fn implies_nothing(changes: &IndexChanges) -> bool {
 /// The statement at the heart of an append: checks the fence, status and journal length while
 /// advancing them, inserts the entries and consumes the inbox items, or, if a check fails, changes
 /// nothing. Returns how many runs it advanced (1 or 0).
-async fn advance<C: GenericClient>(conn: &C, rows: &AppendRows) -> Result<i64, tokio_postgres::Error> {
+pub(super) async fn advance<C: GenericClient>(conn: &C, rows: &AppendRows) -> Result<i64, tokio_postgres::Error> {
     let sql = "WITH advanced AS (
                    UPDATE runs SET entries = entries + cardinality($3::text[]), status = coalesce($5, status),
                                    parked = false
@@ -307,8 +316,65 @@ async fn advance<C: GenericClient>(conn: &C, rows: &AppendRows) -> Result<i64, t
     query_one(conn, sql, &params).await?.try_get(0)
 }
 
+/// [`advance`] for the appends of many runs, one each, in one statement (a transaction of its
+/// own; see [`group`](super::group)). Each run is checked and advanced on its own; returns the
+/// runs it advanced. The rows are locked in the order of their ids, so two such statements of
+/// different workers never wait on each other in a cycle.
+pub(super) async fn advance_many(
+    client: &Client,
+    group: &[&AppendRows],
+) -> Result<std::collections::HashSet<String>, tokio_postgres::Error> {
+    let sql = "WITH batch AS (
+                   SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[])
+                       AS batch (id, first_seq, epoch, added)
+               ), locked AS (
+                   SELECT runs.id FROM runs JOIN batch USING (id)
+                   WHERE runs.epoch = batch.epoch AND runs.entries = batch.first_seq AND runs.status = 'active'
+                   ORDER BY runs.id FOR UPDATE OF runs
+               ), advanced AS (
+                   UPDATE runs SET entries = runs.entries + batch.added, parked = false
+                   FROM batch
+                   WHERE runs.id = batch.id AND runs.id IN (SELECT id FROM locked)
+                   RETURNING runs.id
+               ), written AS (
+                   INSERT INTO journal (run_id, seq, entry)
+                   SELECT added.run_id, added.seq, added.entry
+                   FROM unnest($5::text[], $6::bigint[], $7::text[]) AS added (run_id, seq, entry)
+                   WHERE added.run_id IN (SELECT id FROM advanced)
+               ), consumed AS (
+                   UPDATE inbox SET consumed = true
+                   FROM unnest($8::text[], $9::bigint[]) AS item (run_id, id)
+                   WHERE inbox.run_id = item.run_id AND inbox.id = item.id AND NOT inbox.consumed
+                     AND item.run_id IN (SELECT id FROM advanced)
+               )
+               SELECT id FROM advanced";
+    let mut sorted = group.to_vec();
+    sorted.sort_by(|left, right| left.run.as_str().cmp(right.run.as_str()));
+    let ids: Vec<&str> = sorted.iter().map(|rows| rows.run.as_str()).collect();
+    let first: Vec<i64> = sorted.iter().map(|rows| int(rows.first_seq)).collect();
+    let epochs: Vec<i64> = sorted.iter().map(|rows| int(rows.fence.epoch)).collect();
+    let added: Vec<i64> = sorted.iter().map(|rows| int(rows.entries.len() as u64)).collect();
+    let (mut entry_runs, mut seqs, mut entries) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut consumed_runs, mut consumed) = (Vec::new(), Vec::new());
+    for rows in &sorted {
+        for (offset, entry) in rows.entries.iter().enumerate() {
+            entry_runs.push(rows.run.as_str());
+            seqs.push(int(rows.first_seq + offset as u64));
+            entries.push(entry.as_str());
+        }
+        for id in &rows.consumed {
+            consumed_runs.push(rows.run.as_str());
+            consumed.push(*id);
+        }
+    }
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 9] =
+        [&ids, &first, &epochs, &added, &entry_runs, &seqs, &entries, &consumed_runs, &consumed];
+    let rows = query(client, sql, &params).await?;
+    rows.iter().map(|row| row.try_get(0)).collect()
+}
+
 /// Why an append's `UPDATE` matched no row, checked in the memory store's order.
-async fn why_refused<C: GenericClient>(conn: &C, rows: &AppendRows) -> Result<StoreError, Failure> {
+pub(super) async fn why_refused<C: GenericClient>(conn: &C, rows: &AppendRows) -> Result<StoreError, Failure> {
     let run = &rows.run;
     let Current { epoch, active, entries } = current(conn, run).await?;
     let error = if epoch != rows.fence.epoch {
