@@ -466,6 +466,74 @@ async fn appends_made_at_once_share_commits_and_each_is_checked_on_its_own() {
     }
 }
 
+/// Grouped appends racing every other write to the same runs: while one worker appends 30 rounds
+/// to 40 runs at once, another worker claims runs from under it at random moments and deliveries
+/// arrive for all of them. For every run the answers are some writes, then only `Fenced` (never a
+/// write after its run was taken, never a lost or doubled entry), its journal holds exactly the
+/// entries acknowledged, and its inbox every delivery.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn grouped_appends_race_claims_and_deliveries() {
+    let (store, _schema) = fixture().await;
+    let store = std::sync::Arc::new(store);
+    let (worker, thief) = (WorkerId("w".into()), WorkerId("thief".into()));
+    let mut runs = Vec::new();
+    for index in 0..40 {
+        let run = new_run(&format!("race-{index:02}"));
+        let Ok(Created::New(fence)) = store.create_run(run.clone(), &worker).await else { panic!("created") };
+        runs.push((run, fence));
+    }
+    let appending = runs.iter().map(|(run, fence)| {
+        let (store, id, fence) = (std::sync::Arc::clone(&store), run.id.clone(), *fence);
+        tokio::spawn(async move {
+            let mut answers = Vec::new();
+            let mut next = 1;
+            for round in 0..30_u32 {
+                let answer = store.append(&id, fence, &append_of(next, vec![record(round)])).await;
+                if answer.is_ok() {
+                    next += 1;
+                }
+                answers.push(answer);
+            }
+            answers
+        })
+    });
+    let appending = futures::future::join_all(appending.collect::<Vec<_>>());
+    let stealing = async {
+        // Every third run, each at its own moment while the rounds go on.
+        for (run, _) in runs.iter().step_by(3) {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            let later = Timestamp::from_millis(1_000_000_000);
+            store.claim(&run.id, &thief, Duration::from_secs(60), later, 0).await.expect("the thief claims it");
+        }
+    };
+    let delivering = async {
+        for round in 0..3 {
+            for (run, _) in &runs {
+                let cancel = DeliveryPayload::Run(Delivery::Cancel { reason: format!("r{round}"), keep_output: false });
+                let delivered = store.deliver(Target::Run(run.id.clone()), None, cancel).await.expect("delivered");
+                assert!(matches!(delivered, Delivered::Accepted { .. }), "{delivered:?}");
+            }
+        }
+    };
+    let (answers, (), ()) = tokio::join!(appending, stealing, delivering);
+    for ((run, _), answers) in runs.iter().zip(answers) {
+        let answers = answers.expect("the appends' task ends");
+        let written = answers.iter().take_while(|answer| answer.is_ok()).count();
+        for answer in &answers[written..] {
+            assert!(
+                matches!(answer, Err(StoreError::Fenced { .. })),
+                "run {}: after a refusal, only Fenced: {answer:?}",
+                run.id
+            );
+        }
+        let entries = store.load(&run.id).await.expect("load succeeds").expect("the run exists").entries;
+        let mut expected = vec![run.started_entry()];
+        expected.extend((0..written as u32).map(record));
+        assert_eq!(entries, expected, "run {}: exactly the acknowledged entries", run.id);
+        assert_eq!(store.inbox(&run.id).await.expect("the inbox reads").len(), 3, "run {}: every delivery", run.id);
+    }
+}
+
 /// A caller whose append leads a group and is dropped midway (here while the statement waits on a
 /// row lock another session holds) hands the lead on: the appends queued behind it are written at
 /// once, not after the lock is let go, and not never.
