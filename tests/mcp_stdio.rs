@@ -300,6 +300,12 @@ async fn a_client_without_tasks_gets_the_result_with_its_steps_as_progress() {
     let params = call("release", json!({"version": "2.0"}));
     let result = client.call_tool(params).await.unwrap();
     assert_eq!(text(&result), "released 2.0");
+    // rmcp runs each notification's handler as a task of its own, which may still be queued when
+    // the result arrives: wait for the six (a start and an end per step), for a while.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while person.progress.lock().unwrap().len() < 6 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let progress = person.progress.lock().unwrap().clone();
     let done = progress.iter().filter(|message| *message == "step record: done").count();
     assert_eq!(done, 3, "one notification per step done (build, ship, announce): {progress:?}");

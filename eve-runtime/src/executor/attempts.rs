@@ -7,9 +7,12 @@
 //! waits for the callback, after which the same attempt number runs again. While a step waits in
 //! either way nothing runs for it, so the run may park.
 
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
 
-use futures::FutureExt;
+use futures::future::BoxFuture;
 
 use super::Engine;
 use super::core::{Resume, Slot};
@@ -46,11 +49,39 @@ pub(super) enum SignedIn {
     BeforeRestart,
 }
 
+/// A step's attempt under way: its future, run inside its span, ending as an [`Attempt`]. A panic
+/// ends it as a failed attempt.
+pub(super) struct Running {
+    op: Op,
+    attempt: u32,
+    future: tracing::instrument::Instrumented<BoxFuture<'static, Result<serde_json::Value, StepError>>>,
+}
+
+impl Future for Running {
+    type Output = Attempt;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Attempt> {
+        // `Running` holds only `Unpin` data (a boxed future and its span).
+        let this = self.get_mut();
+        let result = match std::panic::catch_unwind(AssertUnwindSafe(|| Pin::new(&mut this.future).poll(cx))) {
+            Ok(Poll::Pending) => return Poll::Pending,
+            Ok(Poll::Ready(result)) => result,
+            Err(panic) => Err(StepError::msg(format!("the step panicked: {}", super::panic_message(&*panic)))),
+        };
+        if let Err(error) = &result {
+            let _in_step = this.future.span().enter();
+            tracing::warn!(fatal = error.is_fatal(), "the attempt failed: {}", error.message());
+        }
+        Poll::Ready(Attempt { op: this.op, attempt: this.attempt, result })
+    }
+}
+
 impl Driver {
     /// Starts the steps the body polled for the first time, resuming what the journal records.
     pub(super) fn start_polled_steps(&mut self, rt: &Engine) {
-        let polled = std::mem::take(&mut self.core.lock().polled);
-        for op in polled {
+        let mut polled = std::mem::take(&mut self.spare.polled);
+        std::mem::swap(&mut polled, &mut self.core.lock().polled);
+        for &op in &polled {
             let (exec, resume, completed) = {
                 let mut state = self.core.lock();
                 let completed = state.index.completed.contains_key(&op);
@@ -79,6 +110,8 @@ impl Driver {
                 None => self.start_attempt(rt, op, 1),
             }
         }
+        polled.clear();
+        self.spare.polled = polled;
     }
 
     /// Starts attempt `number` of the step at `op`.
@@ -91,17 +124,14 @@ impl Driver {
         rt.events.emit(|| RunEvent::StepStarted { run: run.clone(), op, step: name.to_owned(), attempt: number });
         // One span per attempt; what the step logs is recorded inside it.
         let span = tracing::debug_span!("step", op = op.0, step = name, attempt = number);
-        let attempt = async move {
-            let result = match AssertUnwindSafe(future).catch_unwind().await {
-                Ok(result) => result,
-                Err(panic) => Err(StepError::msg(format!("the step panicked: {}", super::panic_message(&*panic)))),
-            };
-            if let Err(error) = &result {
-                tracing::warn!(fatal = error.is_fatal(), "the attempt failed: {}", error.message());
-            }
-            Attempt { op, attempt: number, result }
-        };
-        self.attempts.push(Box::pin(tracing::Instrument::instrument(attempt, span)));
+        let mut attempt = Running { op, attempt: number, future: tracing::Instrument::instrument(future, span) };
+        // Most attempts of a quick step end the first time they are polled, so each is polled
+        // once here: one that ends skips the set of running attempts, and one that waits joins
+        // it, which polls it again at once with the driver's waker.
+        match Pin::new(&mut attempt).poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(ended) => self.ended.push(ended),
+            Poll::Pending => self.attempts.push(attempt),
+        }
     }
 
     /// The entry recording a finished attempt, and what the step waits for next, if anything.

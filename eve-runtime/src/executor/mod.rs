@@ -55,7 +55,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use futures::future::{BoxFuture, Either};
+use futures::future::Either;
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 use serde_json::Value;
@@ -200,6 +200,17 @@ enum Event {
     Shutdown,
 }
 
+/// Buffers a busy run reuses from one turn of its loop to the next.
+#[derive(Default)]
+struct Spare {
+    /// The entries [`Driver::take_in`] makes of the events it takes.
+    entries: Vec<Entry>,
+    /// The steps the body polled for the first time, as [`Driver::start_polled_steps`] takes them.
+    polled: Vec<Op>,
+    /// The events [`Driver::ready_events`] gathers and `take_in` takes.
+    events: Vec<Event>,
+}
+
 /// One run's body and everything needed to advance it.
 pub(crate) struct Driver {
     core: Arc<RunCore>,
@@ -211,7 +222,14 @@ pub(crate) struct Driver {
     waker: Waker,
     fence: Fence,
     next_seq: u64,
-    attempts: FuturesUnordered<BoxFuture<'static, Attempt>>,
+    attempts: FuturesUnordered<attempts::Running>,
+    /// Attempts that ended the first time they were polled, as they started: taken in with the
+    /// next ready events, before those of `attempts`.
+    ended: Vec<Attempt>,
+    /// Buffers kept from one turn of the loop to the next while the run is busy, so a step does
+    /// not allocate them anew; a run that goes idle drops them, and `pending`'s (see
+    /// [`Driver::shed`]).
+    spare: Spare,
     /// Attempt functions of steps that started, by op.
     execs: OpMap<AttemptFn>,
     /// The attempt currently running and when it started (monotonic: a duration, not a date), by op.
@@ -284,6 +302,8 @@ impl Driver {
             fence,
             next_seq,
             attempts: FuturesUnordered::new(),
+            ended: Vec::new(),
+            spare: Spare::default(),
             execs: OpMap::default(),
             in_flight: OpMap::default(),
             awaiting_auth: OpMap::default(),
@@ -441,6 +461,7 @@ impl Driver {
         self.take_records();
         self.clear_pending();
         self.attempts.clear();
+        self.ended.clear();
         self.fail(rt, failure).await
     }
 
@@ -543,6 +564,7 @@ impl Driver {
             }
             if events.is_empty() {
                 if self.in_flight.is_empty() && self.grace_until.is_none() {
+                    self.shed();
                     return Ok(Advanced::Idle);
                 }
                 events.push(self.next_event(rt, mailbox).await);
@@ -573,10 +595,11 @@ impl Driver {
 
     /// Events that are ready now, without waiting.
     fn ready_events(&mut self, rt: &Engine, mailbox: &mut mpsc::UnboundedReceiver<Msg>) -> Vec<Event> {
-        let mut events = Vec::new();
+        let mut events = std::mem::take(&mut self.spare.events);
         while let Ok(msg) = mailbox.try_recv() {
             events.push(Event::Msg(msg));
         }
+        events.extend(self.ended.drain(..).map(Event::Attempt));
         while let Some(Some(attempt)) = self.attempts.next().now_or_never() {
             events.push(Event::Attempt(attempt));
         }
@@ -610,10 +633,10 @@ impl Driver {
     /// Turns events into journal entries and delivers them to the body one at a time, polling to
     /// quiescence after each; they become pending, each followed by the records its poll
     /// produced. Nothing is appended here: the loop commits them.
-    async fn take_in(&mut self, rt: &Engine, events: Vec<Event>) -> Result<(), StoreError> {
-        let mut entries = Vec::new();
+    async fn take_in(&mut self, rt: &Engine, mut events: Vec<Event>) -> Result<(), StoreError> {
+        let mut entries = std::mem::take(&mut self.spare.entries);
         let mut consumed = Vec::new();
-        for event in events {
+        for event in events.drain(..) {
             match event {
                 Event::Msg(Msg::Timer(op, TimerKind::Sleep)) => {
                     entries.extend(self.timer_fired(op, rt.services.clock.now(), &entries))
@@ -632,7 +655,7 @@ impl Driver {
             // result too large to keep becomes its fatal failure now, not after the body saw it.
             fit::fit_entries(&mut entries, limit);
         }
-        for entry in entries {
+        for entry in entries.drain(..) {
             let delivered = entry.is_delivery() && self.finish.is_none() && self.core.lock().divergence.is_none();
             if delivered {
                 tracing::debug!(op = entry.op().map(|op| op.0), delivery = entry.kind(), "delivering to the body");
@@ -645,7 +668,23 @@ impl Driver {
                 self.take_records();
             }
         }
+        self.spare.entries = entries;
+        self.spare.events = events;
         Ok(())
+    }
+
+    /// Drops the buffers kept for the next turn of the loop: a parked run keeps no spare
+    /// capacity.
+    fn shed(&mut self) {
+        self.spare = Spare::default();
+        if self.pending.is_empty() {
+            self.pending = Vec::new();
+        }
+        let mut state = self.core.lock();
+        if state.polled.is_empty() {
+            // It holds the buffer the last look at it swapped in.
+            state.polled = Vec::new();
+        }
     }
 
     /// Moves the records the body produced since the last look into the pending entries, with
@@ -688,6 +727,10 @@ impl Driver {
                 Err(StoreError::HookTokenInUse { op, .. }) => mark_hook_conflict(&mut batch.entries, op),
                 result => break result?,
             }
+        }
+        if batch.entries.is_empty() && self.pending.is_empty() {
+            // The store took the entries and left their buffer, which holds the next batch.
+            std::mem::swap(&mut self.pending, &mut batch.entries);
         }
         if let Some(parent) = &self.core.started.parent
             && batch.notices.iter().any(|notice| notice.run == parent.run)
