@@ -114,13 +114,22 @@ async fn poll(
     }
 }
 
-/// Waits until process `pid` has exited (it may stay a zombie until reaped: its store lock is
-/// released either way).
-async fn exited(pid: u32) {
+/// Whether no process holds the store's lock in `dir`.
+fn lock_free(dir: &Path) -> bool {
+    let Ok(file) = std::fs::File::open(dir.join("eve.db.lock")) else { return true };
+    file.try_lock().is_ok()
+}
+
+/// Waits until process `pid`, a host on `dir`, has exited (it may stay a zombie until reaped)
+/// and no longer holds the store's lock.
+async fn exited(pid: u32, dir: &Path) {
     let started = Instant::now();
     loop {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-        if status.is_empty() || status.lines().any(|line| line.starts_with("State:") && line.contains('Z')) {
+        let zombie = status.lines().any(|line| line.starts_with("State:") && line.contains('Z'));
+        // The leader turns zombie while its other threads may still hold the open files: gone
+        // means the store's lock is free too.
+        if (status.is_empty() || zombie) && lock_free(dir) {
             return;
         }
         assert!(started.elapsed() < Duration::from_secs(10), "process {pid} did not exit");
@@ -227,7 +236,7 @@ async fn a_workflow_tool_asks_its_question_and_returns_the_result_once_answered(
         assert_eq!(text(&result), expected);
         assert_eq!(person.asked.lock().unwrap().as_slice(), ["Deploy db?"]);
         client.cancel().await.unwrap();
-        exited(pid).await;
+        exited(pid, dir.path()).await;
     }
     assert_eq!(counts(dir.path()), ["deploy"]);
 }
@@ -246,7 +255,7 @@ async fn a_task_survives_a_killed_server_and_each_step_runs_once() {
     // SIGKILL: no shutdown, no flush beyond what the store made durable.
     let killed = std::process::Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap();
     assert!(killed.success());
-    exited(pid).await;
+    exited(pid, dir.path()).await;
     drop(client);
 
     let client = connect(host(dir.path()), Person::new(true, "ship"), true).await;
