@@ -42,6 +42,10 @@ use crate::secret::SecretKey;
 /// run changed (events are best effort: a slow listener misses some).
 const RECHECK: Duration = Duration::from_secs(1);
 
+/// How long a call whose run has ended waits for the events of the run's last steps, to report
+/// them before its result.
+const LAST_EVENTS: Duration = Duration::from_millis(500);
+
 /// How long a multi round-trip state stays valid: rounds follow each other at once, but a person
 /// may take their time to answer.
 const STATE_TTL: Duration = Duration::from_secs(24 * 3600);
@@ -255,6 +259,7 @@ async fn follow(
     loop {
         let snapshot = read(&inner.runtime, &run).await?;
         if let Some(outcome) = &snapshot.outcome {
+            report_to_end(&mut events, &run, &mut progress, cx).await;
             return call_result(&run, outcome).map(Into::into);
         }
         let requests = snapshot.input_requests(&inner.sign_ins, &skip)?;
@@ -361,6 +366,30 @@ struct Progress {
 }
 
 impl Progress {
+    /// Sends what `event` says of the run's steps, if anything; returns whether the event may
+    /// have changed what the run waits for.
+    async fn report(&mut self, cx: &RequestContext<RoleServer>, event: RunEvent) -> bool {
+        match event {
+            RunEvent::StepStarted { step, attempt, .. } => {
+                self.say(cx, format!("step {step}: attempt {attempt} started")).await
+            }
+            RunEvent::StepSucceeded { step, .. } => self.say(cx, format!("step {step}: done")).await,
+            RunEvent::StepFailed { step, error, .. } => self.say(cx, format!("step {step}: failed: {error}")).await,
+            // A workflow tool's `progress.report(snapshot)`: the snapshot, as JSON text.
+            RunEvent::Published { value, .. } if value.get("partial").is_some() => {
+                self.say(cx, value["partial"].to_string()).await
+            }
+            RunEvent::InputRequested { .. }
+            | RunEvent::InputResolved { .. }
+            | RunEvent::AuthorizationRequired { .. }
+            | RunEvent::AuthorizationCompleted { .. }
+            | RunEvent::Parked { .. }
+            | RunEvent::Finished { .. } => return true,
+            _ => {}
+        }
+        false
+    }
+
     async fn say(&mut self, cx: &RequestContext<RoleServer>, message: String) {
         let Some(token) = &self.token else { return };
         self.sent += 1;
@@ -392,25 +421,39 @@ async fn changed(
             Err(RecvError::Lagged(_)) => return,
             Err(RecvError::Closed) => return deadline.await,
         };
-        match event {
-            RunEvent::StepStarted { step, attempt, .. } => {
-                progress.say(cx, format!("step {step}: attempt {attempt} started")).await
-            }
-            RunEvent::StepSucceeded { step, .. } => progress.say(cx, format!("step {step}: done")).await,
-            RunEvent::StepFailed { step, error, .. } => progress.say(cx, format!("step {step}: failed: {error}")).await,
-            // A workflow tool's `progress.report(snapshot)`: the snapshot, as JSON text.
-            RunEvent::Published { value, .. } if value.get("partial").is_some() => {
-                progress.say(cx, value["partial"].to_string()).await
-            }
-            RunEvent::InputRequested { .. }
-            | RunEvent::InputResolved { .. }
-            | RunEvent::AuthorizationRequired { .. }
-            | RunEvent::AuthorizationCompleted { .. }
-            | RunEvent::Parked { .. }
-            | RunEvent::Finished { .. } => return,
-            _ => {}
+        if progress.report(cx, event).await {
+            return;
         }
     }
+}
+
+/// Reports the run's events up to its end, once a read of the run found it ended: a call that
+/// reads the journal first would otherwise drop the progress of the steps its events have not
+/// reported yet (all of them, when the run ends before the call's first read). Waits for the
+/// run's `Finished` event, at most [`LAST_EVENTS`]: a call that subscribed after the run ended
+/// never sees one.
+async fn report_to_end(
+    events: &mut broadcast::Receiver<RunEvent>,
+    run: &RunId,
+    progress: &mut Progress,
+    cx: &RequestContext<RoleServer>,
+) {
+    if progress.token.is_none() {
+        return;
+    }
+    let to_end = async {
+        loop {
+            match events.recv().await {
+                Ok(RunEvent::Finished { run: of, .. }) if of == *run => return,
+                Ok(event) if event.run() == run => {
+                    progress.report(cx, event).await;
+                }
+                Ok(_) => {}
+                Err(RecvError::Lagged(_) | RecvError::Closed) => return,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(LAST_EVENTS, to_end).await;
 }
 
 fn internal(run: &RunId, error: Error) -> ErrorData {
