@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use eve_runtime::journal::{Entry, Op, RecordKind};
 use eve_runtime::store::{
-    Append, Created, Delivered, Delivery, DeliveryPayload, NewRun, Notice, PostgresConnectError, PostgresOptions,
-    PostgresStore, RunQuery, Store, StoreError, Target, WakeUp, WorkerId,
+    Append, Created, Delivered, Delivery, DeliveryPayload, Fence, NewRun, Notice, PostgresConnectError,
+    PostgresOptions, PostgresStore, RunQuery, Store, StoreError, Target, WakeUp, WorkerId,
 };
 use eve_runtime::{Timestamp, claims_conformance_suite, conformance_suite, shared_conformance_suite};
 use serde_json::json;
@@ -31,6 +31,12 @@ async fn fixture() -> (PostgresStore, Schema) {
 conformance_suite!(postgres, fixture());
 claims_conformance_suite!(postgres_claims, fixture());
 shared_conformance_suite!(postgres_shared, fixture());
+
+/// Creates `run` for `worker` and returns the fence of its claim.
+async fn created(store: &PostgresStore, run: &NewRun, worker: &WorkerId) -> Fence {
+    let Ok(Created::New(fence)) = store.create_run(run.clone(), worker).await else { panic!("{} is created", run.id) };
+    fence
+}
 
 fn new_run(id: &str) -> NewRun {
     NewRun {
@@ -247,7 +253,7 @@ async fn a_connection_lost_mid_transaction_commits_nothing() {
     let store = schema.store().await;
     let worker = WorkerId("w".into());
     let run = new_run("cut-off");
-    let Ok(Created::New(fence)) = store.create_run(run.clone(), &worker).await else { panic!("created") };
+    let fence = created(&store, &run, &worker).await;
     store.append(&run.id, fence, &append_of(1, vec![record(0)])).await.expect("the first append is acknowledged");
 
     let (mut admin, watcher) = (schema.admin().await, schema.admin().await);
@@ -301,7 +307,7 @@ async fn a_statement_past_its_timeout_is_cancelled_and_writes_nothing() {
     let options = PostgresOptions { statement_timeout: Duration::from_millis(300), ..schema.options() };
     let store = PostgresStore::connect_with(&schema.store_url(), options).await.expect("the store opens");
     let run = new_run("slow");
-    let Ok(Created::New(fence)) = store.create_run(run.clone(), &WorkerId("w".into())).await else { panic!("created") };
+    let fence = created(&store, &run, &WorkerId("w".into())).await;
     let mut admin = schema.admin().await;
     let holder = admin.transaction().await.expect("a transaction");
     holder.execute("SELECT 1 FROM runs WHERE id = $1 FOR UPDATE", &[&run.id.as_str()]).await.expect("the row locks");
@@ -328,7 +334,7 @@ async fn acknowledged_writes_survive_a_server_crash() {
     let mut journals = Vec::new();
     for index in 0..8 {
         let run = new_run(&format!("durable-{index}"));
-        let Ok(Created::New(fence)) = store.create_run(run.clone(), &worker).await else { panic!("created") };
+        let fence = created(&store, &run, &worker).await;
         let hook = Entry::HookCreated {
             op: Op(1),
             token_hash: format!("hash-{index}"),
@@ -387,7 +393,7 @@ async fn appends_made_at_once_share_commits_and_each_is_checked_on_its_own() {
     let mut runs = Vec::new();
     for index in 0..60 {
         let run = new_run(&format!("group-{index:02}"));
-        let Ok(Created::New(fence)) = store.create_run(run.clone(), &worker).await else { panic!("created") };
+        let fence = created(&store, &run, &worker).await;
         let expect = match index % 6 {
             0 => {
                 // Another worker takes it once the creator's lease has run out.
@@ -479,7 +485,7 @@ async fn grouped_appends_race_claims_and_deliveries() {
     let mut runs = Vec::new();
     for index in 0..40 {
         let run = new_run(&format!("race-{index:02}"));
-        let Ok(Created::New(fence)) = store.create_run(run.clone(), &worker).await else { panic!("created") };
+        let fence = created(&store, &run, &worker).await;
         runs.push((run, fence));
     }
     let appending = runs.iter().map(|(run, fence)| {
@@ -545,7 +551,7 @@ async fn a_leader_dropped_midway_hands_the_lead_on() {
     let mut fences = Vec::new();
     for name in ["stuck", "next-a", "next-b"] {
         let run = new_run(name);
-        let Ok(Created::New(fence)) = store.create_run(run.clone(), &worker).await else { panic!("created") };
+        let fence = created(&store, &run, &worker).await;
         fences.push((run, fence));
     }
     let mut admin = schema.admin().await;
@@ -657,7 +663,7 @@ async fn a_lost_listening_connection_is_reopened_and_reported() {
     assert_eq!(terminated.len(), 1, "one connection listens");
     assert_eq!(heard(&mut wake_ups).await, WakeUp::Missed, "the new connection says wake-ups may have been lost");
     let run = new_run("after");
-    let Ok(Created::New(fence)) = store.create_run(run.clone(), &WorkerId("w".into())).await else { panic!() };
+    let fence = created(&store, &run, &WorkerId("w".into())).await;
     store.release(&run.id, fence).await.expect("releases");
     assert_eq!(heard(&mut wake_ups).await, WakeUp::Run(run.id), "wake-ups flow again");
 }
