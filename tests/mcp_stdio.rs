@@ -7,6 +7,10 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use eve_tests::faulty::Faulty;
+use eve_tools::mcp::McpServer;
+use eve_tools::prelude::*;
+use eve_tools::store::MemoryStore;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ClientCapabilities, ClientConfig,
     ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability, FormElicitationCapability,
@@ -14,7 +18,7 @@ use rmcp::model::{
     UpdateTaskParams, UrlElicitationCapability,
 };
 use rmcp::service::{NotificationContext, RequestContext, RunningService, ServiceError};
-use rmcp::transport::TokioChildProcess;
+use rmcp::transport::{IntoTransport, TokioChildProcess};
 use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, ErrorData, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
@@ -68,7 +72,11 @@ fn host(dir: &Path) -> TokioChildProcess {
 }
 
 /// Connects with the 2026-07-28 lifecycle (`server/discover`), or with `initialize` (legacy).
-async fn connect(transport: TokioChildProcess, person: Person, modern: bool) -> RunningService<RoleClient, Person> {
+async fn connect<T, E, A>(transport: T, person: Person, modern: bool) -> RunningService<RoleClient, Person>
+where
+    T: IntoTransport<RoleClient, E, A> + Send + 'static,
+    E: std::error::Error + Send + Sync + 'static,
+{
     if modern {
         let mode = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
         person.serve_with_lifecycle(transport, mode).await.expect("server/discover succeeds")
@@ -335,4 +343,60 @@ async fn a_workflow_tools_progress_reports_are_progress_notifications() {
     let reports: Vec<&String> = progress.iter().filter(|message| message.starts_with('{')).collect();
     assert_eq!(reports, [r#"{"migrated":1,"of":2}"#, r#"{"migrated":2,"of":2}"#], "{progress:?}");
     client.cancel().await.unwrap();
+}
+
+/// What to pack and ship, for the tool served in process below.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+pub struct Parcel {
+    /// Its label.
+    label: String,
+}
+
+/// Returns `what`, as a side effect would.
+#[step]
+async fn handle(what: String) -> Result<String, StepError> {
+    Ok(what)
+}
+
+/// Packs a parcel, asks before shipping it, ships it: served in process, on a store whose reads
+/// of a run are slow.
+#[workflow_tool]
+pub async fn pack_and_ship(input: Parcel, ctx: &WorkflowCtx) -> Result<String, ToolError> {
+    handle(format!("packed {}", input.label)).await?;
+    let question = Ask::confirmation(format!("Ship {}?", input.label)).option("ship", "Ship").option("hold", "Hold");
+    if !ctx.ask(question).await.chose("ship") {
+        return Ok(format!("{} held", input.label));
+    }
+    Ok(handle(format!("shipped {}", input.label)).await?)
+}
+
+/// The steps a run takes before it asks are reported before the call hands the question to the
+/// client, also when the call first reads the run after it asked: here every read of a run
+/// takes 300 ms, so the run is always there first. Seen failing: the call returned the question
+/// at once and dropped the first step's two notifications, which its events had not reported yet
+/// (about one run of this binary in 50 lost them to the same race without the delay).
+#[tokio::test]
+async fn the_steps_before_a_question_are_reported_when_the_call_reads_the_run_after_it_asked() {
+    let store = Faulty::new(Arc::new(MemoryStore::new()));
+    store.delay_loads(Duration::from_millis(300));
+    let runtime = Runtime::builder().shared_store(store).build().unwrap();
+    let (client_side, server_side) = tokio::io::duplex(1 << 20);
+    let (read, write) = tokio::io::split(server_side);
+    let server = tokio::spawn(McpServer::new(runtime.clone()).serve_io(read, write));
+    let person = Person::new(false, "ship");
+    let client = connect(client_side, person.clone(), true).await;
+
+    let result = client.call_tool(call("pack_and_ship", json!({"label": "p-1"}))).await.unwrap();
+    assert_eq!(text(&result), "shipped p-1");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while person.progress.lock().unwrap().len() < 4 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let progress = person.progress.lock().unwrap().clone();
+    let expected = ["step handle: attempt 1 started", "step handle: done"].repeat(2);
+    assert_eq!(progress, expected, "both steps, in order, before the question and after it");
+    assert_eq!(*person.asked.lock().unwrap(), ["Ship p-1?"]);
+    client.cancel().await.unwrap();
+    server.await.unwrap().unwrap();
+    runtime.shutdown().await;
 }

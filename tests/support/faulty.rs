@@ -24,6 +24,7 @@ pub struct Faulty {
     claims_to_fail: Mutex<usize>,
     failed: Mutex<usize>,
     created: Mutex<usize>,
+    load_delay: Mutex<Duration>,
 }
 
 impl Faulty {
@@ -35,6 +36,7 @@ impl Faulty {
             claims_to_fail: Mutex::new(0),
             failed: Mutex::new(0),
             created: Mutex::new(0),
+            load_delay: Mutex::new(Duration::ZERO),
         })
     }
 
@@ -57,6 +59,13 @@ impl Faulty {
     /// Fails the next `times` claims (a cold activation reading the run) with a transient error.
     pub fn fail_claims(&self, times: usize) {
         *self.claims_to_fail.lock().unwrap() = times;
+    }
+
+    /// Makes every later read of a whole run (`load`, as `Runtime::journal` reads it) wait
+    /// `delay` first, as a store far away or under load does: the runs themselves move on
+    /// meanwhile.
+    pub fn delay_loads(&self, delay: Duration) {
+        *self.load_delay.lock().unwrap() = delay;
     }
 
     /// How many appends and claims failed on purpose so far.
@@ -152,6 +161,10 @@ impl Store for Faulty {
     }
 
     async fn load(&self, run: &RunId) -> Result<Option<RunRecord>, StoreError> {
+        let delay = *self.load_delay.lock().unwrap();
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
         self.inner.load(run).await
     }
 

@@ -42,8 +42,8 @@ use crate::secret::SecretKey;
 /// run changed (events are best effort: a slow listener misses some).
 const RECHECK: Duration = Duration::from_secs(1);
 
-/// How long a call whose run has ended waits for the events of the run's last steps, to report
-/// them before its result.
+/// How long a call that read an end or a question in the journal waits for the run's next event,
+/// to report the run's steps up to there before it answers.
 const LAST_EVENTS: Duration = Duration::from_millis(500);
 
 /// How long a multi round-trip state stays valid: rounds follow each other at once, but a person
@@ -104,7 +104,7 @@ pub(crate) async fn start(
     if let Err(error) = inner.runtime.start_with(entry.descriptor.name, arguments, options).await {
         return start_refused(error);
     }
-    follow(inner, entry, run, events, HashSet::new(), cx).await
+    follow(inner, entry, run, events, HashSet::new(), HashSet::new(), cx).await
 }
 
 /// A start the runtime refused: input it does not take is the caller's to fix (an `isError`
@@ -129,7 +129,9 @@ pub(crate) async fn next_round(
     let snapshot = read(&inner.runtime, &run).await?;
     let empty = InputResponses::new();
     let taken = deliver(inner, &snapshot, responses.unwrap_or(&empty), "inputResponses").await?;
-    follow(inner, entry, run, events, taken, cx).await
+    // What was open when this round began was announced to an earlier round, or to nobody.
+    let announced = snapshot.input_requests(&inner.sign_ins, &HashSet::new())?.into_keys().collect();
+    follow(inner, entry, run, events, taken, announced, cx).await
 }
 
 /// The run's journal, as a snapshot; an unknown run is the caller's mistake (`-32602`).
@@ -244,25 +246,36 @@ async fn taken_in(
     let _ = tokio::time::timeout(super::TAKE_IN_ANSWERS, wait).await;
 }
 
-/// Follows `run` until it ends or asks something, sending its steps as progress.
+/// Follows `run` until it ends or asks something, sending its steps as progress. `events` was
+/// subscribed to before anything the call waits for happened; `announced` are the keys of the
+/// input requests whose events came before it.
 async fn follow(
     inner: &Inner,
     entry: &Entry,
     run: RunId,
     mut events: broadcast::Receiver<RunEvent>,
     mut skip: HashSet<String>,
+    announced: HashSet<String>,
     cx: &RequestContext<RoleServer>,
 ) -> Result<CallToolResponse, ErrorData> {
-    let mut progress = Progress { token: cx.meta.get_progress_token(), sent: 0 };
+    let mut progress = Progress { token: cx.meta.get_progress_token(), sent: 0, announced };
     let modern = cx.protocol_version().is_some_and(|version| version >= ProtocolVersion::V_2026_07_28);
     let mut announced = HashSet::new();
     loop {
         let snapshot = read(&inner.runtime, &run).await?;
         if let Some(outcome) = &snapshot.outcome {
-            report_to_end(&mut events, &run, &mut progress, cx).await;
+            let end = |event: &RunEvent| matches!(event, RunEvent::Finished { .. });
+            report_until(&mut events, &run, &mut progress, cx, end).await;
             return call_result(&run, outcome).map(Into::into);
         }
         let requests = snapshot.input_requests(&inner.sign_ins, &skip)?;
+        // The journal can show a question before this call has reported the steps the run took
+        // on its way to it: report them first, up to the question's own event.
+        let unannounced: HashSet<&String> = requests.keys().filter(|key| !progress.announced.contains(*key)).collect();
+        if !unannounced.is_empty() {
+            let end = |event: &RunEvent| announces(event).is_some_and(|key| unannounced.contains(&key));
+            report_until(&mut events, &run, &mut progress, cx, end).await;
+        }
         let capabilities = cx.client_capabilities().unwrap_or_default();
         let (requests, links) = askable(requests, &capabilities, modern, cx);
         for link in links {
@@ -363,12 +376,17 @@ async fn elicit(cx: &RequestContext<RoleServer>, requests: InputRequests) -> Res
 struct Progress {
     token: Option<ProgressToken>,
     sent: u32,
+    /// The keys of the input requests whose events this call has seen.
+    announced: HashSet<String>,
 }
 
 impl Progress {
     /// Sends what `event` says of the run's steps, if anything; returns whether the event may
     /// have changed what the run waits for.
     async fn report(&mut self, cx: &RequestContext<RoleServer>, event: RunEvent) -> bool {
+        if let Some(key) = announces(&event) {
+            self.announced.insert(key);
+        }
         match event {
             RunEvent::StepStarted { step, attempt, .. } => {
                 self.say(cx, format!("step {step}: attempt {attempt} started")).await
@@ -427,33 +445,45 @@ async fn changed(
     }
 }
 
-/// Reports the run's events up to its end, once a read of the run found it ended: a call that
-/// reads the journal first would otherwise drop the progress of the steps its events have not
-/// reported yet (all of them, when the run ends before the call's first read). Waits for the
-/// run's `Finished` event, at most [`LAST_EVENTS`]: a call that subscribed after the run ended
-/// never sees one.
-async fn report_to_end(
+/// The key of the input request `event` announces: a question asked, or a sign-in required.
+fn announces(event: &RunEvent) -> Option<String> {
+    match event {
+        RunEvent::InputRequested { request_id, .. } => Some(request_id.clone()),
+        RunEvent::AuthorizationRequired { op, .. } => Some(sign_in_key(op.0)),
+        _ => None,
+    }
+}
+
+/// Reports the run's events up to the one `last` picks, once a read of the journal found what
+/// that event announces: the journal runs ahead of the events, so a call that answered from its
+/// read alone would drop the progress of the steps its events have not reported yet (all of
+/// them, when the run got there before the call's first read). Gives up when the run sends no
+/// event for [`LAST_EVENTS`]: a call that subscribed after the event, or whose run moves on
+/// another worker, never sees it.
+async fn report_until(
     events: &mut broadcast::Receiver<RunEvent>,
     run: &RunId,
     progress: &mut Progress,
     cx: &RequestContext<RoleServer>,
+    last: impl Fn(&RunEvent) -> bool,
 ) {
     if progress.token.is_none() {
         return;
     }
-    let to_end = async {
-        loop {
-            match events.recv().await {
-                Ok(RunEvent::Finished { run: of, .. }) if of == *run => return,
-                Ok(event) if event.run() == run => {
-                    progress.report(cx, event).await;
-                }
-                Ok(_) => {}
-                Err(RecvError::Lagged(_) | RecvError::Closed) => return,
-            }
+    let mut quiet_until = tokio::time::Instant::now() + LAST_EVENTS;
+    loop {
+        let event = match tokio::time::timeout_at(quiet_until, events.recv()).await {
+            Ok(Ok(event)) if event.run() == run => event,
+            Ok(Ok(_)) => continue,
+            Ok(Err(RecvError::Lagged(_) | RecvError::Closed)) | Err(_) => return,
+        };
+        let done = last(&event);
+        progress.report(cx, event).await;
+        if done {
+            return;
         }
-    };
-    let _ = tokio::time::timeout(LAST_EVENTS, to_end).await;
+        quiet_until = tokio::time::Instant::now() + LAST_EVENTS;
+    }
 }
 
 fn internal(run: &RunId, error: Error) -> ErrorData {
