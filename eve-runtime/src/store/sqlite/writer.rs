@@ -413,6 +413,53 @@ mod tests {
         assert_eq!(writer.shared.queued.load(Ordering::Acquire), 0);
     }
 
+    /// After a batch of several requests, the next lone request still goes to the writer thread
+    /// (callers were many a moment ago); once a batch holds one, lone requests commit at once
+    /// again. A caller on a single-threaded runtime always goes to the thread.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lone_requests_commit_at_once_only_after_a_batch_of_one() {
+        let (writer, _dir) = writer();
+        let writer = Arc::new(writer);
+        writer.submit(thread_name).await.unwrap();
+        // A request from a single-threaded runtime holds the connection, on the writer thread.
+        let (held, holding) = oneshot::channel();
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let holder = std::thread::spawn({
+            let writer = writer.clone();
+            move || {
+                let hold = move |_: &Connection| {
+                    held.send(()).unwrap();
+                    wait.recv().unwrap();
+                    Ok(std::thread::current().name().map(str::to_owned))
+                };
+                let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+                runtime.block_on(writer.submit(hold))
+            }
+        });
+        holding.await.unwrap();
+        let queued: Vec<_> = (0..3)
+            .map(|_| {
+                let writer = writer.clone();
+                tokio::spawn(async move { writer.submit(thread_name).await })
+            })
+            .collect();
+        while writer.shared.queued.load(Ordering::Acquire) < 3 {
+            tokio::task::yield_now().await;
+        }
+        // Each is counted just before it is sent, in the same poll: give the last send a moment.
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        go.send(()).unwrap();
+        assert_eq!(holder.join().unwrap().unwrap().as_deref(), Some("eve-sqlite-writer"), "single-threaded");
+        for request in queued {
+            assert_eq!(request.await.unwrap().unwrap().as_deref(), Some("eve-sqlite-writer"));
+        }
+        assert_eq!(writer.shared.last_batch.load(Ordering::Relaxed), 3, "the three queued went as one batch");
+        let after_many = writer.submit(thread_name).await.unwrap();
+        assert_eq!(after_many.as_deref(), Some("eve-sqlite-writer"), "callers were many a moment ago");
+        let after_one = writer.submit(thread_name).await.unwrap();
+        assert_ne!(after_one.as_deref(), Some("eve-sqlite-writer"), "a batch of one: a lone writer again");
+    }
+
     /// Many callers at once, some committing on their own threads and some through the writer
     /// thread, each refused request among them undoing only its own writes: every caller hears
     /// its own answer, and the file holds exactly what was answered "ok".
