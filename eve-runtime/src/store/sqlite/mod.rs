@@ -2,12 +2,11 @@
 //!
 //! # Threads
 //!
-//! - One **writer** thread serves the only write connection. Every write (creating, claiming,
+//! - One **writer** thread owns the only write connection. Every write (creating, claiming,
 //!   releasing, appending, delivering) is a request queued to it; it commits all requests queued at
 //!   that moment in one transaction, each in its own savepoint, and answers each caller after the
 //!   commit is durable (group commit; see [`writer`]). A lone request costs one commit; many
-//!   concurrent requests share one. A lone writer (nothing queued, the last batch a single
-//!   request) commits on its own thread instead, with the same steps, sparing the hand-off.
+//!   concurrent requests share one.
 //! - A few **reader** threads own read-only connections and answer loads, listings, timers, the
 //!   inbox and hook look-ups without waiting behind a write batch (WAL readers never block). A
 //!   claim of a long journal reads its two halves on two of them at once (see [`reads`]).
@@ -18,9 +17,10 @@
 //!
 //! The file lock below means no other process writes the file while this store is open, so a
 //! fence only has to hold within this process: epochs live in memory ([`Epochs`]), a claim bumps
-//! its run's epoch and reads the journal (no commit, no fsync), and an append checks its fence
-//! against the current epoch inside its own transaction. A stale writer is refused and writes
-//! nothing, exactly as with durable epochs; after a restart no earlier fence exists to be stale.
+//! its run's epoch and reads the journal (no commit, no fsync), and the writer thread checks an
+//! append's fence against the current epoch inside the append's transaction. A stale writer is
+//! refused and writes nothing, exactly as with durable epochs; after a restart no earlier fence
+//! exists to be stale.
 //!
 //! # Invariants
 //!

@@ -60,8 +60,7 @@ fn lock_path(path: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// The one write connection (the writer thread's, lent to a lone writer): WAL,
-/// `synchronous=FULL`, and the page limit if any.
+/// The connection the writer thread owns: WAL, `synchronous=FULL`, and the page limit if any.
 pub(super) fn writer_connection(path: &Path, options: &SqliteOptions) -> Result<Connection, StoreError> {
     let shown = path.display().to_string();
     let conn = Connection::open(path).map_err(|error| open_error(&error, &shown))?;
