@@ -129,9 +129,9 @@ pub(crate) async fn next_round(
     let snapshot = read(&inner.runtime, &run).await?;
     let empty = InputResponses::new();
     let taken = deliver(inner, &snapshot, responses.unwrap_or(&empty), "inputResponses").await?;
-    // What was open when this round began was announced to an earlier round, or to nobody.
-    let announced = snapshot.input_requests(&inner.sign_ins, &HashSet::new())?.into_keys().collect();
-    follow(inner, entry, run, events, taken, announced, cx).await
+    // What was open when this round began was announced before `events` was subscribed to.
+    let seen = snapshot.request_keys().collect();
+    follow(inner, entry, run, events, taken, seen, cx).await
 }
 
 /// The run's journal, as a snapshot; an unknown run is the caller's mistake (`-32602`).
@@ -247,18 +247,18 @@ async fn taken_in(
 }
 
 /// Follows `run` until it ends or asks something, sending its steps as progress. `events` was
-/// subscribed to before anything the call waits for happened; `announced` are the keys of the
-/// input requests whose events came before it.
+/// subscribed to before anything the call waits for happened; `seen` are the keys of the input
+/// requests whose events came before it.
 async fn follow(
     inner: &Inner,
     entry: &Entry,
     run: RunId,
     mut events: broadcast::Receiver<RunEvent>,
     mut skip: HashSet<String>,
-    announced: HashSet<String>,
+    seen: HashSet<String>,
     cx: &RequestContext<RoleServer>,
 ) -> Result<CallToolResponse, ErrorData> {
-    let mut progress = Progress { token: cx.meta.get_progress_token(), sent: 0, announced };
+    let mut progress = Progress { token: cx.meta.get_progress_token(), sent: 0, seen };
     let modern = cx.protocol_version().is_some_and(|version| version >= ProtocolVersion::V_2026_07_28);
     let mut announced = HashSet::new();
     loop {
@@ -271,9 +271,9 @@ async fn follow(
         let requests = snapshot.input_requests(&inner.sign_ins, &skip)?;
         // The journal can show a question before this call has reported the steps the run took
         // on its way to it: report them first, up to the question's own event.
-        let unannounced: HashSet<&String> = requests.keys().filter(|key| !progress.announced.contains(*key)).collect();
-        if !unannounced.is_empty() {
-            let end = |event: &RunEvent| announces(event).is_some_and(|key| unannounced.contains(&key));
+        let unseen: HashSet<&String> = requests.keys().filter(|key| !progress.seen.contains(*key)).collect();
+        if !unseen.is_empty() {
+            let end = |event: &RunEvent| announces(event).is_some_and(|key| unseen.contains(&key));
             report_until(&mut events, &run, &mut progress, cx, end).await;
         }
         let capabilities = cx.client_capabilities().unwrap_or_default();
@@ -377,7 +377,7 @@ struct Progress {
     token: Option<ProgressToken>,
     sent: u32,
     /// The keys of the input requests whose events this call has seen.
-    announced: HashSet<String>,
+    seen: HashSet<String>,
 }
 
 impl Progress {
@@ -385,7 +385,7 @@ impl Progress {
     /// have changed what the run waits for.
     async fn report(&mut self, cx: &RequestContext<RoleServer>, event: RunEvent) -> bool {
         if let Some(key) = announces(&event) {
-            self.announced.insert(key);
+            self.seen.insert(key);
         }
         match event {
             RunEvent::StepStarted { step, attempt, .. } => {

@@ -90,6 +90,12 @@ impl Snapshot {
         }
     }
 
+    /// The keys of every question and sign-in the run waits on, as its input requests name them.
+    pub fn request_keys(&self) -> impl Iterator<Item = String> + '_ {
+        let questions = self.questions.iter().map(|question| question.request_id.clone());
+        questions.chain(self.sign_ins.iter().map(|(op, _)| sign_in_key(*op)))
+    }
+
     /// The input requests the run waits on, leaving out the keys in `skip` (answered or
     /// acknowledged, but not yet taken in by the run). A sign-in whose link this server did not
     /// hear is left out too.
