@@ -203,6 +203,12 @@ pub(crate) struct ContinueWith {
     /// Whether the deliveries waiting in the inbox reach the new history (see
     /// `Store::continue_as_new`).
     pub keep_inbox: bool,
+    /// What the new history's body would deserialize from `input`, already built, when the body
+    /// built `input` from a value of its own input type: the new body takes it in process
+    /// ([`WorkflowCtx::take_warm`](crate::context::WorkflowCtx::take_warm)) instead of checking
+    /// and decoding `input` again. A restart decodes `input` from the journal, so `input` must
+    /// decode to an equal value.
+    pub warm: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 impl ToolError {
@@ -218,13 +224,18 @@ impl ToolError {
 
     /// The "error" `WorkflowCtx::continue_as_new` returns: the run goes on with `input`.
     pub(crate) fn continue_as_new(input: serde_json::Value) -> Self {
-        let continue_with = Some(ContinueWith { input, keep_inbox: false });
+        let continue_with = Some(ContinueWith { input, keep_inbox: false, warm: None });
         ToolError { message: "the run continues as new".to_owned(), continue_with }
     }
 
-    /// The same, keeping the inbox whole for a new history that creates the same hooks first.
-    pub(crate) fn continue_keeping_inbox(input: serde_json::Value) -> Self {
-        let continue_with = Some(ContinueWith { input, keep_inbox: true });
+    /// The same, keeping the inbox whole for a new history that creates the same hooks first, and
+    /// handing the new body `warm`, the value `input` was serialized from (see
+    /// [`ContinueWith::warm`]).
+    pub(crate) fn continue_keeping_inbox<T>(input: serde_json::Value, warm: T) -> Self
+    where
+        T: std::any::Any + Send + Sync,
+    {
+        let continue_with = Some(ContinueWith { input, keep_inbox: true, warm: Some(Box::new(warm)) });
         ToolError { message: "the run continues as new".to_owned(), continue_with }
     }
 

@@ -276,9 +276,11 @@ impl Driver {
         input: Value,
         started: &Started,
         fence: Fence,
+        warm: Option<Box<dyn std::any::Any + Send + Sync>>,
     ) -> Self {
         let task = task_of(tool, &run);
         let core = Arc::new(RunCore::new(run, rt.services.clone(), started, task, ReplayIndex::default(), Mode::Live));
+        core.lock().warm = warm;
         let body = start_body(&core, tool, input);
         Driver::new(core, Some(tool), body, fence, 1, false)
     }
@@ -468,7 +470,7 @@ impl Driver {
     /// Replaces the run's history with a fresh one that starts the body again with `input`, and
     /// returns the driver of the new history (or how the run ended, if `input` does not fit).
     async fn continue_as_new(mut self: Box<Self>, rt: &Engine, with: crate::error::ContinueWith) -> Exit {
-        let crate::error::ContinueWith { input, keep_inbox } = with;
+        let crate::error::ContinueWith { input, keep_inbox, warm } = with;
         if keep_inbox {
             // What the body took in since its last commit is in the state it continues with, so
             // it is committed (taken) first: the inbox kept for the new history must not hold it.
@@ -481,7 +483,10 @@ impl Driver {
             self.clear_pending();
         }
         let tool = self.tool.expect("a body runs only for a known tool");
-        let fits = (tool.validate_input)(&input).and_then(|()| {
+        // A warm input was built from the tool's own input type, so it needs no schema check; its
+        // depth is checked all the same, as the store would refuse it.
+        let checked = if warm.is_some() { Ok(()) } else { (tool.validate_input)(&input) };
+        let fits = checked.and_then(|()| {
             crate::journal::depth::check(&input, || "the input".to_owned()).map_err(|error| error.to_string())
         });
         if let Err(reason) = fits {
@@ -502,9 +507,20 @@ impl Driver {
             continued: started.continued,
             parent: started.parent.clone(),
         };
+        let mut entry = Some(entry);
         let mut backoff = StoreBackoff::default();
         loop {
-            match rt.store.continue_as_new(&self.core.run, self.fence, &entry, keep_inbox).await {
+            // With a warm input the new body needs nothing of the entry: the store may keep it.
+            let continued = match (&warm, &entry) {
+                (Some(_), _) => {
+                    rt.store.continue_as_new_taking(&self.core.run, self.fence, &mut entry, keep_inbox).await
+                }
+                (None, Some(started)) => {
+                    rt.store.continue_as_new(&self.core.run, self.fence, started, keep_inbox).await
+                }
+                (None, None) => unreachable!("only a warm continuation lets the store take the entry"),
+            };
+            match continued {
                 Ok(()) => break,
                 Err(error) if error.is_transient() => {
                     if let Err(error) = backoff.wait(rt, &self.core.run, error).await {
@@ -518,8 +534,12 @@ impl Driver {
         self.withdraw_open_asks(rt);
         let run = self.core.run.clone();
         rt.events.emit(|| RunEvent::ContinuedAsNew { run: run.clone(), continued: started.continued });
-        let Entry::RunStarted { input, .. } = entry else { unreachable!("built as `RunStarted` above") };
-        let mut driver = Driver::fresh(rt, run, tool, input, &started, self.fence);
+        // The entry is left when the store did not take it; a warm body does not read it.
+        let input = match entry {
+            Some(Entry::RunStarted { input, .. }) if warm.is_none() => input,
+            _ => Value::Null,
+        };
+        let mut driver = Driver::fresh(rt, run, tool, input, &started, self.fence, warm);
         if keep_inbox {
             // What waited for the old history goes to the new one, whose body makes the same hooks.
             match rt.store.inbox(&driver.core.run).await {

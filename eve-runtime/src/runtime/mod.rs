@@ -758,7 +758,7 @@ impl Runtime {
         match (created, reserved) {
             (Ok(Created::New(fence)), Some(mailbox)) => {
                 shared.events.emit(|| RunEvent::Started { run: id.clone(), tool: descriptor.name.to_owned() });
-                let driver = Box::new(Driver::fresh(shared, id.clone(), descriptor, input, &started, fence));
+                let driver = Box::new(Driver::fresh(shared, id.clone(), descriptor, input, &started, fence, None));
                 shared.spawn(id.clone(), Start::Fresh(driver), mailbox);
             }
             (Ok(Created::Existing), reserved) => {

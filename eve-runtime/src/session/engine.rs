@@ -128,8 +128,11 @@ pub(super) const DEFAULT_HISTORY: usize = 100;
 
 fn entry(input: Value, ctx: WorkflowCtx) -> BodyFuture {
     Box::pin(async move {
-        let input: SessionInput =
-            serde_json::from_value(input).map_err(|error| ToolError::new(format!("invalid session input: {error}")))?;
+        let input = match ctx.take_warm::<SessionInput>() {
+            Some(input) => input,
+            None => serde_json::from_value(input)
+                .map_err(|error| ToolError::new(format!("invalid session input: {error}")))?,
+        };
         Body::new(input, &ctx).run().await?;
         Ok(Value::Null)
     })
@@ -322,8 +325,17 @@ impl<'c> Body<'c> {
             feed: self.feed,
         };
         let next = SessionInput { carried: Some(Box::new(carried)), ..self.input.clone() };
-        let next = serde_json::to_value(next).map_err(|error| ToolError::new(format!("a session's state: {error}")))?;
-        Err(ToolError::continue_keeping_inbox(next))
+        let journaled =
+            serde_json::to_value(&next).map_err(|error| ToolError::new(format!("a session's state: {error}")))?;
+        // The new history's body takes `next` itself; only a restart decodes the journaled copy,
+        // so the two must agree. Every test that continues a session checks they do.
+        #[cfg(debug_assertions)]
+        {
+            let decoded: SessionInput = serde_json::from_value(journaled.clone()).expect("a session's state decodes");
+            let again = serde_json::to_value(&decoded).expect("a session's state encodes");
+            assert_eq!(again, journaled, "a session's carried state must survive its journal unchanged");
+        }
+        Err(ToolError::continue_keeping_inbox(journaled, next))
     }
 
     async fn run(mut self) -> Result<(), ToolError> {

@@ -67,6 +67,7 @@ macro_rules! conformance_suite {
                 notices_reach_other_runs_with_the_append_that_implies_them,
                 appends_create_the_runs_they_start,
                 append_taking_writes_like_append_and_leaves_a_refused_batch_whole,
+                continue_as_new_taking_writes_like_continue_as_new_and_leaves_a_refused_entry,
             );
         }
     };
@@ -1080,4 +1081,28 @@ pub async fn append_taking_writes_like_append_and_leaves_a_refused_batch_whole(s
     assert_eq!(stale.entries, vec![record(2, json!(2))], "a fenced batch keeps its entries");
     store.append_taking(&run.id, current, &mut stale).await.expect("the current fence appends");
     assert_eq!(entries(store, &run.id).await.len(), 4, "run started, two entries, then one more");
+}
+
+/// `continue_as_new_taking` starts the new history exactly as `continue_as_new` does, whether or
+/// not the store takes the entry; an entry it refuses (a stale fence, a finished run) is left to
+/// the caller, and nothing is written.
+pub async fn continue_as_new_taking_writes_like_continue_as_new_and_leaves_a_refused_entry(store: &dyn Store) {
+    let run = run_id("taken-on");
+    let fence = create(store, new_run("taken-on", json!({"round": 1}), 1)).await;
+    append(store, &run, fence, 1, vec![sleep(0, 9_000), record(1, json!(7))]).await;
+    let next = new_run("taken-on", json!({"round": 2}), 2).started_entry();
+    let stale = Fence { epoch: fence.epoch + 100 };
+    let mut started = Some(next.clone());
+    let refused = store.continue_as_new_taking(&run, stale, &mut started, true).await;
+    assert!(matches!(refused, Err(StoreError::Fenced { .. })), "a stale fence is refused: {refused:?}");
+    assert_eq!(started.as_ref(), Some(&next), "a refused entry is left to the caller");
+    assert_eq!(entries(store, &run).await.len(), 3, "nothing was written");
+    store.continue_as_new_taking(&run, fence, &mut started, true).await.expect("continue as new");
+    assert_eq!(entries(store, &run).await, vec![next.clone()], "the new history starts at sequence 0");
+    assert!(timers(store).await.is_empty(), "the old history's timers are released");
+    append(store, &run, fence, 1, vec![run_completed()]).await;
+    let mut again = Some(next.clone());
+    let finished = store.continue_as_new_taking(&run, fence, &mut again, true).await;
+    assert!(matches!(finished, Err(StoreError::RunFinished(_))), "{finished:?}");
+    assert_eq!(again, Some(next), "an entry a finished run refused is left to the caller");
 }

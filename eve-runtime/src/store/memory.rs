@@ -115,6 +115,40 @@ impl Entries<'_> {
 }
 
 impl State {
+    /// [`Store::continue_as_new`] under the lock; `started` is called only once the run may
+    /// continue, so a refused call leaves the caller's entry alone.
+    fn continue_as_new(
+        &mut self,
+        run: &RunId,
+        fence: Fence,
+        started: impl FnOnce() -> Entry,
+        keep_inbox: bool,
+    ) -> Result<(), StoreError> {
+        let state = self;
+        let run_state = state.run_mut(run)?;
+        if run_state.epoch != fence.epoch {
+            return Err(StoreError::Fenced { run: run.clone(), held: fence.epoch, current: run_state.epoch });
+        }
+        if run_state.summary.status.is_finished() {
+            return Err(StoreError::RunFinished(run.clone()));
+        }
+        run_state.entries = vec![started()];
+        run_state.summary.entries = 1;
+        run_state.summary.parked = false;
+        if !keep_inbox {
+            run_state.delivery_ids.clear();
+        }
+        let hooks = std::mem::take(&mut run_state.hooks);
+        for hash in hooks {
+            state.hooks.remove(&hash);
+        }
+        state.timers.retain(|(timer_run, _, _), _| timer_run != run);
+        if !keep_inbox {
+            state.inbox.retain(|_, item| &item.run != run || matches!(item.delivery, Delivery::Cancel { .. }));
+        }
+        Ok(())
+    }
+
     fn run_mut(&mut self, run: &RunId) -> Result<&mut RunState, StoreError> {
         self.runs.get_mut(run).ok_or_else(|| StoreError::RunNotFound(run.clone()))
     }
@@ -369,29 +403,18 @@ impl Store for MemoryStore {
         started: &Entry,
         keep_inbox: bool,
     ) -> Result<(), StoreError> {
-        let mut state = self.lock();
-        let run_state = state.run_mut(run)?;
-        if run_state.epoch != fence.epoch {
-            return Err(StoreError::Fenced { run: run.clone(), held: fence.epoch, current: run_state.epoch });
-        }
-        if run_state.summary.status.is_finished() {
-            return Err(StoreError::RunFinished(run.clone()));
-        }
-        run_state.entries = vec![started.clone()];
-        run_state.summary.entries = 1;
-        run_state.summary.parked = false;
-        if !keep_inbox {
-            run_state.delivery_ids.clear();
-        }
-        let hooks = std::mem::take(&mut run_state.hooks);
-        for hash in hooks {
-            state.hooks.remove(&hash);
-        }
-        state.timers.retain(|(timer_run, _, _), _| timer_run != run);
-        if !keep_inbox {
-            state.inbox.retain(|_, item| &item.run != run || matches!(item.delivery, Delivery::Cancel { .. }));
-        }
-        Ok(())
+        self.lock().continue_as_new(run, fence, || started.clone(), keep_inbox)
+    }
+
+    async fn continue_as_new_taking(
+        &self,
+        run: &RunId,
+        fence: Fence,
+        started: &mut Option<Entry>,
+        keep_inbox: bool,
+    ) -> Result<(), StoreError> {
+        let take = || started.take().expect("continue_as_new_taking is given the entry to continue with");
+        self.lock().continue_as_new(run, fence, take, keep_inbox)
     }
 
     async fn deliver(

@@ -565,6 +565,26 @@ pub trait Store: Send + Sync + 'static {
         keep_inbox: bool,
     ) -> Result<(), StoreError>;
 
+    /// Continues the run as new like [`continue_as_new`](Store::continue_as_new), and may take
+    /// `started` to keep it: a store that holds entries as values (the in-memory store) moves it
+    /// in instead of copying it. When it returns `Ok`, `started` may be `None`; when it returns an
+    /// error, `started` is as it was, to be retried. The default continues through
+    /// `continue_as_new` and takes nothing, which suits every store that encodes entries.
+    ///
+    /// # Panics
+    ///
+    /// The default panics if `started` is `None`: the caller passes the entry it continues with.
+    async fn continue_as_new_taking(
+        &self,
+        run: &RunId,
+        fence: Fence,
+        started: &mut Option<Entry>,
+        keep_inbox: bool,
+    ) -> Result<(), StoreError> {
+        let entry = started.as_ref().expect("continue_as_new_taking is given the entry to continue with");
+        self.continue_as_new(run, fence, entry, keep_inbox).await
+    }
+
     /// Accepts a delivery into the inbox of the run `target` names. A `delivery_id` seen before
     /// for the same run is reported as [`Delivered::Duplicate`] and changes nothing. A delivery
     /// that would put more than the store's [`InboxLimits`] in waiting is refused with

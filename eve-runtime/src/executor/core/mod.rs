@@ -291,6 +291,9 @@ pub(crate) struct CoreState {
     /// Whether the body waits with nothing under way for something that may be long in coming
     /// (a session between turns waits on a person): the warm cache keeps fewer such runs.
     pub idle: bool,
+    /// The input the last history handed this one already built, until the body takes it (see
+    /// `ContinueWith::warm`).
+    pub warm: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 /// The state one run's body shares with its executor.
@@ -333,6 +336,7 @@ impl RunCore {
             new_asks: Vec::new(),
             withdrawals: Vec::new(),
             idle: false,
+            warm: None,
         };
         let principal =
             started.principal.clone().map_or_else(crate::auth::Principal::anonymous, crate::auth::Principal::new);
