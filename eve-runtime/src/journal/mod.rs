@@ -174,9 +174,10 @@ pub enum OpKind {
     Started,
 }
 
-impl fmt::Display for OpKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = match self {
+impl OpKind {
+    /// The kind's name, as signatures and messages give it: `step`, `sleep`, `hook`, ….
+    pub const fn name(self) -> &'static str {
+        match self {
             OpKind::Step => "step",
             OpKind::Sleep => "sleep",
             OpKind::Hook => "hook",
@@ -187,8 +188,13 @@ impl fmt::Display for OpKind {
             OpKind::Published => "published",
             OpKind::Agents => "agents",
             OpKind::Started => "started",
-        };
-        f.write_str(name)
+        }
+    }
+}
+
+impl fmt::Display for OpKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -651,18 +657,16 @@ impl Entry {
 
     /// The signature of the operation this entry records, for the divergence check.
     pub fn signature(&self) -> Option<OpSignature> {
-        let sig = |kind, name: &str, input_hash| OpSignature { kind, name: name.to_owned().into(), input_hash };
+        // Every kind but a step is named after itself, so only a step's name is copied.
+        let sig = |kind: OpKind, input_hash| OpSignature { kind, name: kind.name().into(), input_hash };
         match self {
             Entry::StepCompleted { name, input_hash, .. } | Entry::StepRetrying { name, input_hash, .. } => {
-                Some(sig(OpKind::Step, name, *input_hash))
+                Some(OpSignature { kind: OpKind::Step, name: name.clone().into(), input_hash: *input_hash })
             }
-            Entry::TimerScheduled { .. } => Some(sig(OpKind::Sleep, "sleep", InputHash::default())),
-            Entry::HookCreated { .. } => Some(sig(OpKind::Hook, "hook", InputHash::default())),
-            Entry::AskCreated { request, .. } => Some(sig(OpKind::Ask, "ask", self::ask::hash(request))),
-            Entry::Recorded { kind, .. } => {
-                let kind = kind.op_kind();
-                Some(sig(kind, &kind.to_string(), InputHash::default()))
-            }
+            Entry::TimerScheduled { .. } => Some(sig(OpKind::Sleep, InputHash::default())),
+            Entry::HookCreated { .. } => Some(sig(OpKind::Hook, InputHash::default())),
+            Entry::AskCreated { request, .. } => Some(sig(OpKind::Ask, self::ask::hash(request))),
+            Entry::Recorded { kind, .. } => Some(sig(kind.op_kind(), InputHash::default())),
             _ => None,
         }
     }

@@ -424,8 +424,7 @@ impl RunCore {
     #[track_caller]
     fn create_record(&self, kind: RecordKind) -> Option<(Op, MutexGuard<'_, CoreState>)> {
         let op_kind = kind.op_kind();
-        let signature =
-            OpSignature { kind: op_kind, name: op_kind.to_string().into(), input_hash: InputHash::default() };
+        let signature = OpSignature { kind: op_kind, name: op_kind.name().into(), input_hash: InputHash::default() };
         let op = self.create(signature, Slot::Recorded)?;
         Some((op, self.lock()))
     }
