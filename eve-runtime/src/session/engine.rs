@@ -1308,7 +1308,12 @@ fn failure_message(failure: &crate::journal::RunFailure) -> String {
 /// A JSON object of `fields`, each value moved in: `json!` copies every value it is given through
 /// serde, which for a feed event's data (the turn's actions, say) is a deep copy.
 fn object<const N: usize>(fields: [(&str, Value); N]) -> Value {
-    Value::Object(fields.into_iter().map(|(key, value)| (key.to_owned(), value)).collect())
+    // Inserted one by one: collecting would first gather the fields in a vector to sort them.
+    let mut object = serde_json::Map::new();
+    for (key, value) in fields {
+        object.insert(key.to_owned(), value);
+    }
+    Value::Object(object)
 }
 
 /// What one model step journals: the answer (with call ids), and the plain tools' results.
