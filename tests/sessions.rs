@@ -1572,3 +1572,29 @@ async fn a_session_continues_as_new_between_turns_and_loses_nothing() {
     let last = read_until(&session, after, "turn.completed").await;
     assert!(last.iter().any(|event| event.data["text"] == "re: once more"), "{:?}", names(&last));
 }
+
+/// A model's answer too large for one journal entry fails its turn with the reason, live as on
+/// replay: the body sees the failure the journal keeps, never the answer it could not keep, though
+/// a live model step hands its answer to the body without the journal's copy.
+#[tokio::test]
+async fn a_model_answer_over_the_entry_limit_fails_the_turn_as_the_journal_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = eve_tools::store::SqliteOptions { max_entry_bytes: 1_024, ..Default::default() };
+    let store = eve_tools::store::SqliteStore::open_with(dir.path().join("eve.db"), options).unwrap();
+    let model = ScriptedModel::new(|request| match request.last_user() {
+        Some("Say a lot") => ModelResponse::text("word ".repeat(400)),
+        _ => ModelResponse::text("Short."),
+    });
+    let runtime = Runtime::builder().store(store).data_dir(dir.path()).model(model).build().unwrap();
+    let session = runtime.session(SessionOptions::new()).await.unwrap();
+    session.send("Say a lot").await.unwrap();
+    let turn = read_until(&session, 0, "turn.completed").await;
+    let completed = turn.last().unwrap();
+    assert_eq!(completed.data["status"], "failed", "{:?}", names(&turn));
+    let error = completed.data["error"].as_str().unwrap();
+    assert!(error.contains("step `session.model` returned") && error.contains("1024-byte"), "{error}");
+    assert!(all(&turn, "message.completed").is_empty(), "the answer the journal could not keep was not shown");
+    session.send("Again").await.unwrap();
+    let next = read_until(&session, completed.sequence, "turn.completed").await;
+    assert_eq!(find(&next, "message.completed").data["text"], "Short.", "{:?}", names(&next));
+}

@@ -227,8 +227,8 @@ where
         let input_hash = InputHash::of(&bytes);
         let signature = OpSignature { kind: OpKind::Step, name: def.name().into(), input_hash };
         // A step whose result the journal records never runs again, so replay skips boxing it.
-        let attempt = (!core.next_op_completed()).then(|| attempt_fn(args, bytes, step));
-        let slot = StepSlot { def, input_hash, attempt, polled: false, outcome: None };
+        let attempt = (!core.next_op_completed()).then(|| attempt_fn(args, bytes, def.hands_over(), step));
+        let slot = StepSlot { def, input_hash, attempt, polled: false, outcome: None, handed: None };
         match core.create(signature, Slot::Step(slot)) {
             Some(op) => StepCall { state: CallState::Durable { core, op, output: PhantomData } },
             None => StepCall { state: CallState::Failed(None) },
@@ -237,10 +237,11 @@ where
 }
 
 /// Boxes one attempt: the first uses the arguments as given, later ones deserialize a fresh copy.
-fn attempt_fn<A, T, F, Fut, E>(args: A, bytes: Vec<u8>, mut step: F) -> AttemptFn
+/// With `hands_over`, the output is also kept as it is for the body (`StepDef::handing_over`).
+fn attempt_fn<A, T, F, Fut, E>(args: A, bytes: Vec<u8>, hands_over: bool, mut step: F) -> AttemptFn
 where
     A: DeserializeOwned + Send + 'static,
-    T: Serialize,
+    T: Serialize + DeserializeOwned + Send + 'static,
     F: FnMut(A, StepCtx) -> Fut + Send + 'static,
     Fut: Future<Output = Result<T, E>> + Send + 'static,
     E: Into<StepError>,
@@ -261,13 +262,25 @@ where
         let future = step(args, ctx);
         Box::pin(async move {
             let output = future.await.map_err(Into::into)?;
-            serde_json::to_value(output)
-                .map_err(|error| FatalError::new(format!("the step's output cannot be serialized: {error}")).into())
+            let value = serde_json::to_value(&output).map_err(|error| {
+                StepError::from(FatalError::new(format!("the step's output cannot be serialized: {error}")))
+            })?;
+            if hands_over {
+                // Replay decodes the journal's copy, so that copy must decode to what the body takes.
+                #[cfg(debug_assertions)]
+                {
+                    let decoded: T = serde_json::from_value(value.clone()).expect("a handed-over output decodes");
+                    let again = serde_json::to_value(&decoded).expect("a handed-over output encodes");
+                    assert_eq!(again, value, "a handed-over step output must survive its journal unchanged");
+                }
+                core.hand_over(op, number, Box::new(output));
+            }
+            Ok(value)
         })
     })
 }
 
-impl<T: DeserializeOwned> Future for StepCall<T> {
+impl<T: DeserializeOwned + 'static> Future for StepCall<T> {
     type Output = Result<T, StepError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -284,8 +297,12 @@ impl<T: DeserializeOwned> Future for StepCall<T> {
     }
 }
 
-fn poll_durable<T: DeserializeOwned>(core: &RunCore, op: Op, cx: &mut Context<'_>) -> Poll<Result<T, StepError>> {
-    let (outcome, name) = {
+fn poll_durable<T: DeserializeOwned + 'static>(
+    core: &RunCore,
+    op: Op,
+    cx: &mut Context<'_>,
+) -> Poll<Result<T, StepError>> {
+    let (outcome, handed, name) = {
         let mut state = core.lock();
         let state = &mut *state;
         let slot = &mut state.ops[op.0 as usize];
@@ -298,9 +315,16 @@ fn poll_durable<T: DeserializeOwned>(core: &RunCore, op: Op, cx: &mut Context<'_
             slot.waker = Some(cx.waker().clone());
             return Poll::Pending;
         };
-        (outcome, step.def.name())
+        let handed = if matches!(outcome, StepOutcome::Ok { .. }) { step.handed.take() } else { None };
+        (outcome, handed, step.def.name())
     };
     // Decoding runs user `Deserialize` code, so it happens after the core's lock is released.
+    if let Some((_, output)) = handed {
+        let output = output.downcast::<T>().map(|output| *output).map_err(|_| {
+            FatalError::new(format!("step `{name}` handed over an output of another type than its call awaits")).into()
+        });
+        return Poll::Ready(output);
+    }
     Poll::Ready(match outcome {
         StepOutcome::Ok { value } => serde_json::from_value(value).map_err(|error| {
             FatalError::new(format!("the recorded output of step `{name}` no longer deserializes: {error}")).into()

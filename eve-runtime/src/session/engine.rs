@@ -1323,11 +1323,13 @@ struct ModelStep {
     plain: BTreeMap<String, Result<Value, String>>,
 }
 
+/// The body takes a live model step's output as the step returned it; replay decodes it.
 static MODEL_STEP: StepDef = StepDef::new(
     "eve_runtime::session::model",
     "session.model",
     RetryPolicy { max_attempts: 5, backoff: Backoff::exponential_millis(1_000) },
-);
+)
+.handing_over();
 
 /// Calls the model and runs the plain tools it called: one step, so replay does neither again.
 /// What a model step shows the model, shared: it becomes a [`ModelRequest`] only when the step

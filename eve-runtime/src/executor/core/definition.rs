@@ -84,12 +84,28 @@ pub struct StepDef {
     id: &'static str,
     name: &'static str,
     policy: RetryPolicy,
+    hands_over: bool,
 }
 
 impl StepDef {
     /// A step definition; `#[step]` emits one `static` per step.
     pub const fn new(id: &'static str, name: &'static str, policy: RetryPolicy) -> Self {
-        StepDef { id, name, policy }
+        StepDef { id, name, policy, hands_over: false }
+    }
+
+    /// The same step, whose live output the body takes as the attempt returned it instead of
+    /// decoding the journal's copy: for the runtime's own steps (a session's model call), whose
+    /// output types decode from their JSON to an equal value, as replay decodes it. Debug builds
+    /// check that on every attempt. A user's `#[step]` always decodes, so a type whose JSON loses
+    /// something (a skipped field) behaves the same live and on replay.
+    pub(crate) const fn handing_over(self) -> Self {
+        StepDef { hands_over: true, ..self }
+    }
+
+    /// Whether the body takes the step's live output as it was returned (see
+    /// [`handing_over`](StepDef::handing_over)).
+    pub(crate) fn hands_over(&self) -> bool {
+        self.hands_over
     }
 
     /// The module path and fn name.

@@ -248,6 +248,9 @@ pub(crate) struct StepSlot {
     /// Whether the body has polled the call (which is when a step starts).
     pub polled: bool,
     pub outcome: Option<StepOutcome>,
+    /// The output an attempt of a step that hands its output over returned, with the attempt's
+    /// number, until its completion is delivered (see `StepDef::handing_over`).
+    pub handed: Option<(u32, Box<dyn std::any::Any + Send>)>,
 }
 
 /// A hook's state: payloads delivered and not yet taken, in journal order.
@@ -474,7 +477,18 @@ impl RunCore {
             return;
         };
         match (&mut slot.slot, entry) {
-            (Slot::Step(step), Entry::StepCompleted { outcome, .. }) => step.outcome = Some(outcome.clone()),
+            (Slot::Step(step), Entry::StepCompleted { outcome, attempt, .. }) => {
+                // The attempt's own output, when it handed it over and the journal keeps it as it
+                // was (not cut to fit): the body takes that, and the journal's copy is not cloned.
+                let handed = step.handed.take().filter(|(number, _)| number == attempt);
+                step.outcome = Some(match (outcome, handed) {
+                    (StepOutcome::Ok { .. }, Some((_, output))) => {
+                        step.handed = Some((*attempt, output));
+                        StepOutcome::Ok { value: Value::Null }
+                    }
+                    _ => outcome.clone(),
+                });
+            }
             (Slot::Sleep { fired, .. }, Entry::TimerFired { .. }) => *fired = true,
             (Slot::Hook(hook), Entry::HookReceived { payload, .. }) => hook.queue.push_back(payload.clone()),
             (Slot::Hook(hook), Entry::HookTokenTaken { .. }) => hook.conflict = true,
@@ -483,6 +497,14 @@ impl RunCore {
         }
         if let Some(waker) = slot.waker.take() {
             waker.wake();
+        }
+    }
+
+    /// Keeps the output attempt `attempt` of the step at `op` returned, for the body to take when
+    /// the completion is delivered (see `StepDef::handing_over`).
+    pub fn hand_over(&self, op: Op, attempt: u32, output: Box<dyn std::any::Any + Send>) {
+        if let Some(OpSlot { slot: Slot::Step(step), .. }) = self.lock().ops.get_mut(op.0 as usize) {
+            step.handed = Some((attempt, output));
         }
     }
 
