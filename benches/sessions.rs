@@ -13,7 +13,9 @@
 //!      `Runtime::start` then `settle()`, the smallest durable run.
 //!
 //!    The summary gives the turn's added cost over the direct call (target ≤ 20 µs) and its ratio
-//!    to the bare workflow run.
+//!    to the bare workflow run. A count that the machine's load does not move: the instructions
+//!    of one turn, from two runs of this binary under callgrind, `EVE_BENCH_COUNTED_TURNS=2000`
+//!    and `=2000/0` (see `counted_turns`).
 //! 2. A task's receipt: a session on a [`Counting`] store (around `MemoryStore`) whose model calls
 //!    the `#[task]` `deploy`. Counted: the store's commits after the one that journals the model's
 //!    tool call (the model step's completion), up to the moment the model is called again and is
@@ -78,6 +80,11 @@ const RECEIPT_ROUNDS: usize = 20;
 
 /// The environment variable that makes this binary the child process of figure 3.
 const PARKED_CHILD: &str = "EVE_BENCH_PARKED_SESSIONS";
+
+/// The environment variable that makes this binary run that many turns of figure 1 and exit:
+/// for counting instructions, which a shared machine's load does not change (see [`counted_turns`]).
+/// `EVE_BENCH_COUNTED_TURNS=2000/0` starts the sessions of 2,000 turns and runs none.
+const COUNTED_TURNS: &str = "EVE_BENCH_COUNTED_TURNS";
 
 /// Calls `lookup`, then says what it returned: a turn with one plain tool call.
 fn lookup_model() -> ScriptedModel {
@@ -419,9 +426,46 @@ fn summary(receipts: &[Receipt], parked: &[Parked]) {
     }
 }
 
+/// Starts the sessions of `turns` turns of figure 1 (current-thread, `MemoryStore`, sessions of
+/// [`TURNS_PER_SESSION`] turns), runs `run` of those turns and exits without dropping anything.
+/// Under `valgrind --tool=callgrind`, the difference between `2000` and `2000/0` divided by 2,000
+/// is the instructions one turn costs, continuing as new every 20th included. Both start one
+/// more session and run one turn of it first, so one-time set-up (the tool's input validator)
+/// is in both.
+fn counted_turns(turns: u64, run: u64) {
+    let tokio = current_thread();
+    tokio.block_on(async {
+        let runtime = memory_runtime(lookup_model(), Arc::new(MemoryStore::new()));
+        let options = || SessionOptions::new().system("You look services up.").tools(["lookup"]);
+        let first = runtime.session(options()).await.expect("the session starts");
+        first.send("Is api healthy?").await.expect("the session takes the message");
+        runtime.settle().await;
+        let mut sessions = Vec::new();
+        for _ in 0..turns.div_ceil(TURNS_PER_SESSION) {
+            sessions.push(runtime.session(options()).await.expect("the session starts"));
+            runtime.settle().await;
+        }
+        let mut left = run.min(turns);
+        for session in &sessions {
+            for _ in 0..left.min(TURNS_PER_SESSION) {
+                session.send("Is api healthy?").await.expect("the session takes the message");
+                runtime.settle().await;
+            }
+            left = left.saturating_sub(TURNS_PER_SESSION);
+        }
+        println!("{} turns of {turns}", run.min(turns));
+        std::process::exit(0);
+    })
+}
+
 fn main() {
     if let Ok(store) = std::env::var(PARKED_CHILD) {
         return parked_child(&store, size(1_000, 20));
+    }
+    if let Ok(counted) = std::env::var(COUNTED_TURNS) {
+        let (turns, run) = counted.split_once('/').unwrap_or((&counted, &counted));
+        let number = |text: &str| text.parse().expect("EVE_BENCH_COUNTED_TURNS is <turns> or <turns>/<run>");
+        return counted_turns(number(turns), number(run));
     }
     let mut criterion = Criterion::default().without_plots().configure_from_args();
     turn_cost(&mut criterion);
