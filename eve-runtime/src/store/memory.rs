@@ -116,14 +116,16 @@ impl Entries<'_> {
 
 impl State {
     /// [`Store::continue_as_new`] under the lock; `started` is called only once the run may
-    /// continue, so a refused call leaves the caller's entry alone.
+    /// continue, so a refused call leaves the caller's entry alone. Returns the old history's
+    /// entries, for the caller to drop once the lock is released: freeing a long journal should
+    /// not hold up every other run.
     fn continue_as_new(
         &mut self,
         run: &RunId,
         fence: Fence,
         started: impl FnOnce() -> Entry,
         keep_inbox: bool,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Vec<Entry>, StoreError> {
         let state = self;
         let run_state = state.run_mut(run)?;
         if run_state.epoch != fence.epoch {
@@ -132,7 +134,7 @@ impl State {
         if run_state.summary.status.is_finished() {
             return Err(StoreError::RunFinished(run.clone()));
         }
-        run_state.entries = vec![started()];
+        let old = std::mem::replace(&mut run_state.entries, vec![started()]);
         run_state.summary.entries = 1;
         run_state.summary.parked = false;
         if !keep_inbox {
@@ -146,7 +148,7 @@ impl State {
         if !keep_inbox {
             state.inbox.retain(|_, item| &item.run != run || matches!(item.delivery, Delivery::Cancel { .. }));
         }
-        Ok(())
+        Ok(old)
     }
 
     fn run_mut(&mut self, run: &RunId) -> Result<&mut RunState, StoreError> {
@@ -403,7 +405,10 @@ impl Store for MemoryStore {
         started: &Entry,
         keep_inbox: bool,
     ) -> Result<(), StoreError> {
-        self.lock().continue_as_new(run, fence, || started.clone(), keep_inbox)
+        // The guard goes at the end of the statement; the old history after it.
+        let old = self.lock().continue_as_new(run, fence, || started.clone(), keep_inbox)?;
+        drop(old);
+        Ok(())
     }
 
     async fn continue_as_new_taking(
@@ -414,7 +419,9 @@ impl Store for MemoryStore {
         keep_inbox: bool,
     ) -> Result<(), StoreError> {
         let take = || started.take().expect("continue_as_new_taking is given the entry to continue with");
-        self.lock().continue_as_new(run, fence, take, keep_inbox)
+        let old = self.lock().continue_as_new(run, fence, take, keep_inbox)?;
+        drop(old);
+        Ok(())
     }
 
     async fn deliver(
