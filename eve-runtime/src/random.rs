@@ -24,5 +24,26 @@ pub fn nonce() -> String {
 
 /// `bytes` as lowercase hex.
 pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    // One allocation: formatting each byte would make a string per byte (a token's hash, 32).
+    let mut text = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        text.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        text.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_is_two_lowercase_digits_per_byte_in_order() {
+        assert_eq!(hex(&[]), "");
+        assert_eq!(hex(&[0x00, 0x0f, 0xa5, 0xff, 0x10]), "000fa5ff10");
+        let every: Vec<u8> = (0..=255).collect();
+        let expected: String = every.iter().map(|byte| format!("{byte:02x}")).collect();
+        assert_eq!(hex(&every), expected);
+    }
 }
