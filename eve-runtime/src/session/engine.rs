@@ -224,6 +224,12 @@ struct Body<'c> {
     inbox: Hook<Value>,
     input: SessionInput,
     offered: Vec<Offered>,
+    /// What every model step of this history is given besides the conversation, made once: the
+    /// system prompt (with the tasks block when a task is offered), the tools' specs and the
+    /// names of the plain tools, which run inside the step.
+    prompt: Arc<str>,
+    specs: Arc<[Arc<ToolSpec>]>,
+    plain: Arc<[String]>,
     /// Shared with the model step that was last given them, so a step replayed from the journal
     /// costs no copy of the conversation (and a live step one, made inside its attempt).
     messages: Arc<Vec<Message>>,
@@ -272,11 +278,23 @@ impl<'c> Body<'c> {
         let mut input = input;
         let continued = input.carried.is_some();
         let carried = input.carried.take().map(|carried| *carried).unwrap_or_default();
+        let mut prompt = input.system.clone();
+        if offered.iter().any(|tool| tool.kind.is_task()) {
+            if !prompt.is_empty() {
+                prompt.push_str("\n\n");
+            }
+            prompt.push_str(strings::tasks_prompt(input.child));
+        }
+        let specs = offered.iter().map(|tool| tool.spec.clone()).collect();
+        let plain = offered.iter().filter(|tool| tool.kind == Kind::Plain).map(|tool| tool.spec.name.clone()).collect();
         Body {
             ctx,
             inbox,
             input,
             offered,
+            prompt: prompt.into(),
+            specs,
+            plain,
             messages: Arc::new(carried.messages),
             turn_starts: carried.turn_starts,
             compacted: carried.compacted,
@@ -567,22 +585,10 @@ impl<'c> Body<'c> {
         self.steps += 1;
         let data = object([("turnId", self.turn_id()), ("step", self.steps.into())]);
         self.emit("step.started", data);
-        let mut system = self.input.system.clone();
-        if self.offered.iter().any(|tool| tool.kind.is_task()) {
-            if !system.is_empty() {
-                system.push_str("\n\n");
-            }
-            system.push_str(strings::tasks_prompt(self.input.child));
-        }
-        let request = Request {
-            system,
-            messages: self.messages.clone(),
-            tools: self.offered.iter().map(|tool| tool.spec.clone()).collect(),
-        };
-        let plain: Vec<String> =
-            self.offered.iter().filter(|tool| tool.kind == Kind::Plain).map(|tool| tool.spec.name.clone()).collect();
+        let request =
+            Request { system: self.prompt.clone(), messages: self.messages.clone(), tools: self.specs.clone() };
         let prefix = format!("{}-{}", self.ctx.run_id(), self.steps);
-        call_model(self.steps, request, plain, prefix, self.input.agent.clone()).await
+        call_model(self.steps, request, self.plain.clone(), prefix, self.input.agent.clone()).await
     }
 
     // ---- tool calls
@@ -1335,23 +1341,23 @@ static MODEL_STEP: StepDef = StepDef::new(
 /// What a model step shows the model, shared: it becomes a [`ModelRequest`] only when the step
 /// runs, so a step replayed from the journal copies nothing.
 struct Request {
-    system: String,
+    system: Arc<str>,
     messages: Arc<Vec<Message>>,
-    tools: Vec<Arc<ToolSpec>>,
+    tools: Arc<[Arc<ToolSpec>]>,
 }
 
 fn call_model(
     step: u64,
     request: Request,
-    plain: Vec<String>,
+    plain: Arc<[String]>,
     prefix: String,
     agent: Option<String>,
 ) -> StepCall<ModelStep> {
     StepCall::new(&MODEL_STEP, step, move |_: u64, ctx: StepCtx| {
         let request = ModelRequest {
-            system: request.system.clone(),
+            system: request.system.to_string(),
             messages: request.messages.clone(),
-            tools: request.tools.clone(),
+            tools: request.tools.to_vec(),
         };
         let (plain, prefix, agent) = (plain.clone(), prefix.clone(), agent.clone());
         async move {
