@@ -8,8 +8,9 @@
 //! exactly that boundary. Nothing is printed otherwise, and a value that is not a number is
 //! ignored.
 //!
-//! The count is deterministic as long as the calls are: the SQLite store calls `hit` only from
-//! its single writer thread, twice per committed batch.
+//! The count is deterministic as long as the calls are: the SQLite store calls `hit` only while
+//! it holds its one write connection (on its writer thread, or on the thread of a caller that
+//! commits at once), twice per committed batch, so the calls never overlap.
 
 /// Marks the durability boundary `name`; see the module documentation.
 #[cfg(not(feature = "failpoints"))]

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::journal::RunId;
 
-/// Shared by the store (claims) and the writer thread (fence checks inside each append).
+/// Shared by the store (claims) and the write connection's users (fence checks inside each append).
 #[derive(Clone, Debug, Default)]
 pub(super) struct Epochs(Arc<Mutex<HashMap<RunId, u64>>>);
 

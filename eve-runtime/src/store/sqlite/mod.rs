@@ -2,11 +2,14 @@
 //!
 //! # Threads
 //!
-//! - One **writer** thread owns the only write connection. Every write (creating, claiming,
+//! - One **writer** thread serves the only write connection. Every write (creating, claiming,
 //!   releasing, appending, delivering) is a request queued to it; it commits all requests queued at
 //!   that moment in one transaction, each in its own savepoint, and answers each caller after the
 //!   commit is durable (group commit; see [`writer`]). A lone request costs one commit; many
-//!   concurrent requests share one.
+//!   concurrent requests share one. A run's append made as a lone writer (nothing queued, the last
+//!   batch a single request) commits on the run's own thread instead, with the same steps,
+//!   sparing the hand-off; requests made for outside callers (deliveries over HTTP, say) always
+//!   go to the writer thread.
 //! - A few **reader** threads own read-only connections and answer loads, listings, timers, the
 //!   inbox and hook look-ups without waiting behind a write batch (WAL readers never block). A
 //!   claim of a long journal reads its two halves on two of them at once (see [`reads`]).
@@ -17,10 +20,9 @@
 //!
 //! The file lock below means no other process writes the file while this store is open, so a
 //! fence only has to hold within this process: epochs live in memory ([`Epochs`]), a claim bumps
-//! its run's epoch and reads the journal (no commit, no fsync), and the writer thread checks an
-//! append's fence against the current epoch inside the append's transaction. A stale writer is
-//! refused and writes nothing, exactly as with durable epochs; after a restart no earlier fence
-//! exists to be stale.
+//! its run's epoch and reads the journal (no commit, no fsync), and an append checks its fence
+//! against the current epoch inside its own transaction. A stale writer is refused and writes
+//! nothing, exactly as with durable epochs; after a restart no earlier fence exists to be stale.
 //!
 //! # Invariants
 //!
@@ -239,7 +241,7 @@ impl Store for SqliteStore {
         let rows = self.encode_append(run, fence, append)?;
         let finishes = rows.changes.status.is_some();
         let epochs = self.epochs.clone();
-        self.writer.submit(move |conn| writes::append(conn, &rows, &epochs)).await?;
+        self.writer.submit_from_run(move |conn| writes::append(conn, &rows, &epochs)).await?;
         if finishes {
             // A finished run refuses appends whatever the fence, so its epoch is no longer needed.
             self.epochs.forget(run);

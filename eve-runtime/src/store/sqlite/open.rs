@@ -60,7 +60,8 @@ fn lock_path(path: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// The connection the writer thread owns: WAL, `synchronous=FULL`, and the page limit if any.
+/// The one write connection (the writer thread's, lent to a run's lone append): WAL,
+/// `synchronous=FULL`, and the page limit if any.
 pub(super) fn writer_connection(path: &Path, options: &SqliteOptions) -> Result<Connection, StoreError> {
     let shown = path.display().to_string();
     let conn = Connection::open(path).map_err(|error| open_error(&error, &shown))?;

@@ -1,7 +1,14 @@
-//! The writer thread: the only code that writes to the file, committing requests in groups.
+//! The write connection and its thread: every write to the file goes through one connection,
+//! committing requests in groups.
 //!
 //! Callers [`submit`](Writer::submit) a request (a closure over the write connection) and await
-//! its answer. The thread loops:
+//! its answer. A run's own append ([`Writer::submit_from_run`]) made as a lone writer (nothing
+//! queued, the connection free, the last batch a single request, the caller on a multi-threaded
+//! Tokio runtime) commits at once, on the caller's thread: a run whose steps follow one another
+//! then pays one commit per step and no hand-off to another thread and back (two wake-ups, each
+//! tens of microseconds or more on a virtual machine, as much as the fsync itself). Any other
+//! request, and every request made for an outside caller (a delivery over HTTP, say, whose
+//! handler's thread should not wait on the disk), goes to the writer thread, which loops:
 //!
 //! 1. wait for one request, then take every request already queued behind it (up to
 //!    [`MAX_BATCH`]): that is the batch;
@@ -22,9 +29,14 @@
 //! batch gets that error, and nothing of the batch is in the file.
 //!
 //! While one batch commits, new requests queue; the next batch takes them all, so under load the
-//! cost of one fsync is shared by many requests, and a lone request costs exactly one commit.
+//! cost of one fsync is shared by many requests, and a lone request costs exactly one commit. A
+//! request committed on its caller's thread is a batch of one, with the same steps. It blocks
+//! that thread for its commit, as the caller's task would have waited for it anyway; it is taken
+//! only while nothing is queued, so it never delays a batch, and not while batches hold several
+//! requests: many callers keep their runtime's threads, and share each fsync on the writer's.
 
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError, mpsc};
 use std::thread::JoinHandle;
 
 use rusqlite::Connection;
@@ -40,28 +52,114 @@ const MAX_BATCH: usize = 256;
 /// The handle to the writer thread. Dropping it lets the thread finish the queued requests, close
 /// the connection and exit, and waits for that.
 pub(super) struct Writer {
+    shared: Arc<Shared>,
     sender: Option<mpsc::Sender<Box<dyn Job>>>,
     thread: Option<JoinHandle<()>>,
 }
 
-impl Writer {
-    /// Starts the writer thread, which takes ownership of `conn`.
-    pub(super) fn start(conn: Connection, path: String) -> Result<Self, StoreError> {
-        let (sender, receiver) = mpsc::channel();
-        let thread = std::thread::Builder::new()
-            .name("eve-sqlite-writer".into())
-            .spawn(move || serve(&conn, &path, &receiver))
-            .map_err(|error| StoreError::Backend(format!("cannot start the SQLite writer thread: {error}")))?;
-        Ok(Writer { sender: Some(sender), thread: Some(thread) })
+/// What the callers and the writer thread share.
+struct Shared {
+    /// The write connection; whoever commits holds it.
+    conn: Mutex<WriteConn>,
+    /// Requests sent to the thread and not yet taken into a batch.
+    queued: AtomicUsize,
+    /// How many requests the last batch committed: more than one means callers are many, and
+    /// their requests group better on the thread.
+    last_batch: AtomicUsize,
+    /// The file, for error messages.
+    path: String,
+}
+
+/// The write connection and its `synchronous` setting (FULL or NORMAL), kept up to date.
+struct WriteConn {
+    conn: Connection,
+    full: bool,
+}
+
+impl Shared {
+    /// The connection, waiting for whoever commits; a request that panicked midway left its
+    /// transaction open, so it is rolled back first.
+    fn lock(&self) -> MutexGuard<'_, WriteConn> {
+        self.conn.lock().unwrap_or_else(|poisoned| Self::recovered(poisoned.into_inner()))
     }
 
-    /// Runs `work` in the next batch and returns its result once that batch is durable.
+    /// The connection if nobody commits, nothing is queued for the thread, the last batch was a
+    /// lone request, and the caller runs on a multi-threaded runtime (a single-threaded one would
+    /// stop everything else while the disk syncs).
+    fn try_idle(&self) -> Option<MutexGuard<'_, WriteConn>> {
+        if self.queued.load(Ordering::Acquire) != 0 || self.last_batch.load(Ordering::Relaxed) > 1 {
+            return None;
+        }
+        let flavor = tokio::runtime::Handle::try_current().map(|runtime| runtime.runtime_flavor());
+        if flavor.ok() != Some(tokio::runtime::RuntimeFlavor::MultiThread) {
+            return None;
+        }
+        match self.conn.try_lock() {
+            Ok(guard) => Some(guard),
+            Err(TryLockError::Poisoned(poisoned)) => Some(Self::recovered(poisoned.into_inner())),
+            Err(TryLockError::WouldBlock) => None,
+        }
+    }
+
+    fn recovered(guard: MutexGuard<'_, WriteConn>) -> MutexGuard<'_, WriteConn> {
+        if !guard.conn.is_autocommit() {
+            // Best effort, as after a failed batch: the next BEGIN says so if it failed.
+            let _ = guard.conn.execute_batch("ROLLBACK");
+        }
+        guard
+    }
+
+    /// Commits `batch` on this thread, lets go of the connection, then answers the callers (who
+    /// may come back at once with their next request, and find the connection free).
+    fn commit(&self, mut conn: MutexGuard<'_, WriteConn>, mut batch: Vec<Box<dyn Job>>) {
+        let WriteConn { conn: connection, full } = &mut *conn;
+        let outcome = commit_batch(connection, &self.path, &mut batch, full);
+        self.last_batch.store(batch.len(), Ordering::Relaxed);
+        drop(conn);
+        for job in batch {
+            job.answer(outcome.as_ref().err());
+        }
+    }
+}
+
+impl Writer {
+    /// Starts the writer thread; the connection is shared with callers that commit at once.
+    pub(super) fn start(conn: Connection, path: String) -> Result<Self, StoreError> {
+        let (sender, receiver) = mpsc::channel();
+        // The connection opens with `synchronous = FULL` (see `open::writer_connection`).
+        let conn = Mutex::new(WriteConn { conn, full: true });
+        // The thread's first work, beginning the log, counts as queued: requests made meanwhile
+        // go to the thread rather than wait for the connection on their callers' threads.
+        let (queued, last_batch) = (AtomicUsize::new(1), AtomicUsize::new(1));
+        let shared = Arc::new(Shared { conn, queued, last_batch, path });
+        let serving = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("eve-sqlite-writer".into())
+            .spawn(move || serve(&serving, &receiver))
+            .map_err(|error| StoreError::Backend(format!("cannot start the SQLite writer thread: {error}")))?;
+        Ok(Writer { shared, sender: Some(sender), thread: Some(thread) })
+    }
+
+    /// Runs `work` in the next batch on the writer thread and returns its result once that batch
+    /// is durable.
     pub(super) async fn submit<T, F>(&self, work: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, Failure> + Send + 'static,
     {
-        self.send(work, true).await
+        self.send(work, true, false).await
+    }
+
+    /// Runs `work` like [`submit`](Writer::submit), or at once on the caller's thread when it is a
+    /// lone writer (see the module documentation). Only a run's own appends come this way: a
+    /// request made for an outside caller (an HTTP delivery, say) never blocks the thread that
+    /// serves it on the disk.
+    pub(super) async fn submit_from_run<T, F>(&self, work: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, Failure> + Send + 'static,
+    {
+        self.send(work, true, true).await
     }
 
     /// Runs `work` like [`submit`](Writer::submit), for a write that may be lost in a power
@@ -72,18 +170,27 @@ impl Writer {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, Failure> + Send + 'static,
     {
-        self.send(work, false).await
+        self.send(work, false, false).await
     }
 
-    async fn send<T, F>(&self, work: F, durable: bool) -> Result<T, StoreError>
+    async fn send<T, F>(&self, work: F, durable: bool, inline: bool) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, Failure> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
-        let request = Box::new(Request { work: Some(work), result: None, reply, durable });
+        let request: Box<dyn Job> = Box::new(Request { work: Some(work), result: None, reply, durable });
         let sender = self.sender.as_ref().ok_or_else(stopped)?;
-        sender.send(request).map_err(|_| stopped())?;
+        if let Some(conn) = inline.then(|| self.shared.try_idle()).flatten() {
+            // Answered before this returns: the await below is ready at once.
+            self.shared.commit(conn, vec![request]);
+        } else {
+            self.shared.queued.fetch_add(1, Ordering::AcqRel);
+            if let Err(mpsc::SendError(_)) = sender.send(request) {
+                self.shared.queued.fetch_sub(1, Ordering::AcqRel);
+                return Err(stopped());
+            }
+        }
         answer.await.map_err(|_| stopped())?
     }
 }
@@ -164,7 +271,8 @@ where
 /// without its own fsync (there is nothing to lose), that only makes the log exist. A first
 /// request that comes sooner waits for the two fsyncs it would have made itself. Errors are left
 /// to the first request, which meets them again.
-fn prime_wal(conn: &Connection, path: &str, full: &mut bool) {
+fn prime_wal(conn: &mut WriteConn, path: &str) {
+    let WriteConn { conn, full } = conn;
     let log = std::fs::metadata(format!("{path}-wal"));
     if log.is_ok_and(|log| log.len() > 0) {
         return;
@@ -183,17 +291,14 @@ fn prime_wal(conn: &Connection, path: &str, full: &mut bool) {
 }
 
 /// The writer thread's loop: one batch per iteration until every [`Writer`] handle is gone.
-fn serve(conn: &Connection, path: &str, receiver: &mpsc::Receiver<Box<dyn Job>>) {
-    // The connection opens with `synchronous = FULL` (see `open::writer_connection`).
-    let mut full = true;
-    prime_wal(conn, path, &mut full);
+fn serve(shared: &Shared, receiver: &mpsc::Receiver<Box<dyn Job>>) {
+    prime_wal(&mut shared.lock(), &shared.path);
+    shared.queued.fetch_sub(1, Ordering::AcqRel);
     while let Ok(first) = receiver.recv() {
         let mut batch = vec![first];
         batch.extend(receiver.try_iter().take(MAX_BATCH - 1));
-        let outcome = commit_batch(conn, path, &mut batch, &mut full);
-        for job in batch {
-            job.answer(outcome.as_ref().err());
-        }
+        shared.queued.fetch_sub(batch.len(), Ordering::AcqRel);
+        shared.commit(shared.lock(), batch);
     }
 }
 
@@ -277,6 +382,141 @@ mod tests {
     async fn synchronous(writer: &Writer, durable: bool) -> Result<i64, StoreError> {
         let read = |conn: &Connection| Ok(conn.pragma_query_value(None, "synchronous", |row| row.get(0))?);
         if durable { writer.submit(read).await } else { writer.submit_lazy(read).await }
+    }
+
+    /// The name of the thread a request ran on.
+    fn thread_name(_: &Connection) -> Result<Option<String>, Failure> {
+        Ok(std::thread::current().name().map(str::to_owned))
+    }
+
+    /// A run's request that finds the connection idle commits on its caller's thread; one made
+    /// while another commits queues, and the writer thread commits it once the connection is free.
+    /// Any other request always goes to the thread.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lone_request_commits_on_its_callers_thread_and_others_queue() {
+        let (writer, _dir) = writer();
+        let writer = Arc::new(writer);
+        // The first request may meet the thread still beginning the write-ahead log.
+        assert_eq!(writer.submit_from_run(thread_name).await.unwrap().as_deref(), Some("eve-sqlite-writer"));
+        let lone = writer.submit_from_run(thread_name).await.unwrap();
+        assert_ne!(lone.as_deref(), Some("eve-sqlite-writer"), "an idle connection commits at once");
+        let outside = writer.submit(thread_name).await.unwrap();
+        assert_eq!(outside.as_deref(), Some("eve-sqlite-writer"), "a request for an outside caller goes to the thread");
+
+        // A request that holds the connection until told, committing on a thread of its own.
+        let (held, holding) = oneshot::channel();
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let handle = tokio::runtime::Handle::current();
+        let holder = tokio::task::spawn_blocking({
+            let writer = writer.clone();
+            move || {
+                let hold = move |_: &Connection| {
+                    held.send(()).unwrap();
+                    wait.recv().unwrap();
+                    Ok(std::thread::current().name().map(str::to_owned))
+                };
+                handle.block_on(writer.submit_from_run(hold))
+            }
+        });
+        holding.await.unwrap();
+        let queued = tokio::spawn({
+            let writer = writer.clone();
+            async move { writer.submit_from_run(thread_name).await }
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert!(!queued.is_finished(), "nothing commits while the connection is held");
+        go.send(()).unwrap();
+        assert_ne!(holder.await.unwrap().unwrap().as_deref(), Some("eve-sqlite-writer"));
+        assert_eq!(queued.await.unwrap().unwrap().as_deref(), Some("eve-sqlite-writer"));
+        assert_eq!(writer.shared.queued.load(Ordering::Acquire), 0);
+    }
+
+    /// After a batch of several requests, the next lone request still goes to the writer thread
+    /// (callers were many a moment ago); once a batch holds one, lone requests commit at once
+    /// again. A caller on a single-threaded runtime always goes to the thread.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lone_requests_commit_at_once_only_after_a_batch_of_one() {
+        let (writer, _dir) = writer();
+        let writer = Arc::new(writer);
+        writer.submit_from_run(thread_name).await.unwrap();
+        // A request from a single-threaded runtime holds the connection, on the writer thread.
+        let (held, holding) = oneshot::channel();
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let holder = std::thread::spawn({
+            let writer = writer.clone();
+            move || {
+                let hold = move |_: &Connection| {
+                    held.send(()).unwrap();
+                    wait.recv().unwrap();
+                    Ok(std::thread::current().name().map(str::to_owned))
+                };
+                let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+                runtime.block_on(writer.submit_from_run(hold))
+            }
+        });
+        holding.await.unwrap();
+        let queued: Vec<_> = (0..3)
+            .map(|_| {
+                let writer = writer.clone();
+                tokio::spawn(async move { writer.submit_from_run(thread_name).await })
+            })
+            .collect();
+        while writer.shared.queued.load(Ordering::Acquire) < 3 {
+            tokio::task::yield_now().await;
+        }
+        // Each is counted just before it is sent, in the same poll: give the last send a moment.
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        go.send(()).unwrap();
+        assert_eq!(holder.join().unwrap().unwrap().as_deref(), Some("eve-sqlite-writer"), "single-threaded");
+        for request in queued {
+            assert_eq!(request.await.unwrap().unwrap().as_deref(), Some("eve-sqlite-writer"));
+        }
+        assert_eq!(writer.shared.last_batch.load(Ordering::Relaxed), 3, "the three queued went as one batch");
+        let after_many = writer.submit_from_run(thread_name).await.unwrap();
+        assert_eq!(after_many.as_deref(), Some("eve-sqlite-writer"), "callers were many a moment ago");
+        let after_one = writer.submit_from_run(thread_name).await.unwrap();
+        assert_ne!(after_one.as_deref(), Some("eve-sqlite-writer"), "a batch of one: a lone writer again");
+    }
+
+    /// Many callers at once, some committing on their own threads and some through the writer
+    /// thread (runs' requests and outside callers' mixed), each refused request among them undoing
+    /// only its own writes: every caller hears
+    /// its own answer, and the file holds exactly what was answered "ok".
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn callers_at_once_each_get_their_own_answer_and_nothing_else_lands() {
+        let (writer, _dir) = writer();
+        let writer = Arc::new(writer);
+        writer.submit(|conn| Ok(conn.execute_batch("CREATE TABLE rows (k INTEGER PRIMARY KEY)")?)).await.unwrap();
+        let callers = (0..16_i64).map(|caller| {
+            let writer = writer.clone();
+            tokio::spawn(async move {
+                let mut threads = Vec::new();
+                for i in 0..100 {
+                    let k = caller * 1_000 + i;
+                    let insert = move |conn: &Connection| {
+                        conn.execute("INSERT INTO rows (k) VALUES (?1)", [k])?;
+                        Ok(std::thread::current().name().map(str::to_owned))
+                    };
+                    threads.push(writer.submit_from_run(insert).await.unwrap());
+                    // The same key again: refused, and the first insert stays.
+                    let again = move |conn: &Connection| Ok(conn.execute("INSERT INTO rows (k) VALUES (?1)", [k])?);
+                    assert!(writer.submit(again).await.is_err(), "a duplicate key is refused");
+                }
+                threads
+            })
+        });
+        let threads: Vec<Option<String>> =
+            futures::future::try_join_all(callers).await.unwrap().into_iter().flatten().collect();
+        let count = |conn: &Connection| {
+            Ok(conn.query_row("SELECT count(*), sum(k) FROM rows", [], |row| {
+                Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?))
+            })?)
+        };
+        let expected_sum: i64 = (0..16_i64).flat_map(|caller| (0..100).map(move |i| caller * 1_000 + i)).sum();
+        assert_eq!(writer.submit(count).await.unwrap(), (1_600, expected_sum));
+        let on_writer = threads.iter().filter(|name| name.as_deref() == Some("eve-sqlite-writer")).count();
+        assert!(on_writer > 0 && on_writer < threads.len(), "both ways were taken: {on_writer} of {}", threads.len());
+        assert_eq!(writer.shared.queued.load(Ordering::Acquire), 0);
     }
 
     /// A batch of hints commits without the fsync; every durable batch commits with it, even

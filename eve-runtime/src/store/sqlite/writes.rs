@@ -1,4 +1,4 @@
-//! The SQL of every write, run by the writer thread inside a request's savepoint.
+//! The SQL of every write, run on the write connection inside a request's savepoint.
 //!
 //! Each function either succeeds or returns the refusal the [`Store`](crate::store::Store)
 //! contract names; the savepoint then undoes whatever it wrote, so "refused" always means "nothing
