@@ -117,8 +117,6 @@ impl WorkflowCtx {
         &self.core
     }
 
-    /// Publishes `value` (to the run's parent, or a session's event feed): recorded, so it is
-    /// published once and not again on replay.
     /// Takes the input the run's last history handed this one already built, if it is a `T`: see
     /// `ToolError::continue_keeping_inbox`. `None` when the body starts from its journaled input
     /// (a new run, a replay after a restart); the body then decodes that input instead.
@@ -128,6 +126,8 @@ impl WorkflowCtx {
         warm.downcast().ok().map(|warm| *warm)
     }
 
+    /// Publishes `value` (to the run's parent, or a session's event feed): recorded, so it is
+    /// published once and not again on replay.
     pub(crate) fn publish(&self, value: Value) {
         self.core.record_only(RecordKind::Published, || value);
     }

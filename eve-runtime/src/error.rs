@@ -208,8 +208,11 @@ pub(crate) struct ContinueWith {
     /// ([`WorkflowCtx::take_warm`](crate::context::WorkflowCtx::take_warm)) instead of checking
     /// and decoding `input` again. A restart decodes `input` from the journal, so `input` must
     /// decode to an equal value.
-    pub warm: Option<Box<dyn std::any::Any + Send + Sync>>,
+    pub warm: Option<Warm>,
 }
+
+/// A new history's input, already built, handed over in process (see [`ContinueWith::warm`]).
+pub(crate) type Warm = Box<dyn std::any::Any + Send + Sync>;
 
 impl ToolError {
     /// An error with this message.

@@ -268,11 +268,7 @@ where
             if hands_over {
                 // Replay decodes the journal's copy, so that copy must decode to what the body takes.
                 #[cfg(debug_assertions)]
-                {
-                    let decoded: T = serde_json::from_value(value.clone()).expect("a handed-over output decodes");
-                    let again = serde_json::to_value(&decoded).expect("a handed-over output encodes");
-                    assert_eq!(again, value, "a handed-over step output must survive its journal unchanged");
-                }
+                crate::journal::assert_survives_journal::<T>(&value, "a handed-over step output");
                 core.hand_over(op, number, Box::new(output));
             }
             Ok(value)

@@ -276,7 +276,7 @@ impl Driver {
         input: Value,
         started: &Started,
         fence: Fence,
-        warm: Option<Box<dyn std::any::Any + Send + Sync>>,
+        warm: Option<crate::error::Warm>,
     ) -> Self {
         let task = task_of(tool, &run);
         let core = Arc::new(RunCore::new(run, rt.services.clone(), started, task, ReplayIndex::default(), Mode::Live));
@@ -511,14 +511,11 @@ impl Driver {
         let mut backoff = StoreBackoff::default();
         loop {
             // With a warm input the new body needs nothing of the entry: the store may keep it.
-            let continued = match (&warm, &entry) {
-                (Some(_), _) => {
-                    rt.store.continue_as_new_taking(&self.core.run, self.fence, &mut entry, keep_inbox).await
-                }
-                (None, Some(started)) => {
-                    rt.store.continue_as_new(&self.core.run, self.fence, started, keep_inbox).await
-                }
-                (None, None) => unreachable!("only a warm continuation lets the store take the entry"),
+            let continued = if warm.is_some() {
+                rt.store.continue_as_new_taking(&self.core.run, self.fence, &mut entry, keep_inbox).await
+            } else {
+                let started = entry.as_ref().expect("only a warm continuation lets the store take the entry");
+                rt.store.continue_as_new(&self.core.run, self.fence, started, keep_inbox).await
             };
             match continued {
                 Ok(()) => break,

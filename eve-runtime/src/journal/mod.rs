@@ -672,6 +672,19 @@ impl Entry {
     }
 }
 
+/// Asserts that `value`, what the journal keeps of a `T`, decodes to a `T` that encodes back to
+/// `value`: a value handed over in process (a step's output, a session's state) must be what
+/// replay will decode from the journal. Debug builds check it wherever a value is handed over.
+#[cfg(debug_assertions)]
+pub(crate) fn assert_survives_journal<T>(value: &Value, what: &str)
+where
+    T: Serialize + serde::de::DeserializeOwned,
+{
+    let decoded: T = serde_json::from_value(value.clone()).unwrap_or_else(|error| panic!("{what} decodes: {error}"));
+    let again = serde_json::to_value(&decoded).unwrap_or_else(|error| panic!("{what} encodes: {error}"));
+    assert_eq!(&again, value, "{what} must survive its journal unchanged");
+}
+
 fn yes() -> bool {
     true
 }

@@ -348,11 +348,7 @@ impl<'c> Body<'c> {
         // The new history's body takes `next` itself; only a restart decodes the journaled copy,
         // so the two must agree. Every test that continues a session checks they do.
         #[cfg(debug_assertions)]
-        {
-            let decoded: SessionInput = serde_json::from_value(journaled.clone()).expect("a session's state decodes");
-            let again = serde_json::to_value(&decoded).expect("a session's state encodes");
-            assert_eq!(again, journaled, "a session's carried state must survive its journal unchanged");
-        }
+        crate::journal::assert_survives_journal::<SessionInput>(&journaled, "a session's carried state");
         Err(ToolError::continue_keeping_inbox(journaled, next))
     }
 

@@ -296,7 +296,7 @@ pub(crate) struct CoreState {
     pub idle: bool,
     /// The input the last history handed this one already built, until the body takes it (see
     /// `ContinueWith::warm`).
-    pub warm: Option<Box<dyn std::any::Any + Send + Sync>>,
+    pub warm: Option<crate::error::Warm>,
 }
 
 /// The state one run's body shares with its executor.

@@ -181,7 +181,7 @@ impl Writer {
         let (reply, answer) = oneshot::channel();
         let request: Box<dyn Job> = Box::new(Request { work: Some(work), result: None, reply, durable });
         let sender = self.sender.as_ref().ok_or_else(stopped)?;
-        if let Some(conn) = inline.then(|| self.shared.try_idle()).flatten() {
+        if inline && let Some(conn) = self.shared.try_idle() {
             // Answered before this returns: the await below is ready at once.
             self.shared.commit(conn, vec![request]);
         } else {
@@ -389,6 +389,22 @@ mod tests {
         Ok(std::thread::current().name().map(str::to_owned))
     }
 
+    /// A request that says so on `holding` once it holds the connection, then holds it until told
+    /// on `go`; it answers with the name of the thread it ran on.
+    fn holding_request() -> (Hold, oneshot::Receiver<()>, std::sync::mpsc::Sender<()>) {
+        let (held, holding) = oneshot::channel();
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let hold = move |conn: &Connection| {
+            held.send(()).unwrap();
+            wait.recv().unwrap();
+            thread_name(conn)
+        };
+        (Box::new(hold), holding, go)
+    }
+
+    /// See [`holding_request`].
+    type Hold = Box<dyn FnOnce(&Connection) -> Result<Option<String>, Failure> + Send>;
+
     /// A run's request that finds the connection idle commits on its caller's thread; one made
     /// while another commits queues, and the writer thread commits it once the connection is free.
     /// Any other request always goes to the thread.
@@ -404,19 +420,11 @@ mod tests {
         assert_eq!(outside.as_deref(), Some("eve-sqlite-writer"), "a request for an outside caller goes to the thread");
 
         // A request that holds the connection until told, committing on a thread of its own.
-        let (held, holding) = oneshot::channel();
-        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let (hold, holding, go) = holding_request();
         let handle = tokio::runtime::Handle::current();
         let holder = tokio::task::spawn_blocking({
             let writer = writer.clone();
-            move || {
-                let hold = move |_: &Connection| {
-                    held.send(()).unwrap();
-                    wait.recv().unwrap();
-                    Ok(std::thread::current().name().map(str::to_owned))
-                };
-                handle.block_on(writer.submit_from_run(hold))
-            }
+            move || handle.block_on(writer.submit_from_run(hold))
         });
         holding.await.unwrap();
         let queued = tokio::spawn({
@@ -440,16 +448,10 @@ mod tests {
         let writer = Arc::new(writer);
         writer.submit_from_run(thread_name).await.unwrap();
         // A request from a single-threaded runtime holds the connection, on the writer thread.
-        let (held, holding) = oneshot::channel();
-        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let (hold, holding, go) = holding_request();
         let holder = std::thread::spawn({
             let writer = writer.clone();
             move || {
-                let hold = move |_: &Connection| {
-                    held.send(()).unwrap();
-                    wait.recv().unwrap();
-                    Ok(std::thread::current().name().map(str::to_owned))
-                };
                 let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
                 runtime.block_on(writer.submit_from_run(hold))
             }
