@@ -4,10 +4,11 @@
 //! `inventory`; each `#[step]` submits one [`StepRegistration`]. The [`Manifest`] lists them sorted
 //! by name, so it is the same on every run of the same binary.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::OnceLock;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -146,6 +147,16 @@ pub fn steps() -> Vec<&'static StepDef> {
     let mut steps: Vec<_> = inventory::iter::<StepRegistration>().map(|registration| registration.0).collect();
     steps.sort_by_key(|step| step.id());
     steps
+}
+
+/// The journaled name of a step compiled into this binary, as the step's own static string, or
+/// `None` for a name no step here has. Replay borrows it for each step entry of a journal rather
+/// than copying the entry's.
+pub(crate) fn step_name(name: &str) -> Option<&'static str> {
+    static NAMES: OnceLock<HashSet<&'static str>> = OnceLock::new();
+    let names =
+        NAMES.get_or_init(|| inventory::iter::<StepRegistration>().map(|registration| registration.0.name()).collect());
+    names.get(name).copied()
 }
 
 /// What kind of JSON value `value` is, as error messages name it: `"an array"`, `"null"`, ...

@@ -81,7 +81,7 @@ pub(crate) fn check(run: &RunId, entries: &[Entry]) -> ReplayVerdict {
         String::new(),
         crate::state::State::default(),
     ));
-    let index = ReplayIndex::build(entries);
+    let index = ReplayIndex::build(entries, crate::registry::step_name);
     let last = index.last_op();
     let started = Started::of(&entries[0]);
     let task = task_of(tool, run);

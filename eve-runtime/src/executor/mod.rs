@@ -337,7 +337,7 @@ impl Driver {
             let reason = format!("run {run}'s journal does not start with run_started");
             return Err(StoreError::Corrupt { path: "the journal".into(), reason });
         };
-        let index = ReplayIndex::build(&claimed.entries);
+        let index = ReplayIndex::build(&claimed.entries, crate::registry::step_name);
         // Whatever activated the run, its unfired timers are armed again: a timer message lost
         // with a failed activation would otherwise never come back. One already due is taken in
         // by this activation itself rather than by another wake.

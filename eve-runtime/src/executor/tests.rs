@@ -403,6 +403,28 @@ fn divergence(outcome: &RunOutcome) -> (u32, Option<String>, Option<String>) {
 
 // ---- Replay from journals -----------------------------------------------------------------------
 
+#[test]
+fn the_replay_index_borrows_the_names_of_known_steps_and_copies_the_rest() {
+    use std::borrow::Cow;
+
+    use crate::executor::core::ReplayIndex;
+
+    let entries = [
+        completed(0, "add", json!([1]), json!(2)),
+        completed(1, "renamed", json!([2]), json!(3)),
+        completed(2, "add", json!([3]), json!(4)),
+    ];
+    let index = ReplayIndex::build(&entries, |name| (name == "add").then_some("add"));
+    let name = |op| &index.signatures[&Op(op)].name;
+    assert!(matches!(name(0), Cow::Borrowed("add")), "{:?}", name(0));
+    assert!(matches!(name(1), Cow::Owned(copied) if copied == "renamed"), "{:?}", name(1));
+    assert!(matches!(name(2), Cow::Borrowed("add")), "{:?}", name(2));
+    // Borrowed or copied, a signature equals the one the body's call makes.
+    for (op, entry) in entries.iter().enumerate() {
+        assert_eq!(Some(&index.signatures[&Op(op as u32)]), entry.signature().as_ref());
+    }
+}
+
 #[tokio::test]
 async fn a_run_completes_and_each_step_executes_once() {
     let harness = Harness::new();

@@ -13,8 +13,9 @@
 mod definition;
 mod services;
 
+use std::borrow::Cow;
 use std::cell::RefCell;
-use std::collections::VecDeque;
+use std::collections::{VecDeque, hash_map};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Waker;
 
@@ -24,7 +25,7 @@ pub(crate) use self::definition::{AttemptFn, StepAttempt};
 pub use self::definition::{Backoff, RetryPolicy, StepDef};
 pub(crate) use self::services::Services;
 use crate::error::NonDeterminismError;
-use crate::journal::{Entry, InputHash, Op, OpSignature, RecordKind, RunId, SourceLocation, StepOutcome};
+use crate::journal::{Entry, InputHash, Op, OpKind, OpSignature, RecordKind, RunId, SourceLocation, StepOutcome};
 use crate::secret::Token;
 use crate::time::Timestamp;
 
@@ -155,12 +156,37 @@ pub(crate) struct HookRecord {
 }
 
 impl ReplayIndex {
-    pub fn build(entries: &[Entry]) -> Self {
+    /// Indexes `entries`. `step_name` gives the static name of a step compiled into this binary
+    /// (see `registry::step_name`): a step's signature borrows it rather than copying each entry's
+    /// name, so indexing a long journal allocates nothing per step, and a run kept warm holds no
+    /// copy of its steps' names.
+    pub fn build(entries: &[Entry], step_name: impl Fn(&str) -> Option<&'static str>) -> Self {
         let mut index = ReplayIndex::default();
+        // Most entries name an op, most ops are steps: room for them all up front, not rehashed
+        // as the tables grow.
+        index.signatures.reserve(entries.len());
+        index.completed.reserve(entries.len());
+        // A journal names the same few steps again and again: look a name up only when it changes.
+        let mut last: Option<&'static str> = None;
+        let mut borrowed = |name: &str| -> Cow<'static, str> {
+            if let Some(known) = last.filter(|known| *known == name).or_else(|| step_name(name)) {
+                last = Some(known);
+                return Cow::Borrowed(known);
+            }
+            Cow::Owned(name.to_owned())
+        };
         for entry in entries {
             let Some(op) = entry.op() else { continue };
-            if let Some(signature) = entry.signature() {
-                index.signatures.entry(op).or_insert(signature);
+            if let hash_map::Entry::Vacant(vacant) = index.signatures.entry(op) {
+                let signature = match entry {
+                    Entry::StepCompleted { name, input_hash, .. } | Entry::StepRetrying { name, input_hash, .. } => {
+                        Some(OpSignature { kind: OpKind::Step, name: borrowed(name), input_hash: *input_hash })
+                    }
+                    _ => entry.signature(),
+                };
+                if let Some(signature) = signature {
+                    vacant.insert(signature);
+                }
             }
             match entry {
                 Entry::Recorded { value, .. } => {
