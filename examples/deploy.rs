@@ -76,7 +76,7 @@ fn describe(output: Option<&Value>) -> Result<String, Box<dyn std::error::Error>
 async fn steps(runtime: &Runtime, run: &RunId) -> Result<Vec<String>, eve_tools::Error> {
     let entries = runtime.journal(run).await?.entries;
     let names = entries.into_iter().filter_map(|entry| match entry {
-        Entry::StepCompleted { name, .. } => Some(name),
+        Entry::StepCompleted { name, .. } => Some(name.into_owned()),
         _ => None,
     });
     Ok(names.collect())

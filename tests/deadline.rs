@@ -12,7 +12,7 @@ const HOUR: Duration = Duration::from_secs(3600);
 
 fn steps_run(entries: &[Entry]) -> Vec<String> {
     let names = entries.iter().filter_map(|entry| match entry {
-        Entry::StepCompleted { name, .. } => Some(name.clone()),
+        Entry::StepCompleted { name, .. } => Some(name.to_string()),
         _ => None,
     });
     names.collect()

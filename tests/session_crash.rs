@@ -65,7 +65,7 @@ fn recorded(dir: &Path) -> (usize, BTreeSet<(u64, String)>) {
             for entry in &record.entries {
                 if let Entry::StepCompleted { name, .. } = entry {
                     match part {
-                        Some(part) => drop(task_steps.insert((part, name.clone()))),
+                        Some(part) => drop(task_steps.insert((part, name.to_string()))),
                         None if name == "session.model" => model_steps += 1,
                         None => {}
                     }

@@ -157,7 +157,7 @@ impl Timeline {
             }
             Entry::StepRetrying { op, name, attempt, error, next_attempt_at, .. } => {
                 let view = view_of(ops, seq, *op, "step", name);
-                name.clone_into(&mut view.name);
+                name.as_ref().clone_into(&mut view.name);
                 view.state = "retrying";
                 view.attempts = *attempt;
                 view.deadline = Some(*next_attempt_at);
@@ -165,7 +165,7 @@ impl Timeline {
             }
             Entry::StepCompleted { op, name, attempt, outcome, took_ms, .. } => {
                 let view = view_of(ops, seq, *op, "step", name);
-                name.clone_into(&mut view.name);
+                name.as_ref().clone_into(&mut view.name);
                 view.attempts = *attempt;
                 view.took_ms = *took_ms;
                 view.deadline = None;
@@ -361,7 +361,7 @@ mod tests {
         let outcome = StepOutcome::Ok { value: json!("ok") };
         Entry::StepCompleted {
             op: Op(op),
-            name: name.into(),
+            name: name.to_owned().into(),
             input_hash: InputHash(1),
             attempt: 1,
             outcome,

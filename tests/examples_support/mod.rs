@@ -11,7 +11,7 @@ use tokio::sync::broadcast;
 /// The names of the steps a journal records as completed, in order.
 pub fn steps_run(entries: &[Entry]) -> Vec<String> {
     let names = entries.iter().filter_map(|entry| match entry {
-        Entry::StepCompleted { name, .. } => Some(name.clone()),
+        Entry::StepCompleted { name, .. } => Some(name.to_string()),
         _ => None,
     });
     names.collect()

@@ -172,7 +172,7 @@ impl Driver {
         let next_attempt_at = rt.services.clock.now().saturating_add(delay);
         let message = error.message().to_owned();
         self.wait_to_retry(rt, op, attempt + 1, next_attempt_at);
-        Entry::StepRetrying { op, name: name.to_owned(), input_hash, attempt, error: message, next_attempt_at }
+        Entry::StepRetrying { op, name: name.into(), input_hash, attempt, error: message, next_attempt_at }
     }
 
     /// The step's final failure.
@@ -186,7 +186,7 @@ impl Driver {
     fn complete(&mut self, op: Op, attempt: u32, outcome: StepOutcome, took_ms: Option<u64>) -> Entry {
         self.execs.remove(&op);
         let (name, input_hash, _) = self.step_info(op);
-        Entry::StepCompleted { op, name: name.to_owned(), input_hash, attempt, outcome, took_ms }
+        Entry::StepCompleted { op, name: name.into(), input_hash, attempt, outcome, took_ms }
     }
 
     /// Parks attempt `next` of the step at `op` until `due`; the timer service wakes the run.
@@ -269,7 +269,7 @@ impl Driver {
                 self.execs.remove(&op);
                 let (name, input_hash, _) = self.step_info(op);
                 let outcome = StepOutcome::Err { fatal: true, message: message.to_owned() };
-                Entry::StepCompleted { op, name: name.to_owned(), input_hash, attempt, outcome, took_ms: None }
+                Entry::StepCompleted { op, name: name.into(), input_hash, attempt, outcome, took_ms: None }
             })
             .collect()
     }

@@ -384,7 +384,7 @@ impl Driver {
         self.feed(entries, |driver, entry| {
             if let Entry::StepCompleted { op, name, .. } = entry {
                 let run = &driver.core.run;
-                rt.events.emit(|| RunEvent::StepReplayed { run: run.clone(), op: *op, step: name.clone() });
+                rt.events.emit(|| RunEvent::StepReplayed { run: run.clone(), op: *op, step: name.to_string() });
             }
             driver.start_grace(rt, entry);
         });
@@ -779,12 +779,12 @@ impl Driver {
         match entry {
             Entry::StepCompleted { op, name, attempt, outcome: StepOutcome::Ok { .. }, .. } => rt
                 .events
-                .emit(|| RunEvent::StepSucceeded { run: run(), op: *op, step: name.clone(), attempt: *attempt }),
+                .emit(|| RunEvent::StepSucceeded { run: run(), op: *op, step: name.to_string(), attempt: *attempt }),
             Entry::StepCompleted { op, name, attempt, outcome: StepOutcome::Err { message, .. }, .. } => {
                 rt.events.emit(|| RunEvent::StepFailed {
                     run: run(),
                     op: *op,
-                    step: name.clone(),
+                    step: name.to_string(),
                     attempt: *attempt,
                     error: message.clone(),
                     retry_at: None,
@@ -794,7 +794,7 @@ impl Driver {
                 rt.events.emit(|| RunEvent::StepFailed {
                     run: run(),
                     op: *op,
-                    step: name.clone(),
+                    step: name.to_string(),
                     attempt: *attempt,
                     error: error.clone(),
                     retry_at: Some(*next_attempt_at),

@@ -386,7 +386,7 @@ fn completed(op: u32, name: &str, args: Value, value: Value) -> Entry {
     let input_hash = InputHash::of(serde_json::to_string(&args).unwrap().as_bytes());
     Entry::StepCompleted {
         op: Op(op),
-        name: name.into(),
+        name: name.to_owned().into(),
         input_hash,
         attempt: 1,
         outcome: StepOutcome::Ok { value },

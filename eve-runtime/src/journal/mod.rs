@@ -21,6 +21,7 @@ pub(crate) mod canonical;
 pub mod depth;
 pub mod webhook;
 
+use std::borrow::Cow;
 use std::fmt;
 use std::str::FromStr;
 
@@ -204,7 +205,7 @@ pub struct OpSignature {
     /// The kind of operation.
     pub kind: OpKind,
     /// The step name, or the kind's name for other operations.
-    pub name: std::borrow::Cow<'static, str>,
+    pub name: Cow<'static, str>,
     /// The hash of the serialized input.
     pub input_hash: InputHash,
 }
@@ -519,8 +520,9 @@ pub enum Entry {
     StepRetrying {
         /// The operation.
         op: Op,
-        /// The step name.
-        name: String,
+        /// The step name: borrowed from the step's definition when the entry is made, owned when
+        /// it is read back.
+        name: Cow<'static, str>,
         /// The hash of the serialized arguments.
         input_hash: InputHash,
         /// The attempt that failed, from 1.
@@ -534,8 +536,9 @@ pub enum Entry {
     StepCompleted {
         /// The operation.
         op: Op,
-        /// The step name.
-        name: String,
+        /// The step name: borrowed from the step's definition when the entry is made, owned when
+        /// it is read back.
+        name: Cow<'static, str>,
         /// The hash of the serialized arguments.
         input_hash: InputHash,
         /// The attempt that finished, from 1.
@@ -661,7 +664,7 @@ impl Entry {
         let sig = |kind: OpKind, input_hash| OpSignature { kind, name: kind.name().into(), input_hash };
         match self {
             Entry::StepCompleted { name, input_hash, .. } | Entry::StepRetrying { name, input_hash, .. } => {
-                Some(OpSignature { kind: OpKind::Step, name: name.clone().into(), input_hash: *input_hash })
+                Some(OpSignature { kind: OpKind::Step, name: name.clone(), input_hash: *input_hash })
             }
             Entry::TimerScheduled { .. } => Some(sig(OpKind::Sleep, InputHash::default())),
             Entry::HookCreated { .. } => Some(sig(OpKind::Hook, InputHash::default())),

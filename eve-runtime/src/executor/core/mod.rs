@@ -180,7 +180,12 @@ impl ReplayIndex {
             if let hash_map::Entry::Vacant(vacant) = index.signatures.entry(op) {
                 let signature = match entry {
                     Entry::StepCompleted { name, input_hash, .. } | Entry::StepRetrying { name, input_hash, .. } => {
-                        Some(OpSignature { kind: OpKind::Step, name: borrowed(name), input_hash: *input_hash })
+                        // An entry made in this process already borrows its step's name.
+                        let name = match name {
+                            Cow::Borrowed(known) => Cow::Borrowed(*known),
+                            Cow::Owned(read) => borrowed(read),
+                        };
+                        Some(OpSignature { kind: OpKind::Step, name, input_hash: *input_hash })
                     }
                     _ => entry.signature(),
                 };
