@@ -433,9 +433,16 @@ async fn a_run_completes_and_each_step_executes_once() {
     assert_eq!(run.outcome().await.unwrap(), RunOutcome::Completed(json!(10)));
     assert_eq!(executions(run.id(), "add"), [1]);
     assert_eq!(executions(run.id(), "double"), [1]);
-    let kinds: Vec<_> =
-        harness.entries(run.id()).await.iter().map(|entry| entry.signature().map(|sig| sig.kind)).collect();
+    let entries = harness.entries(run.id()).await;
+    let kinds: Vec<_> = entries.iter().map(|entry| entry.signature().map(|sig| sig.kind)).collect();
     assert_eq!(kinds, [None, Some(OpKind::Step), Some(OpKind::Step), None]);
+    // The executor's entries borrow their steps' names (no copy per step), and the memory store
+    // keeps them as made.
+    for entry in &entries {
+        if let Entry::StepCompleted { name, .. } = entry {
+            assert!(matches!(name, std::borrow::Cow::Borrowed(_)), "{name:?} was copied");
+        }
+    }
 }
 
 #[tokio::test]
