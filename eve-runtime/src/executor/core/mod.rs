@@ -168,7 +168,7 @@ impl ReplayIndex {
         index.completed.reserve(entries.len());
         // A journal names the same few steps again and again: look a name up only when it changes.
         let mut last: Option<&'static str> = None;
-        let mut borrowed = |name: &str| -> Cow<'static, str> {
+        let mut known_name = |name: &str| -> Cow<'static, str> {
             if let Some(known) = last.filter(|known| *known == name).or_else(|| step_name(name)) {
                 last = Some(known);
                 return Cow::Borrowed(known);
@@ -182,8 +182,8 @@ impl ReplayIndex {
                     Entry::StepCompleted { name, input_hash, .. } | Entry::StepRetrying { name, input_hash, .. } => {
                         // An entry made in this process already borrows its step's name.
                         let name = match name {
-                            Cow::Borrowed(known) => Cow::Borrowed(*known),
-                            Cow::Owned(read) => borrowed(read),
+                            Cow::Owned(read) => known_name(read),
+                            made => made.clone(),
                         };
                         Some(OpSignature { kind: OpKind::Step, name, input_hash: *input_hash })
                     }
