@@ -214,9 +214,10 @@ pub(super) fn encode<T: serde::Serialize>(value: &T, what: &'static str, limit: 
     Ok(text)
 }
 
-/// A journal entry read back from run `run` at `seq`.
+/// A journal entry read back from run `run` at `seq`; a step compiled into this binary keeps
+/// its name borrowed.
 pub(super) fn decode_entry(run: &RunId, seq: i64, text: &str) -> Result<Entry, Failure> {
-    crate::journal::depth::from_str(text)
+    crate::journal::decode::entry(text, crate::registry::step_name)
         .map_err(|error| Failure::Decode(format!("run {run}'s journal entry {seq} is not a valid entry: {error}")))
 }
 
