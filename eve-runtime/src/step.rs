@@ -21,7 +21,7 @@ use crate::auth::{AccessToken, AuthProvider, Provider};
 use crate::error::{FatalError, StepError};
 use crate::executor::core::{self, AttemptFn, RunCore, Slot, StepAttempt, StepSlot};
 pub use crate::executor::core::{Backoff, RetryPolicy, StepDef};
-use crate::journal::{InputHash, Op, OpKind, OpSignature, RunId, StepOutcome};
+use crate::journal::{InputHash, Op, OpKind, OpSignature, RunId, StepOutcome, canonical};
 use crate::webhook::{WebhookRequest, WebhookResponse};
 
 /// What a step attempt can see: which run and op it belongs to, its attempt number, its stable
@@ -216,18 +216,23 @@ where
         E: Into<StepError>,
     {
         // Canonical, so a map argument hashes the same in every process (see `journal::canonical`).
-        let bytes = match crate::journal::canonical::to_vec(&args) {
-            Ok(bytes) => bytes,
+        // A step whose result the journal records never runs again, so replay only hashes its
+        // arguments, keeps no copy of them and skips boxing it.
+        let encoded = if core.next_op_completed() {
+            canonical::with_encoded(&args, |bytes| (InputHash::of(bytes), None))
+        } else {
+            canonical::to_vec(&args).map(|bytes| (InputHash::of(&bytes), Some(bytes)))
+        };
+        let (input_hash, bytes) = match encoded {
+            Ok(encoded) => encoded,
             Err(error) => {
                 let error =
                     FatalError::new(format!("the arguments of step `{}` cannot be serialized: {error}", def.name()));
                 return StepCall { state: CallState::Failed(Some(error.into())) };
             }
         };
-        let input_hash = InputHash::of(&bytes);
         let signature = OpSignature { kind: OpKind::Step, name: def.name().into(), input_hash };
-        // A step whose result the journal records never runs again, so replay skips boxing it.
-        let attempt = (!core.next_op_completed()).then(|| attempt_fn(args, bytes, def.hands_over(), step));
+        let attempt = bytes.map(|bytes| attempt_fn(args, bytes, def.hands_over(), step));
         let slot = StepSlot { def, input_hash, attempt, polled: false, outcome: None, handed: None };
         match core.create(signature, Slot::Step(slot)) {
             Some(op) => StepCall { state: CallState::Durable { core, op, output: PhantomData } },

@@ -15,6 +15,8 @@
 //! so it is not sorted: a sequence's order is part of the call. Step arguments use a `BTreeSet`
 //! (the `#[step]` macro refuses a `HashSet` argument and says so).
 
+use std::cell::RefCell;
+
 use serde::ser::{self, Serialize, SerializeMap as _};
 use serde_json::Error;
 
@@ -23,6 +25,37 @@ pub fn to_vec<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, Error> {
     let mut out = Vec::with_capacity(64);
     value.serialize(Canonical { out: &mut out })?;
     Ok(out)
+}
+
+/// The largest buffer [`with_encoded`] keeps: one huge argument should not stay allocated for good.
+const KEPT: usize = 16 * 1024;
+
+thread_local! {
+    /// The buffer [`with_encoded`] encodes into on this thread.
+    static BUFFER: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Encodes `value` as [`to_vec`] does, into a buffer this thread keeps, and hands the bytes to
+/// `use_`: a step called during replay only hashes its arguments, so it need not allocate. (A
+/// step that will run keeps [`to_vec`]'s bytes for its retries.)
+pub(crate) fn with_encoded<T, R>(value: &T, use_: impl FnOnce(&[u8]) -> R) -> Result<R, Error>
+where
+    T: Serialize + ?Sized,
+{
+    BUFFER.with(|buffer| match buffer.try_borrow_mut() {
+        Ok(mut out) => {
+            out.clear();
+            value.serialize(Canonical { out: &mut out })?;
+            let used = use_(&out);
+            if out.capacity() > KEPT {
+                *out = Vec::new();
+            }
+            Ok(used)
+        }
+        // Encoding or using the bytes started another encoding on this thread (a `Serialize` of
+        // the user's that calls a step, say): that one gets a buffer of its own.
+        Err(_) => to_vec(value).map(|bytes| use_(&bytes)),
+    })
 }
 
 /// Writes one value. Scalars are handed to serde_json, so numbers and strings are written exactly
@@ -314,7 +347,7 @@ mod tests {
     use serde::Serialize;
     use serde_json::json;
 
-    use super::to_vec;
+    use super::{BUFFER, KEPT, to_vec, with_encoded};
 
     #[derive(Serialize)]
     struct Order {
@@ -362,5 +395,28 @@ mod tests {
         let back: HashMap<u32, Vec<HashMap<String, bool>>> =
             serde_json::from_slice(&to_vec(&numbers).unwrap()).unwrap();
         assert_eq!(back, numbers, "the canonical bytes read back into the same value");
+    }
+
+    /// A value that encodes another while it is being encoded, as a `Serialize` that calls a
+    /// step would.
+    struct Nested(u64);
+
+    impl Serialize for Nested {
+        fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            let inner = with_encoded(&json!({ "b": 1, "a": self.0 }), <[u8]>::to_vec).unwrap();
+            serializer.serialize_str(std::str::from_utf8(&inner).unwrap())
+        }
+    }
+
+    #[test]
+    fn the_reused_buffer_encodes_as_to_vec_and_keeps_no_large_one() {
+        let map: HashMap<&str, u64> = (0..50).map(|i| (["a", "b", "c", "d", "e"][i % 5], i as u64)).collect();
+        assert_eq!(with_encoded(&map, <[u8]>::to_vec).unwrap(), to_vec(&map).unwrap());
+        assert_eq!(with_encoded(&json!([1, "two"]), <[u8]>::to_vec).unwrap(), br#"[1,"two"]"#);
+        assert_eq!(with_encoded(&Nested(7), <[u8]>::to_vec).unwrap(), to_vec(&Nested(7)).unwrap());
+        assert_eq!(to_vec(&Nested(7)).unwrap(), br#""{\"a\":7,\"b\":1}""#);
+        let huge = "x".repeat(KEPT * 2);
+        assert_eq!(with_encoded(&huge, <[u8]>::len).unwrap(), huge.len() + 2);
+        assert!(BUFFER.with(|buffer| buffer.borrow().capacity()) <= KEPT, "a large buffer is let go");
     }
 }
