@@ -4,7 +4,7 @@
 //! [`Entry::StepCompleted`]: a run of 10,000 steps holds 10,000 of them and two other entries.
 //! serde's derived decoder spends most of such an entry on its eleven strings (the tags and the
 //! field names), each scanned for escapes and matched against the names it may be: about 4,300
-//! instructions an entry, most of a restart's time.
+//! instructions an entry, the largest stage of a restart (`benches/RESULTS.md`, runs AD and AG).
 //!
 //! The text a store reads back is almost always the text [`Entry`]'s `Serialize` wrote: fields in
 //! the order they are declared, no spaces. So [`entry`] first reads a completed step in exactly
