@@ -115,6 +115,10 @@ mod tests {
 
     use super::*;
 
+    /// What a failure says when `StepCompleted`'s serialized form no longer matches the fast path.
+    const FORM_CHANGED: &str = "the fast path no longer reads a completed step as `Serialize` writes it (a field of \
+                                `Entry::StepCompleted` or `StepOutcome::Ok` changed?); update `step_completed` to match";
+
     fn known(name: &str) -> Option<&'static str> {
         (name == "billing::charge").then_some("billing::charge")
     }
@@ -145,7 +149,7 @@ mod tests {
             completed("x", json!(0), Some(u64::MAX)),
         ] {
             let text = serde_json::to_string(&written).unwrap();
-            let fast = step_completed(&text, known).unwrap_or_else(|| panic!("the fast path reads {text}"));
+            let fast = step_completed(&text, known).unwrap_or_else(|| panic!("{FORM_CHANGED}: {text}"));
             assert_eq!(fast, written);
             assert_eq!(entry(&text, known).unwrap(), written);
         }
@@ -256,7 +260,7 @@ mod tests {
             if let Entry::StepCompleted { name, outcome: StepOutcome::Ok { .. }, .. } = &entry_written
                 && !name.chars().any(|c| c == '"' || c == '\\' || c < ' ')
             {
-                prop_assert!(step_completed(&text, known).is_some(), "the fast path reads {}", text);
+                prop_assert!(step_completed(&text, known).is_some(), "{}: {}", FORM_CHANGED, text);
             }
         }
 
