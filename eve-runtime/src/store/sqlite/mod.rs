@@ -6,9 +6,9 @@
 //!   releasing, appending, delivering) is a request queued to it; it commits all requests queued at
 //!   that moment in one transaction, each in its own savepoint, and answers each caller after the
 //!   commit is durable (group commit; see [`writer`]). A lone request costs one commit; many
-//!   concurrent requests share one. A run's append made as a lone writer (nothing queued, the last
-//!   batch a single request) commits on the run's own thread instead, with the same steps,
-//!   sparing the hand-off; requests made for outside callers (deliveries over HTTP, say) always
+//!   concurrent requests share one. A run's append or parked mark made as a lone writer (nothing
+//!   queued, the last batch a single request) commits on the run's own thread instead, with the
+//!   same steps, sparing the hand-off; requests made for outside callers (deliveries over HTTP, say) always
 //!   go to the writer thread.
 //! - A few **reader** threads own read-only connections and answer loads, listings, timers, the
 //!   inbox and hook look-ups without waiting behind a write batch (WAL readers never block). A
@@ -251,8 +251,9 @@ impl Store for SqliteStore {
 
     async fn park(&self, run: &RunId, fence: Fence, next_seq: u64) -> Result<(), StoreError> {
         let (run, epochs) = (run.clone(), self.epochs.clone());
-        // A lost mark costs only a replay at the next start, so it need not wait for the disk.
-        self.writer.submit_lazy(move |conn| writes::park(conn, &run, fence, next_seq, &epochs)).await
+        // A lost mark costs only a replay at the next start, so it need not wait for the disk;
+        // the run's own task marks it, so as a lone writer it commits at once.
+        self.writer.submit_lazy_from_run(move |conn| writes::park(conn, &run, fence, next_seq, &epochs)).await
     }
 
     async fn recovery(&self) -> Result<Recovery, StoreError> {

@@ -2,7 +2,8 @@
 //! committing requests in groups.
 //!
 //! Callers [`submit`](Writer::submit) a request (a closure over the write connection) and await
-//! its answer. A run's own append ([`Writer::submit_from_run`]) made as a lone writer (nothing
+//! its answer. A run's own append ([`Writer::submit_from_run`]) or parked mark
+//! ([`Writer::submit_lazy_from_run`]) made as a lone writer (nothing
 //! queued, the connection free, the last batch a single request, the caller on a multi-threaded
 //! Tokio runtime) commits at once, on the caller's thread: a run whose steps follow one another
 //! then pays one commit per step and no hand-off to another thread and back (two wake-ups, each
@@ -171,6 +172,18 @@ impl Writer {
         F: FnOnce(&Connection) -> Result<T, Failure> + Send + 'static,
     {
         self.send(work, false, false).await
+    }
+
+    /// Runs `work` like [`submit_lazy`](Writer::submit_lazy), or at once on the caller's thread
+    /// when it is a lone writer, as [`submit_from_run`](Writer::submit_from_run) does: for a run's
+    /// own hint (its parked mark), which commits without the fsync and so holds the caller's
+    /// thread only for SQLite's own work.
+    pub(super) async fn submit_lazy_from_run<T, F>(&self, work: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, Failure> + Send + 'static,
+    {
+        self.send(work, false, true).await
     }
 
     async fn send<T, F>(&self, work: F, durable: bool, inline: bool) -> Result<T, StoreError>
@@ -437,6 +450,29 @@ mod tests {
         assert_ne!(holder.await.unwrap().unwrap().as_deref(), Some("eve-sqlite-writer"));
         assert_eq!(queued.await.unwrap().unwrap().as_deref(), Some("eve-sqlite-writer"));
         assert_eq!(writer.shared.queued.load(Ordering::Acquire), 0);
+    }
+
+    /// A run's hint made as a lone writer commits on its caller's thread too, without the fsync,
+    /// and the durable request after it gets the fsync back; an outside caller's hint goes to the
+    /// writer thread.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_runs_lone_hint_commits_on_its_callers_thread_without_the_fsync() {
+        let (writer, _dir) = writer();
+        // The first request may meet the thread still beginning the write-ahead log.
+        writer.submit_from_run(thread_name).await.unwrap();
+        let setting_and_thread = |conn: &Connection| {
+            let setting: i64 = conn.pragma_query_value(None, "synchronous", |row| row.get(0))?;
+            Ok((setting, thread_name(conn)?))
+        };
+        let (setting, thread) = writer.submit_lazy_from_run(setting_and_thread).await.unwrap();
+        assert_ne!(thread.as_deref(), Some("eve-sqlite-writer"), "an idle connection commits the hint at once");
+        assert_eq!(setting, 1, "a hint commits without the fsync");
+        let (setting, thread) = writer.submit_from_run(setting_and_thread).await.unwrap();
+        assert_ne!(thread.as_deref(), Some("eve-sqlite-writer"));
+        assert_eq!(setting, 2, "the next durable request commits with the fsync");
+        let (setting, thread) = writer.submit_lazy(setting_and_thread).await.unwrap();
+        assert_eq!(thread.as_deref(), Some("eve-sqlite-writer"), "an outside caller's hint goes to the thread");
+        assert_eq!(setting, 1);
     }
 
     /// After a batch of several requests, the next lone request still goes to the writer thread
