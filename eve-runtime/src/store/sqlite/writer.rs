@@ -20,7 +20,7 @@
 //!    makes the whole batch durable), failpoint `sqlite.after_commit`;
 //! 4. answer every caller: its own result if the commit succeeded, else the commit's error.
 //!
-//! A batch made only of hints ([`Writer::submit_lazy`], such as a run's parked mark) commits with
+//! A batch made only of hints (a run's parked mark, [`Writer::submit_lazy_from_run`]) commits with
 //! `synchronous=NORMAL`: without the fsync, so a power failure may lose it, which costs only a
 //! replay at the next start. Any durable request in a batch makes the whole batch durable, and a
 //! batch that cannot get `synchronous=FULL` back fails rather than commit without the fsync.
@@ -166,6 +166,9 @@ impl Writer {
     /// Runs `work` like [`submit`](Writer::submit), for a write that may be lost in a power
     /// failure without harm (a hint such as a run's parked mark): a batch of such writes alone
     /// commits without waiting for the disk; any durable request in the batch makes it wait.
+    /// The only hint today is a run's own ([`submit_lazy_from_run`](Writer::submit_lazy_from_run));
+    /// the tests send one through the thread this way.
+    #[cfg(test)]
     pub(super) async fn submit_lazy<T, F>(&self, work: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
@@ -174,10 +177,12 @@ impl Writer {
         self.send(work, false, false).await
     }
 
-    /// Runs `work` like [`submit_lazy`](Writer::submit_lazy), or at once on the caller's thread
-    /// when it is a lone writer, as [`submit_from_run`](Writer::submit_from_run) does: for a run's
-    /// own hint (its parked mark), which commits without the fsync and so holds the caller's
-    /// thread only for SQLite's own work.
+    /// Runs `work` in the next batch like [`submit`](Writer::submit), for a write that may be lost
+    /// in a power failure without harm (a run's parked mark): a batch of such writes alone commits
+    /// without waiting for the disk; any durable request in the batch makes it wait. Made as a
+    /// lone writer, it commits at once on the caller's thread, as
+    /// [`submit_from_run`](Writer::submit_from_run) does: only the run's own task marks it, and
+    /// without the fsync it holds that thread only for SQLite's own work.
     pub(super) async fn submit_lazy_from_run<T, F>(&self, work: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
