@@ -8,8 +8,8 @@
 //!   commit is durable (group commit; see [`writer`]). A lone request costs one commit; many
 //!   concurrent requests share one. A run's append or parked mark made as a lone writer (nothing
 //!   queued, the last batch a single request) commits on the run's own thread instead, with the
-//!   same steps, sparing the hand-off; requests made for outside callers (deliveries over HTTP, say) always
-//!   go to the writer thread.
+//!   same steps, sparing the hand-off; requests made for outside callers (deliveries over HTTP,
+//!   say) always go to the writer thread.
 //! - A few **reader** threads own read-only connections and answer loads, listings, timers, the
 //!   inbox and hook look-ups without waiting behind a write batch (WAL readers never block). A
 //!   claim of a long journal reads its two halves on two of them at once (see [`reads`]).

@@ -3,11 +3,11 @@
 //!
 //! Callers [`submit`](Writer::submit) a request (a closure over the write connection) and await
 //! its answer. A run's own append ([`Writer::submit_from_run`]) or parked mark
-//! ([`Writer::submit_lazy_from_run`]) made as a lone writer (nothing
-//! queued, the connection free, the last batch a single request, the caller on a multi-threaded
-//! Tokio runtime) commits at once, on the caller's thread: a run whose steps follow one another
-//! then pays one commit per step and no hand-off to another thread and back (two wake-ups, each
-//! tens of microseconds or more on a virtual machine, as much as the fsync itself). Any other
+//! ([`Writer::submit_lazy_from_run`]) made as a lone writer (nothing queued, the connection free,
+//! the last batch a single request, the caller on a multi-threaded Tokio runtime) commits at
+//! once, on the caller's thread: a run whose steps follow one another then pays one commit per
+//! step and no hand-off to another thread and back (two wake-ups, each tens of microseconds or
+//! more on a virtual machine, as much as the fsync itself). Any other
 //! request, and every request made for an outside caller (a delivery over HTTP, say, whose
 //! handler's thread should not wait on the disk), goes to the writer thread, which loops:
 //!
