@@ -4,7 +4,7 @@
 //! `inventory`; each `#[step]` submits one [`StepRegistration`]. The [`Manifest`] lists them sorted
 //! by name, so it is the same on every run of the same binary.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -151,9 +151,10 @@ pub fn steps() -> Vec<&'static StepDef> {
 
 /// The journaled name of a step compiled into this binary, as the step's own static string, or
 /// `None` for a name no step here has. Replay borrows it for each step entry of a journal rather
-/// than copying the entry's.
+/// than copying the entry's. Stores look up every step entry they read, so the set hashes with
+/// foldhash: SipHash of the name was a fifth of decoding the entry.
 pub(crate) fn step_name(name: &str) -> Option<&'static str> {
-    static NAMES: OnceLock<HashSet<&'static str>> = OnceLock::new();
+    static NAMES: OnceLock<foldhash::HashSet<&'static str>> = OnceLock::new();
     let names =
         NAMES.get_or_init(|| inventory::iter::<StepRegistration>().map(|registration| registration.0.name()).collect());
     names.get(name).copied()

@@ -80,7 +80,8 @@ impl<'a> Cursor<'a> {
             return None;
         }
         self.0 = rest;
-        number.bytes().try_fold(0u64, |total, digit| total.checked_mul(10)?.checked_add(u64::from(digit - b'0')))
+        // Digits only, so this refuses nothing but a number past `u64::MAX`.
+        number.parse().ok()
     }
 
     /// Reads the rest of a string and its closing quote, if it holds no escape or control
