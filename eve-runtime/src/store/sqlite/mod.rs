@@ -13,8 +13,9 @@
 //! - A few **reader** threads own read-only connections and answer loads, listings, timers, the
 //!   inbox and hook look-ups without waiting behind a write batch (WAL readers never block). A
 //!   claim of a long journal reads its two halves on two of them at once (see [`reads`]).
-//! - As it starts, the writer thread begins the write-ahead log (a clean close removed it), so
-//!   the first write after a restart pays one fsync rather than three.
+//! - Before the threads start, the store begins the write-ahead log (a clean close removed it) and
+//!   fills it to its working size, so the first write after a start pays one fsync rather than
+//!   three and commits rewrite the log rather than grow it (see [`wal`]).
 //!
 //! # Claims and fences
 //!
@@ -44,6 +45,7 @@ mod readers;
 mod reads;
 mod schema;
 mod snapshot;
+mod wal;
 mod writer;
 mod writes;
 
@@ -150,6 +152,7 @@ impl SqliteStore {
         let mut conn = open::writer_connection(path, &options)?;
         schema::check_integrity(&conn, &shown)?;
         schema::prepare(&mut conn, &shown)?;
+        wal::prepare(&conn, path).map_err(|error| codec::open_error(&error, &shown))?;
         let readers = Readers::start(path, options.read_connections)?;
         let writer = Writer::start(conn, shown.clone())?;
         Ok(SqliteStore { writer, epochs: Epochs::default(), readers, options, path: shown, _lock: lock })
@@ -521,6 +524,82 @@ mod tests {
         let conn = Connection::open(&path).unwrap();
         let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0)).unwrap();
         assert_eq!(version, schema::VERSION);
+    }
+
+    /// The write-ahead log's working size: its header, and the frames of SQLite's automatic
+    /// checkpoint (1,000 pages of 4 KiB, each with its 24-byte header) and a tenth more.
+    const WORKING_LOG: u64 = 32 + 1_100 * (24 + 4_096);
+
+    /// A store opens with its log begun and filled to its working size, so the first thousand
+    /// commits rewrite space already allocated rather than grow the file; so does a reopened one
+    /// (a clean close removes the log). Its commits still sync.
+    #[tokio::test]
+    async fn a_store_opens_with_its_write_ahead_log_filled_to_its_working_size() {
+        let (dir, path, store, run) = store_with_long_run(3).await;
+        drop(store);
+        let log = dir.path().join("eve.db-wal");
+        assert!(!log.exists(), "a clean close removes the log");
+        let store = SqliteStore::open(&path).unwrap();
+        let len = std::fs::metadata(&log).unwrap().len();
+        assert!((WORKING_LOG..WORKING_LOG + 64 * 1024).contains(&len), "the log is {len} bytes long");
+        assert_eq!(store.load(&run).await.unwrap().unwrap().entries.len(), 3);
+        // Beginning the log committed without the fsync; the store's own commits sync (2 is FULL).
+        let synchronous =
+            |conn: &Connection| Ok(conn.pragma_query_value(None, "synchronous", |row| row.get::<_, i64>(0))?);
+        assert_eq!(store.writer.submit(synchronous).await.unwrap(), 2);
+    }
+
+    /// Many runs written at once (some committing on their own threads, some on the writer's);
+    /// then the files as a crash would leave them, the log cut after its last frame. Reopened,
+    /// the log is filled again, only past that frame: every acknowledged entry is there.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_log_a_crash_left_is_extended_never_overwritten() {
+        const RUNS: u64 = 40;
+        const ENTRIES: u64 = 25;
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(SqliteStore::open(dir.path().join("eve.db")).unwrap());
+        let mut writes = tokio::task::JoinSet::new();
+        for index in 0..RUNS {
+            let store = store.clone();
+            writes.spawn(async move {
+                let owner = WorkerId("test".into());
+                let run = new_run(&format!("run-{index}"));
+                store.create_run(run.clone(), &owner).await.unwrap();
+                let claimed = store.claim(&run.id, &owner, Duration::ZERO, Timestamp::from_millis(2), 0).await;
+                let fence = claimed.unwrap().fence;
+                for seq in 1..=ENTRIES {
+                    let entries = vec![recorded(seq)];
+                    let append = Append { first_seq: seq, entries, consumed: vec![], notices: vec![], runs: vec![] };
+                    store.append(&run.id, fence, &append).await.unwrap();
+                }
+            });
+        }
+        writes.join_all().await;
+
+        let copy = tempfile::tempdir().unwrap();
+        std::fs::copy(dir.path().join("eve.db"), copy.path().join("eve.db")).unwrap();
+        let mut log = std::fs::read(dir.path().join("eve.db-wal")).unwrap();
+        drop(store);
+        let frame = 24 + 4_096;
+        let written = log.iter().rposition(|byte| *byte != 0).unwrap() + 1;
+        log.truncate(32 + (written - 32).div_ceil(frame) * frame);
+        assert!((log.len() as u64) < WORKING_LOG, "the writes filled part of the log");
+        std::fs::write(copy.path().join("eve.db-wal"), &log).unwrap();
+
+        let store = SqliteStore::open(copy.path().join("eve.db")).unwrap();
+        assert!(std::fs::metadata(copy.path().join("eve.db-wal")).unwrap().len() >= WORKING_LOG);
+        for index in 0..RUNS {
+            let run: RunId = format!("run-{index}").parse().unwrap();
+            let record = store.load(&run).await.unwrap().unwrap_or_else(|| panic!("{run} is there"));
+            let values: Vec<u64> = record.entries[1..]
+                .iter()
+                .map(|entry| match entry {
+                    Entry::Recorded { value, .. } => value.as_u64().unwrap(),
+                    other => panic!("{run} holds {other:?}"),
+                })
+                .collect();
+            assert_eq!(values, (1..=ENTRIES).collect::<Vec<_>>(), "{run} has every acknowledged entry");
+        }
     }
 
     /// Every listing the inspector can ask for walks an index in `rowid` order from its cursor:

@@ -129,9 +129,7 @@ impl Writer {
         let (sender, receiver) = mpsc::channel();
         // The connection opens with `synchronous = FULL` (see `open::writer_connection`).
         let conn = Mutex::new(WriteConn { conn, full: true });
-        // The thread's first work, beginning the log, counts as queued: requests made meanwhile
-        // go to the thread rather than wait for the connection on their callers' threads.
-        let (queued, last_batch) = (AtomicUsize::new(1), AtomicUsize::new(1));
+        let (queued, last_batch) = (AtomicUsize::new(0), AtomicUsize::new(1));
         let shared = Arc::new(Shared { conn, queued, last_batch, path });
         let serving = shared.clone();
         let thread = std::thread::Builder::new()
@@ -277,41 +275,8 @@ where
     }
 }
 
-/// Writes the write-ahead log's header before the first request, when the log is empty, so that
-/// request does not wait for it. `full` is the connection's `synchronous` setting, as in
-/// [`commit_batch`].
-///
-/// A clean close removes the log, so the first commit after every start begins a new one, and
-/// SQLite syncs the new log's header and the directory that gained the file before it syncs the
-/// commit: three fsyncs where a commit needs one (on a restart, the first parked mark paid them
-/// too). The thread does this as it starts, in parallel with the rest of start-up (reads, a
-/// recovery), by rewriting `user_version` with its own value: a change of nothing, committed
-/// without its own fsync (there is nothing to lose), that only makes the log exist. A first
-/// request that comes sooner waits for the two fsyncs it would have made itself. Errors are left
-/// to the first request, which meets them again.
-fn prime_wal(conn: &mut WriteConn, path: &str) {
-    let WriteConn { conn, full } = conn;
-    let log = std::fs::metadata(format!("{path}-wal"));
-    if log.is_ok_and(|log| log.len() > 0) {
-        return;
-    }
-    let mut rewrite = || -> rusqlite::Result<()> {
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
-        *full = false;
-        let tx = conn.unchecked_transaction()?;
-        let version: i64 = tx.pragma_query_value(None, "user_version", |row| row.get(0))?;
-        tx.pragma_update(None, "user_version", version)?;
-        tx.commit()
-    };
-    if let Err(error) = rewrite() {
-        tracing::debug!(path, "cannot begin the write-ahead log ahead of the first write: {error}");
-    }
-}
-
 /// The writer thread's loop: one batch per iteration until every [`Writer`] handle is gone.
 fn serve(shared: &Shared, receiver: &mpsc::Receiver<Box<dyn Job>>) {
-    prime_wal(&mut shared.lock(), &shared.path);
-    shared.queued.fetch_sub(1, Ordering::AcqRel);
     while let Ok(first) = receiver.recv() {
         let mut batch = vec![first];
         batch.extend(receiver.try_iter().take(MAX_BATCH - 1));
@@ -430,8 +395,6 @@ mod tests {
     async fn a_lone_request_commits_on_its_callers_thread_and_others_queue() {
         let (writer, _dir) = writer();
         let writer = Arc::new(writer);
-        // The first request may meet the thread still beginning the write-ahead log.
-        assert_eq!(writer.submit_from_run(thread_name).await.unwrap().as_deref(), Some("eve-sqlite-writer"));
         let lone = writer.submit_from_run(thread_name).await.unwrap();
         assert_ne!(lone.as_deref(), Some("eve-sqlite-writer"), "an idle connection commits at once");
         let outside = writer.submit(thread_name).await.unwrap();
@@ -463,8 +426,6 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_runs_lone_hint_commits_on_its_callers_thread_without_the_fsync() {
         let (writer, _dir) = writer();
-        // The first request may meet the thread still beginning the write-ahead log.
-        writer.submit_from_run(thread_name).await.unwrap();
         let setting_and_thread = |conn: &Connection| {
             let setting: i64 = conn.pragma_query_value(None, "synchronous", |row| row.get(0))?;
             Ok((setting, thread_name(conn)?))
