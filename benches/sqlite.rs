@@ -10,10 +10,11 @@
 //! - `store/sequential_1000`: one run of 1,000 sequential trivial steps on `SqliteStore`, from
 //!   `Runtime::start` until `RunHandle::outcome` returns.
 //! - `store/sequential_1000_warm_log` (a contrast, not a target): the same after 1,100 untimed
-//!   steps on the same new store, so its write-ahead log has reached its working size, as the log
-//!   of a store in service has. A new store's log grows with every commit until its first
-//!   checkpoint, and on this disk a commit that grows the file costs more than one that rewrites
-//!   it; the raw connection's log is long past that point when the store benches run.
+//!   steps on the same new store, so its write-ahead log has been through its first automatic
+//!   checkpoint, as the log of a store in service has. On this disk a commit that grows the log
+//!   costs more than one that rewrites it; the raw connection's log is long past its growth when
+//!   the store benches run, and a store fills its own log to its working size at open (see
+//!   `store::sqlite::wal`), so both figures rewrite a log rather than grow it.
 //! - `store/concurrent_200x10`: 200 runs of 10 steps each started at once; from the first start
 //!   until the last outcome (group commit shares each fsync across runs).
 //! - `store/concurrent_200x10_aged`: the same on a store that already holds the history of 100,000
@@ -151,8 +152,8 @@ fn store_benches(c: &mut Criterion, conn: &Connection, dir: &Path) {
 /// How many rounds of 200 runs of 10 steps the aged store holds: 100,000 finished runs.
 const AGED_ROUNDS: u64 = 500;
 
-/// How many untimed steps bring a new store's write-ahead log to its working size: two WAL frames
-/// a step, past SQLite's automatic checkpoint at 1,000 frames, so later commits rewrite the file.
+/// How many untimed steps take a new store's write-ahead log through its first automatic
+/// checkpoint: two WAL frames a step, past SQLite's checkpoint at 1,000 frames.
 const WARM_LOG_STEPS: u64 = 1_100;
 
 /// How many raw single-insert commits run just before each store iteration, so that every store

@@ -143,6 +143,10 @@ impl SqliteStore {
     }
 
     /// Opens (creating if needed) the store at `path`, creating its parent directories.
+    ///
+    /// Besides the file, a store keeps its write-ahead log in `<path>-wal` while it is open. Open
+    /// fills the log to its working size (about 4.5 MB with SQLite's 4 KiB pages) and syncs it
+    /// once, a few milliseconds, so that the store's commits rewrite the log rather than grow it.
     pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self, StoreError> {
         let path = path.as_ref();
         let shown = path.display().to_string();
