@@ -503,9 +503,9 @@ mod tests {
         assert!(message.contains("claim the run again"), "{message}");
     }
 
-    /// A clean close removes the write-ahead log; the writer thread begins a new one as it starts,
-    /// before any request, so the first write after a restart does not wait for the log's header
-    /// and its directory entry to reach the disk.
+    /// A clean close removes the write-ahead log; open begins a new one before any request, so the
+    /// first write after a restart does not wait for the log's header and its directory entry to
+    /// reach the disk.
     #[tokio::test]
     async fn a_reopened_store_begins_its_write_ahead_log_before_the_first_write() {
         let (dir, path, store, run) = store_with_long_run(3).await;
