@@ -503,21 +503,27 @@ mod tests {
         assert!(message.contains("claim the run again"), "{message}");
     }
 
-    /// A clean close removes the write-ahead log; open begins a new one before any request, so the
-    /// first write after a restart does not wait for the log's header and its directory entry to
-    /// reach the disk.
+    /// The write-ahead log's working size: its header, and the frames of SQLite's automatic
+    /// checkpoint (1,000 pages of 4 KiB, each with its 24-byte header) and a tenth more.
+    const WORKING_LOG: u64 = 32 + 1_100 * (24 + 4_096);
+
+    /// A clean close removes the write-ahead log; open begins a new one and fills it to its
+    /// working size before any request, so the first write after a restart does not wait for the
+    /// log's header and its directory entry to reach the disk, and the first thousand commits
+    /// rewrite space already allocated rather than grow the file. The store's commits still sync.
     #[tokio::test]
-    async fn a_reopened_store_begins_its_write_ahead_log_before_the_first_write() {
+    async fn a_reopened_store_begins_and_fills_its_write_ahead_log_before_the_first_write() {
         let (dir, path, store, run) = store_with_long_run(3).await;
         drop(store);
         let log = dir.path().join("eve.db-wal");
         assert!(!log.exists(), "a clean close removes the log");
         let store = SqliteStore::open(&path).unwrap();
-        let began = (0..1_000).any(|_| {
-            std::thread::sleep(Duration::from_millis(10));
-            std::fs::metadata(&log).is_ok_and(|log| log.len() >= 32)
-        });
-        assert!(began, "the log has its header before any request");
+        let len = std::fs::metadata(&log).unwrap().len();
+        assert!((WORKING_LOG..WORKING_LOG + 64 * 1024).contains(&len), "the log is {len} bytes long");
+        // Beginning the log committed without the fsync; the store's own commits sync (2 is FULL).
+        let synchronous =
+            |conn: &Connection| Ok(conn.pragma_query_value(None, "synchronous", |row| row.get::<_, i64>(0))?);
+        assert_eq!(store.writer.submit(synchronous).await.unwrap(), 2);
         // The rewrite changed nothing: the store reads as before and takes writes.
         assert_eq!(store.load(&run).await.unwrap().unwrap().entries.len(), 3);
         let fence = store.claim(&run, &WorkerId("test".into()), Duration::ZERO, Timestamp::from_millis(5), 3).await;
@@ -530,31 +536,8 @@ mod tests {
         assert_eq!(version, schema::VERSION);
     }
 
-    /// The write-ahead log's working size: its header, and the frames of SQLite's automatic
-    /// checkpoint (1,000 pages of 4 KiB, each with its 24-byte header) and a tenth more.
-    const WORKING_LOG: u64 = 32 + 1_100 * (24 + 4_096);
-
-    /// A store opens with its log begun and filled to its working size, so the first thousand
-    /// commits rewrite space already allocated rather than grow the file; so does a reopened one
-    /// (a clean close removes the log). Its commits still sync.
-    #[tokio::test]
-    async fn a_store_opens_with_its_write_ahead_log_filled_to_its_working_size() {
-        let (dir, path, store, run) = store_with_long_run(3).await;
-        drop(store);
-        let log = dir.path().join("eve.db-wal");
-        assert!(!log.exists(), "a clean close removes the log");
-        let store = SqliteStore::open(&path).unwrap();
-        let len = std::fs::metadata(&log).unwrap().len();
-        assert!((WORKING_LOG..WORKING_LOG + 64 * 1024).contains(&len), "the log is {len} bytes long");
-        assert_eq!(store.load(&run).await.unwrap().unwrap().entries.len(), 3);
-        // Beginning the log committed without the fsync; the store's own commits sync (2 is FULL).
-        let synchronous =
-            |conn: &Connection| Ok(conn.pragma_query_value(None, "synchronous", |row| row.get::<_, i64>(0))?);
-        assert_eq!(store.writer.submit(synchronous).await.unwrap(), 2);
-    }
-
-    /// Many runs written at once (some committing on their own threads, some on the writer's);
-    /// then the files as a crash would leave them, the log cut after its last frame. Reopened,
+    /// Many runs written at once, each commit on its run's thread or the writer's as it finds the
+    /// connection; then the files as a crash would leave them, the log cut after its last frame. Reopened,
     /// the log is filled again, only past that frame: every acknowledged entry is there.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_log_a_crash_left_is_extended_never_overwritten() {

@@ -36,7 +36,7 @@ pub(super) fn prepare_path(path: &Path) -> Result<(), StoreError> {
 
 /// Takes the exclusive advisory lock on `<path>.lock`, held for as long as the returned file is open.
 pub(super) fn lock(path: &Path) -> Result<File, StoreError> {
-    let lock_path = lock_path(path);
+    let lock_path = beside(path, ".lock");
     let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&lock_path);
     let file = file.map_err(|error| {
         refuse(path, format!("cannot open the lock file {}: {error}; check permissions", lock_path.display()))
@@ -54,9 +54,11 @@ pub(super) fn lock(path: &Path) -> Result<File, StoreError> {
     }
 }
 
-fn lock_path(path: &Path) -> PathBuf {
+/// The file SQLite or the store keeps beside the store's file: its path with `suffix` appended
+/// (`.lock`, `-wal`).
+pub(super) fn beside(path: &Path, suffix: &str) -> PathBuf {
     let mut name = OsString::from(path.as_os_str());
-    name.push(".lock");
+    name.push(suffix);
     PathBuf::from(name)
 }
 

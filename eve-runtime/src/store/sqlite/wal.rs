@@ -32,11 +32,7 @@ const FRAME_HEADER: u64 = 24;
 /// the connection cannot be set back to `synchronous = FULL`, without which no commit would be
 /// durable.
 pub(super) fn prepare(conn: &Connection, path: &Path) -> rusqlite::Result<()> {
-    let log = {
-        let mut log = path.as_os_str().to_owned();
-        log.push("-wal");
-        std::path::PathBuf::from(log)
-    };
+    let log = super::open::beside(path, "-wal");
     let begun = begin(conn, &log);
     // The writer commits with `synchronous = FULL` (see `open::writer_connection`).
     conn.pragma_update(None, "synchronous", "FULL")?;
@@ -44,17 +40,20 @@ pub(super) fn prepare(conn: &Connection, path: &Path) -> rusqlite::Result<()> {
         tracing::debug!(path = %path.display(), "cannot begin the write-ahead log ahead of the first write: {error}");
         return Ok(());
     }
-    let working_size = || -> rusqlite::Result<u64> {
-        let pragma = |name: &str| conn.pragma_query_value(None, name, |row| row.get::<_, i64>(0));
-        let frames = pragma("wal_autocheckpoint").ok().filter(|frames| *frames > 0).unwrap_or(1_000);
-        let page = pragma("page_size")?;
-        Ok(LOG_HEADER + (frames + frames / 10).unsigned_abs() * (FRAME_HEADER + page.unsigned_abs()))
-    };
-    let filled = working_size().map_err(std::io::Error::other).and_then(|size| fill(&log, size));
+    let filled = working_size(conn).map_err(std::io::Error::other).and_then(|size| fill(&log, size));
     if let Err(error) = filled {
         tracing::debug!(log = %log.display(), "cannot fill the write-ahead log ahead of its writes: {error}");
     }
     Ok(())
+}
+
+/// The log's working size in bytes: its header, then a frame (its own header and one page) for
+/// each page SQLite writes before its automatic checkpoint, and a tenth more.
+fn working_size(conn: &Connection) -> rusqlite::Result<u64> {
+    let pragma = |name: &str| conn.pragma_query_value(None, name, |row| row.get::<_, i64>(0));
+    let frames = pragma("wal_autocheckpoint").ok().filter(|frames| *frames > 0).unwrap_or(1_000);
+    let page = pragma("page_size")?;
+    Ok(LOG_HEADER + (frames + frames / 10).unsigned_abs() * (FRAME_HEADER + page.unsigned_abs()))
 }
 
 /// Makes the log exist if it is empty, by rewriting `user_version` with its own value: a change
