@@ -15,7 +15,8 @@
 //!    [`MAX_BATCH`]): that is the batch;
 //! 2. `BEGIN IMMEDIATE`; run each request inside its own `SAVEPOINT`, releasing it if the request
 //!    succeeded and rolling it back if it failed, so a refused request (fenced, stale sequence
-//!    number, ...) writes nothing and does not disturb the others;
+//!    number, ...) writes nothing and does not disturb the others (a batch of one request needs
+//!    no savepoint: if it is refused, the whole transaction is rolled back instead);
 //! 3. failpoint `sqlite.before_commit`, `COMMIT` (with `synchronous=FULL` this is the fsync that
 //!    makes the whole batch durable), failpoint `sqlite.after_commit`;
 //! 4. answer every caller: its own result if the commit succeeded, else the commit's error.
@@ -310,8 +311,17 @@ fn commit_batch(conn: &Connection, path: &str, batch: &mut [Box<dyn Job>], full:
 
 fn run_batch(conn: &Connection, path: &str, batch: &mut [Box<dyn Job>]) -> Result<(), StoreError> {
     execute(conn, path, "BEGIN IMMEDIATE")?;
-    for job in batch.iter_mut() {
-        run_in_savepoint(conn, path, job.as_mut())?;
+    if let [job] = batch {
+        // A lone request needs no savepoint: the transaction holds only its writes, so rolling
+        // the transaction back undoes exactly them. A sequential run's every commit is one.
+        if let Err(error) = job.run(conn, path) {
+            // SQLite rolled the transaction back itself (a full disk, an I/O error): the batch is lost.
+            return if conn.is_autocommit() { Err(error) } else { execute(conn, path, "ROLLBACK") };
+        }
+    } else {
+        for job in batch.iter_mut() {
+            run_in_savepoint(conn, path, job.as_mut())?;
+        }
     }
     failpoint::hit("sqlite.before_commit");
     execute(conn, path, "COMMIT")?;
@@ -521,6 +531,64 @@ mod tests {
         let on_writer = threads.iter().filter(|name| name.as_deref() == Some("eve-sqlite-writer")).count();
         assert!(on_writer > 0 && on_writer < threads.len(), "both ways were taken: {on_writer} of {}", threads.len());
         assert_eq!(writer.shared.queued.load(Ordering::Acquire), 0);
+    }
+
+    /// A request refused after it wrote leaves none of its writes, when it commits alone (on its
+    /// caller's thread, or as a batch of one on the writer thread, neither in a savepoint) as when
+    /// it shares a batch; the connection takes the next request as before.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_request_refused_after_writing_leaves_none_of_its_writes() {
+        let (writer, _dir) = writer();
+        let writer = Arc::new(writer);
+        writer.submit(|conn| Ok(conn.execute_batch("CREATE TABLE rows (k INTEGER PRIMARY KEY)")?)).await.unwrap();
+        writer.submit(|conn| Ok(conn.execute("INSERT INTO rows (k) VALUES (0)", [])?)).await.unwrap();
+        // Inserts `k`, then the taken key 0: refused, after a write that must not land.
+        let refused = |k: i64| {
+            move |conn: &Connection| {
+                conn.execute("INSERT INTO rows (k) VALUES (?1)", [k])?;
+                Ok(conn.execute("INSERT INTO rows (k) VALUES (0)", [])?)
+            }
+        };
+        let keys = |conn: &Connection| {
+            let mut keys = conn.prepare("SELECT k FROM rows ORDER BY k")?;
+            let keys = keys.query_map([], |row| row.get::<_, i64>(0))?.collect::<Result<Vec<_>, _>>()?;
+            Ok(keys)
+        };
+        assert!(writer.submit_from_run(refused(1)).await.is_err(), "refused on the caller's thread");
+        assert!(writer.submit(refused(2)).await.is_err(), "refused alone on the writer thread");
+        assert_eq!(writer.submit(keys).await.unwrap(), [0], "neither refused request left its first insert");
+        // A batch of three: the refused one in the middle.
+        let (hold, holding, go) = holding_request();
+        let holder = tokio::spawn({
+            let writer = writer.clone();
+            async move { writer.submit(hold).await }
+        });
+        holding.await.unwrap();
+        let insert = |k: i64| {
+            let writer = writer.clone();
+            tokio::spawn(async move {
+                writer.submit(move |conn| Ok(conn.execute("INSERT INTO rows (k) VALUES (?1)", [k])?)).await
+            })
+        };
+        let (three, four) = (
+            insert(3),
+            tokio::spawn({
+                let writer = writer.clone();
+                async move { writer.submit(refused(4)).await }
+            }),
+        );
+        let five = insert(5);
+        while writer.shared.queued.load(Ordering::Acquire) < 3 {
+            tokio::task::yield_now().await;
+        }
+        // Each is counted just before it is sent, in the same poll: give the last send a moment.
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        go.send(()).unwrap();
+        let answers = [three.await.unwrap(), four.await.unwrap(), five.await.unwrap()];
+        holder.await.unwrap().unwrap();
+        assert!(answers[0].is_ok() && answers[1].is_err() && answers[2].is_ok(), "{answers:?}");
+        assert_eq!(writer.shared.last_batch.load(Ordering::Relaxed), 3, "the three went as one batch");
+        assert_eq!(writer.submit_from_run(keys).await.unwrap(), [0, 3, 5]);
     }
 
     /// A batch of hints commits without the fsync; every durable batch commits with it, even
