@@ -4,8 +4,8 @@
 //!
 //! - One **writer** thread serves the only write connection. Every write (creating, claiming,
 //!   releasing, appending, delivering) is a request queued to it; it commits all requests queued at
-//!   that moment in one transaction, each in its own savepoint, and answers each caller after the
-//!   commit is durable (group commit; see [`writer`]). A lone request costs one commit; many
+//!   that moment in one transaction, and answers each caller after the commit is durable (group
+//!   commit; see [`writer`]). A lone request costs one commit; many
 //!   concurrent requests share one. A run's append or parked mark made as a lone writer (nothing
 //!   queued, the last batch a single request) commits on the run's own thread instead, with the
 //!   same steps, sparing the hand-off; requests made for outside callers (deliveries over HTTP,
@@ -29,7 +29,8 @@
 //!
 //! - Indexes (timers, hooks, inbox, run status) change only through [`IndexChanges`], in the same
 //!   transaction as the entries that imply them, exactly as in the memory store.
-//! - A refused request writes nothing: its savepoint is rolled back.
+//! - A refused request writes nothing: one refused before it changed a row left nothing to undo,
+//!   and should one be refused after, its batch runs again with each request in a savepoint.
 //! - No caller hears "ok" before the commit holding its writes has returned; if a commit fails,
 //!   nothing of its batch is in the file and every caller of the batch gets the error.
 //! - One process at a time: [`SqliteStore::open`] takes an exclusive lock on `<path>.lock` and
@@ -287,7 +288,10 @@ impl Store for SqliteStore {
     ) -> Result<Delivered, StoreError> {
         let (delivery_id, limit, limits) =
             (delivery_id.map(str::to_owned), self.options.max_entry_bytes, self.options.inbox_limits);
-        let deliver = move |conn: &_| writes::deliver(conn, target, delivery_id.as_deref(), payload, limit, limits);
+        // A request may run twice (see `writer`), so it keeps its payload and hands a copy over.
+        let deliver = move |conn: &_| {
+            writes::deliver(conn, target.clone(), delivery_id.as_deref(), payload.clone(), limit, limits)
+        };
         self.writer.submit(deliver).await
     }
 

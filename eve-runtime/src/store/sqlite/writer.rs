@@ -13,10 +13,12 @@
 //!
 //! 1. wait for one request, then take every request already queued behind it (up to
 //!    [`MAX_BATCH`]): that is the batch;
-//! 2. `BEGIN IMMEDIATE`; run each request inside its own `SAVEPOINT`, releasing it if the request
-//!    succeeded and rolling it back if it failed, so a refused request (fenced, stale sequence
-//!    number, ...) writes nothing and does not disturb the others (a batch of one request needs
-//!    no savepoint: if it is refused, the whole transaction is rolled back instead);
+//! 2. `BEGIN IMMEDIATE`; run each request, so that a refused request (fenced, stale sequence
+//!    number, ...) writes nothing and does not disturb the others. Almost every refusal comes
+//!    before the request changes a row, and then leaves nothing to undo, so requests run without
+//!    savepoints; should one be refused after changing a row, the transaction is rolled back and
+//!    the batch runs again with each request in its own `SAVEPOINT`, released if the request
+//!    succeeded and rolled back if it failed (so a request may run twice: it is `FnMut`);
 //! 3. failpoint `sqlite.before_commit`, `COMMIT` (with `synchronous=FULL` this is the fsync that
 //!    makes the whole batch durable), failpoint `sqlite.after_commit`;
 //! 4. answer every caller: its own result if the commit succeeded, else the commit's error.
@@ -145,7 +147,7 @@ impl Writer {
     pub(super) async fn submit<T, F>(&self, work: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(&Connection) -> Result<T, Failure> + Send + 'static,
+        F: FnMut(&Connection) -> Result<T, Failure> + Send + 'static,
     {
         self.send(work, true, false).await
     }
@@ -157,7 +159,7 @@ impl Writer {
     pub(super) async fn submit_from_run<T, F>(&self, work: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(&Connection) -> Result<T, Failure> + Send + 'static,
+        F: FnMut(&Connection) -> Result<T, Failure> + Send + 'static,
     {
         self.send(work, true, true).await
     }
@@ -171,7 +173,7 @@ impl Writer {
     pub(super) async fn submit_lazy<T, F>(&self, work: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(&Connection) -> Result<T, Failure> + Send + 'static,
+        F: FnMut(&Connection) -> Result<T, Failure> + Send + 'static,
     {
         self.send(work, false, false).await
     }
@@ -185,7 +187,7 @@ impl Writer {
     pub(super) async fn submit_lazy_from_run<T, F>(&self, work: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(&Connection) -> Result<T, Failure> + Send + 'static,
+        F: FnMut(&Connection) -> Result<T, Failure> + Send + 'static,
     {
         self.send(work, false, true).await
     }
@@ -193,10 +195,10 @@ impl Writer {
     async fn send<T, F>(&self, work: F, durable: bool, inline: bool) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(&Connection) -> Result<T, Failure> + Send + 'static,
+        F: FnMut(&Connection) -> Result<T, Failure> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
-        let request: Box<dyn Job> = Box::new(Request { work: Some(work), result: None, reply, durable });
+        let request: Box<dyn Job> = Box::new(Request { work, result: None, reply, durable });
         let sender = self.sender.as_ref().ok_or_else(stopped)?;
         if inline && let Some(conn) = self.shared.try_idle() {
             // Answered before this returns: the await below is ready at once.
@@ -228,8 +230,8 @@ fn stopped() -> StoreError {
 
 /// One queued request, type-erased so requests with different results share a queue.
 trait Job: Send {
-    /// Runs the request on `conn`, keeping its result; returns its error so the batch can tell
-    /// whether SQLite abandoned the transaction.
+    /// Runs the request on `conn`, keeping its result (a later run replaces it); returns its error
+    /// so the batch can tell whether SQLite abandoned the transaction.
     fn run(&mut self, conn: &Connection, path: &str) -> Result<(), StoreError>;
 
     /// Answers the caller, given the error that failed the whole batch, if any.
@@ -240,7 +242,7 @@ trait Job: Send {
 }
 
 struct Request<T, F> {
-    work: Option<F>,
+    work: F,
     result: Option<Result<T, StoreError>>,
     reply: oneshot::Sender<Result<T, StoreError>>,
     durable: bool,
@@ -249,11 +251,10 @@ struct Request<T, F> {
 impl<T, F> Job for Request<T, F>
 where
     T: Send,
-    F: FnOnce(&Connection) -> Result<T, Failure> + Send,
+    F: FnMut(&Connection) -> Result<T, Failure> + Send,
 {
     fn run(&mut self, conn: &Connection, path: &str) -> Result<(), StoreError> {
-        let Some(work) = self.work.take() else { return Ok(()) };
-        let result = work(conn).map_err(|failure| failure.into_store_error(path));
+        let result = (self.work)(conn).map_err(|failure| failure.into_store_error(path));
         let outcome = result.as_ref().map(drop).map_err(Clone::clone);
         self.result = Some(result);
         outcome
@@ -311,14 +312,10 @@ fn commit_batch(conn: &Connection, path: &str, batch: &mut [Box<dyn Job>], full:
 
 fn run_batch(conn: &Connection, path: &str, batch: &mut [Box<dyn Job>]) -> Result<(), StoreError> {
     execute(conn, path, "BEGIN IMMEDIATE")?;
-    if let [job] = batch {
-        // A lone request needs no savepoint: the transaction holds only its writes, so rolling
-        // the transaction back undoes exactly them. A sequential run's every commit is one.
-        if let Err(error) = job.run(conn, path) {
-            // SQLite rolled the transaction back itself (a full disk, an I/O error): the batch is lost.
-            return if conn.is_autocommit() { Err(error) } else { execute(conn, path, "ROLLBACK") };
-        }
-    } else {
+    if !run_unguarded(conn, path, batch)? {
+        // A request was refused after it wrote: start again, each request in its own savepoint.
+        execute(conn, path, "ROLLBACK")?;
+        execute(conn, path, "BEGIN IMMEDIATE")?;
         for job in batch.iter_mut() {
             run_in_savepoint(conn, path, job.as_mut())?;
         }
@@ -327,6 +324,30 @@ fn run_batch(conn: &Connection, path: &str, batch: &mut [Box<dyn Job>]) -> Resul
     execute(conn, path, "COMMIT")?;
     failpoint::hit("sqlite.after_commit");
     Ok(())
+}
+
+/// Runs every request of `batch` without a savepoint, which would cost two statements and
+/// SQLite's copy of every page a request touches. Returns `false`, with the transaction still
+/// open, as soon as a request is refused after it changed a row: its writes cannot be undone
+/// alone, so the caller runs the batch again in savepoints (every request can run again; each
+/// keeps its last result). A request refused before it changed anything (almost every refusal:
+/// a stale fence or sequence number, an unknown run, a full inbox) leaves the transaction as if
+/// it had not run.
+fn run_unguarded(conn: &Connection, path: &str, batch: &mut [Box<dyn Job>]) -> Result<bool, StoreError> {
+    for job in batch.iter_mut() {
+        // A statement that fails adds nothing to the count, so an unchanged count means that
+        // nothing of the request is in the transaction.
+        let changes = conn.total_changes();
+        let Err(error) = job.run(conn, path) else { continue };
+        if conn.is_autocommit() {
+            // SQLite rolled the whole transaction back (a full disk, an I/O error): the batch is lost.
+            return Err(error);
+        }
+        if conn.total_changes() != changes {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// Runs one request so that its failure undoes exactly its own writes. Fails only when the whole
@@ -387,16 +408,20 @@ mod tests {
     fn holding_request() -> (Hold, oneshot::Receiver<()>, std::sync::mpsc::Sender<()>) {
         let (held, holding) = oneshot::channel();
         let (go, wait) = std::sync::mpsc::channel::<()>();
+        let mut held = Some(held);
         let hold = move |conn: &Connection| {
-            held.send(()).unwrap();
-            wait.recv().unwrap();
+            // Holds the connection on its first run only (a batch may run a request twice).
+            if let Some(held) = held.take() {
+                held.send(()).unwrap();
+                wait.recv().unwrap();
+            }
             thread_name(conn)
         };
         (Box::new(hold), holding, go)
     }
 
     /// See [`holding_request`].
-    type Hold = Box<dyn FnOnce(&Connection) -> Result<Option<String>, Failure> + Send>;
+    type Hold = Box<dyn FnMut(&Connection) -> Result<Option<String>, Failure> + Send>;
 
     /// A run's request that finds the connection idle commits on its caller's thread; one made
     /// while another commits queues, and the writer thread commits it once the connection is free.

@@ -1,8 +1,9 @@
-//! The SQL of every write, run on the write connection inside a request's savepoint.
+//! The SQL of every write, run on the write connection in a batch's transaction.
 //!
 //! Each function either succeeds or returns the refusal the [`Store`](crate::store::Store)
-//! contract names; the savepoint then undoes whatever it wrote, so "refused" always means "nothing
-//! written". The checks happen in the same order as in the memory store (run exists, fence, run
+//! contract names; the writer then undoes whatever it wrote (see [`super::writer`]), so "refused"
+//! always means "nothing written". Most refusals come before the first write, which spares the
+//! writer a savepoint per request. The checks happen in the same order as in the memory store (run exists, fence, run
 //! unfinished, sequence number, hook tokens), so both report the same error for the same request.
 //!
 //! The hot path of an append is one `UPDATE runs` that both checks the fence, status and journal
