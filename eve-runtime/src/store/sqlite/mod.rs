@@ -253,11 +253,15 @@ impl Store for SqliteStore {
         if finishes {
             // A finished run refuses appends whatever the fence, so its epoch is no longer needed.
             self.epochs.forget(run);
+        } else {
+            self.epochs.appended(run, fence.epoch);
         }
         Ok(())
     }
 
     async fn park(&self, run: &RunId, fence: Fence, next_seq: u64) -> Result<(), StoreError> {
+        // Before the mark can be in the file, so the run's next append clears it.
+        self.epochs.parking(run);
         let (run, epochs) = (run.clone(), self.epochs.clone());
         // A lost mark costs only a replay at the next start, so it need not wait for the disk;
         // the run's own task marks it, so as a lone writer it commits at once.
@@ -363,6 +367,55 @@ mod tests {
                 .unwrap();
         }
         assert_eq!(store.epochs.len(), 0, "no epoch is kept for a finished run");
+    }
+
+    /// An append clears its run's parked mark, including when the append skips that statement
+    /// for a run it knows to be unmarked: after a park, after a reopen that finds the mark in the
+    /// file, and when a stale writer's append commits just before a newer claim parks the run.
+    #[tokio::test]
+    async fn every_append_after_a_park_clears_the_mark() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("eve.db");
+        let owner = WorkerId("test".into());
+        let run = new_run("run-parked");
+        let record = |op: u32| Entry::Recorded { op: Op(op), kind: crate::journal::RecordKind::Now, value: 1.into() };
+        let append = |first_seq: u64| Append {
+            first_seq,
+            entries: vec![record(u32::try_from(first_seq).unwrap())],
+            consumed: vec![],
+            notices: vec![],
+            runs: vec![],
+        };
+        async fn is_parked(store: &SqliteStore, run: &RunId) -> bool {
+            store.tail(run).await.unwrap().unwrap().0.parked
+        }
+
+        let store = SqliteStore::open(&path).unwrap();
+        let Created::New(fence) = store.create_run(run.clone(), &owner).await.unwrap() else { unreachable!() };
+        store.append(&run.id, fence, &append(1)).await.unwrap();
+        store.park(&run.id, fence, 2).await.unwrap();
+        assert!(is_parked(&store, &run.id).await);
+        store.append(&run.id, fence, &append(2)).await.unwrap();
+        assert!(!is_parked(&store, &run.id).await, "the append after a park clears the mark");
+        store.append(&run.id, fence, &append(3)).await.unwrap();
+        store.park(&run.id, fence, 4).await.unwrap();
+        drop(store);
+
+        let store = SqliteStore::open(&path).unwrap();
+        assert!(is_parked(&store, &run.id).await, "the mark is in the file after a reopen");
+        let claimed = store.claim(&run.id, &owner, Duration::ZERO, Timestamp::from_millis(2), 0).await.unwrap();
+        store.append(&run.id, claimed.fence, &append(4)).await.unwrap();
+        assert!(!is_parked(&store, &run.id).await, "the first append after a reopen clears the mark the file holds");
+
+        // A stale writer's append commits, a newer claim parks the run, then the stale writer
+        // records its append: the newer claim's next append must still clear the mark.
+        store.append(&run.id, claimed.fence, &append(5)).await.unwrap();
+        let newer = store.claim(&run.id, &owner, Duration::ZERO, Timestamp::from_millis(3), 0).await.unwrap();
+        store.park(&run.id, newer.fence, 6).await.unwrap();
+        store.epochs.appended(&run.id, claimed.fence.epoch);
+        assert!(is_parked(&store, &run.id).await);
+        store.append(&run.id, newer.fence, &append(6)).await.unwrap();
+        assert!(!is_parked(&store, &run.id).await, "a stale writer's append does not vouch for the newer claim");
     }
 
     fn new_run(id: &str) -> NewRun {

@@ -110,7 +110,7 @@ fn accept_notice(
 
 /// Checks the fence, then the status and length of the run, advancing them in one statement.
 fn advance_run(conn: &Connection, rows: &AppendRows, epochs: &Epochs) -> Result<(), Failure> {
-    let current = epochs.current(&rows.run);
+    let (current, unmarked) = epochs.current_and_unmarked(&rows.run);
     if current != rows.fence.epoch {
         return Err(fenced(conn, &rows.run, rows.fence, current)?.into());
     }
@@ -132,8 +132,11 @@ fn advance_run(conn: &Connection, rows: &AppendRows, epochs: &Epochs) -> Result<
     if advanced != 1 {
         return Err(why_refused(conn, rows)?.into());
     }
-    // The append clears the parked mark (see `Store::park`); the row is written only if it was set.
-    conn.prepare_cached("UPDATE runs SET parked = 0 WHERE id = ?1 AND parked = 1")?.execute(params![run])?;
+    // The append clears the parked mark (see `Store::park`); the row is written only if it was set,
+    // and the statement is spared when the run is known to have none (see `Epochs`).
+    if !unmarked {
+        conn.prepare_cached("UPDATE runs SET parked = 0 WHERE id = ?1 AND parked = 1")?.execute(params![run])?;
+    }
     Ok(())
 }
 
