@@ -143,7 +143,8 @@ impl Writer {
     }
 
     /// Runs `work` in the next batch on the writer thread and returns its result once that batch
-    /// is durable.
+    /// is durable. `work` may run twice, should another request of its batch be refused after
+    /// writing (see the module documentation), so it must do the same on the same file each time.
     pub(super) async fn submit<T, F>(&self, work: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
@@ -559,8 +560,8 @@ mod tests {
     }
 
     /// A request refused after it wrote leaves none of its writes, when it commits alone (on its
-    /// caller's thread, or as a batch of one on the writer thread, neither in a savepoint) as when
-    /// it shares a batch; the connection takes the next request as before.
+    /// caller's thread, or as a batch of one on the writer thread) as when it shares a batch,
+    /// whose other requests still commit; the connection takes the next request as before.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_request_refused_after_writing_leaves_none_of_its_writes() {
         let (writer, _dir) = writer();
@@ -595,13 +596,11 @@ mod tests {
                 writer.submit(move |conn| Ok(conn.execute("INSERT INTO rows (k) VALUES (?1)", [k])?)).await
             })
         };
-        let (three, four) = (
-            insert(3),
-            tokio::spawn({
-                let writer = writer.clone();
-                async move { writer.submit(refused(4)).await }
-            }),
-        );
+        let three = insert(3);
+        let four = tokio::spawn({
+            let writer = writer.clone();
+            async move { writer.submit(refused(4)).await }
+        });
         let five = insert(5);
         while writer.shared.queued.load(Ordering::Acquire) < 3 {
             tokio::task::yield_now().await;
