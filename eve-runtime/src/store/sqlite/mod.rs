@@ -260,7 +260,8 @@ impl Store for SqliteStore {
     }
 
     async fn park(&self, run: &RunId, fence: Fence, next_seq: u64) -> Result<(), StoreError> {
-        // No longer known to be unmarked, before the mark can reach the file: the next append clears it.
+        // No longer known to be unmarked, before the mark can reach the file: the run's next
+        // append clears it.
         self.epochs.parking(run);
         let (run, epochs) = (run.clone(), self.epochs.clone());
         // A lost mark costs only a replay at the next start, so it need not wait for the disk;
