@@ -12,14 +12,15 @@
 //! again. Anything else, a run read from the file after a start included, counts as marked, and
 //! its next append clears the mark in the file.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::journal::RunId;
 
 /// Shared by the store (claims) and the write connection's users (fence checks inside each append).
+/// Every append looks its run up twice (its fence on the writer, its commit on the run's thread),
+/// so run ids are hashed with foldhash, as in the memory store.
 #[derive(Clone, Debug, Default)]
-pub(super) struct Epochs(Arc<Mutex<HashMap<RunId, Claim>>>);
+pub(super) struct Epochs(Arc<Mutex<foldhash::HashMap<RunId, Claim>>>);
 
 /// What the map keeps of a run.
 #[derive(Clone, Copy, Debug)]
@@ -30,7 +31,7 @@ struct Claim {
 }
 
 impl Epochs {
-    fn lock(&self) -> MutexGuard<'_, HashMap<RunId, Claim>> {
+    fn lock(&self) -> MutexGuard<'_, foldhash::HashMap<RunId, Claim>> {
         self.0.lock().expect("the epochs mutex is never poisoned: no code panics while holding it")
     }
 
