@@ -561,6 +561,24 @@ mod tests {
         assert!(message.contains("claim the run again"), "{message}");
     }
 
+    /// A cached statement keeps its plan whatever run id or sequence numbers are bound to it: the
+    /// bundled SQLite would otherwise prepare a journal read again each time it is given another
+    /// run or range (five times in these six reads).
+    #[tokio::test]
+    async fn a_cached_statement_is_not_prepared_again_for_new_values() {
+        let (_dir, path, store, first) = store_with_long_run(3).await;
+        let second = long_run(&store, "run-other", 3).await;
+        let mut conn = open::reader_connection(&path).unwrap();
+        for run in [&first, &second, &first] {
+            assert_eq!(reads::load(&mut conn, run).unwrap().unwrap().summary.entries, 3);
+            assert_eq!(reads::journal_rest(&mut conn, run, 1, 3).unwrap().len(), 2);
+        }
+        for sql in [reads::JOURNAL, reads::RUN_LENGTH] {
+            let reprepared = conn.prepare_cached(sql).unwrap().get_status(rusqlite::StatementStatus::RePrepare);
+            assert_eq!(reprepared, 0, "prepared again for new values: {sql}");
+        }
+    }
+
     /// The write-ahead log's working size: its header, and the frames of SQLite's automatic
     /// checkpoint (1,000 pages of 4 KiB, each with its 24-byte header) and a tenth more.
     const WORKING_LOG: u64 = 32 + 1_100 * (24 + 4_096);

@@ -79,6 +79,7 @@ pub(super) fn writer_connection(path: &Path, options: &SqliteOptions) -> Result<
 fn configure_writer(conn: &Connection, options: &SqliteOptions) -> rusqlite::Result<String> {
     conn.busy_timeout(BUSY_TIMEOUT)?;
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    plan_once(conn)?;
     let mode = conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
     conn.pragma_update(None, "synchronous", "FULL")?;
     if let Some(pages) = options.max_page_count {
@@ -94,7 +95,20 @@ pub(super) fn reader_connection(path: &Path) -> Result<Connection, StoreError> {
     let conn = Connection::open_with_flags(path, flags).map_err(|error| open_error(&error, &shown))?;
     conn.busy_timeout(BUSY_TIMEOUT).map_err(|error| open_error(&error, &shown))?;
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    plan_once(&conn).map_err(|error| open_error(&error, &shown))?;
     Ok(conn)
+}
+
+/// Makes each cached statement keep the plan it was prepared with, whatever values are bound to
+/// it later (`SQLITE_DBCONFIG_ENABLE_QPSG`). Without it, the bundled SQLite (built with
+/// `SQLITE_ENABLE_STAT4`) lets its planner look at the values bound to a statement's parameters,
+/// and then prepares the statement again whenever another value is bound to one of them: a read
+/// of a journal was prepared again for nearly every run and range it was given, about 50,000
+/// instructions each time, for the same plan (the store never runs `ANALYZE`, so there are no
+/// statistics for a value to change it).
+fn plan_once(conn: &Connection) -> rusqlite::Result<()> {
+    conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
+    Ok(())
 }
 
 fn refuse(path: &Path, reason: String) -> StoreError {

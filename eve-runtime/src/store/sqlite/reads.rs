@@ -13,10 +13,11 @@ use crate::store::{
 };
 
 /// The length of a run's journal.
-const RUN_LENGTH: &str = "SELECT entries FROM runs WHERE id = ?1";
+pub(super) const RUN_LENGTH: &str = "SELECT entries FROM runs WHERE id = ?1";
 
 /// A range of a run's journal, in order.
-const JOURNAL: &str = "SELECT seq, entry FROM journal WHERE run_id = ?1 AND seq >= ?2 AND seq < ?3 ORDER BY seq";
+pub(super) const JOURNAL: &str =
+    "SELECT seq, entry FROM journal WHERE run_id = ?1 AND seq >= ?2 AND seq < ?3 ORDER BY seq";
 
 /// A run's pending inbox, oldest first.
 const INBOX: &str = "SELECT id, delivery FROM inbox WHERE run_id = ?1 AND consumed = 0 ORDER BY id";
