@@ -379,10 +379,9 @@ mod tests {
         let path = dir.path().join("eve.db");
         let owner = WorkerId("test".into());
         let run = new_run("run-parked");
-        let record = |op: u32| Entry::Recorded { op: Op(op), kind: crate::journal::RecordKind::Now, value: 1.into() };
-        let append = |first_seq: u64| Append {
+        let append = |first_seq| Append {
             first_seq,
-            entries: vec![record(u32::try_from(first_seq).unwrap())],
+            entries: vec![recorded(first_seq)],
             consumed: vec![],
             notices: vec![],
             runs: vec![],
@@ -440,11 +439,10 @@ mod tests {
             )
             .unwrap();
         let writes = || probe.query_row("SELECT count(*) FROM row_writes", [], |row| row.get::<_, i64>(0)).unwrap();
-        let record = |op: u32| Entry::Recorded { op: Op(op), kind: crate::journal::RecordKind::Now, value: 1.into() };
-        for seq in 1..4u32 {
+        for first_seq in 1..4 {
             let append = Append {
-                first_seq: seq.into(),
-                entries: vec![record(seq)],
+                first_seq,
+                entries: vec![recorded(first_seq)],
                 consumed: vec![],
                 notices: vec![],
                 runs: vec![],

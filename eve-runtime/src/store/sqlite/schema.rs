@@ -28,6 +28,20 @@ use rusqlite::{Connection, TransactionBehavior};
 use super::codec::open_error;
 use crate::store::StoreError;
 
+/// The SQL of a run's journal length, the run's id being `$run` (a parameter or a column): one
+/// past its last `seq`, found by one seek to the end of the run's keys, or 0 for no entries.
+/// The one definition of a length since the row stopped counting entries (version 4).
+macro_rules! journal_length {
+    ($run:literal) => {
+        concat!(
+            "coalesce((SELECT seq + 1 FROM journal WHERE journal.run_id = ",
+            $run,
+            " ORDER BY seq DESC LIMIT 1), 0)"
+        )
+    };
+}
+pub(super) use journal_length;
+
 /// `PRAGMA application_id` of an eve store: "EVE1" in ASCII.
 pub(super) const APPLICATION_ID: i64 = 0x4556_4531;
 

@@ -16,6 +16,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::codec::{self, Failure, int, kind_name, status_name};
 use super::epochs::Epochs;
+use super::schema::journal_length;
 use crate::journal::{Op, RunId};
 use crate::store::{
     Created, Delivered, Delivery, DeliveryPayload, Fence, HookMeta, InboxLimits, IndexChanges, StoreError, Target,
@@ -116,8 +117,8 @@ fn advance_run(conn: &Connection, rows: &AppendRows, epochs: &Epochs) -> Result<
         return Err(fenced(conn, &rows.run, rows.fence, current)?.into());
     }
     let run = &rows.run;
-    let (status, length) = current_row(conn, run)?;
-    if status != "active" {
+    let (active, length) = current_row(conn, run)?;
+    if !active {
         return Err(StoreError::RunFinished(run.clone()).into());
     }
     if length != rows.first_seq {
@@ -139,22 +140,20 @@ fn advance_run(conn: &Connection, rows: &AppendRows, epochs: &Epochs) -> Result<
 /// A fence that is not the current one: [`StoreError::Fenced`], or [`StoreError::RunFinished`] for a
 /// finished run (whose epoch is forgotten), or [`StoreError::RunNotFound`].
 fn fenced(conn: &Connection, run: &RunId, held: Fence, current: u64) -> Result<StoreError, Failure> {
-    let (status, _) = current_row(conn, run)?;
-    if status != "active" {
+    let (active, _) = current_row(conn, run)?;
+    if !active {
         return Ok(StoreError::RunFinished(run.clone()));
     }
     Ok(StoreError::Fenced { run: run.clone(), held: held.epoch, current })
 }
 
-/// The status and journal length of `run`, or [`StoreError::RunNotFound`]. The length is one past
-/// the journal's last `seq`: one seek to the end of the run's keys.
-fn current_row(conn: &Connection, run: &RunId) -> Result<(String, u64), Failure> {
-    let sql = "SELECT status, (SELECT seq + 1 FROM journal WHERE run_id = ?1 ORDER BY seq DESC LIMIT 1) \
-               FROM runs WHERE id = ?1";
-    let row: Option<(String, Option<i64>)> =
+/// Whether `run` is unfinished, and its journal's length, or [`StoreError::RunNotFound`].
+fn current_row(conn: &Connection, run: &RunId) -> Result<(bool, u64), Failure> {
+    let sql = concat!("SELECT status = 'active', ", journal_length!("?1"), " FROM runs WHERE id = ?1");
+    let row: Option<(bool, i64)> =
         conn.prepare_cached(sql)?.query_row([run.as_str()], |row| Ok((row.get(0)?, row.get(1)?))).optional()?;
-    let Some((status, length)) = row else { return Err(StoreError::RunNotFound(run.clone()).into()) };
-    Ok((status, codec::uint(length.unwrap_or(0))?))
+    let Some((active, length)) = row else { return Err(StoreError::RunNotFound(run.clone()).into()) };
+    Ok((active, codec::uint(length)?))
 }
 
 fn insert_entries(conn: &Connection, run: &RunId, first_seq: u64, entries: &[String]) -> Result<(), Failure> {
@@ -237,8 +236,8 @@ pub(super) fn park(
     if epochs.current(run) != fence.epoch {
         return Ok(());
     }
-    let sql = "UPDATE runs SET parked = 1 WHERE id = ?1 AND status = 'active' \
-               AND (SELECT seq + 1 FROM journal WHERE run_id = ?1 ORDER BY seq DESC LIMIT 1) = ?2";
+    let sql =
+        concat!("UPDATE runs SET parked = 1 WHERE id = ?1 AND status = 'active' AND ", journal_length!("?1"), " = ?2");
     conn.prepare_cached(sql)?.execute(params![run.as_str(), int(next_seq)])?;
     Ok(())
 }
