@@ -200,8 +200,8 @@ fn a_newer_schema_version_is_refused() {
     assert_eq!(version, 99, "the refused file is left as it was");
 }
 
-/// A file written by an older schema version (1: no parked mark, no hook column in the inbox, a
-/// run's length counted in its row) is migrated at open, in place, and everything in it reads back.
+/// A file written by the previous schema version (1: no parked mark, no hook column in the inbox)
+/// is migrated at open, in place, and everything in it reads back.
 #[tokio::test]
 async fn a_file_of_the_previous_schema_version_is_migrated_at_open() {
     let dir = tempfile::tempdir().expect("a temporary directory");
@@ -221,8 +221,7 @@ async fn a_file_of_the_previous_schema_version_is_migrated_at_open() {
     drop(store);
     let conn = rusqlite::Connection::open(&path).expect("the file opens in plain SQLite");
     let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0)).expect("readable");
-    assert_eq!(version, 4, "the file now has the current version");
-    assert!(conn.prepare("SELECT entries FROM runs").is_err(), "a run's length is no longer kept in its row");
+    assert_eq!(version, 3, "the file now has the current version");
 }
 
 /// The schema eve wrote as version 1.

@@ -6,15 +6,14 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::codec::{self, Failure, int};
 use super::readers::{Pending, Queue};
-use super::schema::journal_length;
 use crate::journal::{Entry, Op, RunId};
 use crate::store::{
     HookMeta, HookRow, InboxItem, Recovery, RunPage, RunQuery, RunRecord, RunSummary, StoreError, TimerRow,
     WaitingSignIn,
 };
 
-/// The length of a run's journal, if the run exists.
-pub(super) const RUN_LENGTH: &str = concat!("SELECT ", journal_length!("?1"), " FROM runs WHERE id = ?1");
+/// The length of a run's journal.
+pub(super) const RUN_LENGTH: &str = "SELECT entries FROM runs WHERE id = ?1";
 
 /// A range of a run's journal, in order.
 pub(super) const JOURNAL: &str =
@@ -136,8 +135,8 @@ fn run_length(conn: &Connection, run: &RunId) -> Result<Option<i64>, Failure> {
 
 type SummaryRow = (String, String, String, String, i64, i64, bool);
 
-/// The columns a [`SummaryRow`] reads, in order; the run's length is its journal's.
-const SUMMARY: &str = concat!("id, workflow_id, tool, status, created_at, ", journal_length!("runs.id"), ", parked");
+/// The columns a [`SummaryRow`] reads, in order.
+const SUMMARY: &str = "id, workflow_id, tool, status, created_at, entries, parked";
 
 fn summary_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SummaryRow> {
     Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?, row.get(6)?))

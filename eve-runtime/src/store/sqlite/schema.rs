@@ -7,13 +7,12 @@
 //!
 //! Tables (all keyed by the run id first, so a run's rows sit together):
 //!
-//! - `runs`: one row per run; `parked` marks a run that waits on durable waits only (cleared by
-//!   every append), so a restart need not load it. The row holds no journal length: that is the
-//!   journal's own (one past its last `seq`), so a step's append writes the journal's page and not
-//!   the row's too (version 4). Claims are not stored: one process uses a file at a time, so they
-//!   live in memory (see the module documentation of the store). Listings order by `rowid`, which
-//!   grows with creation since runs are never deleted, and page by it; `runs_by_status` and
-//!   `runs_by_tool` (each holding the `rowid`) serve their filters in that order.
+//! - `runs`: one row per run; `entries` is the journal length; `parked` marks a run that waits on
+//!   durable waits only (cleared by every append), so a restart need not load it. Claims are not
+//!   stored: one process uses a file at a time, so they live in memory (see the module
+//!   documentation of the store). Listings order by `rowid`, which grows with creation since runs
+//!   are never deleted, and page by it; `runs_by_status` and `runs_by_tool` (each holding the
+//!   `rowid`) serve their filters in that order.
 //! - `journal`: `(run_id, seq) -> entry` JSON, dense from 0.
 //! - `timers`: pending sleeps and retries, one row per `(run_id, op, kind)`.
 //! - `hooks`: `token_hash -> (run_id, op, meta)` for unfinished runs only (meta: hook, webhook with
@@ -28,26 +27,12 @@ use rusqlite::{Connection, TransactionBehavior};
 use super::codec::open_error;
 use crate::store::StoreError;
 
-/// The SQL of a run's journal length, the run's id being `$run` (a parameter or a column): one
-/// past its last `seq`, found by one seek to the end of the run's keys, or 0 for no entries.
-/// The one definition of a length since the row stopped counting entries (version 4).
-macro_rules! journal_length {
-    ($run:literal) => {
-        concat!(
-            "coalesce((SELECT seq + 1 FROM journal WHERE journal.run_id = ",
-            $run,
-            " ORDER BY seq DESC LIMIT 1), 0)"
-        )
-    };
-}
-pub(super) use journal_length;
-
 /// `PRAGMA application_id` of an eve store: "EVE1" in ASCII.
 pub(super) const APPLICATION_ID: i64 = 0x4556_4531;
 
 /// The schema version this build writes and understands. Files of an older version are migrated
 /// at open ([`MIGRATIONS`]).
-pub(super) const VERSION: i64 = 4;
+pub(super) const VERSION: i64 = 3;
 
 const CREATE: &str = "
 CREATE TABLE runs (
@@ -56,6 +41,7 @@ CREATE TABLE runs (
     tool        TEXT NOT NULL,
     status      TEXT NOT NULL CHECK (status IN ('active', 'completed', 'failed', 'cancelled')),
     created_at  INTEGER NOT NULL,
+    entries     INTEGER NOT NULL,
     parked      INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX runs_by_status ON runs (status);
@@ -110,10 +96,6 @@ CREATE INDEX inbox_pending_by_hook ON inbox (run_id, op) WHERE consumed = 0;
     // 2 -> 3: the inspector lists runs by tool, a page at a time.
     "
 CREATE INDEX runs_by_tool ON runs (tool);
-",
-    // 3 -> 4: a run's length is its journal's; counting it in the row wrote a second page per step.
-    "
-ALTER TABLE runs DROP COLUMN entries;
 ",
 ];
 

@@ -6,17 +6,16 @@
 //! writer a savepoint per request. The checks happen in the same order as in the memory store (run exists, fence, run
 //! unfinished, sequence number, hook tokens), so both report the same error for the same request.
 //!
-//! The hot path of an append is the fence checked in memory, one `SELECT` of the run's status and
-//! journal length, one `INSERT` per entry, and index rows only for entries that imply them. The
-//! run's row is written only when its status or parked mark changes, and then names only the
-//! columns that change: a step's commit writes one page, the journal's leaf. (A row that counted
-//! the entries, as up to schema version 3, made that two pages, and two frames in the log to sync.)
+//! The hot path of an append is one `UPDATE runs` that both checks the fence, status and journal
+//! length and advances them, one `INSERT` per entry, and index rows only for entries that imply
+//! them. The checks are only spelled out when that `UPDATE` matches no row, to say why. The
+//! `UPDATE` names only the columns that change, so a step's commit writes two pages (the run's
+//! row and the journal's leaf), not four.
 
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::codec::{self, Failure, int, kind_name, status_name};
 use super::epochs::Epochs;
-use super::schema::journal_length;
 use crate::journal::{Op, RunId};
 use crate::store::{
     Created, Delivered, Delivery, DeliveryPayload, Fence, HookMeta, InboxLimits, IndexChanges, StoreError, Target,
@@ -66,8 +65,8 @@ pub(super) fn create_run(conn: &Connection, row: &NewRunRow, epochs: &Epochs) ->
 /// Inserts the run with its `RunStarted` entry, unclaimed, unless its id is taken; returns whether
 /// it did.
 fn insert_run(conn: &Connection, row: &NewRunRow) -> Result<bool, Failure> {
-    let sql = "INSERT INTO runs (id, workflow_id, tool, status, created_at) \
-               VALUES (?1, ?2, ?3, 'active', ?4) ON CONFLICT (id) DO NOTHING";
+    let sql = "INSERT INTO runs (id, workflow_id, tool, status, created_at, entries) \
+               VALUES (?1, ?2, ?3, 'active', ?4, 1) ON CONFLICT (id) DO NOTHING";
     let params = params![row.id.as_str(), row.workflow_id, row.tool, int(row.created_at)];
     if conn.prepare_cached(sql)?.execute(params)? == 0 {
         return Ok(false);
@@ -109,30 +108,34 @@ fn accept_notice(
     Ok(())
 }
 
-/// Checks the fence, then the status and length of the run, and writes its row only if the append
-/// changes its status or may have to clear its parked mark.
+/// Checks the fence, then the status and length of the run, advancing them in one statement.
 fn advance_run(conn: &Connection, rows: &AppendRows, epochs: &Epochs) -> Result<(), Failure> {
     let (current, unmarked) = epochs.current_and_unmarked(&rows.run);
     if current != rows.fence.epoch {
         return Err(fenced(conn, &rows.run, rows.fence, current)?.into());
     }
-    let run = &rows.run;
-    let (active, length) = current_row(conn, run)?;
-    if !active {
-        return Err(StoreError::RunFinished(run.clone()).into());
-    }
-    if length != rows.first_seq {
-        return Err(StoreError::SeqConflict { run: run.clone(), expected: rows.first_seq, actual: length }.into());
-    }
-    // SQLite rewrites every index on a column the `SET` names, even to the same value, so `status`
-    // and `parked` are each named only when they change.
-    if let Some(status) = rows.changes.status.map(status_name) {
-        conn.prepare_cached("UPDATE runs SET status = ?2 WHERE id = ?1")?.execute(params![run.as_str(), status])?;
+    // SQLite rewrites every index on a column the `SET` names, even to the same value: naming
+    // `status` and `parked` on every append wrote two index pages besides the row's, so they are
+    // named only when they change.
+    let (run, first, added) = (rows.run.as_str(), int(rows.first_seq), int(rows.entries.len() as u64));
+    let advanced = match rows.changes.status.map(status_name) {
+        None => {
+            let sql = "UPDATE runs SET entries = entries + ?3 WHERE id = ?1 AND entries = ?2 AND status = 'active'";
+            conn.prepare_cached(sql)?.execute(params![run, first, added])?
+        }
+        Some(status) => {
+            let sql = "UPDATE runs SET entries = entries + ?3, status = ?4 \
+                       WHERE id = ?1 AND entries = ?2 AND status = 'active'";
+            conn.prepare_cached(sql)?.execute(params![run, first, added, status])?
+        }
+    };
+    if advanced != 1 {
+        return Err(why_refused(conn, rows)?.into());
     }
     // The append clears the parked mark (see `Store::park`); the row is written only if it was set,
     // and the statement is spared when the run is known to have none (see `Epochs`).
     if !unmarked {
-        conn.prepare_cached("UPDATE runs SET parked = 0 WHERE id = ?1 AND parked = 1")?.execute([run.as_str()])?;
+        conn.prepare_cached("UPDATE runs SET parked = 0 WHERE id = ?1 AND parked = 1")?.execute(params![run])?;
     }
     Ok(())
 }
@@ -140,20 +143,34 @@ fn advance_run(conn: &Connection, rows: &AppendRows, epochs: &Epochs) -> Result<
 /// A fence that is not the current one: [`StoreError::Fenced`], or [`StoreError::RunFinished`] for a
 /// finished run (whose epoch is forgotten), or [`StoreError::RunNotFound`].
 fn fenced(conn: &Connection, run: &RunId, held: Fence, current: u64) -> Result<StoreError, Failure> {
-    let (active, _) = current_row(conn, run)?;
-    if !active {
+    let (status, _) = current_row(conn, run)?;
+    if status != "active" {
         return Ok(StoreError::RunFinished(run.clone()));
     }
     Ok(StoreError::Fenced { run: run.clone(), held: held.epoch, current })
 }
 
-/// Whether `run` is unfinished, and its journal's length, or [`StoreError::RunNotFound`].
-fn current_row(conn: &Connection, run: &RunId) -> Result<(bool, u64), Failure> {
-    let sql = concat!("SELECT status = 'active', ", journal_length!("?1"), " FROM runs WHERE id = ?1");
-    let row: Option<(bool, i64)> =
+/// Why [`advance_run`] matched no row, checked in the memory store's order.
+fn why_refused(conn: &Connection, rows: &AppendRows) -> Result<StoreError, Failure> {
+    let run = &rows.run;
+    let (status, actual) = current_row(conn, run)?;
+    let error = if status != "active" {
+        StoreError::RunFinished(run.clone())
+    } else if actual != rows.first_seq {
+        StoreError::SeqConflict { run: run.clone(), expected: rows.first_seq, actual }
+    } else {
+        StoreError::Backend(format!("run {run}'s append matched no row although every check passes"))
+    };
+    Ok(error)
+}
+
+/// The status and journal length of `run`, or [`StoreError::RunNotFound`].
+fn current_row(conn: &Connection, run: &RunId) -> Result<(String, u64), Failure> {
+    let sql = "SELECT status, entries FROM runs WHERE id = ?1";
+    let row: Option<(String, i64)> =
         conn.prepare_cached(sql)?.query_row([run.as_str()], |row| Ok((row.get(0)?, row.get(1)?))).optional()?;
-    let Some((active, length)) = row else { return Err(StoreError::RunNotFound(run.clone()).into()) };
-    Ok((active, codec::uint(length)?))
+    let Some((status, entries)) = row else { return Err(StoreError::RunNotFound(run.clone()).into()) };
+    Ok((status, codec::uint(entries)?))
 }
 
 fn insert_entries(conn: &Connection, run: &RunId, first_seq: u64, entries: &[String]) -> Result<(), Failure> {
@@ -236,8 +253,7 @@ pub(super) fn park(
     if epochs.current(run) != fence.epoch {
         return Ok(());
     }
-    let sql =
-        concat!("UPDATE runs SET parked = 1 WHERE id = ?1 AND status = 'active' AND ", journal_length!("?1"), " = ?2");
+    let sql = "UPDATE runs SET parked = 1 WHERE id = ?1 AND entries = ?2 AND status = 'active'";
     conn.prepare_cached(sql)?.execute(params![run.as_str(), int(next_seq)])?;
     Ok(())
 }
@@ -255,7 +271,7 @@ pub(super) fn continue_as_new(
     if current != fence.epoch {
         return Err(fenced(conn, run, fence, current)?.into());
     }
-    let sql = "UPDATE runs SET parked = 0 WHERE id = ?1 AND status = 'active'";
+    let sql = "UPDATE runs SET entries = 1, parked = 0 WHERE id = ?1 AND status = 'active'";
     if conn.prepare_cached(sql)?.execute([run.as_str()])? == 0 {
         current_row(conn, run)?;
         return Err(StoreError::RunFinished(run.clone()).into());
