@@ -37,25 +37,34 @@ pub struct TooDeep {
 }
 
 /// How deeply `value` nests arrays and objects (a scalar is 0), counting no further than `limit + 1`.
-/// Iterative, so a value of any depth is measured without recursion.
+/// Recursive, but never more than `limit + 1` calls deep: the walk stops as soon as it passes the
+/// limit, so a value of any depth is measured on a bounded stack, and without allocating (every
+/// step result is measured, and a heap stack was two allocations of each).
 pub fn depth(value: &Value, limit: usize) -> usize {
-    if !matches!(value, Value::Array(_) | Value::Object(_)) {
-        return 0;
+    match value {
+        Value::Array(items) => deepest(items.iter(), 1, limit),
+        Value::Object(fields) => deepest(fields.values(), 1, limit),
+        _ => 0,
     }
-    let mut deepest = 0;
-    let mut stack = vec![(value, 0usize)];
-    while let Some((value, level)) = stack.pop() {
-        match value {
-            Value::Array(items) => stack.extend(items.iter().map(|item| (item, level + 1))),
-            Value::Object(fields) => stack.extend(fields.values().map(|field| (field, level + 1))),
+}
+
+/// How deeply the `children` of a container at nesting `level` reach (the container's own level
+/// when none nests further), counting no further than `limit + 1`.
+fn deepest<'a>(children: impl Iterator<Item = &'a Value>, level: usize, limit: usize) -> usize {
+    let mut found = level;
+    for child in children {
+        if found > limit {
+            break;
+        }
+        // A scalar adds no level: only arrays and objects are walked into.
+        let reached = match child {
+            Value::Array(items) => deepest(items.iter(), level + 1, limit),
+            Value::Object(fields) => deepest(fields.values(), level + 1, limit),
             _ => continue,
-        }
-        deepest = deepest.max(level + 1);
-        if deepest > limit {
-            return deepest;
-        }
+        };
+        found = found.max(reached);
     }
-    deepest
+    found
 }
 
 /// Refuses `value` if it nests deeper than [`MAX_DEPTH`]; `what` names it in the error.
