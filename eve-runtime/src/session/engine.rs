@@ -511,8 +511,8 @@ impl<'c> Body<'c> {
                     object([("turnId", turn_id.clone()), ("text", text.as_str().into()), ("finishReason", finish)]);
                 self.emit("message.completed", data);
             }
-            Arc::make_mut(&mut self.messages).push(Message::Assistant { content: text, tool_calls: calls.clone() });
             if calls.is_empty() {
+                Arc::make_mut(&mut self.messages).push(Message::Assistant { content: text, tool_calls: calls });
                 if !held {
                     return Ok(());
                 }
@@ -528,7 +528,11 @@ impl<'c> Body<'c> {
                 })
                 .collect();
             self.emit("actions.requested", object([("turnId", turn_id), ("actions", actions.into())]));
-            self.dispatch(&calls, plain).await.map_err(|error| error.to_string())?;
+            // Nothing reads the conversation while the calls are dispatched, so the model's message
+            // joins it afterwards, taking the calls rather than a copy of them; then their results.
+            let answered = self.dispatch(&calls, plain).await;
+            Arc::make_mut(&mut self.messages).push(Message::Assistant { content: text, tool_calls: calls });
+            self.answer(answered.map_err(|error| error.to_string())?);
             if self.output.is_some() {
                 return Ok(());
             }
@@ -589,23 +593,27 @@ impl<'c> Body<'c> {
 
     // ---- tool calls
 
-    /// Dispatches one step's tool calls, waits for what the turn waits on, and appends their
-    /// results in call order (then any steering message, which the model reads next).
+    /// Dispatches one step's tool calls, waits for what the turn waits on, and returns their
+    /// results, by call id.
     async fn dispatch(
         &mut self,
         calls: &[ToolCall],
-        plain: BTreeMap<String, Result<Value, String>>,
-    ) -> Result<(), ToolError> {
+        mut plain: BTreeMap<String, Result<Value, String>>,
+    ) -> Result<BTreeMap<String, String>, ToolError> {
         let mut results: BTreeMap<String, String> = BTreeMap::new();
         let mut wait: Option<Option<u64>> = None;
-        for call in calls {
+        for (index, call) in calls.iter().enumerate() {
             let kind =
                 self.offered.iter().find(|tool| tool.spec.name == call.name).map(|tool| (tool.kind, tool.descriptor));
             let answer = match kind {
                 None => Some(Err(format!("there is no tool named `{}`", call.name))),
-                Some((Kind::Plain, _)) => Some(
-                    plain.get(&call.id).cloned().unwrap_or_else(|| Err("the tool did not run".into())).map(text_of),
-                ),
+                Some((Kind::Plain, _)) => {
+                    // Taken rather than copied, unless a later call has the same id (a script may
+                    // give one twice): then each of them is answered with it.
+                    let repeated = calls[index + 1..].iter().any(|later| later.id == call.id);
+                    let result = if repeated { plain.get(&call.id).cloned() } else { plain.remove(&call.id) };
+                    Some(result.unwrap_or_else(|| Err("the tool did not run".into())).map(text_of))
+                }
                 Some((Kind::Execute, Some(descriptor))) => self.execute(call, descriptor).await?,
                 Some((Kind::Task, Some(descriptor))) => {
                     Some(self.start_task(call, descriptor, TaskKind::Task, descriptor.name).await?)
@@ -640,15 +648,24 @@ impl<'c> Body<'c> {
             self.action_result(call, &Ok(answer.clone()));
             results.insert(call.id.clone(), answer);
         }
-        for call in calls {
-            if let Some(text) = results.remove(&call.id) {
-                Arc::make_mut(&mut self.messages).push(Message::Tool { call_id: call.id.clone(), content: text });
+        Ok(results)
+    }
+
+    /// Appends the results of the calls of the model's last message, in call order (each keeps
+    /// the call id it is keyed by), then any steering message, which the model reads next.
+    fn answer(&mut self, mut results: BTreeMap<String, String>) {
+        let messages = Arc::make_mut(&mut self.messages);
+        let asked = messages.len() - 1;
+        let Some(Message::Assistant { tool_calls, .. }) = messages.last() else { return };
+        for index in 0..tool_calls.len() {
+            let Message::Assistant { tool_calls, .. } = &messages[asked] else { break };
+            if let Some((call_id, content)) = results.remove_entry(&tool_calls[index].id) {
+                messages.push(Message::Tool { call_id, content });
             }
         }
         for text in std::mem::take(&mut self.steered) {
-            Arc::make_mut(&mut self.messages).push(Message::user(text));
+            messages.push(Message::user(text));
         }
-        Ok(())
     }
 
     /// `final_output`: refused while tasks work (the error names them); otherwise it is kept, and
