@@ -587,8 +587,7 @@ impl<'c> Body<'c> {
         self.emit("step.started", data);
         let request =
             Request { system: self.prompt.clone(), messages: self.messages.clone(), tools: self.specs.clone() };
-        let prefix = format!("{}-{}", self.ctx.run_id(), self.steps);
-        call_model(self.steps, request, self.plain.clone(), prefix, self.input.agent.clone()).await
+        call_model(self.steps, request, self.plain.clone(), self.input.agent.clone()).await
     }
 
     // ---- tool calls
@@ -1359,20 +1358,14 @@ struct Request {
     tools: Arc<[Arc<ToolSpec>]>,
 }
 
-fn call_model(
-    step: u64,
-    request: Request,
-    plain: Arc<[String]>,
-    prefix: String,
-    agent: Option<String>,
-) -> StepCall<ModelStep> {
-    StepCall::new(&MODEL_STEP, step, move |_: u64, ctx: StepCtx| {
+fn call_model(step: u64, request: Request, plain: Arc<[String]>, agent: Option<String>) -> StepCall<ModelStep> {
+    StepCall::new(&MODEL_STEP, step, move |step: u64, ctx: StepCtx| {
         let request = ModelRequest {
             system: request.system.to_string(),
             messages: request.messages.clone(),
             tools: request.tools.to_vec(),
         };
-        let (plain, prefix, agent) = (plain.clone(), prefix.clone(), agent.clone());
+        let (plain, agent) = (plain.clone(), agent.clone());
         async move {
             // An agent's own model, if it has one; the runtime's otherwise.
             let own = agent.and_then(|name| ctx.state::<Agents>().ok()?.model(&name));
@@ -1397,9 +1390,11 @@ fn call_model(
             })
             .await
             .map_err(model_error)?;
+            // Named by the run and the step (its argument), so a retried attempt names them again.
+            let run_name = run.as_ref().map_or("", RunId::as_str);
             for (index, call) in response.tool_calls.iter_mut().enumerate() {
                 if call.id.is_empty() {
-                    call.id = format!("{prefix}-{index}");
+                    call.id = format!("{run_name}-{step}-{index}");
                 }
             }
             let mut results = BTreeMap::new();
