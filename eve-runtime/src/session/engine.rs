@@ -1369,27 +1369,39 @@ fn call_model(step: u64, request: Request, plain: Arc<[String]>, agent: Option<S
         async move {
             // An agent's own model, if it has one; the runtime's otherwise.
             let own = agent.and_then(|name| ctx.state::<Agents>().ok()?.model(&name));
-            let model = match own {
-                Some(model) => model,
-                None => ctx.state::<SessionModel>().map(|model| model.0.clone()).map_err(|_| {
-                    FatalError::new("no model is configured: give the runtime one with RuntimeBuilder::model")
-                })?,
+            let (model, scripted) = match own {
+                Some(model) => (model, None),
+                None => {
+                    let session = ctx.state::<SessionModel>().map_err(|_| {
+                        FatalError::new("no model is configured: give the runtime one with RuntimeBuilder::model")
+                    })?;
+                    (session.model.clone(), session.scripted.clone())
+                }
             };
             let services = ctx.services().cloned();
             let run = ctx.run_id().cloned();
-            let stream = model.stream(&request).await.map_err(model_error)?;
-            let mut response = model::collect(stream, |text| {
-                if let (Some(services), Some(run)) = (&services, &run)
-                    && let Some(runtime) = Runtime::of(services)
-                {
-                    runtime
-                        .shared
-                        .events
-                        .emit(|| crate::events::RunEvent::ModelText { run: run.clone(), text: text.to_owned() });
+            let followed = || {
+                let runtime = services.as_ref().filter(|_| run.is_some()).and_then(|services| Runtime::of(services));
+                runtime.is_some_and(|runtime| runtime.shared.events.listening())
+            };
+            let answered = match scripted {
+                // Nobody would see the text stream by: the script's answer is taken whole.
+                Some(scripted) if !followed() => scripted.answer(&request).await,
+                _ => {
+                    let stream = model.stream(&request).await.map_err(model_error)?;
+                    model::collect(stream, |text| {
+                        if let (Some(services), Some(run)) = (&services, &run)
+                            && let Some(runtime) = Runtime::of(services)
+                        {
+                            let text =
+                                || crate::events::RunEvent::ModelText { run: run.clone(), text: text.to_owned() };
+                            runtime.shared.events.emit(text);
+                        }
+                    })
+                    .await
                 }
-            })
-            .await
-            .map_err(model_error)?;
+            };
+            let mut response = answered.map_err(model_error)?;
             // Named by the run and the step (its argument), so a retried attempt names them again.
             let run_name = run.as_ref().map_or("", RunId::as_str);
             for (index, call) in response.tool_calls.iter_mut().enumerate() {

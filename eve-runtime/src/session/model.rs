@@ -234,7 +234,19 @@ pub trait Model: Send + Sync + 'static {
 /// The model a runtime's sessions talk to, kept in the runtime's state
 /// (see [`RuntimeBuilder::model`](crate::RuntimeBuilder::model)).
 #[derive(Clone)]
-pub(crate) struct SessionModel(pub Arc<dyn Model>);
+pub(crate) struct SessionModel {
+    pub model: Arc<dyn Model>,
+    /// The same model when it is a [`ScriptedModel`]: a step asks it for its answer whole when
+    /// nobody follows the model's text as it streams (see [`ScriptedModel::answer`]).
+    pub scripted: Option<ScriptedModel>,
+}
+
+impl SessionModel {
+    pub fn new(model: impl Model) -> Self {
+        let scripted = (&model as &dyn std::any::Any).downcast_ref::<ScriptedModel>().cloned();
+        SessionModel { model: Arc::new(model), scripted }
+    }
+}
 
 /// Assembles a streamed answer, calling `on_text` with each piece of text as it arrives. A stream
 /// that ends without [`ModelDelta::Done`], or tool-call arguments that are not a JSON object, is
@@ -326,6 +338,37 @@ impl ScriptedModel {
     pub fn new(script: impl Fn(&ModelRequest) -> ModelResponse + Send + Sync + 'static) -> Self {
         ScriptedModel { script: Arc::new(script) }
     }
+
+    /// The answer to `request` exactly as [`collect`] assembles it from [`Model::stream`], for a
+    /// step no one follows the model's text of: without cutting its text into words and joining
+    /// them again, or printing its calls' arguments and parsing them back. Arguments that this
+    /// could change (a float, which serde_json parses back only to a near value, or nesting near
+    /// its depth limit) still go through the stream.
+    pub(crate) async fn answer(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        let response = (self.script)(request);
+        if !response.tool_calls.iter().all(|call| survives_text(&call.arguments, 0)) {
+            return collect(stream_of(response), |_| {}).await;
+        }
+        let mut calls = response.tool_calls.iter().enumerate();
+        if let Some((index, call)) = calls.find(|(_, call)| !call.arguments.is_object()) {
+            let name = &call.name;
+            return Err(ModelError::Malformed(format!(
+                "the arguments of tool call {index} (`{name}`) are not an object"
+            )));
+        }
+        Ok(response)
+    }
+}
+
+/// Whether `value` (at nesting `level`) is the same once printed as JSON text and parsed back:
+/// it holds no float, and nests well within serde_json's parsing limit.
+fn survives_text(value: &Value, level: usize) -> bool {
+    match value {
+        Value::Number(number) => !number.is_f64(),
+        Value::Array(items) => level < 64 && items.iter().all(|item| survives_text(item, level + 1)),
+        Value::Object(fields) => level < 64 && fields.values().all(|field| survives_text(field, level + 1)),
+        Value::Null | Value::Bool(_) | Value::String(_) => true,
+    }
 }
 
 impl fmt::Debug for ScriptedModel {
@@ -373,5 +416,23 @@ mod tests {
         let response = ModelResponse::text("one two three").and_call("x", json!({"a": 1}));
         let round = collect(stream_of(response.clone()), |_| {}).await.unwrap();
         assert_eq!(round, response);
+    }
+
+    #[tokio::test]
+    async fn a_scripted_answer_taken_whole_is_the_one_its_stream_assembles() {
+        let own_id = ToolCall { id: "own".into(), name: "y".into(), arguments: json!({}) };
+        let answers = [
+            ModelResponse::text(" one  two\nthree "),
+            ModelResponse::call("x", json!({"a": [1, {"b": null}], "c": "d", "n": -3})).and_text("Calling."),
+            ModelResponse::call("x", json!({"ratio": 0.1})),
+            ModelResponse::call("x", json!([1])),
+            ModelResponse { tool_calls: vec![own_id], ..ModelResponse::default() },
+        ];
+        let request = ModelRequest { system: String::new(), messages: Arc::new(Vec::new()), tools: Vec::new() };
+        for answer in answers {
+            let model = ScriptedModel::new(move |_| answer.clone());
+            let streamed = collect(model.stream(&request).await.unwrap(), |_| {}).await;
+            assert_eq!(model.answer(&request).await, streamed);
+        }
     }
 }
