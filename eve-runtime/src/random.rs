@@ -17,9 +17,17 @@ pub fn fill_random(bytes: &mut [u8]) {
 
 /// A fresh 256-bit nonce, base64url-encoded.
 pub fn nonce() -> String {
+    let mut text = String::new();
+    push_nonce(&mut text);
+    text
+}
+
+/// Appends a fresh nonce (see [`nonce`]) to `text`: an id that is a prefix and a nonce takes one
+/// allocation, not two.
+pub(crate) fn push_nonce(text: &mut String) {
     let mut bytes = [0u8; 32];
     fill_random(&mut bytes);
-    URL_SAFE_NO_PAD.encode(bytes)
+    URL_SAFE_NO_PAD.encode_string(bytes, text);
 }
 
 /// `bytes` as lowercase hex.

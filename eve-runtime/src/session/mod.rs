@@ -135,6 +135,9 @@ impl SessionOptions {
     }
 }
 
+/// The length of a message's delivery id: `message:` and a nonce (43 base64url characters).
+const MESSAGE_ID_LEN: usize = "message:".len() + 43;
+
 impl RuntimeBuilder {
     /// The model the runtime's sessions talk to. A session's model step fails with a clear error
     /// when none is set.
@@ -197,7 +200,10 @@ impl Session {
 
     /// Sends a message with its policy and caller.
     pub async fn send_message(&self, message: UserMessage) -> Result<(), Error> {
-        let id = format!("message:{}", crate::random::nonce());
+        // `message:` and a nonce, made in one allocation.
+        let mut id = String::with_capacity(MESSAGE_ID_LEN);
+        id.push_str("message:");
+        crate::random::push_nonce(&mut id);
         self.deliver(&id, SessionInbound::Message(message)).await
     }
 
