@@ -396,12 +396,14 @@ impl<'c> Body<'c> {
     /// Between two turns the run may continue as new (`Err` carries it out). Returns whether the
     /// session was closed and has ended.
     async fn turns_then_wait(&mut self, first: Option<UserMessage>) -> Result<bool, ToolError> {
+        // A turn's future is not boxed again here: `run` boxes this one, so a parked session
+        // carries neither, and a turn costs one allocation for its futures, not two.
         if let Some(message) = first {
-            Box::pin(self.turn(message)).await?;
+            self.turn(message).await?;
             self.continue_if_long()?;
         }
         while let Some(message) = self.queued.pop_front().filter(|_| !self.closing) {
-            Box::pin(self.turn(message)).await?;
+            self.turn(message).await?;
             self.continue_if_long()?;
         }
         if self.closing {
@@ -465,8 +467,10 @@ impl<'c> Body<'c> {
     async fn turn(&mut self, message: UserMessage) -> Result<(), ToolError> {
         self.turns += 1;
         let id = format!("turn-{}", self.turns);
-        self.turn = Some(Turn { id: id.clone(), caller: message.caller.clone(), cancelled: false });
-        self.emit("turn.started", object([("turnId", id.as_str().into())]));
+        // The event copies the id; the open turn keeps it, with the message's caller.
+        let started = object([("turnId", id.as_str().into())]);
+        self.turn = Some(Turn { id, caller: message.caller, cancelled: false });
+        self.emit("turn.started", started);
         self.compact();
         self.turn_starts.push_back(self.messages.len());
         Arc::make_mut(&mut self.messages).push(Message::user(message.text));
