@@ -534,7 +534,11 @@ impl<'c> Body<'c> {
             self.emit("actions.requested", object([("turnId", turn_id), ("actions", actions.into())]));
             // Nothing reads the conversation while the calls are dispatched, so the model's message
             // joins it afterwards, taking the calls rather than a copy of them; then their results.
-            let answered = self.dispatch(&calls, plain).await;
+            let answered = self.dispatch(&calls, plain).await.map(|mut results| {
+                // In call order, each result keeping the call id it is keyed by.
+                let in_order = calls.iter().filter_map(|call| results.remove_entry(&call.id));
+                in_order.map(|(call_id, content)| Message::Tool { call_id, content }).collect()
+            });
             Arc::make_mut(&mut self.messages).push(Message::Assistant { content: text, tool_calls: calls });
             self.answer(answered.map_err(|error| error.to_string())?);
             if self.output.is_some() {
@@ -654,21 +658,12 @@ impl<'c> Body<'c> {
         Ok(results)
     }
 
-    /// Appends the results of the calls of the model's last message, in call order (each keeps
-    /// the call id it is keyed by), then any steering message, which the model reads next.
-    fn answer(&mut self, mut results: BTreeMap<String, String>) {
+    /// Appends the results of the model's last calls, then any steering message, which the model
+    /// reads next.
+    fn answer(&mut self, results: Vec<Message>) {
         let messages = Arc::make_mut(&mut self.messages);
-        let asked = messages.len() - 1;
-        let Some(Message::Assistant { tool_calls, .. }) = messages.last() else { return };
-        for index in 0..tool_calls.len() {
-            let Message::Assistant { tool_calls, .. } = &messages[asked] else { break };
-            if let Some((call_id, content)) = results.remove_entry(&tool_calls[index].id) {
-                messages.push(Message::Tool { call_id, content });
-            }
-        }
-        for text in std::mem::take(&mut self.steered) {
-            messages.push(Message::user(text));
-        }
+        messages.extend(results);
+        messages.extend(std::mem::take(&mut self.steered).into_iter().map(Message::user));
     }
 
     /// `final_output`: refused while tasks work (the error names them); otherwise it is kept, and
@@ -1373,36 +1368,26 @@ fn call_model(step: u64, request: Request, plain: Arc<[String]>, agent: Option<S
         async move {
             // An agent's own model, if it has one; the runtime's otherwise.
             let own = agent.and_then(|name| ctx.state::<Agents>().ok()?.model(&name));
-            let (model, scripted) = match own {
-                Some(model) => (model, None),
-                None => {
-                    let session = ctx.state::<SessionModel>().map_err(|_| {
-                        FatalError::new("no model is configured: give the runtime one with RuntimeBuilder::model")
-                    })?;
-                    (session.model.clone(), session.scripted.clone())
-                }
+            let model = match own {
+                Some(model) => model,
+                None => ctx.state::<SessionModel>().map(|model| model.0.clone()).map_err(|_| {
+                    FatalError::new("no model is configured: give the runtime one with RuntimeBuilder::model")
+                })?,
             };
-            let services = ctx.services().cloned();
             let run = ctx.run_id().cloned();
-            let followed = || {
-                let runtime = services.as_ref().filter(|_| run.is_some()).and_then(|services| Runtime::of(services));
-                runtime.is_some_and(|runtime| runtime.shared.events.listening())
-            };
-            let answered = match scripted {
-                // Nobody would see the text stream by: the script's answer is taken whole.
-                Some(scripted) if !followed() => scripted.answer(&request).await,
-                _ => {
+            // Where the model's text goes as it streams: the runtime's events, if anyone listens.
+            let listening = run.as_ref().and_then(|run| {
+                let runtime = Runtime::of(ctx.services()?)?;
+                runtime.shared.events.listening().then(|| (runtime, run.clone()))
+            });
+            let answered = match &listening {
+                // Nobody would see the text stream by: the model may answer whole.
+                None => model.answer(&request).await,
+                Some((runtime, run)) => {
                     let stream = model.stream(&request).await.map_err(model_error)?;
-                    model::collect(stream, |text| {
-                        if let (Some(services), Some(run)) = (&services, &run)
-                            && let Some(runtime) = Runtime::of(services)
-                        {
-                            let text =
-                                || crate::events::RunEvent::ModelText { run: run.clone(), text: text.to_owned() };
-                            runtime.shared.events.emit(text);
-                        }
-                    })
-                    .await
+                    let text =
+                        |text: &str| crate::events::RunEvent::ModelText { run: run.clone(), text: text.to_owned() };
+                    model::collect(stream, |piece| runtime.shared.events.emit(|| text(piece))).await
                 }
             };
             let mut response = answered.map_err(model_error)?;

@@ -42,6 +42,8 @@ pub mod openai;
 pub mod strings;
 mod tasks;
 
+use std::sync::Arc;
+
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use serde_json::Value;
@@ -142,7 +144,7 @@ impl RuntimeBuilder {
     /// The model the runtime's sessions talk to. A session's model step fails with a clear error
     /// when none is set.
     pub fn model(self, model: impl Model) -> Self {
-        self.state(SessionModel::new(model))
+        self.state(SessionModel(Arc::new(model)))
     }
 }
 

@@ -229,24 +229,19 @@ pub type ModelStream = BoxStream<'static, Result<ModelDelta, ModelError>>;
 pub trait Model: Send + Sync + 'static {
     /// Starts answering `request`; the answer arrives as deltas ending with [`ModelDelta::Done`].
     async fn stream(&self, request: &ModelRequest) -> Result<ModelStream, ModelError>;
+
+    /// The whole answer to `request`, for a step whose text nobody follows as it streams. It must
+    /// be what [`collect`] assembles from [`stream`](Model::stream), which is what it does unless
+    /// a model can answer whole more cheaply (as [`ScriptedModel`] does).
+    async fn answer(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        collect(self.stream(request).await?, |_| {}).await
+    }
 }
 
 /// The model a runtime's sessions talk to, kept in the runtime's state
 /// (see [`RuntimeBuilder::model`](crate::RuntimeBuilder::model)).
 #[derive(Clone)]
-pub(crate) struct SessionModel {
-    pub model: Arc<dyn Model>,
-    /// The same model when it is a [`ScriptedModel`]: a step asks it for its answer whole when
-    /// nobody follows the model's text as it streams (see [`ScriptedModel::answer`]).
-    pub scripted: Option<ScriptedModel>,
-}
-
-impl SessionModel {
-    pub fn new(model: impl Model) -> Self {
-        let scripted = (&model as &dyn std::any::Any).downcast_ref::<ScriptedModel>().cloned();
-        SessionModel { model: Arc::new(model), scripted }
-    }
-}
+pub(crate) struct SessionModel(pub Arc<dyn Model>);
 
 /// Assembles a streamed answer, calling `on_text` with each piece of text as it arrives. A stream
 /// that ends without [`ModelDelta::Done`], or tool-call arguments that are not a JSON object, is
@@ -283,15 +278,19 @@ pub async fn collect(mut stream: ModelStream, mut on_text: impl FnMut(&str)) -> 
                 ModelError::Malformed(format!("the arguments of tool call {index} (`{name}`) are not JSON: {error}"))
             })?
         };
-        if !arguments.is_object() {
-            return Err(ModelError::Malformed(format!(
-                "the arguments of tool call {index} (`{name}`) are not an object"
-            )));
-        }
+        check_arguments(index, &name, &arguments)?;
         response.tool_calls.push(ToolCall { id: id.unwrap_or_default(), name, arguments });
     }
     response.finish_reason = reason;
     Ok(response)
+}
+
+/// Refuses the arguments of tool call `index` (`name`) unless they are a JSON object.
+fn check_arguments(index: usize, name: &str, arguments: &Value) -> Result<(), ModelError> {
+    if arguments.is_object() {
+        return Ok(());
+    }
+    Err(ModelError::Malformed(format!("the arguments of tool call {index} (`{name}`) are not an object")))
 }
 
 /// The deltas of a whole answer: its text in word-sized pieces, then its calls, then `Done`.
@@ -338,26 +337,6 @@ impl ScriptedModel {
     pub fn new(script: impl Fn(&ModelRequest) -> ModelResponse + Send + Sync + 'static) -> Self {
         ScriptedModel { script: Arc::new(script) }
     }
-
-    /// The answer to `request` exactly as [`collect`] assembles it from [`Model::stream`], for a
-    /// step no one follows the model's text of: without cutting its text into words and joining
-    /// them again, or printing its calls' arguments and parsing them back. Arguments that this
-    /// could change (a float, which serde_json parses back only to a near value, or nesting near
-    /// its depth limit) still go through the stream.
-    pub(crate) async fn answer(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
-        let response = (self.script)(request);
-        if !response.tool_calls.iter().all(|call| survives_text(&call.arguments, 0)) {
-            return collect(stream_of(response), |_| {}).await;
-        }
-        let mut calls = response.tool_calls.iter().enumerate();
-        if let Some((index, call)) = calls.find(|(_, call)| !call.arguments.is_object()) {
-            let name = &call.name;
-            return Err(ModelError::Malformed(format!(
-                "the arguments of tool call {index} (`{name}`) are not an object"
-            )));
-        }
-        Ok(response)
-    }
 }
 
 /// Whether `value` (at nesting `level`) is the same once printed as JSON text and parsed back:
@@ -381,6 +360,21 @@ impl fmt::Debug for ScriptedModel {
 impl Model for ScriptedModel {
     async fn stream(&self, request: &ModelRequest) -> Result<ModelStream, ModelError> {
         Ok(stream_of((self.script)(request)))
+    }
+
+    /// The script's answer as it is, without cutting its text into words and joining them again,
+    /// or printing its calls' arguments and parsing them back. Arguments that this could change (a
+    /// float, which serde_json parses back only to a near value, or nesting near its depth limit)
+    /// still go through the stream.
+    async fn answer(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        let response = (self.script)(request);
+        if !response.tool_calls.iter().all(|call| survives_text(&call.arguments, 0)) {
+            return collect(stream_of(response), |_| {}).await;
+        }
+        for (index, call) in response.tool_calls.iter().enumerate() {
+            check_arguments(index, &call.name, &call.arguments)?;
+        }
+        Ok(response)
     }
 }
 
