@@ -285,6 +285,12 @@ impl<T: DeserializeOwned> Hook<T> {
     }
 
     pub(crate) fn poll_payload(&mut self, cx: &mut Context<'_>) -> Poll<Result<T, HookError>> {
+        // Decoding runs user `Deserialize` code, so it happens after the core's lock is released.
+        self.poll_delivered(cx).map(|payload| decode(payload?))
+    }
+
+    /// The next payload as it was delivered, not yet decoded.
+    fn poll_delivered(&mut self, cx: &mut Context<'_>) -> Poll<Result<Value, HookError>> {
         let (core, op) = match &self.state {
             HookState::Durable { core, op } => (core, *op),
             HookState::Failed(error) => return Poll::Ready(Err(error.clone())),
@@ -307,8 +313,15 @@ impl<T: DeserializeOwned> Hook<T> {
                 }
             }
         };
-        // Decoding runs user `Deserialize` code, so it happens after the core's lock is released.
-        Poll::Ready(decode(payload))
+        Poll::Ready(Ok(payload))
+    }
+}
+
+impl Hook<Value> {
+    /// Waits for the next payload, taken as it was delivered: decoding a `Value` into a `Value`
+    /// would only build the same tree again.
+    pub(crate) fn recv_value(&mut self) -> impl Future<Output = Result<Value, HookError>> + Send + '_ {
+        std::future::poll_fn(move |cx| self.poll_delivered(cx))
     }
 }
 

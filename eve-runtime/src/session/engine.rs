@@ -164,6 +164,17 @@ fn parse(payload: Value) -> Option<Inbound> {
     if payload.get("child").is_some() {
         return serde_json::from_value(payload).ok().map(Inbound::Report);
     }
+    // A message, the common case, is read straight into its struct: read as the tagged enum, its
+    // fields would first be buffered, then read again. The tag is a field the struct ignores.
+    if payload.get("type").and_then(Value::as_str) == Some("message") {
+        return match serde_json::from_value(payload) {
+            Ok(message) => Some(Inbound::Message(message)),
+            Err(error) => {
+                tracing::warn!("a session received something it cannot read: {error}");
+                None
+            }
+        };
+    }
     match serde_json::from_value(payload) {
         Ok(SessionInbound::Message(message)) => Some(Inbound::Message(message)),
         Ok(SessionInbound::Cancel) => Some(Inbound::Cancel),
@@ -342,7 +353,8 @@ impl<'c> Body<'c> {
             children: self.children,
             feed: self.feed,
         };
-        let next = SessionInput { carried: Some(Box::new(carried)), ..self.input.clone() };
+        // The body ends with this history, so its input is taken, not copied.
+        let next = SessionInput { carried: Some(Box::new(carried)), ..std::mem::take(&mut self.input) };
         let journaled =
             serde_json::to_value(&next).map_err(|error| ToolError::new(format!("a session's state: {error}")))?;
         // The new history's body takes `next` itself; only a restart decodes the journaled copy,
@@ -419,10 +431,10 @@ impl<'c> Body<'c> {
     async fn next(&mut self) -> Option<Inbound> {
         loop {
             let received = match self.stopping.iter().map(|stop| stop.deadline).min() {
-                None => self.inbox.recv().await,
+                None => self.inbox.recv_value().await,
                 Some(deadline) => {
                     let overdue = sleep_until(deadline);
-                    match futures::future::select(Box::pin(self.inbox.recv()), overdue).await {
+                    match futures::future::select(Box::pin(self.inbox.recv_value()), overdue).await {
                         Either::Left((received, _)) => received,
                         Either::Right(_) => return Some(Inbound::Overdue),
                     }
@@ -441,7 +453,7 @@ impl<'c> Body<'c> {
     /// The next thing the hook holds already, without waiting.
     async fn next_ready(&mut self) -> Option<Inbound> {
         loop {
-            match futures::poll!(self.inbox.recv()) {
+            match futures::poll!(self.inbox.recv_value()) {
                 std::task::Poll::Ready(Ok(payload)) => match parse(payload) {
                     Some(inbound) => return Some(inbound),
                     None => continue,
@@ -679,11 +691,11 @@ impl<'c> Body<'c> {
 
     fn action_result(&mut self, call: &ToolCall, answer: &Result<String, String>) {
         let (id, name) = (call.id.as_str().into(), call.name.as_str().into());
-        let mut data = object([("turnId", self.turn_id()), ("callId", id), ("name", name)]);
-        match answer {
-            Ok(output) => data["output"] = Value::from(output.clone()),
-            Err(error) => data["error"] = Value::from(error.clone()),
-        }
+        let (field, text) = match answer {
+            Ok(output) => ("output", output),
+            Err(error) => ("error", error),
+        };
+        let data = object([("turnId", self.turn_id()), ("callId", id), ("name", name), (field, text.as_str().into())]);
         self.emit("action.result", data);
     }
 

@@ -33,7 +33,8 @@ pub struct SessionEvent {
 impl SessionEvent {
     /// The event a published value holds, if it is one.
     pub(crate) fn from_published(value: &Value) -> Option<SessionEvent> {
-        serde_json::from_value(value.clone()).ok()
+        // Read from the borrowed value: only the event's own fields are copied, not the whole map.
+        SessionEvent::deserialize(value).ok()
     }
 
     /// A field of the event's data, as text.
