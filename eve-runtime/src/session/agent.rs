@@ -421,7 +421,7 @@ static SEND_STEP: StepDef = StepDef::new("eve_runtime::agent::send", "agent.send
 
 /// Delivers a message, a cancel or the close to the agent's session, once per delivery id.
 fn send(session: RunId, delivery: String, inbound: SessionInbound) -> StepCall<()> {
-    let payload = inbound.into_payload();
+    let payload = serde_json::to_value(inbound).expect("what a session receives always serializes");
     StepCall::new(
         &SEND_STEP,
         (session, delivery, payload),

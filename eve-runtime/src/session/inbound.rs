@@ -2,7 +2,6 @@
 //! open turn.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
 
 /// What a message does when a turn is open.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,52 +61,4 @@ pub(crate) enum SessionInbound {
     Cancel,
     /// The end of the session: every task ends.
     Close,
-}
-
-impl SessionInbound {
-    /// What the session's hook is delivered: the value serde makes of `self`, built with the
-    /// message's text and caller moved in rather than copied.
-    pub(crate) fn into_payload(self) -> Value {
-        let mut payload = Map::new();
-        let tag = match self {
-            SessionInbound::Message(UserMessage { text, turn_policy, caller }) => {
-                payload.insert("text".into(), Value::String(text));
-                let policy = match turn_policy {
-                    TurnPolicy::Steer => "steer",
-                    TurnPolicy::Queue => "queue",
-                };
-                payload.insert("turnPolicy".into(), policy.into());
-                if let Some(caller) = caller {
-                    payload.insert("caller".into(), Value::String(caller));
-                }
-                "message"
-            }
-            SessionInbound::Cancel => "cancel",
-            SessionInbound::Close => "close",
-        };
-        payload.insert("type".into(), tag.into());
-        Value::Object(payload)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A payload built by hand is the one serde makes, for every kind of inbound and message.
-    #[test]
-    fn a_payload_is_what_serde_makes_of_it() {
-        let message = UserMessage::new("Is api healthy?");
-        let inbounds = [
-            SessionInbound::Message(message.clone()),
-            SessionInbound::Message(message.clone().policy(TurnPolicy::Queue).caller("ops")),
-            SessionInbound::Message(message.caller("")),
-            SessionInbound::Cancel,
-            SessionInbound::Close,
-        ];
-        for inbound in inbounds {
-            let expected = serde_json::to_value(&inbound).expect("an inbound serializes");
-            assert_eq!(inbound.into_payload(), expected);
-        }
-    }
 }

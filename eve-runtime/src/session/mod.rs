@@ -255,7 +255,7 @@ impl Session {
     }
 
     async fn deliver(&self, delivery_id: &str, inbound: SessionInbound) -> Result<(), Error> {
-        let payload = inbound.into_payload();
+        let payload: Value = serde_json::to_value(inbound).expect("what a session receives always serializes");
         match self.runtime.deliver_to(&self.id, SESSION_HOOK, delivery_id, payload).await {
             // The run exists but took nothing: it has finished.
             Err(Error::RunNotFound(_)) if self.runtime.journal(&self.id).await.is_ok() => {
