@@ -15,8 +15,8 @@ use std::task::{Context, Poll, Waker};
 use futures::future::BoxFuture;
 
 use super::Engine;
-use super::core::{Resume, Slot};
-use super::core::{RetryPolicy, StepAttempt};
+use super::core::{AttemptFn, Resume, Slot};
+use super::core::{RetryPolicy, StepAttempt, StepDef};
 use super::{Attempt, Driver};
 use crate::error::{FatalError, StepError};
 use crate::events::RunEvent;
@@ -30,6 +30,15 @@ fn journalable(value: serde_json::Value, step: &str) -> Result<serde_json::Value
     crate::journal::depth::check(&value, || format!("the result of step `{step}`"))
         .map(|()| value)
         .map_err(|too_deep| FatalError::new(too_deep).into())
+}
+
+/// A step that started: the function that runs its attempts, and what its entries record about
+/// it. The driver keeps these itself until the step completes, so recording an attempt does not
+/// lock the run's core to read the step's slot.
+pub(super) struct StartedStep {
+    pub attempt: AttemptFn,
+    pub def: &'static StepDef,
+    pub input_hash: InputHash,
 }
 
 /// A step waiting for a sign-in callback.
@@ -82,17 +91,20 @@ impl Driver {
         let mut polled = std::mem::take(&mut self.spare.polled);
         std::mem::swap(&mut polled, &mut self.core.lock().polled);
         for &op in &polled {
-            let (exec, resume, completed) = {
+            let (started, resume) = {
                 let mut state = self.core.lock();
                 let completed = state.index.completed.contains_key(&op);
                 let resume = state.index.resume.get(&op).cloned();
                 let Some(Slot::Step(step)) = state.ops.get_mut(op.0 as usize).map(|slot| &mut slot.slot) else {
                     continue;
                 };
-                (step.attempt.take(), resume, completed || step.outcome.is_some())
+                let completed = completed || step.outcome.is_some();
+                let (def, input_hash) = (step.def, step.input_hash);
+                let started = step.attempt.take().filter(|_| !completed);
+                (started.map(|attempt| StartedStep { attempt, def, input_hash }), resume)
             };
-            let Some(exec) = exec.filter(|_| !completed) else { continue };
-            self.execs.insert(op, exec);
+            let Some(started) = started else { continue };
+            self.execs.insert(op, started);
             match resume {
                 Some(Resume::Retry { next, due }) if due > rt.services.clock.now() => {
                     self.wait_to_retry(rt, op, next, due)
@@ -116,9 +128,9 @@ impl Driver {
 
     /// Starts attempt `number` of the step at `op`.
     pub(super) fn start_attempt(&mut self, rt: &Engine, op: Op, number: u32) {
-        let exec = self.execs.get_mut(&op).expect("a step's attempt function is kept until it completes");
-        let future = exec(StepAttempt { core: self.core.clone(), op, number });
-        let (name, _, _) = self.step_info(op);
+        let step = self.execs.get_mut(&op).expect("a step's attempt function is kept until it completes");
+        let future = (step.attempt)(StepAttempt { core: self.core.clone(), op, number });
+        let name = step.def.name();
         self.in_flight.insert(op, (number, std::time::Instant::now()));
         let run = &self.core.run;
         rt.events.emit(|| RunEvent::StepStarted { run: run.clone(), op, step: name.to_owned(), attempt: number });
@@ -137,8 +149,12 @@ impl Driver {
     /// The entry recording a finished attempt, and what the step waits for next, if anything.
     pub(super) fn attempt_finished(&mut self, rt: &Engine, Attempt { op, attempt, result }: Attempt) -> Option<Entry> {
         // A stale attempt (the step was restarted since) records nothing.
-        let &(_, started) = self.in_flight.get(&op).filter(|(running, _)| *running == attempt)?;
-        self.in_flight.remove(&op);
+        // One lookup finds the attempt and removes it.
+        let std::collections::hash_map::Entry::Occupied(running) = self.in_flight.entry(op) else { return None };
+        if running.get().0 != attempt {
+            return None;
+        }
+        let (_, started) = running.remove();
         let took = Some(started.elapsed().as_millis() as u64);
         let signed_in = self.signed_in.remove(&op);
         let error = match result.and_then(|value| journalable(value, self.step_info(op).0)) {
@@ -184,8 +200,13 @@ impl Driver {
     /// Records the step's outcome for good, with how long its last attempt ran. `step.succeeded`
     /// or `step.failed` is published once the entry is durable.
     fn complete(&mut self, op: Op, attempt: u32, outcome: StepOutcome, took_ms: Option<u64>) -> Entry {
-        self.execs.remove(&op);
-        let (name, input_hash, _) = self.step_info(op);
+        let (name, input_hash) = match self.execs.remove(&op) {
+            Some(step) => (step.def.name(), step.input_hash),
+            None => {
+                let (name, input_hash, _) = self.step_info(op);
+                (name, input_hash)
+            }
+        };
         Entry::StepCompleted { op, name: name.into(), input_hash, attempt, outcome, took_ms }
     }
 
@@ -236,6 +257,10 @@ impl Driver {
     /// What waits for the last append to be durable: publishing new sign-in URLs, and restarting
     /// the attempts whose sign-in completed.
     pub(super) fn after_append(&mut self, rt: &Engine) {
+        if self.announce_after_append.is_empty() && self.restart_after_append.is_empty() {
+            // The common case: nothing waited for this append.
+            return;
+        }
         for (op, provider, nonce) in std::mem::take(&mut self.announce_after_append) {
             self.announce_sign_in(rt, op, &provider, &nonce);
         }
@@ -266,16 +291,20 @@ impl Driver {
         waiting
             .into_iter()
             .map(|(op, attempt, message)| {
-                self.execs.remove(&op);
                 let (name, input_hash, _) = self.step_info(op);
+                self.execs.remove(&op);
                 let outcome = StepOutcome::Err { fatal: true, message: message.to_owned() };
                 Entry::StepCompleted { op, name: name.into(), input_hash, attempt, outcome, took_ms: None }
             })
             .collect()
     }
 
-    /// The step's name, input hash and policy.
+    /// The step's name, input hash and policy: kept with its attempt function while it runs,
+    /// read from its slot otherwise.
     pub(super) fn step_info(&self, op: Op) -> (&'static str, InputHash, RetryPolicy) {
+        if let Some(step) = self.execs.get(&op) {
+            return (step.def.name(), step.input_hash, step.def.policy());
+        }
         let state = self.core.lock();
         let Some(Slot::Step(step)) = state.ops.get(op.0 as usize).map(|slot| &slot.slot) else {
             unreachable!("attempts run only for ops created as steps")

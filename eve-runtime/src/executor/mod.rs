@@ -62,7 +62,7 @@ use serde_json::Value;
 use tokio::sync::{Notify, mpsc};
 
 pub(crate) use self::core::Services;
-use self::core::{AttemptFn, Mode, OpMap, ReplayIndex, RunCore, Started};
+use self::core::{Mode, OpMap, ReplayIndex, RunCore, Started};
 use crate::auth::Principal;
 use crate::error::{StepError, StoreError, ToolError};
 use crate::events::RunEvent;
@@ -230,8 +230,8 @@ pub(crate) struct Driver {
     /// not allocate them anew; a run that goes idle drops them, and `pending`'s (see
     /// [`Driver::shed`]).
     spare: Spare,
-    /// Attempt functions of steps that started, by op.
-    execs: OpMap<AttemptFn>,
+    /// Steps that started and have not completed, with their attempt functions, by op.
+    execs: OpMap<attempts::StartedStep>,
     /// The attempt currently running and when it started (monotonic: a duration, not a date), by op.
     in_flight: OpMap<(u32, std::time::Instant)>,
     /// Steps waiting for a sign-in callback.
@@ -559,8 +559,7 @@ impl Driver {
                 return self.end_cancelled(rt).await.map(Advanced::Finished);
             }
             self.poll_body();
-            self.take_records();
-            if !self.core.lock().withdrawals.is_empty() {
+            if self.take_records() {
                 // A withdrawal lands in the commit of what the body did as it withdrew (a resumable
                 // task's reply): the inbox is read first, so an answer that arrived before it wins.
                 self.take_in(rt, vec![Event::Msg(Msg::Inbox)]).await?;
@@ -617,7 +616,10 @@ impl Driver {
             events.push(Event::Msg(msg));
         }
         events.extend(self.ended.drain(..).map(Event::Attempt));
-        while let Some(Some(attempt)) = self.attempts.next().now_or_never() {
+        // An empty set is not polled: nothing in it can be ready.
+        while !self.attempts.is_empty()
+            && let Some(Some(attempt)) = self.attempts.next().now_or_never()
+        {
             events.push(Event::Attempt(attempt));
         }
         events.extend(self.due_timers.drain(..).map(|op| Event::Msg(Msg::Timer(op, TimerKind::Sleep))));
@@ -705,15 +707,20 @@ impl Driver {
     }
 
     /// Moves the records the body produced since the last look into the pending entries, with
-    /// the runs they start.
-    fn take_records(&mut self) {
+    /// the runs they start. Returns whether the body withdrew questions the driver has yet to
+    /// resolve (read under the same lock, which the loop would otherwise take again).
+    fn take_records(&mut self) -> bool {
         let mut state = self.core.lock();
-        // Taken rather than drained, so a parked run keeps no spare capacity.
-        self.pending.extend(std::mem::take(&mut state.outbox));
+        // Taken rather than drained, so a parked run keeps no spare capacity. An empty outbox
+        // holds no buffer, so it is left alone.
+        if !state.outbox.is_empty() {
+            self.pending.extend(std::mem::take(&mut state.outbox));
+        }
         if !state.starts.is_empty() {
             self.pending_runs.append(&mut state.starts);
             self.pending_run_notices.append(&mut state.start_notices);
         }
+        !state.withdrawals.is_empty()
     }
 
     /// Drops what is pending: it will never be journaled.
