@@ -851,6 +851,10 @@ impl Driver {
     fn publish_new_waits(&mut self, rt: &Engine) {
         let (timers, asks) = {
             let mut state = self.core.lock();
+            if state.new_timers.is_empty() && state.new_asks.is_empty() {
+                // The common case: the body created no sleep and no question since the last look.
+                return;
+            }
             (std::mem::take(&mut state.new_timers), std::mem::take(&mut state.new_asks))
         };
         for (op, deadline) in timers {
