@@ -200,13 +200,8 @@ impl Driver {
     /// Records the step's outcome for good, with how long its last attempt ran. `step.succeeded`
     /// or `step.failed` is published once the entry is durable.
     fn complete(&mut self, op: Op, attempt: u32, outcome: StepOutcome, took_ms: Option<u64>) -> Entry {
-        let (name, input_hash) = match self.execs.remove(&op) {
-            Some(step) => (step.def.name(), step.input_hash),
-            None => {
-                let (name, input_hash, _) = self.step_info(op);
-                (name, input_hash)
-            }
-        };
+        let (name, input_hash, _) = self.step_info(op);
+        self.execs.remove(&op);
         Entry::StepCompleted { op, name: name.into(), input_hash, attempt, outcome, took_ms }
     }
 

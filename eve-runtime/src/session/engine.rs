@@ -166,24 +166,16 @@ fn parse(payload: Value) -> Option<Inbound> {
     }
     // A message, the common case, is read straight into its struct: read as the tagged enum, its
     // fields would first be buffered, then read again. The tag is a field the struct ignores.
-    if payload.get("type").and_then(Value::as_str) == Some("message") {
-        return match serde_json::from_value(payload) {
-            Ok(message) => Some(Inbound::Message(message)),
-            Err(error) => {
-                tracing::warn!("a session received something it cannot read: {error}");
-                None
-            }
-        };
-    }
-    match serde_json::from_value(payload) {
-        Ok(SessionInbound::Message(message)) => Some(Inbound::Message(message)),
-        Ok(SessionInbound::Cancel) => Some(Inbound::Cancel),
-        Ok(SessionInbound::Close) => Some(Inbound::Close),
-        Err(error) => {
-            tracing::warn!("a session received something it cannot read: {error}");
-            None
-        }
-    }
+    let parsed = if payload.get("type").and_then(Value::as_str) == Some("message") {
+        serde_json::from_value(payload).map(Inbound::Message)
+    } else {
+        serde_json::from_value(payload).map(|inbound| match inbound {
+            SessionInbound::Message(message) => Inbound::Message(message),
+            SessionInbound::Cancel => Inbound::Cancel,
+            SessionInbound::Close => Inbound::Close,
+        })
+    };
+    parsed.map_err(|error| tracing::warn!("a session received something it cannot read: {error}")).ok()
 }
 
 /// How a tool offered to the model is called.
