@@ -200,9 +200,16 @@ impl Driver {
     /// Records the step's outcome for good, with how long its last attempt ran. `step.succeeded`
     /// or `step.failed` is published once the entry is durable.
     fn complete(&mut self, op: Op, attempt: u32, outcome: StepOutcome, took_ms: Option<u64>) -> Entry {
-        let (name, input_hash, _) = self.step_info(op);
-        self.execs.remove(&op);
-        Entry::StepCompleted { op, name: name.into(), input_hash, attempt, outcome, took_ms }
+        // Only an attempt in flight completes, and its step is kept from its start until here.
+        let step = self.execs.remove(&op).expect("a step's attempt function is kept until it completes");
+        Entry::StepCompleted {
+            op,
+            name: step.def.name().into(),
+            input_hash: step.input_hash,
+            attempt,
+            outcome,
+            took_ms,
+        }
     }
 
     /// Parks attempt `next` of the step at `op` until `due`; the timer service wakes the run.
