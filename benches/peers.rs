@@ -15,9 +15,9 @@
 //! Each shape runs on a fresh store file (opening, copying and closing are not timed), on a
 //! 2-worker Tokio runtime, `EVE_PEERS_ITERATIONS` times (default 5); the median is printed. The
 //! raw single-insert commit rate of the same disk (rusqlite, WAL, `synchronous=FULL`, its log
-//! through its first checkpoint) is measured before and after, as in the `sqlite` bench. eve commits every step with an fsync
-//! (`synchronous=FULL`); duroxide's provider runs `synchronous` at SQLite's `NORMAL` level in WAL
-//! mode, which does not sync on commit.
+//! through its first checkpoint) is measured before and after, as in the `sqlite` bench. eve
+//! commits every step with an fsync (`synchronous=FULL`); duroxide's provider runs `synchronous`
+//! at SQLite's `NORMAL` level in WAL mode, which does not sync on commit.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -166,13 +166,14 @@ fn raw_rate(dir: &Path, commits: u64) -> f64 {
         .expect("the table is created");
     let mut insert = conn.prepare("INSERT INTO rows (entry) VALUES (?1)").expect("prepares");
     let row = "x".repeat(130);
-    for _ in 0..size(WARM_LOG_COMMITS, 20) {
-        insert.execute([&row]).expect("inserts");
-    }
+    let mut commit = |count: u64| {
+        for _ in 0..count {
+            insert.execute([&row]).expect("inserts");
+        }
+    };
+    commit(size(WARM_LOG_COMMITS, 20));
     let start = Instant::now();
-    for _ in 0..commits {
-        insert.execute([&row]).expect("inserts");
-    }
+    commit(commits);
     commits as f64 / start.elapsed().as_secs_f64()
 }
 
