@@ -200,8 +200,9 @@ fn a_newer_schema_version_is_refused() {
     assert_eq!(version, 99, "the refused file is left as it was");
 }
 
-/// A file written by the previous schema version (1: no parked mark, no hook column in the inbox)
-/// is migrated at open, in place, and everything in it reads back.
+/// A file written by the first schema version (1: no parked mark, no hook column in the inbox, the
+/// journal's length kept in the run's row) is migrated at open, in place, and everything in it
+/// reads back.
 #[tokio::test]
 async fn a_file_of_the_previous_schema_version_is_migrated_at_open() {
     let dir = tempfile::tempdir().expect("a temporary directory");
@@ -216,12 +217,13 @@ async fn a_file_of_the_previous_schema_version_is_migrated_at_open() {
     let record = store.load(&"old-run".parse().unwrap()).await.expect("load").expect("the run is there");
     assert_eq!(record.entries, vec![new_run("old-run", json!({"from": "v1"})).started_entry()]);
     assert!(!record.summary.parked, "runs from before the mark count as not parked");
+    assert_eq!(record.summary.entries, 1, "the run's length is its journal's");
     let recovery = store.recovery().await.expect("recovery reads");
     assert_eq!(recovery.runnable, vec!["old-run".parse::<RunId>().unwrap()], "so they are loaded at start-up");
     drop(store);
     let conn = rusqlite::Connection::open(&path).expect("the file opens in plain SQLite");
     let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0)).expect("readable");
-    assert_eq!(version, 3, "the file now has the current version");
+    assert_eq!(version, 4, "the file now has the current version");
 }
 
 /// The schema eve wrote as version 1.

@@ -1,5 +1,5 @@
-//! The current claim epoch of each run, in memory, and whether the run is known not to be marked
-//! parked.
+//! The current claim epoch of each run, in memory, whether the run is known not to be marked
+//! parked, and the length of its journal when this process knows it.
 //!
 //! Only one process uses a store file at a time (it holds the file lock), so fences need only
 //! hold within this process. A run absent from the map was not claimed since the store opened, or
@@ -11,6 +11,17 @@
 //! append of the current claim that committed, until a park of it is asked for or it is claimed
 //! again. Anything else, a run read from the file after a start included, counts as marked, and
 //! its next append clears the mark in the file.
+//!
+//! An append must start where the journal ends, and only in an unfinished run. The file says both
+//! (the run's status, and the journal's last `seq`), but reading them on every append cost as much
+//! as the row that kept the length before schema version 4. So the map also keeps the length of
+//! an unfinished run's journal, as this process last read it (a claim) or made it (a creation, an
+//! append or a continue-as-new that committed) under the current claim. It is never longer than
+//! the file's: it grows only after a commit, and a claim's read is a snapshot. An append that
+//! starts at the known length needs no read; any other, and any append of a run whose length is
+//! not known, is checked against the file. Should the file have grown past the known length (an
+//! append under an older claim that passed its fence check just before the claim began), the
+//! append's first `INSERT` meets the entry already there and is checked against the file then.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -23,11 +34,15 @@ use crate::journal::RunId;
 pub(super) struct Epochs(Arc<Mutex<foldhash::HashMap<RunId, Claim>>>);
 
 /// What the map keeps of a run.
-#[derive(Clone, Copy, Debug)]
-struct Claim {
-    epoch: u64,
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Claim {
+    /// The current epoch (0 if the run was not claimed since the store opened, or finished).
+    pub epoch: u64,
     /// The run is known to have no parked mark in the file (see the module documentation).
-    unmarked: bool,
+    pub unmarked: bool,
+    /// The journal's length, if the run is known to be unfinished and its length known (see the
+    /// module documentation).
+    pub length: Option<u64>,
 }
 
 impl Epochs {
@@ -35,27 +50,48 @@ impl Epochs {
         self.0.lock().expect("the epochs mutex is never poisoned: no code panics while holding it")
     }
 
-    /// Records the epoch a creator holds; a new run has no parked mark.
+    /// Records the epoch a creator holds; a new run has no parked mark and one entry.
     pub fn created(&self, run: &RunId) {
-        self.lock().insert(run.clone(), Claim { epoch: 1, unmarked: true });
+        self.lock().insert(run.clone(), Claim { epoch: 1, unmarked: true, length: Some(1) });
     }
 
     /// Starts a new claim of `run`, superseding any earlier one, and returns its epoch.
     pub fn bump(&self, run: &RunId) -> u64 {
         let mut epochs = self.lock();
-        let claim = epochs.entry(run.clone()).or_insert(Claim { epoch: 1, unmarked: false });
+        let claim = epochs.entry(run.clone()).or_insert(Claim { epoch: 1, unmarked: false, length: None });
         claim.epoch += 1;
         claim.unmarked = false;
+        claim.length = None;
         claim.epoch
     }
 
-    /// Records that an append of `run` under `epoch` committed, so the run has no parked mark,
-    /// unless a newer claim of it has begun since (the append's writer may be a stale one).
-    pub fn appended(&self, run: &RunId, epoch: u64) {
+    /// Records what the read of the claim at `epoch` found: the journal's length, if the run is
+    /// unfinished. Ignored if a newer claim has begun since.
+    pub fn claimed(&self, run: &RunId, epoch: u64, length: Option<u64>) {
+        self.update(run, epoch, |claim| claim.length = length);
+    }
+
+    /// Records that an append of `run` under `epoch` committed, leaving the journal `length`
+    /// entries long, so the run has no parked mark, unless a newer claim of it has begun since
+    /// (the append's writer may be a stale one).
+    pub fn appended(&self, run: &RunId, epoch: u64, length: u64) {
+        self.update(run, epoch, |claim| {
+            claim.unmarked = true;
+            claim.length = Some(length);
+        });
+    }
+
+    /// Records that a continue-as-new of `run` under `epoch` committed: a new journal of one entry.
+    pub fn continued(&self, run: &RunId, epoch: u64) {
+        self.update(run, epoch, |claim| claim.length = Some(1));
+    }
+
+    /// Applies `change` to the run's claim if its epoch is still `epoch`.
+    fn update(&self, run: &RunId, epoch: u64, change: impl FnOnce(&mut Claim)) {
         if let Some(claim) = self.lock().get_mut(run)
             && claim.epoch == epoch
         {
-            claim.unmarked = true;
+            change(claim);
         }
     }
 
@@ -87,11 +123,11 @@ impl Epochs {
 
     /// The current epoch of `run` (0 if it was not claimed since the store opened).
     pub fn current(&self, run: &RunId) -> u64 {
-        self.current_and_unmarked(run).0
+        self.known(run).epoch
     }
 
-    /// The current epoch of `run`, and whether it is known to have no parked mark.
-    pub fn current_and_unmarked(&self, run: &RunId) -> (u64, bool) {
-        self.lock().get(run).map_or((0, false), |claim| (claim.epoch, claim.unmarked))
+    /// What the map knows of `run`.
+    pub fn known(&self, run: &RunId) -> Claim {
+        self.lock().get(run).copied().unwrap_or(Claim { epoch: 0, unmarked: false, length: None })
     }
 }

@@ -229,10 +229,11 @@ impl Store for SqliteStore {
         let (claimed_run, other) = (run.clone(), self.readers.parallel());
         let read = async {
             let read = self.readers.read(move |conn| reads::claimed(conn, &claimed_run, from_seq, other.as_ref()));
-            let ClaimRead { mut entries, rest, next_seq, inbox } = read.await?;
+            let ClaimRead { mut entries, rest, next_seq, active, inbox } = read.await?;
             if let Some(rest) = rest {
                 entries.append(&mut self.readers.wait(rest).await?);
             }
+            self.epochs.claimed(run, epoch, active.then_some(next_seq));
             Ok(Claimed { fence: Fence { epoch }, entries, next_seq, inbox })
         };
         read.await.inspect_err(|_| self.epochs.forget_if(run, epoch))
@@ -247,14 +248,14 @@ impl Store for SqliteStore {
 
     async fn append(&self, run: &RunId, fence: Fence, append: &Append) -> Result<(), StoreError> {
         let rows = self.encode_append(run, fence, append)?;
-        let finishes = rows.changes.status.is_some();
+        let (finishes, length) = (rows.changes.status.is_some(), append.first_seq + append.entries.len() as u64);
         let epochs = self.epochs.clone();
         self.writer.submit_from_run(move |conn| writes::append(conn, &rows, &epochs)).await?;
         if finishes {
             // A finished run refuses appends whatever the fence, so its epoch is no longer needed.
             self.epochs.forget(run);
         } else {
-            self.epochs.appended(run, fence.epoch);
+            self.epochs.appended(run, fence.epoch, length);
         }
         Ok(())
     }
@@ -281,8 +282,11 @@ impl Store for SqliteStore {
         keep_inbox: bool,
     ) -> Result<(), StoreError> {
         let text = codec::encode_entry(started, self.options.max_entry_bytes)?;
-        let (run, epochs) = (run.clone(), self.epochs.clone());
-        self.writer.submit(move |conn| writes::continue_as_new(conn, &run, fence, &text, &epochs, keep_inbox)).await
+        let (continued, epochs) = (run.clone(), self.epochs.clone());
+        let write = move |conn: &_| writes::continue_as_new(conn, &continued, fence, &text, &epochs, keep_inbox);
+        self.writer.submit(write).await?;
+        self.epochs.continued(run, fence.epoch);
+        Ok(())
     }
 
     async fn deliver(
@@ -413,7 +417,7 @@ mod tests {
         store.append(&run.id, claimed.fence, &append(5)).await.unwrap();
         let newer = store.claim(&run.id, &owner, Duration::ZERO, Timestamp::from_millis(3), 0).await.unwrap();
         store.park(&run.id, newer.fence, 6).await.unwrap();
-        store.epochs.appended(&run.id, claimed.fence.epoch);
+        store.epochs.appended(&run.id, claimed.fence.epoch, 6);
         assert!(is_parked(&store, &run.id).await);
         store.append(&run.id, newer.fence, &append(6)).await.unwrap();
         assert!(!is_parked(&store, &run.id).await, "a stale writer's append does not vouch for the newer claim");
@@ -579,6 +583,168 @@ mod tests {
         }
     }
 
+    /// A file of schema version 3 kept each run's journal length in its row, and advanced it on
+    /// every append. Opened by this build, it loses the column and keeps its runs: their lengths
+    /// come from their journals, and a parked run takes appends and parks again where it was.
+    #[tokio::test]
+    async fn a_version_3_file_is_migrated_and_its_runs_go_on() {
+        let (_dir, path, store, run) = store_with_long_run(7).await;
+        drop(store);
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "ALTER TABLE runs ADD COLUMN entries INTEGER NOT NULL DEFAULT 0;
+             UPDATE runs SET entries = (SELECT count(*) FROM journal WHERE run_id = runs.id);
+             PRAGMA user_version = 3;",
+        )
+        .unwrap();
+        drop(conn);
+
+        let store = SqliteStore::open(&path).unwrap();
+        let summary = store.load(&run).await.unwrap().unwrap().summary;
+        assert_eq!((summary.entries, summary.parked), (7, true));
+        let owner = WorkerId("test".into());
+        let fence = store.claim(&run, &owner, Duration::ZERO, Timestamp::from_millis(5), 7).await.unwrap().fence;
+        let stale =
+            Append { first_seq: 6, entries: vec![recorded(6)], consumed: vec![], notices: vec![], runs: vec![] };
+        let refused = store.append(&run, fence, &stale).await.unwrap_err();
+        assert!(matches!(refused, StoreError::SeqConflict { expected: 6, actual: 7, .. }), "{refused:?}");
+        let append =
+            Append { first_seq: 7, entries: vec![recorded(7)], consumed: vec![], notices: vec![], runs: vec![] };
+        store.append(&run, fence, &append).await.unwrap();
+        store.park(&run, fence, 8).await.unwrap();
+        let page = store.list_runs(&RunQuery::newest(10)).await.unwrap();
+        assert_eq!(page.runs.iter().map(|run| (run.entries, run.parked)).collect::<Vec<_>>(), [(8, true)]);
+        drop(store);
+
+        let conn = Connection::open(&path).unwrap();
+        let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0)).unwrap();
+        assert_eq!(version, schema::VERSION);
+        let mut columns = conn.prepare("SELECT name FROM pragma_table_info('runs')").unwrap();
+        let columns: Vec<String> = columns.query_map([], |row| row.get(0)).unwrap().map(Result::unwrap).collect();
+        assert_eq!(columns, ["id", "workflow_id", "tool", "status", "created_at", "parked"]);
+    }
+
+    /// An append that starts where the claim knows the journal ends is not checked against the
+    /// file before it writes. Should the file hold more (an append under an older claim that
+    /// committed after the claim's read), the entry already there refuses it as a conflict, and
+    /// nothing is written; an append at the file's length is still taken.
+    #[tokio::test]
+    async fn an_append_behind_the_file_is_refused_whatever_the_claim_knows() {
+        let (_dir, _path, store, run) = store_with_long_run(5).await;
+        let owner = WorkerId("test".into());
+        let fence = store.claim(&run, &owner, Duration::ZERO, Timestamp::from_millis(5), 5).await.unwrap().fence;
+        assert_eq!(store.epochs.known(&run).length, Some(5));
+        // The claim's knowledge one entry behind the file, as the race above leaves it.
+        store.epochs.claimed(&run, fence.epoch, Some(4));
+        let behind =
+            Append { first_seq: 4, entries: vec![recorded(4)], consumed: vec![], notices: vec![], runs: vec![] };
+        let refused = store.append(&run, fence, &behind).await.unwrap_err();
+        assert!(matches!(refused, StoreError::SeqConflict { expected: 4, actual: 5, .. }), "{refused:?}");
+        let at_end =
+            Append { first_seq: 5, entries: vec![recorded(5)], consumed: vec![], notices: vec![], runs: vec![] };
+        store.append(&run, fence, &at_end).await.unwrap();
+        assert_eq!(store.epochs.known(&run).length, Some(6));
+        let record = store.load(&run).await.unwrap().unwrap();
+        assert_eq!(record.summary.entries, 6);
+        assert!(matches!(&record.entries[4], Entry::Recorded { op: Op(4), .. }), "entry 4 is the first one written");
+
+        // A finished run is refused whatever the claim knows of it.
+        let done = Entry::RunCompleted { output: serde_json::json!(null) };
+        let finish = Append { first_seq: 6, entries: vec![done], consumed: vec![], notices: vec![], runs: vec![] };
+        store.append(&run, fence, &finish).await.unwrap();
+        let claimed = store.claim(&run, &owner, Duration::ZERO, Timestamp::from_millis(6), 7).await.unwrap();
+        assert_eq!(store.epochs.known(&run).length, None, "a finished run's length is not kept");
+        let after =
+            Append { first_seq: 7, entries: vec![recorded(7)], consumed: vec![], notices: vec![], runs: vec![] };
+        let refused = store.append(&run, claimed.fence, &after).await.unwrap_err();
+        assert!(matches!(refused, StoreError::RunFinished(_)), "{refused:?}");
+    }
+
+    /// Claims, appends and parks of one run from many tasks at once, each appending where its own
+    /// claim saw the journal end: whatever the interleaving, an append is either acknowledged and
+    /// in the file at its place, or refused (fenced, or a conflict) and absent. The journal ends
+    /// dense, holding exactly the acknowledged entries.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn racing_claims_and_appends_keep_exactly_the_acknowledged_entries() {
+        const TASKS: u64 = 6;
+        const ROUNDS: u64 = 150;
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(SqliteStore::open(dir.path().join("eve.db")).unwrap());
+        let owner = WorkerId("test".into());
+        let run = new_run("run-raced");
+        store.create_run(run.clone(), &owner).await.unwrap();
+        let mut tasks = tokio::task::JoinSet::new();
+        for task in 0..TASKS {
+            let (store, run, owner) = (store.clone(), run.id.clone(), owner.clone());
+            tasks.spawn(async move {
+                let mut acknowledged = Vec::new();
+                for round in 0..ROUNDS {
+                    let now = Timestamp::from_millis(round);
+                    let claimed = store.claim(&run, &owner, Duration::ZERO, now, 0).await.unwrap();
+                    let mut next = claimed.next_seq;
+                    for _ in 0..=(round + task) % 3 {
+                        let value = task * 1_000_000 + round * 1_000 + next;
+                        let entry =
+                            Entry::Recorded { op: Op(0), kind: crate::journal::RecordKind::Now, value: value.into() };
+                        let append = Append {
+                            first_seq: next,
+                            entries: vec![entry],
+                            consumed: vec![],
+                            notices: vec![],
+                            runs: vec![],
+                        };
+                        match store.append(&run, claimed.fence, &append).await {
+                            Ok(()) => acknowledged.push((next, value)),
+                            Err(StoreError::Fenced { .. } | StoreError::SeqConflict { .. }) => break,
+                            Err(other) => panic!("an append refused otherwise: {other:?}"),
+                        }
+                        next += 1;
+                        tokio::task::yield_now().await;
+                    }
+                    if round % 4 == task % 4 {
+                        store.park(&run, claimed.fence, next).await.unwrap();
+                    }
+                }
+                acknowledged
+            });
+        }
+        let mut acknowledged: Vec<(u64, u64)> = tasks.join_all().await.into_iter().flatten().collect();
+        acknowledged.sort_unstable();
+        let record = store.load(&run.id).await.unwrap().unwrap();
+        let journal: Vec<(u64, u64)> = (1..)
+            .zip(&record.entries[1..])
+            .map(|(seq, entry)| match entry {
+                Entry::Recorded { value, .. } => (seq, value.as_u64().unwrap()),
+                other => panic!("entry {seq} is {other:?}"),
+            })
+            .collect();
+        assert_eq!(journal, acknowledged, "the journal holds exactly the acknowledged entries, each at its place");
+        assert_eq!(record.summary.entries, record.entries.len() as u64);
+        // Most appends meet a newer claim; enough get in for the interleavings to matter.
+        assert!(journal.len() >= ROUNDS as usize / 10, "the tasks got {} appends in", journal.len());
+    }
+
+    /// Every read of a run's length (an append's checks, a claim, a park) seeks the end of the
+    /// run's journal: a run 10,000 entries long costs the same as one of ten.
+    #[test]
+    fn every_read_of_a_length_is_one_seek() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("eve.db");
+        drop(SqliteStore::open(&path).unwrap());
+        let conn = Connection::open(&path).unwrap();
+        for sql in [reads::RUN_LENGTH, reads::RUN_STATE, writes::PARK] {
+            let mut explain = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+            explain.raw_bind_parameter(1, "run-1").unwrap();
+            if explain.parameter_count() > 1 {
+                explain.raw_bind_parameter(2, 3).unwrap();
+            }
+            let plan: Vec<String> = explain.raw_query().mapped(|row| row.get(3)).collect::<Result<_, _>>().unwrap();
+            let plan = plan.join("; ");
+            assert!(plan.contains("SEARCH journal USING PRIMARY KEY (run_id=?)"), "{sql}: {plan}");
+            assert!(!plan.contains("SCAN") && !plan.contains("TEMP B-TREE"), "{sql}: {plan}");
+        }
+    }
+
     /// The write-ahead log's working size: its header, and the frames of SQLite's automatic
     /// checkpoint (1,000 pages of 4 KiB, each with its 24-byte header) and a tenth more.
     const WORKING_LOG: u64 = 32 + 1_100 * (24 + 4_096);
@@ -666,7 +832,7 @@ mod tests {
     }
 
     /// Every listing the inspector can ask for walks an index in `rowid` order from its cursor:
-    /// no scan of the whole table, no sort of what it found.
+    /// no scan of the whole table, no sort of what it found, and each run's length is one seek.
     #[test]
     fn every_listing_walks_an_index_without_sorting() {
         let dir = tempfile::tempdir().unwrap();
@@ -698,6 +864,9 @@ mod tests {
                 .unwrap();
             let plan = plan.join("; ");
             assert!(!plan.contains("TEMP B-TREE"), "{query:?} sorts what it finds: {plan}");
+            // Each listed run's length is a seek to the end of its journal, never a scan of it.
+            let length = "; CORRELATED SCALAR SUBQUERY 1; SEARCH journal USING PRIMARY KEY (run_id=?)";
+            let plan = plan.strip_suffix(length).unwrap_or_else(|| panic!("{query:?} reads lengths otherwise: {plan}"));
             let indexed = plan.contains("USING INDEX runs_by_") || plan.contains("INTEGER PRIMARY KEY");
             let newest_first = plan == "SCAN runs" && query.status.is_none() && query.tool.is_none();
             assert!(indexed || newest_first, "{query:?} does not walk an index: {plan}");

@@ -12,8 +12,22 @@ use crate::store::{
     WaitingSignIn,
 };
 
-/// The length of a run's journal.
-pub(super) const RUN_LENGTH: &str = "SELECT entries FROM runs WHERE id = ?1";
+/// The SQL of the length of the journal of the run that `$run` names (a parameter or a column):
+/// one past its last `seq`, found by a seek to the end of the run's part of the journal's key, or
+/// 0 if it has none. The run's row does not keep the length (schema version 4), so an append that
+/// changes no status writes the journal alone.
+macro_rules! journal_length {
+    ($run:literal) => {
+        concat!("coalesce((SELECT seq FROM journal WHERE run_id = ", $run, " ORDER BY seq DESC LIMIT 1) + 1, 0)")
+    };
+}
+pub(super) use journal_length;
+
+/// A run's status and journal length; no row if the run does not exist.
+pub(super) const RUN_STATE: &str = concat!("SELECT status, ", journal_length!("?1"), " FROM runs WHERE id = ?1");
+
+/// The length of a run's journal; no row if the run does not exist.
+pub(super) const RUN_LENGTH: &str = concat!("SELECT ", journal_length!("?1"), " FROM runs WHERE id = ?1");
 
 /// A range of a run's journal, in order.
 pub(super) const JOURNAL: &str =
@@ -76,12 +90,14 @@ pub(super) struct ClaimRead {
     pub rest: Option<Pending<Vec<Entry>>>,
     /// The journal's length.
     pub next_seq: u64,
+    /// Whether the run is unfinished.
+    pub active: bool,
     /// The pending inbox.
     pub inbox: Vec<InboxItem>,
 }
 
 /// What a claim returns besides its fence, read in one snapshot: the journal from `from_seq`, the
-/// journal's length, and the pending inbox. [`StoreError::RunNotFound`] if the run does not exist.
+/// journal's length, whether the run is unfinished, and the pending inbox. [`StoreError::RunNotFound`] if the run does not exist.
 ///
 /// Given `other`, a journal of [`SPLIT_FROM`] entries or more has its second half read by another
 /// thread at the same time, in a snapshot of its own (see [`journal_rest`]); the caller appends
@@ -94,8 +110,10 @@ pub(super) fn claimed(
     other: Option<&Queue>,
 ) -> Result<ClaimRead, Failure> {
     let tx = conn.transaction()?;
-    let Some(length) = run_length(&tx, run)? else { return Err(StoreError::RunNotFound(run.clone()).into()) };
-    let next_seq = codec::uint(length)?;
+    let state: Option<(String, i64)> =
+        tx.prepare_cached(RUN_STATE)?.query_row([run.as_str()], |row| Ok((row.get(0)?, row.get(1)?))).optional()?;
+    let Some((status, length)) = state else { return Err(StoreError::RunNotFound(run.clone()).into()) };
+    let (active, next_seq) = (status == "active", codec::uint(length)?);
     let (split, rest) = match other {
         Some(queue) if next_seq.saturating_sub(from_seq) >= SPLIT_FROM => {
             let split = from_seq + (next_seq - from_seq) / 2;
@@ -108,7 +126,7 @@ pub(super) fn claimed(
     let mut entries = Vec::with_capacity(capacity(from_seq, next_seq));
     journal_into(&tx, run, from_seq, split, &mut entries)?;
     let inbox = inbox(&tx, run)?;
-    Ok(ClaimRead { entries, rest, next_seq, inbox })
+    Ok(ClaimRead { entries, rest, next_seq, active, inbox })
 }
 
 /// Entries `from..length` of a run's journal, `length` entries long when the claim read it, in a
@@ -136,7 +154,7 @@ fn run_length(conn: &Connection, run: &RunId) -> Result<Option<i64>, Failure> {
 type SummaryRow = (String, String, String, String, i64, i64, bool);
 
 /// The columns a [`SummaryRow`] reads, in order.
-const SUMMARY: &str = "id, workflow_id, tool, status, created_at, entries, parked";
+const SUMMARY: &str = concat!("id, workflow_id, tool, status, created_at, ", journal_length!("runs.id"), ", parked");
 
 fn summary_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SummaryRow> {
     Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?, row.get(6)?))

@@ -7,8 +7,10 @@
 //!
 //! Tables (all keyed by the run id first, so a run's rows sit together):
 //!
-//! - `runs`: one row per run; `entries` is the journal length; `parked` marks a run that waits on
-//!   durable waits only (cleared by every append), so a restart need not load it. Claims are not
+//! - `runs`: one row per run; `parked` marks a run that waits on durable waits only (cleared by
+//!   every append), so a restart need not load it. The row does not keep the journal's length:
+//!   the journal's last `seq` says it, one seek away ([`RUN_LENGTH`](super::reads::RUN_LENGTH)),
+//!   so an append that changes no status writes the journal only. Claims are not
 //!   stored: one process uses a file at a time, so they live in memory (see the module
 //!   documentation of the store). Listings order by `rowid`, which grows with creation since runs
 //!   are never deleted, and page by it; `runs_by_status` and `runs_by_tool` (each holding the
@@ -32,7 +34,7 @@ pub(super) const APPLICATION_ID: i64 = 0x4556_4531;
 
 /// The schema version this build writes and understands. Files of an older version are migrated
 /// at open ([`MIGRATIONS`]).
-pub(super) const VERSION: i64 = 3;
+pub(super) const VERSION: i64 = 4;
 
 const CREATE: &str = "
 CREATE TABLE runs (
@@ -41,7 +43,6 @@ CREATE TABLE runs (
     tool        TEXT NOT NULL,
     status      TEXT NOT NULL CHECK (status IN ('active', 'completed', 'failed', 'cancelled')),
     created_at  INTEGER NOT NULL,
-    entries     INTEGER NOT NULL,
     parked      INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX runs_by_status ON runs (status);
@@ -96,6 +97,10 @@ CREATE INDEX inbox_pending_by_hook ON inbox (run_id, op) WHERE consumed = 0;
     // 2 -> 3: the inspector lists runs by tool, a page at a time.
     "
 CREATE INDEX runs_by_tool ON runs (tool);
+",
+    // 3 -> 4: a run's length is read from its journal, so an append no longer rewrites its row.
+    "
+ALTER TABLE runs DROP COLUMN entries;
 ",
 ];
 

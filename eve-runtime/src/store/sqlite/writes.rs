@@ -6,16 +6,19 @@
 //! writer a savepoint per request. The checks happen in the same order as in the memory store (run exists, fence, run
 //! unfinished, sequence number, hook tokens), so both report the same error for the same request.
 //!
-//! The hot path of an append is one `UPDATE runs` that both checks the fence, status and journal
-//! length and advances them, one `INSERT` per entry, and index rows only for entries that imply
-//! them. The checks are only spelled out when that `UPDATE` matches no row, to say why. The
-//! `UPDATE` names only the columns that change, so a step's commit writes two pages (the run's
-//! row and the journal's leaf), not four.
+//! The hot path of an append is one `INSERT` per entry, and index rows only for entries that imply
+//! them. Its checks (fence, status, journal length) are made in memory when the run's claim knows
+//! them (see [`Epochs`]), else against the file. The run's row is written only when the append
+//! changes the run's status or clears its parked mark: the journal's length is the journal's own
+//! (schema version 4), so a step's commit writes the journal's leaf alone. Before, an `UPDATE` of
+//! the row checked and advanced a length kept there, about a quarter of the writer's time under
+//! many concurrent runs.
 
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::codec::{self, Failure, int, kind_name, status_name};
-use super::epochs::Epochs;
+use super::epochs::{Claim, Epochs};
+use super::reads::{RUN_STATE, journal_length};
 use crate::journal::{Op, RunId};
 use crate::store::{
     Created, Delivered, Delivery, DeliveryPayload, Fence, HookMeta, InboxLimits, IndexChanges, StoreError, Target,
@@ -65,8 +68,8 @@ pub(super) fn create_run(conn: &Connection, row: &NewRunRow, epochs: &Epochs) ->
 /// Inserts the run with its `RunStarted` entry, unclaimed, unless its id is taken; returns whether
 /// it did.
 fn insert_run(conn: &Connection, row: &NewRunRow) -> Result<bool, Failure> {
-    let sql = "INSERT INTO runs (id, workflow_id, tool, status, created_at, entries) \
-               VALUES (?1, ?2, ?3, 'active', ?4, 1) ON CONFLICT (id) DO NOTHING";
+    let sql = "INSERT INTO runs (id, workflow_id, tool, status, created_at) \
+               VALUES (?1, ?2, ?3, 'active', ?4) ON CONFLICT (id) DO NOTHING";
     let params = params![row.id.as_str(), row.workflow_id, row.tool, int(row.created_at)];
     if conn.prepare_cached(sql)?.execute(params)? == 0 {
         return Ok(false);
@@ -78,8 +81,19 @@ fn insert_run(conn: &Connection, row: &NewRunRow) -> Result<bool, Failure> {
 
 /// Appends the entries and applies the index changes they imply.
 pub(super) fn append(conn: &Connection, rows: &AppendRows, epochs: &Epochs) -> Result<(), Failure> {
-    advance_run(conn, rows, epochs)?;
-    insert_entries(conn, &rows.run, rows.first_seq, &rows.entries)?;
+    let claim = check_append(conn, rows, epochs)?;
+    // The entries are the first write, so a refusal found here leaves nothing to undo.
+    insert_entries(conn, &rows.run, rows.first_seq, &rows.entries).map_err(|failure| {
+        // An entry already at that place: the journal grew past what the claim knew (see
+        // `Epochs`), and the file says how.
+        let taken = matches!(&failure, Failure::Sqlite(error)
+            if error.sqlite_error_code() == Some(rusqlite::ErrorCode::ConstraintViolation));
+        match taken.then(|| check_run(conn, rows)) {
+            Some(Err(refusal)) => refusal,
+            _ => failure,
+        }
+    })?;
+    update_run(conn, rows, claim.unmarked)?;
     consume(conn, &rows.run, &rows.consumed)?;
     apply_indexes(conn, &rows.run, &rows.changes)?;
     for run in &rows.runs {
@@ -108,34 +122,45 @@ fn accept_notice(
     Ok(())
 }
 
-/// Checks the fence, then the status and length of the run, advancing them in one statement.
-fn advance_run(conn: &Connection, rows: &AppendRows, epochs: &Epochs) -> Result<(), Failure> {
-    let (current, unmarked) = epochs.current_and_unmarked(&rows.run);
-    if current != rows.fence.epoch {
-        return Err(fenced(conn, &rows.run, rows.fence, current)?.into());
+/// Checks the fence, then that the run is unfinished and its journal `rows.first_seq` long (in
+/// the memory store's order), and returns what the claim knows. The status and length are read
+/// from the file only when the claim does not know them (see [`Epochs`]).
+fn check_append(conn: &Connection, rows: &AppendRows, epochs: &Epochs) -> Result<Claim, Failure> {
+    let claim = epochs.known(&rows.run);
+    if claim.epoch != rows.fence.epoch {
+        return Err(fenced(conn, &rows.run, rows.fence, claim.epoch)?.into());
     }
-    // SQLite rewrites every index on a column the `SET` names, even to the same value: naming
-    // `status` and `parked` on every append wrote two index pages besides the row's, so they are
-    // named only when they change.
-    let (run, first, added) = (rows.run.as_str(), int(rows.first_seq), int(rows.entries.len() as u64));
-    let advanced = match rows.changes.status.map(status_name) {
-        None => {
-            let sql = "UPDATE runs SET entries = entries + ?3 WHERE id = ?1 AND entries = ?2 AND status = 'active'";
-            conn.prepare_cached(sql)?.execute(params![run, first, added])?
-        }
-        Some(status) => {
-            let sql = "UPDATE runs SET entries = entries + ?3, status = ?4 \
-                       WHERE id = ?1 AND entries = ?2 AND status = 'active'";
-            conn.prepare_cached(sql)?.execute(params![run, first, added, status])?
-        }
-    };
-    if advanced != 1 {
-        return Err(why_refused(conn, rows)?.into());
+    if claim.length != Some(rows.first_seq) {
+        check_run(conn, rows)?;
+    }
+    Ok(claim)
+}
+
+/// Writes the run's row if the append changes it: its status, or the parked mark it clears.
+fn update_run(conn: &Connection, rows: &AppendRows, unmarked: bool) -> Result<(), Failure> {
+    let run = rows.run.as_str();
+    // SQLite rewrites every index on a column the `SET` names, even to the same value, so the
+    // status and the mark are each written only when they change.
+    if let Some(status) = rows.changes.status.map(status_name) {
+        conn.prepare_cached("UPDATE runs SET status = ?2 WHERE id = ?1")?.execute(params![run, status])?;
     }
     // The append clears the parked mark (see `Store::park`); the row is written only if it was set,
     // and the statement is spared when the run is known to have none (see `Epochs`).
     if !unmarked {
-        conn.prepare_cached("UPDATE runs SET parked = 0 WHERE id = ?1 AND parked = 1")?.execute(params![run])?;
+        conn.prepare_cached("UPDATE runs SET parked = 0 WHERE id = ?1 AND parked = 1")?.execute([run])?;
+    }
+    Ok(())
+}
+
+/// Checks against the file that the run is unfinished and its journal `rows.first_seq` long.
+fn check_run(conn: &Connection, rows: &AppendRows) -> Result<(), Failure> {
+    let run = &rows.run;
+    let (status, length) = current_row(conn, run)?;
+    if status != "active" {
+        return Err(StoreError::RunFinished(run.clone()).into());
+    }
+    if length != rows.first_seq {
+        return Err(StoreError::SeqConflict { run: run.clone(), expected: rows.first_seq, actual: length }.into());
     }
     Ok(())
 }
@@ -150,25 +175,10 @@ fn fenced(conn: &Connection, run: &RunId, held: Fence, current: u64) -> Result<S
     Ok(StoreError::Fenced { run: run.clone(), held: held.epoch, current })
 }
 
-/// Why [`advance_run`] matched no row, checked in the memory store's order.
-fn why_refused(conn: &Connection, rows: &AppendRows) -> Result<StoreError, Failure> {
-    let run = &rows.run;
-    let (status, actual) = current_row(conn, run)?;
-    let error = if status != "active" {
-        StoreError::RunFinished(run.clone())
-    } else if actual != rows.first_seq {
-        StoreError::SeqConflict { run: run.clone(), expected: rows.first_seq, actual }
-    } else {
-        StoreError::Backend(format!("run {run}'s append matched no row although every check passes"))
-    };
-    Ok(error)
-}
-
 /// The status and journal length of `run`, or [`StoreError::RunNotFound`].
 fn current_row(conn: &Connection, run: &RunId) -> Result<(String, u64), Failure> {
-    let sql = "SELECT status, entries FROM runs WHERE id = ?1";
     let row: Option<(String, i64)> =
-        conn.prepare_cached(sql)?.query_row([run.as_str()], |row| Ok((row.get(0)?, row.get(1)?))).optional()?;
+        conn.prepare_cached(RUN_STATE)?.query_row([run.as_str()], |row| Ok((row.get(0)?, row.get(1)?))).optional()?;
     let Some((status, entries)) = row else { return Err(StoreError::RunNotFound(run.clone()).into()) };
     Ok((status, codec::uint(entries)?))
 }
@@ -242,6 +252,10 @@ fn finish(conn: &Connection, run: &RunId) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Marks a run parked if it is unfinished and its journal is still `?2` entries long.
+pub(super) const PARK: &str =
+    concat!("UPDATE runs SET parked = 1 WHERE id = ?1 AND status = 'active' AND ", journal_length!("?1"), " = ?2");
+
 /// Marks the run parked unless the fence is stale or the journal grew past `next_seq`.
 pub(super) fn park(
     conn: &Connection,
@@ -253,8 +267,7 @@ pub(super) fn park(
     if epochs.current(run) != fence.epoch {
         return Ok(());
     }
-    let sql = "UPDATE runs SET parked = 1 WHERE id = ?1 AND entries = ?2 AND status = 'active'";
-    conn.prepare_cached(sql)?.execute(params![run.as_str(), int(next_seq)])?;
+    conn.prepare_cached(PARK)?.execute(params![run.as_str(), int(next_seq)])?;
     Ok(())
 }
 
@@ -271,7 +284,7 @@ pub(super) fn continue_as_new(
     if current != fence.epoch {
         return Err(fenced(conn, run, fence, current)?.into());
     }
-    let sql = "UPDATE runs SET entries = 1, parked = 0 WHERE id = ?1 AND status = 'active'";
+    let sql = "UPDATE runs SET parked = 0 WHERE id = ?1 AND status = 'active'";
     if conn.prepare_cached(sql)?.execute([run.as_str()])? == 0 {
         current_row(conn, run)?;
         return Err(StoreError::RunFinished(run.clone()).into());
