@@ -24,6 +24,10 @@ pub struct Order {
 /// How many times any step of this file ran: a replay check runs none.
 static RAN: AtomicUsize = AtomicUsize::new(0);
 
+/// Held shared while a test records a journal (its steps run then), and alone by the test that
+/// counts [`RAN`] around a replay check, so the other tests' recordings do not count.
+static RECORDING: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
 #[step]
 async fn reserve(order: u32) -> Result<String, StepError> {
     RAN.fetch_add(1, Ordering::SeqCst);
@@ -99,6 +103,7 @@ pub async fn checkout_shortened(order: Order, _ctx: &WorkflowCtx) -> Result<Valu
 
 /// The journal of a `checkout` run parked on its day-long wait, as `host export` writes it.
 async fn recorded() -> JournalFile {
+    let _recording = RECORDING.read().await;
     let world = World::in_memory();
     let runtime = world.runtime(16);
     let run = runtime.start("checkout", json!({ "id": 7 })).await.unwrap();
@@ -130,6 +135,7 @@ fn diverges_at(verdict: &ReplayVerdict) -> (u32, String, String) {
 #[tokio::test]
 async fn the_recording_build_replays_its_own_journal_and_runs_nothing() {
     let journal = recorded().await;
+    let _alone = RECORDING.write().await;
     let ran = RAN.load(Ordering::SeqCst);
     let report = replay(&journal);
     assert!(report.replays(), "{report}");
