@@ -576,24 +576,25 @@ mod tests {
         for run in [&first, &second, &first] {
             assert_eq!(reads::load(&mut conn, run).unwrap().unwrap().summary.entries, 3);
             assert_eq!(reads::journal_rest(&mut conn, run, 1, 3).unwrap().len(), 2);
+            assert_eq!(reads::claimed(&mut conn, run, 1, None).unwrap().next_seq, 3);
         }
-        for sql in [reads::JOURNAL, reads::RUN_LENGTH] {
+        for sql in [reads::JOURNAL, reads::RUN_LENGTH, reads::RUN_STATE] {
             let reprepared = conn.prepare_cached(sql).unwrap().get_status(rusqlite::StatementStatus::RePrepare);
             assert_eq!(reprepared, 0, "prepared again for new values: {sql}");
         }
     }
 
     /// A file of schema version 3 kept each run's journal length in its row, and advanced it on
-    /// every append. Opened by this build, it loses the column and keeps its runs: their lengths
-    /// come from their journals, and a parked run takes appends and parks again where it was.
+    /// every append. Opened by this build, it becomes version 4 (which an older build refuses, as
+    /// it would trust a running run's row) and keeps its runs: a parked run takes appends, reads
+    /// its length from its journal while it runs, and parks again where it was.
     #[tokio::test]
     async fn a_version_3_file_is_migrated_and_its_runs_go_on() {
         let (_dir, path, store, run) = store_with_long_run(7).await;
         drop(store);
         let conn = Connection::open(&path).unwrap();
         conn.execute_batch(
-            "ALTER TABLE runs ADD COLUMN entries INTEGER NOT NULL DEFAULT 0;
-             UPDATE runs SET entries = (SELECT count(*) FROM journal WHERE run_id = runs.id);
+            "UPDATE runs SET entries = (SELECT count(*) FROM journal WHERE run_id = runs.id);
              PRAGMA user_version = 3;",
         )
         .unwrap();
@@ -611,6 +612,8 @@ mod tests {
         let append =
             Append { first_seq: 7, entries: vec![recorded(7)], consumed: vec![], notices: vec![], runs: vec![] };
         store.append(&run, fence, &append).await.unwrap();
+        let running = store.load(&run).await.unwrap().unwrap().summary;
+        assert_eq!((running.entries, running.parked), (8, false), "a running run's length is its journal's");
         store.park(&run, fence, 8).await.unwrap();
         let page = store.list_runs(&RunQuery::newest(10)).await.unwrap();
         assert_eq!(page.runs.iter().map(|run| (run.entries, run.parked)).collect::<Vec<_>>(), [(8, true)]);
@@ -619,9 +622,8 @@ mod tests {
         let conn = Connection::open(&path).unwrap();
         let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0)).unwrap();
         assert_eq!(version, schema::VERSION);
-        let mut columns = conn.prepare("SELECT name FROM pragma_table_info('runs')").unwrap();
-        let columns: Vec<String> = columns.query_map([], |row| row.get(0)).unwrap().map(Result::unwrap).collect();
-        assert_eq!(columns, ["id", "workflow_id", "tool", "status", "created_at", "parked"]);
+        let entries: i64 = conn.query_row("SELECT entries FROM runs", [], |row| row.get(0)).unwrap();
+        assert_eq!(entries, 8, "the park kept the length in the row");
     }
 
     /// An append that starts where the claim knows the journal ends is not checked against the

@@ -12,22 +12,23 @@ use crate::store::{
     WaitingSignIn,
 };
 
-/// The SQL of the length of the journal of the run that `$run` names (a parameter or a column):
-/// one past its last `seq`, found by a seek to the end of the run's part of the journal's key, or
-/// 0 if it has none. The run's row does not keep the length (schema version 4), so an append that
-/// changes no status writes the journal alone.
-macro_rules! journal_length {
-    ($run:literal) => {
-        concat!("coalesce((SELECT seq FROM journal WHERE run_id = ", $run, " ORDER BY seq DESC LIMIT 1) + 1, 0)")
+/// The SQL of a run's journal length, in a statement on `runs`: the row keeps it while the run
+/// is parked or finished (the park and the finishing append write it); while the run goes on, its
+/// appends leave the row alone (schema version 4), and the length is one past the journal's last
+/// `seq`, found by a seek to the end of the run's part of the journal's key.
+macro_rules! length_sql {
+    () => {
+        "CASE WHEN runs.parked = 1 OR runs.status <> 'active' THEN runs.entries \
+         ELSE coalesce((SELECT seq FROM journal WHERE run_id = runs.id ORDER BY seq DESC LIMIT 1) + 1, 0) END"
     };
 }
-pub(super) use journal_length;
+pub(super) use length_sql;
 
 /// A run's status and journal length; no row if the run does not exist.
-pub(super) const RUN_STATE: &str = concat!("SELECT status, ", journal_length!("?1"), " FROM runs WHERE id = ?1");
+pub(super) const RUN_STATE: &str = concat!("SELECT status, ", length_sql!(), " FROM runs WHERE id = ?1");
 
 /// The length of a run's journal; no row if the run does not exist.
-pub(super) const RUN_LENGTH: &str = concat!("SELECT ", journal_length!("?1"), " FROM runs WHERE id = ?1");
+pub(super) const RUN_LENGTH: &str = concat!("SELECT ", length_sql!(), " FROM runs WHERE id = ?1");
 
 /// A range of a run's journal, in order.
 pub(super) const JOURNAL: &str =
@@ -56,7 +57,7 @@ const TIMERS: &str = "SELECT run_id, op, kind, due FROM timers ORDER BY run_id, 
 /// the rest of start-up, so the recovery and the first claims after a restart do not each wait for
 /// it. Errors are left to the reads themselves, which report them.
 pub(super) fn warm(conn: &Connection) {
-    for sql in [UNFINISHED, RUNNABLE, SIGN_INS, TIMERS, RUN_LENGTH, JOURNAL, INBOX] {
+    for sql in [UNFINISHED, RUNNABLE, SIGN_INS, TIMERS, RUN_STATE, RUN_LENGTH, JOURNAL, INBOX] {
         let _ = conn.prepare_cached(sql);
     }
 }
@@ -154,7 +155,7 @@ fn run_length(conn: &Connection, run: &RunId) -> Result<Option<i64>, Failure> {
 type SummaryRow = (String, String, String, String, i64, i64, bool);
 
 /// The columns a [`SummaryRow`] reads, in order.
-const SUMMARY: &str = concat!("id, workflow_id, tool, status, created_at, ", journal_length!("runs.id"), ", parked");
+const SUMMARY: &str = concat!("id, workflow_id, tool, status, created_at, ", length_sql!(), ", parked");
 
 fn summary_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SummaryRow> {
     Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?, row.get(6)?))

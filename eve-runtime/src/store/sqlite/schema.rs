@@ -8,9 +8,10 @@
 //! Tables (all keyed by the run id first, so a run's rows sit together):
 //!
 //! - `runs`: one row per run; `parked` marks a run that waits on durable waits only (cleared by
-//!   every append), so a restart need not load it. The row does not keep the journal's length:
-//!   the journal's last `seq` says it, one seek away ([`RUN_LENGTH`](super::reads::RUN_LENGTH)),
-//!   so an append that changes no status writes the journal only. Claims are not
+//!   every append), so a restart need not load it; `entries` is the journal's length while the
+//!   run is parked or finished. While it goes on, the journal's last `seq` says its length, one
+//!   seek away (see `reads::length_sql`), so an append that changes no status writes the journal
+//!   alone (from version 4; before, every append advanced `entries`). Claims are not
 //!   stored: one process uses a file at a time, so they live in memory (see the module
 //!   documentation of the store). Listings order by `rowid`, which grows with creation since runs
 //!   are never deleted, and page by it; `runs_by_status` and `runs_by_tool` (each holding the
@@ -43,6 +44,7 @@ CREATE TABLE runs (
     tool        TEXT NOT NULL,
     status      TEXT NOT NULL CHECK (status IN ('active', 'completed', 'failed', 'cancelled')),
     created_at  INTEGER NOT NULL,
+    entries     INTEGER NOT NULL,
     parked      INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX runs_by_status ON runs (status);
@@ -98,10 +100,11 @@ CREATE INDEX inbox_pending_by_hook ON inbox (run_id, op) WHERE consumed = 0;
     "
 CREATE INDEX runs_by_tool ON runs (tool);
 ",
-    // 3 -> 4: a run's length is read from its journal, so an append no longer rewrites its row.
-    "
-ALTER TABLE runs DROP COLUMN entries;
-",
+    // 3 -> 4: `runs.entries` is kept only while a run is parked or finished (an unfinished run's
+    // length is read from its journal), so appends no longer rewrite the row. Every version 3 row
+    // holds its exact length, so nothing changes but the version, which keeps older builds (that
+    // would trust a running run's `entries`) from opening the file.
+    "",
 ];
 
 /// What identifies the file's contents.

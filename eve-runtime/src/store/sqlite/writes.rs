@@ -9,16 +9,16 @@
 //! The hot path of an append is one `INSERT` per entry, and index rows only for entries that imply
 //! them. Its checks (fence, status, journal length) are made in memory when the run's claim knows
 //! them (see [`Epochs`]), else against the file. The run's row is written only when the append
-//! changes the run's status or clears its parked mark: the journal's length is the journal's own
-//! (schema version 4), so a step's commit writes the journal's leaf alone. Before, an `UPDATE` of
-//! the row checked and advanced a length kept there, about a quarter of the writer's time under
-//! many concurrent runs.
+//! changes the run's status or clears its parked mark: while a run goes on, its length is the
+//! journal's own (schema version 4), so a step's commit writes the journal's leaf alone. Before,
+//! an `UPDATE` of the row checked and advanced the length on every append, about a quarter of the
+//! writer's time under many concurrent runs.
 
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::codec::{self, Failure, int, kind_name, status_name};
 use super::epochs::{Claim, Epochs};
-use super::reads::{RUN_STATE, journal_length};
+use super::reads::{RUN_STATE, length_sql};
 use crate::journal::{Op, RunId};
 use crate::store::{
     Created, Delivered, Delivery, DeliveryPayload, Fence, HookMeta, InboxLimits, IndexChanges, StoreError, Target,
@@ -68,8 +68,8 @@ pub(super) fn create_run(conn: &Connection, row: &NewRunRow, epochs: &Epochs) ->
 /// Inserts the run with its `RunStarted` entry, unclaimed, unless its id is taken; returns whether
 /// it did.
 fn insert_run(conn: &Connection, row: &NewRunRow) -> Result<bool, Failure> {
-    let sql = "INSERT INTO runs (id, workflow_id, tool, status, created_at) \
-               VALUES (?1, ?2, ?3, 'active', ?4) ON CONFLICT (id) DO NOTHING";
+    let sql = "INSERT INTO runs (id, workflow_id, tool, status, created_at, entries) \
+               VALUES (?1, ?2, ?3, 'active', ?4, 1) ON CONFLICT (id) DO NOTHING";
     let params = params![row.id.as_str(), row.workflow_id, row.tool, int(row.created_at)];
     if conn.prepare_cached(sql)?.execute(params)? == 0 {
         return Ok(false);
@@ -136,13 +136,16 @@ fn check_append(conn: &Connection, rows: &AppendRows, epochs: &Epochs) -> Result
     Ok(claim)
 }
 
-/// Writes the run's row if the append changes it: its status, or the parked mark it clears.
+/// Writes the run's row if the append changes it: its status (and then its final length), or the
+/// parked mark it clears.
 fn update_run(conn: &Connection, rows: &AppendRows, unmarked: bool) -> Result<(), Failure> {
     let run = rows.run.as_str();
     // SQLite rewrites every index on a column the `SET` names, even to the same value, so the
     // status and the mark are each written only when they change.
     if let Some(status) = rows.changes.status.map(status_name) {
-        conn.prepare_cached("UPDATE runs SET status = ?2 WHERE id = ?1")?.execute(params![run, status])?;
+        let length = int(rows.first_seq + rows.entries.len() as u64);
+        let sql = "UPDATE runs SET status = ?2, entries = ?3 WHERE id = ?1";
+        conn.prepare_cached(sql)?.execute(params![run, status, length])?;
     }
     // The append clears the parked mark (see `Store::park`); the row is written only if it was set,
     // and the statement is spared when the run is known to have none (see `Epochs`).
@@ -252,9 +255,13 @@ fn finish(conn: &Connection, run: &RunId) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Marks a run parked if it is unfinished and its journal is still `?2` entries long.
-pub(super) const PARK: &str =
-    concat!("UPDATE runs SET parked = 1 WHERE id = ?1 AND status = 'active' AND ", journal_length!("?1"), " = ?2");
+/// Marks a run parked, and keeps its length in its row, if it is unfinished and its journal is
+/// still `?2` entries long.
+pub(super) const PARK: &str = concat!(
+    "UPDATE runs SET parked = 1, entries = ?2 WHERE id = ?1 AND status = 'active' AND ",
+    length_sql!(),
+    " = ?2"
+);
 
 /// Marks the run parked unless the fence is stale or the journal grew past `next_seq`.
 pub(super) fn park(
