@@ -578,7 +578,7 @@ mod tests {
             assert_eq!(reads::journal_rest(&mut conn, run, 1, 3).unwrap().len(), 2);
             assert_eq!(reads::claimed(&mut conn, run, 1, None).unwrap().next_seq, 3);
         }
-        for sql in [reads::JOURNAL, reads::RUN_LENGTH, reads::RUN_STATE] {
+        for sql in [reads::JOURNAL, reads::RUN_STATE] {
             let reprepared = conn.prepare_cached(sql).unwrap().get_status(rusqlite::StatementStatus::RePrepare);
             assert_eq!(reprepared, 0, "prepared again for new values: {sql}");
         }
@@ -734,7 +734,7 @@ mod tests {
         let path = dir.path().join("eve.db");
         drop(SqliteStore::open(&path).unwrap());
         let conn = Connection::open(&path).unwrap();
-        for sql in [reads::RUN_LENGTH, reads::RUN_STATE, writes::PARK] {
+        for sql in [reads::RUN_STATE, writes::PARK] {
             let mut explain = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
             explain.raw_bind_parameter(1, "run-1").unwrap();
             if explain.parameter_count() > 1 {

@@ -27,9 +27,6 @@ pub(super) use length_sql;
 /// A run's status and journal length; no row if the run does not exist.
 pub(super) const RUN_STATE: &str = concat!("SELECT status, ", length_sql!(), " FROM runs WHERE id = ?1");
 
-/// The length of a run's journal; no row if the run does not exist.
-pub(super) const RUN_LENGTH: &str = concat!("SELECT ", length_sql!(), " FROM runs WHERE id = ?1");
-
 /// A range of a run's journal, in order.
 pub(super) const JOURNAL: &str =
     "SELECT seq, entry FROM journal WHERE run_id = ?1 AND seq >= ?2 AND seq < ?3 ORDER BY seq";
@@ -57,7 +54,7 @@ const TIMERS: &str = "SELECT run_id, op, kind, due FROM timers ORDER BY run_id, 
 /// the rest of start-up, so the recovery and the first claims after a restart do not each wait for
 /// it. Errors are left to the reads themselves, which report them.
 pub(super) fn warm(conn: &Connection) {
-    for sql in [UNFINISHED, RUNNABLE, SIGN_INS, TIMERS, RUN_STATE, RUN_LENGTH, JOURNAL, INBOX] {
+    for sql in [UNFINISHED, RUNNABLE, SIGN_INS, TIMERS, RUN_STATE, JOURNAL, INBOX] {
         let _ = conn.prepare_cached(sql);
     }
 }
@@ -111,9 +108,7 @@ pub(super) fn claimed(
     other: Option<&Queue>,
 ) -> Result<ClaimRead, Failure> {
     let tx = conn.transaction()?;
-    let state: Option<(String, i64)> =
-        tx.prepare_cached(RUN_STATE)?.query_row([run.as_str()], |row| Ok((row.get(0)?, row.get(1)?))).optional()?;
-    let Some((status, length)) = state else { return Err(StoreError::RunNotFound(run.clone()).into()) };
+    let Some((status, length)) = run_state(&tx, run)? else { return Err(StoreError::RunNotFound(run.clone()).into()) };
     let (active, next_seq) = (status == "active", codec::uint(length)?);
     let (split, rest) = match other {
         Some(queue) if next_seq.saturating_sub(from_seq) >= SPLIT_FROM => {
@@ -137,7 +132,7 @@ pub(super) fn claimed(
 /// the claim fails rather than join two different journals.
 pub(super) fn journal_rest(conn: &mut Connection, run: &RunId, from: u64, length: u64) -> Result<Vec<Entry>, Failure> {
     let tx = conn.transaction()?;
-    if run_length(&tx, run)? != Some(int(length)) {
+    if run_state(&tx, run)?.map(|(_, current)| current) != Some(int(length)) {
         let reason = format!(
             "run {run}'s journal changed while it was being claimed (another activation of the run wrote to \
              it); claim the run again"
@@ -147,9 +142,10 @@ pub(super) fn journal_rest(conn: &mut Connection, run: &RunId, from: u64, length
     journal(&tx, run, from, length)
 }
 
-/// The length of the run's journal, or `None` if the run does not exist.
-fn run_length(conn: &Connection, run: &RunId) -> Result<Option<i64>, Failure> {
-    Ok(conn.prepare_cached(RUN_LENGTH)?.query_row([run.as_str()], |row| row.get(0)).optional()?)
+/// The run's status and journal length, or `None` if the run does not exist.
+pub(super) fn run_state(conn: &Connection, run: &RunId) -> Result<Option<(String, i64)>, Failure> {
+    let state = conn.prepare_cached(RUN_STATE)?.query_row([run.as_str()], |row| Ok((row.get(0)?, row.get(1)?)));
+    Ok(state.optional()?)
 }
 
 type SummaryRow = (String, String, String, String, i64, i64, bool);

@@ -18,7 +18,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::codec::{self, Failure, int, kind_name, status_name};
 use super::epochs::{Claim, Epochs};
-use super::reads::{RUN_STATE, length_sql};
+use super::reads::{length_sql, run_state};
 use crate::journal::{Op, RunId};
 use crate::store::{
     Created, Delivered, Delivery, DeliveryPayload, Fence, HookMeta, InboxLimits, IndexChanges, StoreError, Target,
@@ -180,9 +180,9 @@ fn fenced(conn: &Connection, run: &RunId, held: Fence, current: u64) -> Result<S
 
 /// The status and journal length of `run`, or [`StoreError::RunNotFound`].
 fn current_row(conn: &Connection, run: &RunId) -> Result<(String, u64), Failure> {
-    let row: Option<(String, i64)> =
-        conn.prepare_cached(RUN_STATE)?.query_row([run.as_str()], |row| Ok((row.get(0)?, row.get(1)?))).optional()?;
-    let Some((status, entries)) = row else { return Err(StoreError::RunNotFound(run.clone()).into()) };
+    let Some((status, entries)) = run_state(conn, run)? else {
+        return Err(StoreError::RunNotFound(run.clone()).into());
+    };
     Ok((status, codec::uint(entries)?))
 }
 
