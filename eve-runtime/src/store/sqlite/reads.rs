@@ -95,7 +95,8 @@ pub(super) struct ClaimRead {
 }
 
 /// What a claim returns besides its fence, read in one snapshot: the journal from `from_seq`, the
-/// journal's length, whether the run is unfinished, and the pending inbox. [`StoreError::RunNotFound`] if the run does not exist.
+/// journal's length, whether the run is unfinished, and the pending inbox.
+/// [`StoreError::RunNotFound`] if the run does not exist.
 ///
 /// Given `other`, a journal of [`SPLIT_FROM`] entries or more has its second half read by another
 /// thread at the same time, in a snapshot of its own (see [`journal_rest`]); the caller appends
