@@ -467,6 +467,11 @@ mod tests {
         Entry::Recorded { op, kind: crate::journal::RecordKind::Now, value: seq.into() }
     }
 
+    /// An append of `entries` from `first_seq`, and nothing else.
+    fn appending(first_seq: u64, entries: Vec<Entry>) -> Append {
+        Append { first_seq, entries, consumed: vec![], notices: vec![], runs: vec![] }
+    }
+
     /// A long journal is read in two halves on two reader threads; the claim returns it whole and
     /// in order, from any point, as a store with one reader thread (which never splits) does.
     #[tokio::test]
@@ -605,12 +610,10 @@ mod tests {
         assert_eq!((summary.entries, summary.parked), (7, true));
         let owner = WorkerId("test".into());
         let fence = store.claim(&run, &owner, Duration::ZERO, Timestamp::from_millis(5), 7).await.unwrap().fence;
-        let stale =
-            Append { first_seq: 6, entries: vec![recorded(6)], consumed: vec![], notices: vec![], runs: vec![] };
+        let stale = appending(6, vec![recorded(6)]);
         let refused = store.append(&run, fence, &stale).await.unwrap_err();
         assert!(matches!(refused, StoreError::SeqConflict { expected: 6, actual: 7, .. }), "{refused:?}");
-        let append =
-            Append { first_seq: 7, entries: vec![recorded(7)], consumed: vec![], notices: vec![], runs: vec![] };
+        let append = appending(7, vec![recorded(7)]);
         store.append(&run, fence, &append).await.unwrap();
         let running = store.load(&run).await.unwrap().unwrap().summary;
         assert_eq!((running.entries, running.parked), (8, false), "a running run's length is its journal's");
@@ -638,12 +641,10 @@ mod tests {
         assert_eq!(store.epochs.known(&run).length, Some(5));
         // The claim's knowledge one entry behind the file, as the race above leaves it.
         store.epochs.claimed(&run, fence.epoch, Some(4));
-        let behind =
-            Append { first_seq: 4, entries: vec![recorded(4)], consumed: vec![], notices: vec![], runs: vec![] };
+        let behind = appending(4, vec![recorded(4)]);
         let refused = store.append(&run, fence, &behind).await.unwrap_err();
         assert!(matches!(refused, StoreError::SeqConflict { expected: 4, actual: 5, .. }), "{refused:?}");
-        let at_end =
-            Append { first_seq: 5, entries: vec![recorded(5)], consumed: vec![], notices: vec![], runs: vec![] };
+        let at_end = appending(5, vec![recorded(5)]);
         store.append(&run, fence, &at_end).await.unwrap();
         assert_eq!(store.epochs.known(&run).length, Some(6));
         let record = store.load(&run).await.unwrap().unwrap();
@@ -652,12 +653,11 @@ mod tests {
 
         // A finished run is refused whatever the claim knows of it.
         let done = Entry::RunCompleted { output: serde_json::json!(null) };
-        let finish = Append { first_seq: 6, entries: vec![done], consumed: vec![], notices: vec![], runs: vec![] };
+        let finish = appending(6, vec![done]);
         store.append(&run, fence, &finish).await.unwrap();
         let claimed = store.claim(&run, &owner, Duration::ZERO, Timestamp::from_millis(6), 7).await.unwrap();
         assert_eq!(store.epochs.known(&run).length, None, "a finished run's length is not kept");
-        let after =
-            Append { first_seq: 7, entries: vec![recorded(7)], consumed: vec![], notices: vec![], runs: vec![] };
+        let after = appending(7, vec![recorded(7)]);
         let refused = store.append(&run, claimed.fence, &after).await.unwrap_err();
         assert!(matches!(refused, StoreError::RunFinished(_)), "{refused:?}");
     }
@@ -688,14 +688,7 @@ mod tests {
                         let value = task * 1_000_000 + round * 1_000 + next;
                         let entry =
                             Entry::Recorded { op: Op(0), kind: crate::journal::RecordKind::Now, value: value.into() };
-                        let append = Append {
-                            first_seq: next,
-                            entries: vec![entry],
-                            consumed: vec![],
-                            notices: vec![],
-                            runs: vec![],
-                        };
-                        match store.append(&run, claimed.fence, &append).await {
+                        match store.append(&run, claimed.fence, &appending(next, vec![entry])).await {
                             Ok(()) => acknowledged.push((next, value)),
                             Err(StoreError::Fenced { .. } | StoreError::SeqConflict { .. }) => break,
                             Err(other) => panic!("an append refused otherwise: {other:?}"),
@@ -771,8 +764,7 @@ mod tests {
         // The rewrite changed nothing: the store reads as before and takes writes.
         assert_eq!(store.load(&run).await.unwrap().unwrap().entries.len(), 3);
         let fence = store.claim(&run, &WorkerId("test".into()), Duration::ZERO, Timestamp::from_millis(5), 3).await;
-        let append =
-            Append { first_seq: 3, entries: vec![recorded(3)], consumed: vec![], notices: vec![], runs: vec![] };
+        let append = appending(3, vec![recorded(3)]);
         store.append(&run, fence.unwrap().fence, &append).await.unwrap();
         drop(store);
         let conn = Connection::open(&path).unwrap();
@@ -800,7 +792,7 @@ mod tests {
                 let fence = claimed.unwrap().fence;
                 for seq in 1..=ENTRIES {
                     let entries = vec![recorded(seq)];
-                    let append = Append { first_seq: seq, entries, consumed: vec![], notices: vec![], runs: vec![] };
+                    let append = appending(seq, entries);
                     store.append(&run.id, fence, &append).await.unwrap();
                 }
             });
