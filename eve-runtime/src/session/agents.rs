@@ -117,9 +117,9 @@ impl Agents {
 
 impl RuntimeBuilder {
     /// Adds a subagent: sessions offer it as a resumable task (unless it is hidden), and workflow
-    /// bodies call it with [`WorkflowCtx::agent`]. An agent given twice replaces the first;
-    /// [`build`](RuntimeBuilder::build) refuses a name the model could not call or that a tool
-    /// already has.
+    /// bodies call it with [`WorkflowCtx::agent`](crate::WorkflowCtx::agent). An agent given
+    /// twice replaces the first; [`build`](RuntimeBuilder::build) refuses a name the model could
+    /// not call or that a tool already has.
     pub fn agent(self, agent: Agent) -> Self {
         let mut agents = self.state_value::<Agents>().map(|agents| Agents::clone(&agents)).unwrap_or_default();
         agents.0.insert(agent.name.clone(), Arc::new(agent));
