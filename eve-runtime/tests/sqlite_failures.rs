@@ -202,7 +202,8 @@ fn a_newer_schema_version_is_refused() {
 
 /// A file written by the first schema version (1: no parked mark, no hook column in the inbox, the
 /// journal's length kept in the run's row) is migrated at open, in place, and everything in it
-/// reads back.
+/// reads back. The upgrade is logged at info level as it starts and ends, so a user whose open
+/// waits on a long copy sees why.
 #[tokio::test]
 async fn a_file_of_the_previous_schema_version_is_migrated_at_open() {
     let dir = tempfile::tempdir().expect("a temporary directory");
@@ -213,7 +214,13 @@ async fn a_file_of_the_previous_schema_version_is_migrated_at_open() {
     conn.execute("INSERT INTO journal (run_id, seq, entry) VALUES ('old-run', 0, ?1)", [started]).unwrap();
     drop(conn);
 
-    let store = SqliteStore::open(&path).expect("a version 1 file opens");
+    let logged = Logged::default();
+    let subscriber = tracing_subscriber::fmt().with_writer(logged.clone()).with_ansi(false).finish();
+    let store =
+        tracing::subscriber::with_default(subscriber, || SqliteStore::open(&path)).expect("a version 1 file opens");
+    let logged = logged.text();
+    assert!(logged.contains("upgrading the eve store's schema") && logged.contains("from=1 to=5"), "{logged}");
+    assert!(logged.contains("upgraded the eve store's schema") && logged.contains("took_ms="), "{logged}");
     let record = store.load(&"old-run".parse().unwrap()).await.expect("load").expect("the run is there");
     assert_eq!(record.entries, vec![new_run("old-run", json!({"from": "v1"})).started_entry()]);
     assert!(!record.summary.parked, "runs from before the mark count as not parked");
@@ -223,7 +230,36 @@ async fn a_file_of_the_previous_schema_version_is_migrated_at_open() {
     drop(store);
     let conn = rusqlite::Connection::open(&path).expect("the file opens in plain SQLite");
     let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0)).expect("readable");
-    assert_eq!(version, 4, "the file now has the current version");
+    assert_eq!(version, 5, "the file now has the current version");
+}
+
+/// What a `tracing` subscriber wrote, to read back.
+#[derive(Clone, Default)]
+struct Logged(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl Logged {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+impl std::io::Write for Logged {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Logged {
+    type Writer = Logged;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
 }
 
 /// The schema eve wrote as version 1.

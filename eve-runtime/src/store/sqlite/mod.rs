@@ -157,8 +157,12 @@ impl SqliteStore {
         let mut conn = open::writer_connection(path, &options)?;
         schema::check_integrity(&conn, &shown)?;
         schema::prepare(&mut conn, &shown)?;
-        wal::prepare(&conn, path).map_err(|error| codec::open_error(&error, &shown))?;
+        let log = wal::begin(&conn, path).map_err(|error| codec::open_error(&error, &shown))?;
+        // The reader threads start before the log is filled, so they load the schema and prepare
+        // their statements while the fill's sync waits on the disk, not when a restart's first
+        // queries arrive.
         let readers = Readers::start(path, options.read_connections)?;
+        log.fill();
         let writer = Writer::start(conn, shown.clone())?;
         Ok(SqliteStore { writer, epochs: Epochs::default(), readers, options, path: shown, _lock: lock })
     }
@@ -590,7 +594,7 @@ mod tests {
     }
 
     /// A file of schema version 3 kept each run's journal length in its row, and advanced it on
-    /// every append. Opened by this build, it becomes version 4 (which an older build refuses, as
+    /// every append. Opened by this build, it becomes version 5 (which an older build refuses, as
     /// it would trust a running run's row) and keeps its runs: a parked run takes appends, reads
     /// its length from its journal while it runs, and parks again where it was.
     #[tokio::test]
@@ -598,12 +602,9 @@ mod tests {
         let (_dir, path, store, run) = store_with_long_run(7).await;
         drop(store);
         let conn = Connection::open(&path).unwrap();
-        conn.execute_batch(
-            "UPDATE runs SET entries = (SELECT count(*) FROM journal WHERE run_id = runs.id);
-             PRAGMA user_version = 3;",
-        )
-        .unwrap();
+        conn.execute_batch("UPDATE runs SET entries = (SELECT count(*) FROM journal WHERE run_id = runs.id);").unwrap();
         drop(conn);
+        with_journal_keyed_by_run(&path, 3);
 
         let store = SqliteStore::open(&path).unwrap();
         let summary = store.load(&run).await.unwrap().unwrap().summary;
@@ -627,6 +628,161 @@ mod tests {
         assert_eq!(version, schema::VERSION);
         let entries: i64 = conn.query_row("SELECT entries FROM runs", [], |row| row.get(0)).unwrap();
         assert_eq!(entries, 8, "the park kept the length in the row");
+    }
+
+    /// Rebuilds the journal of the file at `path` as schema versions 1 to 4 kept it, keyed by run,
+    /// and gives the file schema version `version`.
+    fn with_journal_keyed_by_run(path: &std::path::Path, version: i64) {
+        let conn = Connection::open(path).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE journal_by_run_first (
+                 run_id TEXT NOT NULL, seq INTEGER NOT NULL, entry TEXT NOT NULL, PRIMARY KEY (run_id, seq)
+             ) WITHOUT ROWID;
+             INSERT INTO journal_by_run_first SELECT run_id, seq, entry FROM journal;
+             DROP TABLE journal;
+             ALTER TABLE journal_by_run_first RENAME TO journal;",
+        )
+        .unwrap();
+        conn.pragma_update(None, "user_version", version).unwrap();
+    }
+
+    /// A version 4 file whose disk has no room for the migration's copy of the journal is refused
+    /// with an error that says so and what to do, left as it was (still version 4, every entry in
+    /// place), and migrated when opened again with room.
+    #[tokio::test]
+    async fn a_migration_without_room_for_its_copy_leaves_the_file_as_it_was() {
+        let (_dir, path, store, run) = store_with_long_run(2_000).await;
+        let before = store.load(&run).await.unwrap().unwrap();
+        drop(store);
+        with_journal_keyed_by_run(&path, 4);
+        let conn = Connection::open(&path).unwrap();
+        // No free pages left from the rebuild, so the copy needs new ones.
+        conn.execute_batch("VACUUM").unwrap();
+        let pages: i64 = conn.pragma_query_value(None, "page_count", |row| row.get(0)).unwrap();
+        drop(conn);
+
+        let cramped = SqliteOptions { max_page_count: Some(pages.unsigned_abs() + 4), ..SqliteOptions::default() };
+        let Err(refused) = SqliteStore::open_with(&path, cramped) else { panic!("the migration had no room") };
+        let StoreError::Open { path: named, reason } = &refused else { panic!("{refused:?}") };
+        assert_eq!(named, &path.display().to_string());
+        assert!(reason.contains("from eve schema version 4 to 5") && reason.contains("no room"), "{reason}");
+        assert!(reason.contains("free about as much space") && reason.contains("left as it was"), "{reason}");
+        let conn = Connection::open(&path).unwrap();
+        let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0)).unwrap();
+        assert_eq!(version, 4, "the refused migration changed nothing");
+        let kept: i64 = conn.query_row("SELECT count(*) FROM journal", [], |row| row.get(0)).unwrap();
+        assert_eq!(kept, 2_000);
+        drop(conn);
+
+        let store = SqliteStore::open(&path).unwrap();
+        let after = store.load(&run).await.unwrap().unwrap();
+        assert_eq!(format!("{after:?}"), format!("{before:?}"), "the journal reads as before");
+    }
+
+    /// A version 4 file, whose journal is keyed by run, opens as version 5: its journal is copied
+    /// into the table kept in the order of appends, run by run, so each run's history is one range
+    /// of it, and its runs go on.
+    #[tokio::test]
+    async fn a_version_4_file_is_migrated_and_its_runs_go_on() {
+        let (_dir, path, store, run) = store_with_long_run(150).await;
+        let other = long_run(&store, "run-first", 40).await;
+        let before = (store.load(&run).await.unwrap().unwrap(), store.load(&other).await.unwrap().unwrap());
+        drop(store);
+        with_journal_keyed_by_run(&path, 4);
+
+        let store = SqliteStore::open(&path).unwrap();
+        let after = (store.load(&run).await.unwrap().unwrap(), store.load(&other).await.unwrap().unwrap());
+        assert_eq!(format!("{after:?}"), format!("{before:?}"), "the journals read as before");
+        let owner = WorkerId("test".into());
+        let fence = store.claim(&run, &owner, Duration::ZERO, Timestamp::from_millis(5), 0).await.unwrap().fence;
+        let stale = appending(149, vec![recorded(149)]);
+        let refused = store.append(&run, fence, &stale).await.unwrap_err();
+        assert!(matches!(refused, StoreError::SeqConflict { expected: 149, actual: 150, .. }), "{refused:?}");
+        store.append(&run, fence, &appending(150, vec![recorded(150)])).await.unwrap();
+        assert_eq!(store.load(&run).await.unwrap().unwrap().entries.len(), 151);
+        drop(store);
+
+        let conn = Connection::open(&path).unwrap();
+        let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0)).unwrap();
+        assert_eq!(version, schema::VERSION);
+        // Copied run by run ("run-first" sorts first), each in order; the new entry comes last.
+        let sql = "SELECT run_id, seq FROM journal ORDER BY id";
+        let rows: Vec<(String, i64)> = conn
+            .prepare(sql)
+            .unwrap()
+            .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let expected: Vec<(String, i64)> = (0..40)
+            .map(|seq| ("run-first".to_owned(), seq))
+            .chain((0..151).map(|seq| ("run-long".to_owned(), seq)))
+            .collect();
+        assert_eq!(rows, expected);
+    }
+
+    /// A run's journal reads the same, whole and in order from any point, however its entries lie
+    /// in the table: interleaved with another run's (its first 80), as one range of it (appended
+    /// alone: the next 100), or moved by hand so that the range of ids between two of its entries
+    /// holds as many rows as entries, but not the right ones.
+    #[tokio::test]
+    async fn a_journal_reads_the_same_whether_its_entries_lie_together_or_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("eve.db");
+        let store = SqliteStore::open(&path).unwrap();
+        let (owner, at) = (WorkerId("test".into()), Timestamp::from_millis(4));
+        let (run, other) = (new_run("run-mine"), new_run("run-other"));
+        let mut fences = Vec::new();
+        for new in [&run, &other] {
+            store.create_run(new.clone(), &owner).await.unwrap();
+            fences.push(store.claim(&new.id, &owner, Duration::ZERO, at, 1).await.unwrap().fence);
+        }
+        // The other run's entries carry ops of their own, so none can pass for the first run's.
+        let mine = |seq| (run.id.clone(), fences[0], appending(seq, vec![recorded(seq)]));
+        let theirs = |seq| (other.id.clone(), fences[1], appending(seq, vec![recorded(seq + 1_000)]));
+        let appends =
+            (1..80).flat_map(|seq| [mine(seq), theirs(seq)]).chain((80..180).map(mine)).chain((80..130).map(theirs));
+        for (id, fence, append) in appends {
+            store.append(&id, fence, &append).await.unwrap();
+        }
+        reads_whole(&store, &run.id, 180).await;
+        drop(store);
+
+        // Two entries trade places in the table, as only an edit by hand can make them: the ids
+        // between the first run's entries 99 and 179 stay as many as those entries, but hold
+        // another run's entry 120, or the first run's entries out of order. Each in a copy of
+        // the file as it was.
+        let kept = dir.path().join("kept.db");
+        std::fs::copy(&path, &kept).unwrap();
+        for (one, other) in [(("run-mine", 120), ("run-other", 120)), (("run-mine", 130), ("run-mine", 170))] {
+            std::fs::copy(&kept, &path).unwrap();
+            let conn = Connection::open(&path).unwrap();
+            let id = |(run, seq): (&str, i64)| -> i64 {
+                let sql = "SELECT id FROM journal WHERE run_id = ?1 AND seq = ?2";
+                conn.query_row(sql, rusqlite::params![run, seq], |row| row.get(0)).unwrap()
+            };
+            let (first, second) = (id(one), id(other));
+            conn.execute("UPDATE journal SET id = -1 WHERE id = ?1", [first]).unwrap();
+            conn.execute("UPDATE journal SET id = ?1 WHERE id = ?2", [first, second]).unwrap();
+            conn.execute("UPDATE journal SET id = ?1 WHERE id = -1", [second]).unwrap();
+            assert_eq!((id(one), id(other)), (second, first));
+            drop(conn);
+            reads_whole(&SqliteStore::open(&path).unwrap(), &run.id, 180).await;
+        }
+    }
+
+    /// Checks that claims of `run` from several points, and a load, read its `length` entries
+    /// (`run_started`, then a recorded value at each position) whole and in order.
+    async fn reads_whole(store: &SqliteStore, run: &RunId, length: u64) {
+        let owner = WorkerId("test".into());
+        for from_seq in [0, 1, 40, 68, 99, 100, 150, length - 1, length] {
+            let claimed = store.claim(run, &owner, Duration::ZERO, Timestamp::from_millis(4), from_seq).await.unwrap();
+            let ops: Vec<Option<u64>> =
+                claimed.entries.iter().map(|entry| entry.op().map(|op| u64::from(op.0))).collect();
+            let expected: Vec<Option<u64>> = (from_seq..length).map(|seq| (seq > 0).then_some(seq)).collect();
+            assert_eq!(ops, expected, "from {from_seq}");
+        }
+        assert_eq!(store.load(run).await.unwrap().unwrap().entries.len() as u64, length);
     }
 
     /// An append that starts where the claim knows the journal ends is not checked against the
@@ -723,21 +879,47 @@ mod tests {
     /// run's journal: a run 10,000 entries long costs the same as one of ten.
     #[test]
     fn every_read_of_a_length_is_one_seek() {
+        let (_dir, conn) = new_file();
+        for sql in [reads::RUN_STATE, writes::PARK] {
+            let plan = query_plan(&conn, sql, &[&"run-1", &3]);
+            assert!(plan.contains("SEARCH journal USING COVERING INDEX journal_by_run (run_id=?)"), "{sql}: {plan}");
+            assert!(!plan.contains("SCAN") && !plan.contains("TEMP B-TREE"), "{sql}: {plan}");
+        }
+    }
+
+    /// Reading a journal is seeks and ranges, never a scan or a sort: a range of a run's entries
+    /// through the index by run, one entry's place in the table, or a range of the table's ids.
+    #[test]
+    fn every_read_of_a_journal_is_a_seek_or_a_range() {
+        let (_dir, conn) = new_file();
+        let reads = [
+            (reads::JOURNAL, "SEARCH journal USING INDEX journal_by_run (run_id=? AND seq>? AND seq<?)"),
+            (reads::ENTRY_ID, "SEARCH journal USING COVERING INDEX journal_by_run (run_id=? AND seq=?)"),
+            (reads::JOURNAL_SPAN, "SEARCH journal USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)"),
+        ];
+        for (sql, expected) in reads {
+            assert_eq!(query_plan(&conn, sql, &[&1, &1, &1]), expected, "{sql}");
+        }
+    }
+
+    /// A new store's file, opened in plain SQLite.
+    fn new_file() -> (tempfile::TempDir, Connection) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("eve.db");
         drop(SqliteStore::open(&path).unwrap());
         let conn = Connection::open(&path).unwrap();
-        for sql in [reads::RUN_STATE, writes::PARK] {
-            let mut explain = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
-            explain.raw_bind_parameter(1, "run-1").unwrap();
-            if explain.parameter_count() > 1 {
-                explain.raw_bind_parameter(2, 3).unwrap();
-            }
-            let plan: Vec<String> = explain.raw_query().mapped(|row| row.get(3)).collect::<Result<_, _>>().unwrap();
-            let plan = plan.join("; ");
-            assert!(plan.contains("SEARCH journal USING PRIMARY KEY (run_id=?)"), "{sql}: {plan}");
-            assert!(!plan.contains("SCAN") && !plan.contains("TEMP B-TREE"), "{sql}: {plan}");
+        (dir, conn)
+    }
+
+    /// SQLite's plan for `sql`, its parameters bound to the first of `values` in turn: its steps,
+    /// joined by "; ".
+    fn query_plan(conn: &Connection, sql: &str, values: &[&dyn rusqlite::ToSql]) -> String {
+        let mut explain = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        for (index, value) in values.iter().enumerate().take(explain.parameter_count()) {
+            explain.raw_bind_parameter(index + 1, value).unwrap();
         }
+        let plan: Vec<String> = explain.raw_query().mapped(|row| row.get(3)).collect::<Result<_, _>>().unwrap();
+        plan.join("; ")
     }
 
     /// The write-ahead log's working size: its header, and the frames of SQLite's automatic
@@ -829,10 +1011,7 @@ mod tests {
     /// no scan of the whole table, no sort of what it found, and each run's length is one seek.
     #[test]
     fn every_listing_walks_an_index_without_sorting() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("eve.db");
-        drop(SqliteStore::open(&path).unwrap());
-        let conn = Connection::open(&path).unwrap();
+        let (_dir, conn) = new_file();
         let cursor: RunCursor = "1000".parse().unwrap();
         let mut queries = Vec::new();
         for state in [None, Some("active"), Some("parked"), Some("running"), Some("failed")] {
@@ -850,16 +1029,12 @@ mod tests {
         }
         for query in queries {
             let (sql, values) = reads::listing(&query);
-            let mut explain = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
-            let plan: Vec<String> = explain
-                .query_map(rusqlite::params_from_iter(values.iter()), |row| row.get(3))
-                .unwrap()
-                .collect::<Result<_, _>>()
-                .unwrap();
-            let plan = plan.join("; ");
+            let values: Vec<&dyn rusqlite::ToSql> = values.iter().map(AsRef::as_ref).collect();
+            let plan = query_plan(&conn, &sql, &values);
             assert!(!plan.contains("TEMP B-TREE"), "{query:?} sorts what it finds: {plan}");
             // Each listed run's length is a seek to the end of its journal, never a scan of it.
-            let length = "; CORRELATED SCALAR SUBQUERY 1; SEARCH journal USING PRIMARY KEY (run_id=?)";
+            let length =
+                "; CORRELATED SCALAR SUBQUERY 1; SEARCH journal USING COVERING INDEX journal_by_run (run_id=?)";
             let plan = plan.strip_suffix(length).unwrap_or_else(|| panic!("{query:?} reads lengths otherwise: {plan}"));
             let indexed = plan.contains("USING INDEX runs_by_") || plan.contains("INTEGER PRIMARY KEY");
             let newest_first = plan == "SCAN runs" && query.status.is_none() && query.tool.is_none();

@@ -10,7 +10,7 @@
 //! thread ([`Readers::parallel`]): a long journal is read in two halves at once.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError, mpsc};
+use std::sync::{Arc, Mutex, PoisonError, TryLockError, mpsc};
 use std::thread::JoinHandle;
 
 use rusqlite::Connection;
@@ -110,10 +110,51 @@ fn stopped() -> StoreError {
     StoreError::Backend("the SQLite reader threads have stopped; restart the process".into())
 }
 
+/// Answers queries until the store is dropped. While it has nothing to do, the thread readies
+/// the statements a start needs ([`reads::WARM`](super::reads::WARM)), one at a time, so a
+/// query that arrives meanwhile waits for one statement at most (it prepares what it needs
+/// itself): a start that sends its first query at once is not held up by statements it does
+/// not need yet.
 fn serve(mut conn: Connection, receiver: &Mutex<mpsc::Receiver<ReadJob>>) {
-    super::reads::warm(&conn);
-    while let Some(job) = next_job(receiver) {
+    let mut cold = super::reads::WARM.iter();
+    loop {
+        let job = match cold.len() {
+            0 => next_job(receiver),
+            _ => match queued_job(receiver) {
+                Queued::Job(job) => Some(job),
+                Queued::Stopped => None,
+                Queued::Nothing => {
+                    // Errors are left to the queries themselves, which report them.
+                    let _ = cold.next().map(|sql| conn.prepare_cached(sql));
+                    continue;
+                }
+            },
+        };
+        let Some(job) = job else { return };
         job(&mut conn);
+    }
+}
+
+/// What [`queued_job`] found.
+enum Queued {
+    Job(ReadJob),
+    /// Nothing queued, or another thread waits on the queue and will take what comes.
+    Nothing,
+    /// The store was dropped.
+    Stopped,
+}
+
+/// The next query if one is queued and no other thread waits on the queue, without waiting.
+fn queued_job(receiver: &Mutex<mpsc::Receiver<ReadJob>>) -> Queued {
+    let receiver = match receiver.try_lock() {
+        Ok(receiver) => receiver,
+        Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+        Err(TryLockError::WouldBlock) => return Queued::Nothing,
+    };
+    match receiver.try_recv() {
+        Ok(job) => Queued::Job(job),
+        Err(mpsc::TryRecvError::Empty) => Queued::Nothing,
+        Err(mpsc::TryRecvError::Disconnected) => Queued::Stopped,
     }
 }
 

@@ -15,7 +15,7 @@ use crate::store::{
 /// The SQL of a run's journal length, in a statement on `runs`: the row keeps it while the run
 /// is parked or finished (the park and the finishing append write it); while the run goes on, its
 /// appends leave the row alone (schema version 4), and the length is one past the journal's last
-/// `seq`, found by a seek to the end of the run's part of the journal's key.
+/// `seq`, found by a seek to the end of the run's part of the journal's index.
 macro_rules! length_sql {
     () => {
         "CASE WHEN runs.parked = 1 OR runs.status <> 'active' THEN runs.entries \
@@ -27,9 +27,22 @@ pub(super) use length_sql;
 /// A run's status and journal length; no row if the run does not exist.
 pub(super) const RUN_STATE: &str = concat!("SELECT status, ", length_sql!(), " FROM runs WHERE id = ?1");
 
-/// A range of a run's journal, in order.
+/// A range of a run's journal, in order, through the index by run.
 pub(super) const JOURNAL: &str =
     "SELECT seq, entry FROM journal WHERE run_id = ?1 AND seq >= ?2 AND seq < ?3 ORDER BY seq";
+
+/// Where one entry of a run's journal is in the table.
+pub(super) const ENTRY_ID: &str = "SELECT id FROM journal WHERE run_id = ?1 AND seq = ?2";
+
+/// A run's entries in a range of the table, in order: all of the range when nothing else was
+/// appended among them. `NOT INDEXED`: the range of ids, never the index by run (which the planner
+/// would otherwise take for the run's condition, then sort).
+pub(super) const JOURNAL_SPAN: &str =
+    "SELECT seq, entry FROM journal NOT INDEXED WHERE id >= ?1 AND id <= ?2 AND run_id = ?3 ORDER BY id";
+
+/// A range at least this long is looked for as one range of the table (see [`span`]); a shorter
+/// one is read through the index, which costs less than finding the range's ends.
+const SPAN_FROM: u64 = 32;
 
 /// A run's pending inbox, oldest first.
 const INBOX: &str = "SELECT id, delivery FROM inbox WHERE run_id = ?1 AND consumed = 0 ORDER BY id";
@@ -49,15 +62,10 @@ const SIGN_INS: &str = "SELECT hooks.run_id, hooks.op, hooks.meta, runs.tool FRO
 /// Every armed timer.
 const TIMERS: &str = "SELECT run_id, op, kind, due FROM timers ORDER BY run_id, op, kind DESC";
 
-/// Readies a new read connection for the reads a start makes: loads the schema and prepares a
-/// recovery's and a claim's statements. A reader thread runs this as it starts, in parallel with
-/// the rest of start-up, so the recovery and the first claims after a restart do not each wait for
-/// it. Errors are left to the reads themselves, which report them.
-pub(super) fn warm(conn: &Connection) {
-    for sql in [UNFINISHED, RUNNABLE, SIGN_INS, TIMERS, RUN_STATE, JOURNAL, INBOX] {
-        let _ = conn.prepare_cached(sql);
-    }
-}
+/// The statements a start runs, which each reader thread prepares while it is idle (see
+/// `readers::serve`): a recovery's first, then a claim's.
+pub(super) const WARM: [&str; 9] =
+    [UNFINISHED, RUNNABLE, SIGN_INS, TIMERS, RUN_STATE, ENTRY_ID, JOURNAL_SPAN, INBOX, JOURNAL];
 
 /// A run and its whole journal.
 pub(super) fn load(conn: &mut Connection, run: &RunId) -> Result<Option<RunRecord>, Failure> {
@@ -198,19 +206,61 @@ fn capacity(from: u64, to: u64) -> usize {
 }
 
 /// Appends entries `from..to` of the run's journal to `entries`.
+///
+/// A history appended while no other run appended (a run alone, or a long stretch of one run) is
+/// one range of the table, read in order without the index: as fast as a table keyed by run. A
+/// history interleaved with others' is read through the index, a seek into the table per entry.
 fn journal_into(conn: &Connection, run: &RunId, from: u64, to: u64, entries: &mut Vec<Entry>) -> Result<(), Failure> {
+    let start = entries.len();
+    if let Some((first, last)) = span(conn, run, from, to)? {
+        let mut statement = conn.prepare_cached(JOURNAL_SPAN)?;
+        let mut rows = statement.query(params![first, last, run.as_str()])?;
+        let mut expected = int(from);
+        while let Some(row) = rows.next()? {
+            // The range holds exactly these entries (see `span`); a file whose ids were changed by
+            // hand may not (it then has fewer, or one out of place), and is read through the index.
+            if row.get::<_, i64>(0)? != expected {
+                break;
+            }
+            entries.push(decode_row(run, expected, row)?);
+            expected += 1;
+        }
+        if u64::try_from(entries.len() - start) == Ok(to - from) {
+            return Ok(());
+        }
+        entries.truncate(start);
+    }
     let mut statement = conn.prepare_cached(JOURNAL)?;
     let mut rows = statement.query(params![run.as_str(), int(from), int(to)])?;
     while let Some(row) = rows.next()? {
-        // Decoded from SQLite's own buffer: a replay reads every entry once, so no copy of its text.
-        let seq = row.get(0)?;
-        let text = row
-            .get_ref(1)?
-            .as_str()
-            .map_err(|error| Failure::Decode(format!("run {run}'s journal entry {seq} is not text: {error}")))?;
-        entries.push(codec::decode_entry(run, seq, text)?);
+        entries.push(decode_row(run, row.get(0)?, row)?);
     }
     Ok(())
+}
+
+/// The entry in column 1 of `row`, entry `seq` of `run`'s journal.
+fn decode_row(run: &RunId, seq: i64, row: &rusqlite::Row<'_>) -> Result<Entry, Failure> {
+    // Decoded from SQLite's own buffer: a replay reads every entry once, so no copy of its text.
+    let text = row
+        .get_ref(1)?
+        .as_str()
+        .map_err(|error| Failure::Decode(format!("run {run}'s journal entry {seq} is not text: {error}")))?;
+    codec::decode_entry(run, seq, text)
+}
+
+/// The table ids of entries `from` and `to - 1` of `run`'s journal, when as many ids separate
+/// them as entries do: a run's appends take ascending ids (each one past the table's largest), so
+/// the range between them then holds these entries and nothing else, and is read without the
+/// index. [`journal_into`] checks that it got each entry in turn all the same. `None` for a short
+/// range (see [`SPAN_FROM`]), or one that other runs' appends interleave.
+fn span(conn: &Connection, run: &RunId, from: u64, to: u64) -> Result<Option<(i64, i64)>, Failure> {
+    if to.saturating_sub(from) < SPAN_FROM {
+        return Ok(None);
+    }
+    let mut statement = conn.prepare_cached(ENTRY_ID)?;
+    let mut id = |seq: u64| statement.query_row(params![run.as_str(), int(seq)], |row| row.get::<_, i64>(0)).optional();
+    let (Some(first), Some(last)) = (id(from)?, id(to - 1)?) else { return Ok(None) };
+    Ok((last.checked_sub(first) == Some(int(to - 1 - from))).then_some((first, last)))
 }
 
 /// One page of the runs `query` asks for, newest first (by `rowid`, which grows with creation).

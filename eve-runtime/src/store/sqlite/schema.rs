@@ -5,7 +5,7 @@
 //! version migrates it (each in one transaction, so a crash leaves either nothing or everything);
 //! a file from a newer eve, or a SQLite file that eve did not create, is refused untouched.
 //!
-//! Tables (all keyed by the run id first, so a run's rows sit together):
+//! Tables (all but the journal keyed by the run id first, so a run's rows sit together):
 //!
 //! - `runs`: one row per run; `parked` marks a run that waits on durable waits only (cleared by
 //!   every append), so a restart need not load it; `entries` is the journal's length while the
@@ -16,7 +16,12 @@
 //!   documentation of the store). Listings order by `rowid`, which grows with creation since runs
 //!   are never deleted, and page by it; `runs_by_status` and `runs_by_tool` (each holding the
 //!   `rowid`) serve their filters in that order.
-//! - `journal`: `(run_id, seq) -> entry` JSON, dense from 0.
+//! - `journal`: `(run_id, seq) -> entry` JSON, dense from 0, stored in the order the entries were
+//!   appended (`id`), with the unique index `journal_by_run` on `(run_id, seq)` (from version 5).
+//!   Many runs appending at once then write the table's last page and a few pages of the small
+//!   index per commit, where a table keyed by run wrote one page per run. A run's entries keep
+//!   ascending ids, so a history appended without others in between is one range of the table,
+//!   which a claim reads without the index (see `reads::journal_into`).
 //! - `timers`: pending sleeps and retries, one row per `(run_id, op, kind)`.
 //! - `hooks`: `token_hash -> (run_id, op, meta)` for unfinished runs only (meta: hook, webhook with
 //!   its response mode, or sign-in callback); never a token.
@@ -35,7 +40,7 @@ pub(super) const APPLICATION_ID: i64 = 0x4556_4531;
 
 /// The schema version this build writes and understands. Files of an older version are migrated
 /// at open ([`MIGRATIONS`]).
-pub(super) const VERSION: i64 = 4;
+pub(super) const VERSION: i64 = 5;
 
 const CREATE: &str = "
 CREATE TABLE runs (
@@ -52,11 +57,12 @@ CREATE INDEX runs_by_tool ON runs (tool);
 CREATE INDEX runs_unparked ON runs (id) WHERE status = 'active' AND parked = 0;
 
 CREATE TABLE journal (
+    id     INTEGER PRIMARY KEY,
     run_id TEXT NOT NULL,
     seq    INTEGER NOT NULL,
-    entry  TEXT NOT NULL,
-    PRIMARY KEY (run_id, seq)
-) WITHOUT ROWID;
+    entry  TEXT NOT NULL
+);
+CREATE UNIQUE INDEX journal_by_run ON journal (run_id, seq);
 
 CREATE TABLE timers (
     run_id TEXT NOT NULL,
@@ -105,6 +111,20 @@ CREATE INDEX runs_by_tool ON runs (tool);
     // holds its exact length, so nothing changes but the version, which keeps older builds (that
     // would trust a running run's `entries`) from opening the file.
     "",
+    // 4 -> 5: the journal is stored in the order of its appends, indexed by run. Its entries are
+    // copied run by run, so each history already written stays one range of the table.
+    "
+CREATE TABLE journal_by_append (
+    id     INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    seq    INTEGER NOT NULL,
+    entry  TEXT NOT NULL
+);
+INSERT INTO journal_by_append (run_id, seq, entry) SELECT run_id, seq, entry FROM journal ORDER BY run_id, seq;
+DROP TABLE journal;
+ALTER TABLE journal_by_append RENAME TO journal;
+CREATE UNIQUE INDEX journal_by_run ON journal (run_id, seq);
+",
 ];
 
 /// What identifies the file's contents.
@@ -127,7 +147,18 @@ pub(super) fn prepare(conn: &mut Connection, path: &str) -> Result<(), StoreErro
             ),
         )),
         Identity { application_id: APPLICATION_ID, version, .. } if version >= 1 => {
-            migrate(conn, version).map_err(|error| open_error(&error, path))
+            // Copying a long journal takes a while (about 10 s a gigabyte): say why open waits.
+            tracing::info!(
+                path,
+                from = version,
+                to = VERSION,
+                "upgrading the eve store's schema; this copies its journal"
+            );
+            let started = std::time::Instant::now();
+            migrate(conn, version).map_err(|error| migration_error(&error, path, version))?;
+            let took_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            tracing::info!(path, took_ms, "upgraded the eve store's schema");
+            Ok(())
         }
         Identity { application_id: APPLICATION_ID, version, .. } => Err(refuse(
             path,
@@ -174,6 +205,25 @@ fn create(conn: &mut Connection) -> rusqlite::Result<()> {
     tx.pragma_update(None, "application_id", APPLICATION_ID)?;
     tx.pragma_update(None, "user_version", VERSION)?;
     tx.commit()
+}
+
+/// Why the migration of a version `version` file failed. Every migration to version 5 copies the
+/// journal, so the file needs room for a second copy while it runs: a full disk says so, and
+/// that nothing changed (the migration is one transaction).
+fn migration_error(error: &rusqlite::Error, path: &str, version: i64) -> StoreError {
+    if error.sqlite_error_code() != Some(rusqlite::ErrorCode::DiskFull) {
+        return open_error(error, path);
+    }
+    let size = std::fs::metadata(path).map(|file| format!(" (the file is {} MB)", file.len().div_ceil(1 << 20)));
+    refuse(
+        path,
+        format!(
+            "upgrading it from eve schema version {version} to {VERSION} copies its journal, and its disk \
+             has no room for the copy{}; free about as much space as the file takes and open it again \
+             (the file was left as it was)",
+            size.unwrap_or_default()
+        ),
+    )
 }
 
 fn refuse(path: &str, reason: String) -> StoreError {

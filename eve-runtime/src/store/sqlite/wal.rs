@@ -12,11 +12,13 @@
 //! Zeros are safe past the log's last frame: SQLite reads a log's frames in order up to the
 //! first whose salt and checksum do not match the log's header, and zeros never match, so they
 //! read as the log's end, after a crash too. The fill only ever writes past the file's end, and
-//! runs before the store's threads start, so no frame is overwritten.
+//! runs before the writer thread starts, so no frame is overwritten. The reader threads start
+//! before it, to ready their connections meanwhile (see [`Begun::fill`]): they never write to the
+//! log, and read its frames only up to the last one committed.
 
 use std::fs::File;
 use std::io::{Seek, SeekFrom, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use rusqlite::Connection;
 
@@ -24,27 +26,43 @@ use rusqlite::Connection;
 const LOG_HEADER: u64 = 32;
 const FRAME_HEADER: u64 = 24;
 
-/// Begins the log, then fills it to its working size: the frames SQLite writes before its
+/// A log begun by [`begin`], to fill to its working size with [`Begun::fill`]. `None` when the
+/// log could not be begun, or its size read: the first write then meets the error again, or
+/// grows the log as SQLite writes it.
+pub(super) struct Begun(Option<(PathBuf, u64)>);
+
+/// Begins the log, and reads the working size to fill it to: the frames SQLite writes before its
 /// automatic checkpoint lets it start again from the beginning, and a tenth more for the batch
-/// that crosses that mark. A log already that long (one a crash left) is only extended, never
-/// rewritten. Neither step is needed for correctness: an error is logged at debug level and left
-/// to the first write, which meets it again or grows the log as SQLite writes it. Fails only if
-/// the connection cannot be set back to `synchronous = FULL`, without which no commit would be
-/// durable.
-pub(super) fn prepare(conn: &Connection, path: &Path) -> rusqlite::Result<()> {
+/// that crosses that mark. Neither step is needed for correctness: an error is logged at debug
+/// level. Fails only if the connection cannot be set back to `synchronous = FULL`, without which
+/// no commit would be durable.
+pub(super) fn begin(conn: &Connection, path: &Path) -> rusqlite::Result<Begun> {
     let log = super::open::beside(path, "-wal");
-    let begun = begin(conn, &log);
+    let begun = begin_log(conn, &log);
     // The writer commits with `synchronous = FULL` (see `open::writer_connection`).
     conn.pragma_update(None, "synchronous", "FULL")?;
-    if let Err(error) = begun {
-        tracing::debug!(path = %path.display(), "cannot begin the write-ahead log ahead of the first write: {error}");
-        return Ok(());
+    let size = begun.and_then(|()| working_size(conn));
+    match size {
+        Ok(size) => Ok(Begun(Some((log, size)))),
+        Err(error) => {
+            tracing::debug!(path = %path.display(), "cannot begin the write-ahead log ahead of the first write: {error}");
+            Ok(Begun(None))
+        }
     }
-    let filled = working_size(conn).map_err(std::io::Error::other).and_then(|size| fill(&log, size));
-    if let Err(error) = filled {
-        tracing::debug!(log = %log.display(), "cannot fill the write-ahead log ahead of its writes: {error}");
+}
+
+impl Begun {
+    /// Fills the log to its working size and syncs it: a few milliseconds, spent mostly waiting
+    /// on the disk, which the store's open lets its reader threads use to ready their
+    /// connections. A log already that long (one a crash left) is only extended, never
+    /// rewritten. An error is logged at debug level and left to the writes, which grow the log
+    /// as SQLite writes it.
+    pub(super) fn fill(self) {
+        let Some((log, size)) = self.0 else { return };
+        if let Err(error) = fill(&log, size) {
+            tracing::debug!(log = %log.display(), "cannot fill the write-ahead log ahead of its writes: {error}");
+        }
     }
-    Ok(())
 }
 
 /// The log's working size in bytes: its header, then a frame (its own header and one page) for
@@ -59,7 +77,7 @@ fn working_size(conn: &Connection) -> rusqlite::Result<u64> {
 /// Makes the log exist if it is empty, by rewriting `user_version` with its own value: a change
 /// of nothing, committed without its own fsync (there is nothing to lose). Leaves the connection
 /// with `synchronous = NORMAL`; the caller sets it back.
-fn begin(conn: &Connection, log: &Path) -> rusqlite::Result<()> {
+fn begin_log(conn: &Connection, log: &Path) -> rusqlite::Result<()> {
     if std::fs::metadata(log).is_ok_and(|log| log.len() > 0) {
         return Ok(());
     }

@@ -615,6 +615,38 @@ mod tests {
         assert_eq!(writer.submit_from_run(keys).await.unwrap(), [0, 3, 5]);
     }
 
+    /// Every batch commits with the setting it needs, however often the connection switched
+    /// before and whatever else it prepared meanwhile. The switches are cached statements, and
+    /// SQLite applies `PRAGMA synchronous` when the statement is prepared, not when it runs: this
+    /// holds only because SQLite expires a pragma's statement after each run, so the cached one
+    /// is prepared, and the setting applied, again each time.
+    #[tokio::test]
+    async fn every_batch_sets_its_own_sync_however_often_it_switches() {
+        let (writer, _dir) = writer();
+        for round in 0..3 {
+            assert_eq!(
+                synchronous(&writer, false).await.unwrap(),
+                1,
+                "round {round}: a hint commits without the fsync"
+            );
+            assert_eq!(synchronous(&writer, true).await.unwrap(), 2, "round {round}: a durable batch commits with it");
+        }
+        // Enough other statements to push every cached one out; each switch is then prepared
+        // afresh, the switch to NORMAL after the switch to FULL.
+        let many = |conn: &Connection| {
+            for n in 0..100 {
+                conn.prepare_cached(&format!("SELECT {n}"))?;
+            }
+            Ok(())
+        };
+        writer.submit(many).await.unwrap();
+        assert_eq!(synchronous(&writer, false).await.unwrap(), 1, "a hint commits without the fsync");
+        assert_eq!(synchronous(&writer, true).await.unwrap(), 2, "a durable batch was committed without the fsync");
+        writer.submit(many).await.unwrap();
+        assert_eq!(synchronous(&writer, false).await.unwrap(), 1, "a hint commits without the fsync");
+        assert_eq!(synchronous(&writer, true).await.unwrap(), 2, "a durable batch was committed without the fsync");
+    }
+
     /// A batch of hints commits without the fsync; every durable batch commits with it, even
     /// after a hint batch whose switch back to `synchronous = FULL` failed.
     #[tokio::test]

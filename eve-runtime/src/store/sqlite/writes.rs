@@ -10,9 +10,11 @@
 //! them. Its checks (fence, status, journal length) are made in memory when the run's claim knows
 //! them (see [`Epochs`]), else against the file. The run's row is written only when the append
 //! changes the run's status or clears its parked mark: while a run goes on, its length is the
-//! journal's own (schema version 4), so a step's commit writes the journal's leaf alone. Before,
-//! an `UPDATE` of the row checked and advanced the length on every append, about a quarter of the
-//! writer's time under many concurrent runs.
+//! journal's own (schema version 4), so a step's commit writes the journal alone. Before, an
+//! `UPDATE` of the row checked and advanced the length on every append, about a quarter of the
+//! writer's time under many concurrent runs. The journal is stored in the order of its appends
+//! (schema version 5), so the entries of many runs committed together fill the table's last page
+//! and a few pages of its index by run, rather than one page per run.
 
 use rusqlite::{Connection, OptionalExtension, params};
 
