@@ -1,7 +1,7 @@
 //! A store that fails on purpose: it delegates to a real store and refuses the appends a test
 //! picks, as a full disk or a lost connection would, so tests can show what the runtime does when
 //! the store fails at a chosen moment. It also counts the runs created on their own
-//! (`create_run`), as opposed to those an append starts.
+//! (`create_run`), as opposed to those an append starts, and the reads of an inbox on its own.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -24,6 +24,7 @@ pub struct Faulty {
     claims_to_fail: Mutex<usize>,
     failed: Mutex<usize>,
     created: Mutex<usize>,
+    inbox_reads: Mutex<usize>,
     load_delay: Mutex<Duration>,
 }
 
@@ -36,6 +37,7 @@ impl Faulty {
             claims_to_fail: Mutex::new(0),
             failed: Mutex::new(0),
             created: Mutex::new(0),
+            inbox_reads: Mutex::new(0),
             load_delay: Mutex::new(Duration::ZERO),
         })
     }
@@ -76,6 +78,11 @@ impl Faulty {
     /// How many runs `create_run` created so far (each its own commit).
     pub fn runs_created(&self) -> usize {
         *self.created.lock().unwrap()
+    }
+
+    /// How many times a run's inbox was read on its own (`inbox`; a claim's read is not counted).
+    pub fn inbox_reads(&self) -> usize {
+        *self.inbox_reads.lock().unwrap()
     }
 }
 
@@ -149,6 +156,7 @@ impl Store for Faulty {
     }
 
     async fn inbox(&self, run: &RunId) -> Result<Vec<InboxItem>, StoreError> {
+        *self.inbox_reads.lock().unwrap() += 1;
         self.inner.inbox(run).await
     }
 

@@ -247,6 +247,10 @@ pub(crate) struct Driver {
     retrying: OpMap<(u32, Timestamp)>,
     /// Inbox items read but not yet turned into entries.
     inbox: VecDeque<InboxItem>,
+    /// How many of the mailbox's first messages were sent before `inbox` was read whole (as a
+    /// cold activation's claim reads it): an inbox message among them announces deliveries
+    /// committed before that read, which `inbox` holds, so it asks for no read of its own.
+    announced_before_read: usize,
     /// Entries not yet durable: deliveries the body has seen and the records it produced, in
     /// order, and the inbox items they consume; the next commit appends them.
     pending: Vec<Entry>,
@@ -314,6 +318,7 @@ impl Driver {
             restart_after_append: Vec::new(),
             retrying: OpMap::default(),
             inbox: VecDeque::new(),
+            announced_before_read: 0,
             pending: Vec::new(),
             pending_consumed: Vec::new(),
             pending_runs: Vec::new(),
@@ -367,6 +372,13 @@ impl Driver {
 
     pub fn run_id(&self) -> &RunId {
         &self.core.run
+    }
+
+    /// Tells a driver just rebuilt that the first `queued` messages of its mailbox were sent
+    /// before its claim read the inbox: the inbox messages among them are not read again.
+    pub fn read_inbox_after(mut self: Box<Self>, queued: usize) -> Box<Self> {
+        self.announced_before_read = queued;
+        self
     }
 
     /// The model-facing name of the tool whose body this is, for spans.
@@ -613,8 +625,15 @@ impl Driver {
     fn ready_events(&mut self, rt: &Engine, mailbox: &mut mpsc::UnboundedReceiver<Msg>) -> Vec<Event> {
         let mut events = std::mem::take(&mut self.spare.events);
         while let Ok(msg) = mailbox.try_recv() {
-            events.push(Event::Msg(msg));
+            let announced_before_read = self.announced_before_read > 0;
+            self.announced_before_read = self.announced_before_read.saturating_sub(1);
+            if !(announced_before_read && matches!(msg, Msg::Inbox)) {
+                events.push(Event::Msg(msg));
+            }
         }
+        // Every message counted was queued already, so none is left to skip; should one not have
+        // been received, its read happens after all (a read too many, never one too few).
+        self.announced_before_read = 0;
         events.extend(self.ended.drain(..).map(Event::Attempt));
         // An empty set is not polled: nothing in it can be ready.
         while !self.attempts.is_empty()

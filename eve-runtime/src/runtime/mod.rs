@@ -398,7 +398,12 @@ impl Shared {
         let started = match start {
             Start::Fresh(driver) => Some(driver),
             Start::Cached(driver) => self.resume_parked(&run, driver, true).await,
-            Start::Cold => self.rebuild(&run).await,
+            Start::Cold => {
+                // An inbox message queued now announces a delivery committed before the claim
+                // reads the inbox, which the claim hands the driver: it asks for no read of its own.
+                let queued = mailbox.len();
+                self.rebuild(&run).await.map(|driver| driver.read_inbox_after(queued))
+            }
         };
         let Some(mut driver) = started else { return };
         tracing::Span::current().record("tool", driver.tool_name());
