@@ -13,11 +13,9 @@
 //! - A few **reader** threads own read-only connections and answer loads, listings, timers, the
 //!   inbox and hook look-ups without waiting behind a write batch (WAL readers never block). A
 //!   claim of a long journal reads its two halves on two of them at once (see [`reads`]).
-//! - Before the writer thread starts, the store begins the write-ahead log (a clean close removed
-//!   it) and fills it to its working size, so the first write after a start pays one fsync rather
-//!   than three and commits rewrite the log rather than grow it (see [`wal`]). The fill is mostly
-//!   a wait on the disk: the reader threads ready their connections meanwhile, and the write
-//!   connection prepares the statements of the first writes after a start ([`writes::WARM`]).
+//! - Before the threads start, the store begins the write-ahead log (a clean close removed it) and
+//!   fills it to its working size, so the first write after a start pays one fsync rather than
+//!   three and commits rewrite the log rather than grow it (see [`wal`]).
 //!
 //! # Claims and fences
 //!
@@ -164,10 +162,7 @@ impl SqliteStore {
         // their statements while the fill's sync waits on the disk, not when a restart's first
         // queries arrive.
         let readers = Readers::start(path, options.read_connections)?;
-        // While the fill's sync waits on the disk, the write connection prepares the statements
-        // of the first writes after a start (a restart's first delivery, the append ending its
-        // run), which would otherwise prepare them (about 100 µs each).
-        log.fill(|| writes::warm(&conn));
+        log.fill();
         let writer = Writer::start(conn, shown.clone())?;
         Ok(SqliteStore { writer, epochs: Epochs::default(), readers, options, path: shown, _lock: lock })
     }
@@ -904,16 +899,6 @@ mod tests {
         ];
         for (sql, expected) in reads {
             assert_eq!(query_plan(&conn, sql, &[&1, &1, &1]), expected, "{sql}");
-        }
-    }
-
-    /// The statements the connections prepare ahead ignore errors, which the queries that use them
-    /// report; so each must be valid, or it would be prepared at its first use after all.
-    #[test]
-    fn every_statement_prepared_ahead_prepares_on_a_new_file() {
-        let (_dir, conn) = new_file();
-        for sql in reads::WARM.iter().chain(&writes::WARM) {
-            conn.prepare(sql).unwrap_or_else(|error| panic!("{sql}: {error}"));
         }
     }
 

@@ -62,13 +62,10 @@ const SIGN_INS: &str = "SELECT hooks.run_id, hooks.op, hooks.meta, runs.tool FRO
 /// Every armed timer.
 const TIMERS: &str = "SELECT run_id, op, kind, due FROM timers ORDER BY run_id, op, kind DESC";
 
-/// The hook holding a token.
-pub(super) const FIND_HOOK: &str = "SELECT run_id, op, meta FROM hooks WHERE token_hash = ?1";
-
 /// The statements a start runs, which each reader thread prepares while it is idle (see
-/// `readers::serve`): a recovery's first, then a claim's, then a delivery's lookup of its hook.
-pub(super) const WARM: [&str; 10] =
-    [UNFINISHED, RUNNABLE, SIGN_INS, TIMERS, RUN_STATE, ENTRY_ID, JOURNAL_SPAN, INBOX, JOURNAL, FIND_HOOK];
+/// `readers::serve`): a recovery's first, then a claim's.
+pub(super) const WARM: [&str; 9] =
+    [UNFINISHED, RUNNABLE, SIGN_INS, TIMERS, RUN_STATE, ENTRY_ID, JOURNAL_SPAN, INBOX, JOURNAL];
 
 /// A run and its whole journal.
 pub(super) fn load(conn: &mut Connection, run: &RunId) -> Result<Option<RunRecord>, Failure> {
@@ -340,8 +337,9 @@ pub(super) fn timers(conn: &Connection) -> Result<Vec<TimerRow>, Failure> {
 
 /// The hook holding a token hash (only unfinished runs hold one).
 pub(super) fn find_hook(conn: &Connection, token_hash: &str) -> Result<Option<HookRow>, Failure> {
+    let sql = "SELECT run_id, op, meta FROM hooks WHERE token_hash = ?1";
     let row: Option<(String, i64, String)> = conn
-        .prepare_cached(FIND_HOOK)?
+        .prepare_cached(sql)?
         .query_row([token_hash], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
         .optional()?;
     row.map(|(run, op, meta)| {

@@ -13,9 +13,8 @@
 //! first whose salt and checksum do not match the log's header, and zeros never match, so they
 //! read as the log's end, after a crash too. The fill only ever writes past the file's end, and
 //! runs before the writer thread starts, so no frame is overwritten. The reader threads start
-//! before it, and the write connection prepares its statements while it runs, to ready their
-//! connections meanwhile (see [`Begun::fill`]): none of them writes to the log, and they read its
-//! frames only up to the last one committed.
+//! before it, to ready their connections meanwhile (see [`Begun::fill`]): they never write to the
+//! log, and read its frames only up to the last one committed.
 
 use std::fs::File;
 use std::io::{Seek, SeekFrom, Write};
@@ -53,23 +52,14 @@ pub(super) fn begin(conn: &Connection, path: &Path) -> rusqlite::Result<Begun> {
 }
 
 impl Begun {
-    /// Fills the log to its working size and syncs it, and runs `meanwhile` on this thread while
-    /// the sync waits on the disk (on a thread of its own): a few milliseconds, spent mostly
-    /// waiting, which the store's open lets its reader threads and its write connection use to
-    /// ready their statements. Returns once both are done. A log already that long (one a crash
-    /// left) is only extended, never rewritten. An error is logged at debug level and left to the
-    /// writes, which grow the log as SQLite writes it.
-    pub(super) fn fill(self, meanwhile: impl FnOnce()) {
-        let Some((log, size)) = self.0 else { return meanwhile() };
-        let synced = match write_zeros(&log, size) {
-            Ok(Some(file)) => sync_while(&file, meanwhile),
-            Ok(None) => return meanwhile(),
-            Err(error) => {
-                meanwhile();
-                Err(error)
-            }
-        };
-        if let Err(error) = synced {
+    /// Fills the log to its working size and syncs it: a few milliseconds, spent mostly waiting
+    /// on the disk, which the store's open lets its reader threads use to ready their
+    /// connections. A log already that long (one a crash left) is only extended, never
+    /// rewritten. An error is logged at debug level and left to the writes, which grow the log
+    /// as SQLite writes it.
+    pub(super) fn fill(self) {
+        let Some((log, size)) = self.0 else { return };
+        if let Err(error) = fill(&log, size) {
             tracing::debug!(log = %log.display(), "cannot fill the write-ahead log ahead of its writes: {error}");
         }
     }
@@ -98,14 +88,13 @@ fn begin_log(conn: &Connection, log: &Path) -> rusqlite::Result<()> {
     tx.commit()
 }
 
-/// Appends zeros to the file at `log` until it is `size` bytes long, and returns it to be synced;
-/// `None` if it was that long already.
-fn write_zeros(log: &Path, size: u64) -> std::io::Result<Option<File>> {
+/// Appends zeros to the file at `log` until it is `size` bytes long, then syncs it.
+fn fill(log: &Path, size: u64) -> std::io::Result<()> {
     const CHUNK: usize = 64 * 1024;
     let mut file = File::options().write(true).open(log)?;
     let mut end = file.seek(SeekFrom::End(0))?;
     if end >= size {
-        return Ok(None);
+        return Ok(());
     }
     let zeros = vec![0; CHUNK];
     while end < size {
@@ -113,19 +102,5 @@ fn write_zeros(log: &Path, size: u64) -> std::io::Result<Option<File>> {
         file.write_all(&zeros[..chunk])?;
         end += chunk as u64;
     }
-    Ok(Some(file))
-}
-
-/// Syncs `file` on a thread of its own while `meanwhile` runs on this one, or after it should the
-/// thread not start.
-fn sync_while(file: &File, meanwhile: impl FnOnce()) -> std::io::Result<()> {
-    std::thread::scope(|scope| {
-        let syncing =
-            std::thread::Builder::new().name("eve-sqlite-sync".into()).spawn_scoped(scope, || file.sync_data());
-        meanwhile();
-        match syncing {
-            Ok(thread) => thread.join().unwrap_or_else(|_| Err(std::io::Error::other("the sync panicked"))),
-            Err(_) => file.sync_data(),
-        }
-    })
+    file.sync_data()
 }

@@ -31,72 +31,6 @@ use crate::store::{
 /// delivery, so an accepted delivery always fits in the journal when the run takes it.
 pub(super) const DELIVERY_HEADROOM: usize = 64;
 
-/// The statements the first writes after a start run, which the write connection prepares as
-/// the store opens (see [`SqliteStore::open_with`](super::SqliteStore::open_with)): a delivery's,
-/// then an append's and a run's end, then a parked mark's and a new run's. A restart's first
-/// delivery and the append that ends its run then prepare nothing (about 100 µs each before).
-pub(super) const WARM: [&str; 18] = [
-    super::reads::FIND_HOOK,
-    IS_ACTIVE,
-    IS_DUPLICATE,
-    PENDING_FOR_RUN,
-    PENDING_FOR_HOOK,
-    INSERT_DELIVERY,
-    INSERT_ENTRY,
-    SET_STATUS,
-    UNMARK,
-    CONSUME,
-    ADD_TIMER,
-    REMOVE_TIMER,
-    ADD_HOOK,
-    REMOVE_HOOK,
-    RELEASE[0],
-    RELEASE[1],
-    RELEASE[2],
-    PARK,
-];
-
-/// Prepares [`WARM`] on the write connection. Errors are left to the writes themselves, which
-/// report them.
-pub(super) fn warm(conn: &Connection) {
-    for sql in WARM {
-        let _ = conn.prepare_cached(sql);
-    }
-}
-
-const INSERT_RUN: &str = "INSERT INTO runs (id, workflow_id, tool, status, created_at, entries) \
-                          VALUES (?1, ?2, ?3, 'active', ?4, 1) ON CONFLICT (id) DO NOTHING";
-const INSERT_NOTICE: &str = "INSERT INTO inbox (run_id, delivery_id, delivery, op) VALUES (?1, ?2, ?3, ?4) \
-                             ON CONFLICT (run_id, delivery_id) DO NOTHING";
-const SET_STATUS: &str = "UPDATE runs SET status = ?2, entries = ?3 WHERE id = ?1";
-const UNMARK: &str = "UPDATE runs SET parked = 0 WHERE id = ?1 AND parked = 1";
-const INSERT_ENTRY: &str = "INSERT INTO journal (run_id, seq, entry) VALUES (?1, ?2, ?3)";
-const CONSUME: &str = "UPDATE inbox SET consumed = 1 WHERE id = ?1 AND run_id = ?2";
-const ADD_TIMER: &str = "INSERT INTO timers (run_id, op, kind, due) VALUES (?1, ?2, ?3, ?4) \
-                         ON CONFLICT (run_id, op, kind) DO UPDATE SET due = excluded.due";
-const REMOVE_TIMER: &str = "DELETE FROM timers WHERE run_id = ?1 AND op = ?2 AND kind = ?3";
-/// The upsert updates only a row of the same run, so zero changed rows means another run holds
-/// the token.
-const ADD_HOOK: &str = "INSERT INTO hooks (token_hash, run_id, op, meta) VALUES (?1, ?2, ?3, ?4) \
-                        ON CONFLICT (token_hash) DO UPDATE SET op = excluded.op, meta = excluded.meta \
-                        WHERE hooks.run_id = excluded.run_id";
-const REMOVE_HOOK: &str = "DELETE FROM hooks WHERE run_id = ?1 AND op = ?2";
-/// What only an unfinished run holds: its timers, hook tokens and inbox.
-const RELEASE: [&str; 3] = [
-    "DELETE FROM timers WHERE run_id = ?1",
-    "DELETE FROM hooks WHERE run_id = ?1",
-    "DELETE FROM inbox WHERE run_id = ?1",
-];
-const INSERT_DELIVERY: &str = "INSERT INTO inbox (run_id, delivery_id, delivery, op) VALUES (?1, ?2, ?3, ?4) \
-                               ON CONFLICT (run_id, delivery_id) DO NOTHING RETURNING id";
-const IS_DUPLICATE: &str = "SELECT 1 FROM inbox WHERE run_id = ?1 AND delivery_id = ?2";
-/// A run's waiting deliveries, counted up to a limit.
-const PENDING_FOR_RUN: &str = "SELECT count(*) FROM (SELECT 1 FROM inbox WHERE run_id = ?1 AND consumed = 0 LIMIT ?2)";
-/// A hook's waiting deliveries, counted up to a limit.
-const PENDING_FOR_HOOK: &str =
-    "SELECT count(*) FROM (SELECT 1 FROM inbox WHERE run_id = ?1 AND op = ?2 AND consumed = 0 LIMIT ?3)";
-const IS_ACTIVE: &str = "SELECT status = 'active' FROM runs WHERE id = ?1";
-
 /// A run to create, encoded.
 pub(super) struct NewRunRow {
     pub id: RunId,
@@ -136,8 +70,10 @@ pub(super) fn create_run(conn: &Connection, row: &NewRunRow, epochs: &Epochs) ->
 /// Inserts the run with its `RunStarted` entry, unclaimed, unless its id is taken; returns whether
 /// it did.
 fn insert_run(conn: &Connection, row: &NewRunRow) -> Result<bool, Failure> {
+    let sql = "INSERT INTO runs (id, workflow_id, tool, status, created_at, entries) \
+               VALUES (?1, ?2, ?3, 'active', ?4, 1) ON CONFLICT (id) DO NOTHING";
     let params = params![row.id.as_str(), row.workflow_id, row.tool, int(row.created_at)];
-    if conn.prepare_cached(INSERT_RUN)?.execute(params)? == 0 {
+    if conn.prepare_cached(sql)?.execute(params)? == 0 {
         return Ok(false);
     }
     insert_entries(conn, &row.id, 0, std::slice::from_ref(&row.entry))?;
@@ -182,7 +118,9 @@ fn accept_notice(
     if !is_active(conn, run)? {
         return Ok(());
     }
-    conn.prepare_cached(INSERT_NOTICE)?.execute(params![run.as_str(), delivery_id, delivery, op])?;
+    let sql = "INSERT INTO inbox (run_id, delivery_id, delivery, op) VALUES (?1, ?2, ?3, ?4) \
+               ON CONFLICT (run_id, delivery_id) DO NOTHING";
+    conn.prepare_cached(sql)?.execute(params![run.as_str(), delivery_id, delivery, op])?;
     Ok(())
 }
 
@@ -208,12 +146,13 @@ fn update_run(conn: &Connection, rows: &AppendRows, unmarked: bool) -> Result<()
     // status and the mark are each written only when they change.
     if let Some(status) = rows.changes.status.map(status_name) {
         let length = int(rows.first_seq + rows.entries.len() as u64);
-        conn.prepare_cached(SET_STATUS)?.execute(params![run, status, length])?;
+        let sql = "UPDATE runs SET status = ?2, entries = ?3 WHERE id = ?1";
+        conn.prepare_cached(sql)?.execute(params![run, status, length])?;
     }
     // The append clears the parked mark (see `Store::park`); the row is written only if it was set,
     // and the statement is spared when the run is known to have none (see `Epochs`).
     if !unmarked {
-        conn.prepare_cached(UNMARK)?.execute([run])?;
+        conn.prepare_cached("UPDATE runs SET parked = 0 WHERE id = ?1 AND parked = 1")?.execute([run])?;
     }
     Ok(())
 }
@@ -250,7 +189,7 @@ fn current_row(conn: &Connection, run: &RunId) -> Result<(String, u64), Failure>
 }
 
 fn insert_entries(conn: &Connection, run: &RunId, first_seq: u64, entries: &[String]) -> Result<(), Failure> {
-    let mut insert = conn.prepare_cached(INSERT_ENTRY)?;
+    let mut insert = conn.prepare_cached("INSERT INTO journal (run_id, seq, entry) VALUES (?1, ?2, ?3)")?;
     for (seq, entry) in (first_seq..).zip(entries) {
         insert.execute(params![run.as_str(), int(seq), entry])?;
     }
@@ -262,7 +201,7 @@ fn consume(conn: &Connection, run: &RunId, ids: &[u64]) -> Result<(), Failure> {
     if ids.is_empty() {
         return Ok(());
     }
-    let mut update = conn.prepare_cached(CONSUME)?;
+    let mut update = conn.prepare_cached("UPDATE inbox SET consumed = 1 WHERE id = ?1 AND run_id = ?2")?;
     for id in ids {
         update.execute(params![int(*id), run.as_str()])?;
     }
@@ -272,17 +211,20 @@ fn consume(conn: &Connection, run: &RunId, ids: &[u64]) -> Result<(), Failure> {
 /// Applies `changes` in the memory store's order: timers added, timers removed, hooks, finish.
 fn apply_indexes(conn: &Connection, run: &RunId, changes: &IndexChanges) -> Result<(), Failure> {
     for (op, due, kind) in &changes.timers_added {
-        let params = params![run.as_str(), op.0, kind_name(*kind), int(due.as_millis())];
-        conn.prepare_cached(ADD_TIMER)?.execute(params)?;
+        let sql = "INSERT INTO timers (run_id, op, kind, due) VALUES (?1, ?2, ?3, ?4) \
+                   ON CONFLICT (run_id, op, kind) DO UPDATE SET due = excluded.due";
+        conn.prepare_cached(sql)?.execute(params![run.as_str(), op.0, kind_name(*kind), int(due.as_millis())])?;
     }
     for (op, kind) in &changes.timers_removed {
-        conn.prepare_cached(REMOVE_TIMER)?.execute(params![run.as_str(), op.0, kind_name(*kind)])?;
+        let sql = "DELETE FROM timers WHERE run_id = ?1 AND op = ?2 AND kind = ?3";
+        conn.prepare_cached(sql)?.execute(params![run.as_str(), op.0, kind_name(*kind)])?;
     }
     for (op, token_hash, meta) in &changes.hooks_added {
         add_hook(conn, run, *op, token_hash, meta)?;
     }
     for op in &changes.hooks_removed {
-        conn.prepare_cached(REMOVE_HOOK)?.execute(params![run.as_str(), op.0])?;
+        let sql = "DELETE FROM hooks WHERE run_id = ?1 AND op = ?2";
+        conn.prepare_cached(sql)?.execute(params![run.as_str(), op.0])?;
     }
     if changes.status.is_some() {
         finish(conn, run)?;
@@ -292,8 +234,12 @@ fn apply_indexes(conn: &Connection, run: &RunId, changes: &IndexChanges) -> Resu
 
 /// Indexes the hook, refusing a token hash another (necessarily unfinished) run holds.
 fn add_hook(conn: &Connection, run: &RunId, op: Op, token_hash: &str, meta: &HookMeta) -> Result<(), Failure> {
+    // The upsert updates only a row of the same run, so zero changed rows means another run holds it.
+    let sql = "INSERT INTO hooks (token_hash, run_id, op, meta) VALUES (?1, ?2, ?3, ?4) \
+               ON CONFLICT (token_hash) DO UPDATE SET op = excluded.op, meta = excluded.meta \
+               WHERE hooks.run_id = excluded.run_id";
     let meta = serde_json::to_string(meta).expect("hook metadata always serializes");
-    if conn.prepare_cached(ADD_HOOK)?.execute(params![token_hash, run.as_str(), op.0, meta])? == 0 {
+    if conn.prepare_cached(sql)?.execute(params![token_hash, run.as_str(), op.0, meta])? == 0 {
         return Err(StoreError::HookTokenInUse { run: run.clone(), op }.into());
     }
     Ok(())
@@ -301,7 +247,11 @@ fn add_hook(conn: &Connection, run: &RunId, op: Op, token_hash: &str, meta: &Hoo
 
 /// Releases what only an unfinished run holds: its timers, hook tokens and inbox.
 fn finish(conn: &Connection, run: &RunId) -> Result<(), Failure> {
-    for sql in RELEASE {
+    for sql in [
+        "DELETE FROM timers WHERE run_id = ?1",
+        "DELETE FROM hooks WHERE run_id = ?1",
+        "DELETE FROM inbox WHERE run_id = ?1",
+    ] {
         conn.prepare_cached(sql)?.execute([run.as_str()])?;
     }
     Ok(())
@@ -383,9 +333,11 @@ pub(super) fn deliver(
     check_room(conn, &run, delivery.hook_op(), limits)?;
     let what = "a delivery (SqliteOptions::max_entry_bytes, less room for the journal entry that records it)";
     let text = codec::encode(&delivery, what, limit.saturating_sub(DELIVERY_HEADROOM))?;
+    let sql = "INSERT INTO inbox (run_id, delivery_id, delivery, op) VALUES (?1, ?2, ?3, ?4) \
+               ON CONFLICT (run_id, delivery_id) DO NOTHING RETURNING id";
     let op = delivery.hook_op().map(|op| op.0);
     let params = params![run.as_str(), delivery_id, text, op];
-    let id: Option<i64> = conn.prepare_cached(INSERT_DELIVERY)?.query_row(params, |row| row.get(0)).optional()?;
+    let id: Option<i64> = conn.prepare_cached(sql)?.query_row(params, |row| row.get(0)).optional()?;
     match id {
         Some(id) => Ok(Delivered::Accepted { run, id: codec::uint(id)? }),
         None => Ok(Delivered::Duplicate { run }),
@@ -393,24 +345,26 @@ pub(super) fn deliver(
 }
 
 fn is_duplicate(conn: &Connection, run: &RunId, delivery_id: &str) -> Result<bool, Failure> {
+    let sql = "SELECT 1 FROM inbox WHERE run_id = ?1 AND delivery_id = ?2";
     let found: Option<i64> =
-        conn.prepare_cached(IS_DUPLICATE)?.query_row([run.as_str(), delivery_id], |row| row.get(0)).optional()?;
+        conn.prepare_cached(sql)?.query_row([run.as_str(), delivery_id], |row| row.get(0)).optional()?;
     Ok(found.is_some())
 }
 
 /// Refuses a delivery that would put more than `limits` in waiting for its run or its hook. The
 /// counts stop at the limit, so a full inbox costs no more to refuse than one at the limit.
 fn check_room(conn: &Connection, run: &RunId, hook: Option<Op>, limits: InboxLimits) -> Result<(), Failure> {
-    let pending: i64 = conn
-        .prepare_cached(PENDING_FOR_RUN)?
-        .query_row(params![run.as_str(), int(limits.per_run as u64)], |row| row.get(0))?;
+    let sql = "SELECT count(*) FROM (SELECT 1 FROM inbox WHERE run_id = ?1 AND consumed = 0 LIMIT ?2)";
+    let pending: i64 =
+        conn.prepare_cached(sql)?.query_row(params![run.as_str(), int(limits.per_run as u64)], |row| row.get(0))?;
     let pending = codec::uint(pending)? as usize;
     if pending >= limits.per_run {
         return Err(StoreError::InboxFull { run: run.clone(), hook: None, pending }.into());
     }
     let Some(op) = hook else { return Ok(()) };
+    let sql = "SELECT count(*) FROM (SELECT 1 FROM inbox WHERE run_id = ?1 AND op = ?2 AND consumed = 0 LIMIT ?3)";
     let params = params![run.as_str(), op.0, int(limits.per_hook as u64)];
-    let pending = codec::uint(conn.prepare_cached(PENDING_FOR_HOOK)?.query_row(params, |row| row.get(0))?)? as usize;
+    let pending = codec::uint(conn.prepare_cached(sql)?.query_row(params, |row| row.get(0))?)? as usize;
     if pending >= limits.per_hook {
         return Err(StoreError::InboxFull { run: run.clone(), hook: Some(op), pending }.into());
     }
@@ -431,6 +385,7 @@ fn resolve(conn: &Connection, target: Target, payload: DeliveryPayload) -> Resul
 }
 
 fn is_active(conn: &Connection, run: &RunId) -> Result<bool, Failure> {
-    let active = conn.prepare_cached(IS_ACTIVE)?.query_row([run.as_str()], |row| row.get(0)).optional()?;
+    let sql = "SELECT status = 'active' FROM runs WHERE id = ?1";
+    let active = conn.prepare_cached(sql)?.query_row([run.as_str()], |row| row.get(0)).optional()?;
     Ok(active.unwrap_or(false))
 }
