@@ -247,8 +247,8 @@ async fn a_run_rebuilt_for_a_delivery_takes_it_from_its_claim_without_reading_th
     let faulty = Faulty::new(Arc::new(MemoryStore::new()));
     let world = World::over(faulty.clone());
     let first = world.runtime(0);
-    let (parked, restarted) =
-        (first.start("wait_for_one", json!({})).await.unwrap(), first.start("wait_for_one", json!({})).await.unwrap());
+    let parked = first.start("wait_for_one", json!({})).await.unwrap();
+    let restarted = first.start("wait_for_one", json!({})).await.unwrap();
     parked.parked().await.unwrap();
     restarted.parked().await.unwrap();
     // Without a warm cache the first is rebuilt by this process; the second by a new one.
