@@ -235,26 +235,19 @@ async fn a_run_rebuilt_after_a_failed_activation_arms_its_due_timers_again() {
     assert_eq!(journal.summary.status, RunStatus::Completed, "journal: {:?}", journal.entries);
 }
 
-/// Waits for one number on its hook `one-{run id}` and returns it.
-#[workflow_tool]
-pub async fn wait_for_one(_input: Nothing, ctx: &WorkflowCtx) -> Result<u64, ToolError> {
-    let mut hook = create_hook_with_token::<u64>(format!("one-{}", ctx.run_id()));
-    Ok(hook.recv().await?)
-}
-
 #[tokio::test]
 async fn a_run_rebuilt_for_a_delivery_takes_it_from_its_claim_without_reading_the_inbox_again() {
     let faulty = Faulty::new(Arc::new(MemoryStore::new()));
     let world = World::over(faulty.clone());
     let first = world.runtime(0);
-    let parked = first.start("wait_for_one", json!({})).await.unwrap();
-    let restarted = first.start("wait_for_one", json!({})).await.unwrap();
+    let parked = first.start("echo_hook", json!({})).await.unwrap();
+    let restarted = first.start("echo_hook", json!({})).await.unwrap();
     parked.parked().await.unwrap();
     restarted.parked().await.unwrap();
     // Without a warm cache the first is rebuilt by this process; the second by a new one.
     for (runtime, run, payload) in [(first, parked, 7), (world.runtime(0), restarted, 8)] {
         let reads = faulty.inbox_reads();
-        runtime.resume_hook(&format!("one-{}", run.id()), json!(payload)).await.unwrap();
+        runtime.resume_hook(&format!("echo-{}", run.id()), json!(payload)).await.unwrap();
         let outcome = runtime.handle(run.id().clone()).outcome().await.unwrap();
         assert_eq!(outcome, RunOutcome::Completed(json!(payload)));
         assert_eq!(faulty.inbox_reads(), reads, "the claim read the inbox; the wake's message asks for no read");
