@@ -254,6 +254,70 @@ async fn a_run_rebuilt_for_a_delivery_takes_it_from_its_claim_without_reading_th
     }
 }
 
+/// The token of each run's webhook, by run id, as its body made it.
+static WEBHOOK_TOKENS: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
+
+/// Returns the body of the first request its webhook receives.
+#[workflow_tool]
+pub async fn echo_webhook(_input: Nothing, ctx: &WorkflowCtx) -> Result<Value, ToolError> {
+    let mut webhook = create_webhook();
+    WEBHOOK_TOKENS.lock().unwrap().push((ctx.run_id().to_string(), webhook.token().expose().to_owned()));
+    let request = webhook.recv().await?;
+    Ok(json!(request.body))
+}
+
+fn webhook_token(run: &RunId) -> String {
+    let tokens = WEBHOOK_TOKENS.lock().unwrap();
+    tokens.iter().find(|(holder, _)| holder == run.as_str()).map(|(_, token)| token.clone()).expect("the body made it")
+}
+
+#[tokio::test]
+async fn a_hook_payload_goes_to_the_store_without_a_lookup_before_it() {
+    let faulty = Faulty::new(Arc::new(MemoryStore::new()));
+    let world = World::over(faulty.clone());
+    let runtime = world.runtime(0);
+    let run = runtime.start("echo_hook", json!({})).await.unwrap();
+    run.parked().await.unwrap();
+    let lookups = faulty.hook_lookups();
+    runtime.resume_hook(&format!("echo-{}", run.id()), json!(5)).await.unwrap();
+    // The store finds the hook as it takes the delivery; a lookup first is one more round trip
+    // to it (a reader thread for SQLite, the network for Postgres) on every delivery.
+    assert_eq!(faulty.hook_lookups(), lookups, "the delivery looked the hook up before the store did");
+    assert_eq!(within("the run's end", run.outcome()).await.unwrap(), RunOutcome::Completed(json!(5)));
+}
+
+#[tokio::test]
+async fn a_token_given_to_the_other_kind_of_delivery_is_refused_and_reaches_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    for world in [World::over(Arc::new(MemoryStore::new())), World::sqlite(dir.path())] {
+        let runtime = world.runtime(0);
+        let hooked = runtime.start("echo_hook", json!({})).await.unwrap();
+        let webhooked = runtime.start("echo_webhook", json!({})).await.unwrap();
+        hooked.parked().await.unwrap();
+        webhooked.parked().await.unwrap();
+        let (hook, webhook) = (format!("echo-{}", hooked.id()), webhook_token(webhooked.id()));
+
+        let refused = runtime.resume_hook(&webhook, json!("a payload")).await.unwrap_err();
+        assert!(matches!(refused, eve_tools::Error::UnknownHook), "a webhook takes HTTP requests only: {refused}");
+        let request = WebhookRequest::new("POST", b"a request".as_slice());
+        let refused = runtime.deliver_webhook(&hook, None, request).await.unwrap_err();
+        assert!(matches!(refused, eve_tools::Error::UnknownHook), "a hook takes payloads only: {refused}");
+        runtime.settle().await;
+        for run in [&hooked, &webhooked] {
+            let journal = runtime.journal(run.id()).await.unwrap();
+            assert_eq!(journal.summary.status, RunStatus::Active, "nothing reached {}", run.id());
+            assert!(!journal.entries.iter().any(|entry| matches!(entry, Entry::HookReceived { .. })));
+        }
+
+        runtime.resume_hook(&hook, json!("right")).await.unwrap();
+        let request = WebhookRequest::new("POST", b"right too".as_slice());
+        runtime.deliver_webhook(&webhook, None, request).await.unwrap();
+        assert_eq!(within("the hook's run", hooked.outcome()).await.unwrap(), RunOutcome::Completed(json!("right")));
+        let outcome = within("the webhook's run", webhooked.outcome()).await.unwrap();
+        assert_eq!(outcome, RunOutcome::Completed(json!("right too")));
+    }
+}
+
 /// How many of each thing to tally.
 #[derive(Deserialize, JsonSchema)]
 pub struct Counts {

@@ -1,7 +1,8 @@
 //! A store that fails on purpose: it delegates to a real store and refuses the appends a test
 //! picks, as a full disk or a lost connection would, so tests can show what the runtime does when
 //! the store fails at a chosen moment. It also counts the runs created on their own
-//! (`create_run`), as opposed to those an append starts, and the reads of an inbox on its own.
+//! (`create_run`), as opposed to those an append starts, the reads of an inbox on its own, and the
+//! lookups of a hook.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -25,6 +26,7 @@ pub struct Faulty {
     failed: Mutex<usize>,
     created: Mutex<usize>,
     inbox_reads: Mutex<usize>,
+    hook_lookups: Mutex<usize>,
     load_delay: Mutex<Duration>,
 }
 
@@ -38,6 +40,7 @@ impl Faulty {
             failed: Mutex::new(0),
             created: Mutex::new(0),
             inbox_reads: Mutex::new(0),
+            hook_lookups: Mutex::new(0),
             load_delay: Mutex::new(Duration::ZERO),
         })
     }
@@ -83,6 +86,11 @@ impl Faulty {
     /// How many times a run's inbox was read on its own (`inbox`; a claim's read is not counted).
     pub fn inbox_reads(&self) -> usize {
         *self.inbox_reads.lock().unwrap()
+    }
+
+    /// How many times a hook was looked up by its token (`find_hook`).
+    pub fn hook_lookups(&self) -> usize {
+        *self.hook_lookups.lock().unwrap()
     }
 }
 
@@ -161,6 +169,7 @@ impl Store for Faulty {
     }
 
     async fn find_hook(&self, token: &TokenHash) -> Result<Option<HookRow>, StoreError> {
+        *self.hook_lookups.lock().unwrap() += 1;
         self.inner.find_hook(token).await
     }
 

@@ -59,6 +59,7 @@ macro_rules! conformance_suite {
                 unknown_runs_are_reported,
                 hook_kinds_round_trip_and_sign_in_callbacks_are_released,
                 answers_and_sign_in_markers_reach_the_right_inbox,
+                payloads_reach_only_their_kind_of_hook,
                 tail_is_the_summary_and_the_last_entry,
                 parked_runs_are_left_out_of_recovery_until_they_have_something_to_do,
                 continue_as_new_replaces_the_history_and_keeps_a_pending_cancel,
@@ -799,6 +800,56 @@ pub async fn answers_and_sign_in_markers_reach_the_right_inbox(store: &dyn Store
     let wrong = store.deliver(Target::Run(run.clone()), None, DeliveryPayload::Hook(json!(1))).await;
     assert!(wrong.is_err(), "a hook payload sent to a run target is refused");
     assert_eq!(inbox(store, &run).await.len(), 2, "and changes nothing");
+}
+
+/// A payload reaches only the kind of hook it is for: a JSON payload neither a webhook nor a
+/// sign-in's callback, an HTTP request neither a plain hook nor a callback, a sign-in marker
+/// neither of the other two. The store answers each of those as it answers a token nobody holds,
+/// [`Delivered::NotFound`], and changes nothing; the runtime asks it no question first.
+pub async fn payloads_reach_only_their_kind_of_hook(store: &dyn Store) {
+    let run = run_id("kinds");
+    let fence = create(store, new_run("kinds", json!({}), 1)).await;
+    let (plain, webhook, callback) = (TokenHash::of("hook"), TokenHash::of("webhook"), TokenHash::of("state"));
+    let respond = crate::journal::webhook::Respond::Accepted;
+    let entries = vec![
+        hook(0, &plain),
+        Entry::HookCreated {
+            op: Op(1),
+            token_hash: webhook.as_str().into(),
+            nonce: None,
+            conflict: false,
+            webhook: Some(respond.into()),
+        },
+        Entry::AuthRequired {
+            op: Op(2),
+            provider: "github".into(),
+            attempt: 1,
+            nonce: "n".into(),
+            state_hash: callback.as_str().into(),
+        },
+    ];
+    append(store, &run, fence, 1, entries).await;
+    let request = || DeliveryPayload::Webhook(json!({ "method": "POST", "body": "hi" }));
+    let wrong = [
+        (&plain, "plain hook", request()),
+        (&plain, "plain hook", DeliveryPayload::AuthCompleted),
+        (&webhook, "webhook", hook_payload(json!(1))),
+        (&webhook, "webhook", DeliveryPayload::AuthCompleted),
+        (&callback, "callback", hook_payload(json!(1))),
+        (&callback, "callback", request()),
+    ];
+    for (hash, kind, payload) in wrong {
+        let delivered = deliver(store, Target::Hook(hash.clone()), None, payload.clone()).await;
+        assert!(matches!(delivered, Delivered::NotFound), "{payload:?} to the {kind}: {delivered:?}");
+    }
+    assert!(inbox(store, &run).await.is_empty(), "nothing was delivered");
+    let right = [(&plain, hook_payload(json!(1))), (&webhook, request()), (&callback, DeliveryPayload::AuthCompleted)];
+    for (hash, payload) in right {
+        let delivered = deliver(store, Target::Hook(hash.clone()), None, payload.clone()).await;
+        assert!(matches!(delivered, Delivered::Accepted { .. }), "{payload:?}: {delivered:?}");
+    }
+    let ops: Vec<Option<Op>> = inbox(store, &run).await.iter().map(|item| item.delivery.hook_op()).collect();
+    assert_eq!(ops, [Some(Op(0)), Some(Op(1)), Some(Op(2))], "each reached its own hook");
 }
 
 /// `tail` gives the summary and the last entry only: `RunStarted` for a new run, the terminal

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use super::{
     Append, Claimed, Created, Delivered, Delivery, DeliveryPayload, Fence, HookMeta, HookRow, InboxItem, InboxLimits,
     IndexChanges, NewRun, Notice, Recovery, RunPage, RunQuery, RunRecord, RunSummary, Store, StoreError, Target,
-    TimerKind, TimerRow, WaitingSignIn, WorkerId,
+    TimerKind, TimerRow, WaitingSignIn, WorkerId, mismatched_target,
 };
 use crate::journal::{Entry, Op, RunId, RunStatus};
 use crate::secret::TokenHash;
@@ -305,10 +305,6 @@ impl State {
 }
 
 /// A payload sent to the wrong kind of target: a caller bug, refused without changes.
-pub(crate) fn mismatched_target() -> StoreError {
-    StoreError::Backend("a hook payload needs a hook target, and a run delivery a run target".into())
-}
-
 #[async_trait]
 impl Store for MemoryStore {
     fn is_durable(&self) -> bool {
@@ -435,7 +431,10 @@ impl Store for MemoryStore {
         let mut state = self.lock();
         let (run, delivery) = match (target, payload) {
             (Target::Hook(hash), payload) => match state.hooks.get(hash.as_str()) {
-                Some(hook) => (hook.run.clone(), payload.for_hook(hook.op).ok_or_else(mismatched_target)?),
+                Some(hook) => match payload.for_hook(hook)? {
+                    Some(delivery) => (hook.run.clone(), delivery),
+                    None => return Ok(Delivered::NotFound),
+                },
                 None => return Ok(Delivered::NotFound),
             },
             (Target::Run(run), DeliveryPayload::Run(delivery)) => (run, delivery),

@@ -588,7 +588,11 @@ pub trait Store: Send + Sync + 'static {
     /// Accepts a delivery into the inbox of the run `target` names. A `delivery_id` seen before
     /// for the same run is reported as [`Delivered::Duplicate`] and changes nothing. A delivery
     /// that would put more than the store's [`InboxLimits`] in waiting is refused with
-    /// [`StoreError::InboxFull`].
+    /// [`StoreError::InboxFull`]. A [`Target::Hook`] is resolved with
+    /// [`DeliveryPayload::for_hook`] in the same transaction: a token nobody holds, or one of
+    /// another kind of hook than the payload is for, is [`Delivered::NotFound`]. The runtime does
+    /// not look the hook up first, so this is the only check that a webhook receives HTTP requests
+    /// only.
     async fn deliver(
         &self,
         target: Target,
@@ -688,23 +692,41 @@ pub enum WakeUp {
 /// What a delivery carries before the store resolves its target.
 #[derive(Clone, Debug, PartialEq)]
 pub enum DeliveryPayload {
-    /// For a [`Target::Hook`]: a payload for the hook; the store fills in its run and op.
+    /// For a [`Target::Hook`] of a plain hook ([`HookMeta::Hook`]): a payload for the hook; the
+    /// store fills in its run and op.
     Hook(Value),
-    /// For a [`Target::Hook`] of a sign-in: the callback completed; the store fills in run and op.
+    /// For a [`Target::Hook`] of a webhook ([`HookMeta::Webhook`]): the HTTP request, redacted, as
+    /// the body will see it; the store fills in its run and op.
+    Webhook(Value),
+    /// For a [`Target::Hook`] of a sign-in ([`HookMeta::Auth`]): the callback completed; the
+    /// store fills in run and op.
     AuthCompleted,
     /// For a [`Target::Run`]: a delivery whose op (if any) the caller already knows.
     Run(Delivery),
 }
 
 impl DeliveryPayload {
-    /// The delivery for the hook at `op`, or `None` if this payload needs a run target.
-    pub fn for_hook(self, op: Op) -> Option<Delivery> {
-        match self {
-            DeliveryPayload::Hook(payload) => Some(Delivery::Hook { op, payload }),
-            DeliveryPayload::AuthCompleted => Some(Delivery::AuthCompleted { op }),
-            DeliveryPayload::Run(_) => None,
-        }
+    /// The delivery for `hook`, or `Ok(None)` when the hook is of another kind than this payload
+    /// is for (a JSON payload sent to a webhook's token, an HTTP request to a plain hook's, either
+    /// to a sign-in's callback): a store answers that as it answers a token nobody holds, with
+    /// [`Delivered::NotFound`], so whoever holds a token can deliver to its hook only what the
+    /// hook takes. Fails when this payload needs a [`Target::Run`].
+    pub fn for_hook(self, hook: &HookRow) -> Result<Option<Delivery>, StoreError> {
+        let op = hook.op;
+        Ok(match (self, &hook.meta) {
+            (DeliveryPayload::Hook(payload), HookMeta::Hook)
+            | (DeliveryPayload::Webhook(payload), HookMeta::Webhook { .. }) => Some(Delivery::Hook { op, payload }),
+            (DeliveryPayload::AuthCompleted, HookMeta::Auth { .. }) => Some(Delivery::AuthCompleted { op }),
+            (DeliveryPayload::Run(_), _) => return Err(mismatched_target()),
+            _ => None,
+        })
     }
+}
+
+/// The error for a payload sent to the other kind of target (a run delivery to a hook, a hook's
+/// payload to a run): a caller's mistake, not a missing hook.
+pub(crate) fn mismatched_target() -> StoreError {
+    StoreError::Backend("a hook payload needs a hook target, and a run delivery a run target".into())
 }
 
 /// What a hook index row is for.

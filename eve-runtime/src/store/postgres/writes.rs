@@ -563,11 +563,10 @@ async fn resolve(
     match (target, payload) {
         (Target::Hook(hash), payload) => {
             let Some(hook) = super::reads::find_hook(tx, hash.as_str()).await? else { return Ok(None) };
-            let delivery = payload.clone().for_hook(hook.op).ok_or_else(crate::store::memory::mismatched_target)?;
-            Ok(Some((hook.run, delivery)))
+            Ok(payload.clone().for_hook(&hook)?.map(|delivery| (hook.run, delivery)))
         }
         (Target::Run(run), DeliveryPayload::Run(delivery)) => Ok(Some((run.clone(), delivery.clone()))),
-        (Target::Run(_), _) => Err(crate::store::memory::mismatched_target().into()),
+        (Target::Run(_), _) => Err(crate::store::mismatched_target().into()),
     }
 }
 

@@ -376,11 +376,10 @@ fn resolve(conn: &Connection, target: Target, payload: DeliveryPayload) -> Resul
     match (target, payload) {
         (Target::Hook(hash), payload) => {
             let Some(hook) = super::reads::find_hook(conn, hash.as_str())? else { return Ok(None) };
-            let delivery = payload.for_hook(hook.op).ok_or_else(crate::store::memory::mismatched_target)?;
-            Ok(Some((hook.run, delivery)))
+            Ok(payload.for_hook(&hook)?.map(|delivery| (hook.run, delivery)))
         }
         (Target::Run(run), DeliveryPayload::Run(delivery)) => Ok(Some((run, delivery))),
-        (Target::Run(_), _) => Err(crate::store::memory::mismatched_target().into()),
+        (Target::Run(_), _) => Err(crate::store::mismatched_target().into()),
     }
 }
 
