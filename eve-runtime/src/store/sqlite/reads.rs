@@ -342,14 +342,16 @@ pub(super) fn find_hook(conn: &Connection, token_hash: &str) -> Result<Option<Ho
         .prepare_cached(sql)?
         .query_row([token_hash], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
         .optional()?;
-    row.map(|(run, op, meta)| {
-        let meta = serde_json::from_str(&meta).map_err(|error| StoreError::Corrupt {
-            path: "the hooks table".into(),
-            reason: format!("unreadable hook metadata: {error}"),
-        })?;
-        Ok(HookRow { run: codec::run_id(&run)?, op: codec::op(op)?, meta })
+    row.map(|(run, op, meta)| Ok(HookRow { run: codec::run_id(&run)?, op: codec::op(op)?, meta: hook_meta(&meta)? }))
+        .transpose()
+}
+
+/// A hook row's `meta` column, decoded.
+pub(super) fn hook_meta(text: &str) -> Result<HookMeta, Failure> {
+    serde_json::from_str(text).map_err(|error| {
+        StoreError::Corrupt { path: "the hooks table".into(), reason: format!("unreadable hook metadata: {error}") }
+            .into()
     })
-    .transpose()
 }
 
 /// What a runtime needs at start-up, read in one snapshot (see `Store::recovery`).

@@ -23,7 +23,7 @@ use super::epochs::{Claim, Epochs};
 use super::reads::{length_sql, run_state};
 use crate::journal::{Op, RunId};
 use crate::store::{
-    Created, Delivered, Delivery, DeliveryPayload, Fence, HookMeta, InboxLimits, IndexChanges, StoreError, Target,
+    Created, Delivered, DeliveryPayload, Fence, HookMeta, HookRow, InboxLimits, IndexChanges, StoreError, Target,
 };
 
 /// How much smaller than an entry a delivery must be. The entry that records a delivery
@@ -311,7 +311,10 @@ pub(super) fn continue_as_new(
     insert_entries(conn, run, 0, std::slice::from_ref(&started.to_owned()))
 }
 
-/// Accepts a delivery into the inbox of the unfinished run `target` names, if it has room.
+/// Accepts a delivery into the inbox of the unfinished run `target` names, if it has room. What
+/// the checks need (the hook, the run's state, a repeated id, the waiting deliveries) is read in
+/// one statement: five statements cost a delivery four more trips through SQLite's engine, and a
+/// store's first delivery after it opens four more statements to prepare.
 pub(super) fn deliver(
     conn: &Connection,
     target: Target,
@@ -320,17 +323,37 @@ pub(super) fn deliver(
     limit: usize,
     limits: InboxLimits,
 ) -> Result<Delivered, Failure> {
-    let Some((run, delivery)) = resolve(conn, target, payload)? else { return Ok(Delivered::NotFound) };
-    if !is_active(conn, &run)? {
+    let (run, delivery, standing) = match (target, payload) {
+        (Target::Hook(hash), payload) => {
+            let Some((hook, standing)) = hook_standing(conn, hash.as_str(), delivery_id, limits)? else {
+                return Ok(Delivered::NotFound);
+            };
+            let Some(delivery) = payload.for_hook(&hook)? else { return Ok(Delivered::NotFound) };
+            (hook.run, delivery, standing)
+        }
+        (Target::Run(run), DeliveryPayload::Run(delivery)) => {
+            let Some(standing) = run_standing(conn, &run, delivery.hook_op(), delivery_id, limits)? else {
+                return Ok(Delivered::NotFound);
+            };
+            (run, delivery, standing)
+        }
+        (Target::Run(_), _) => return Err(crate::store::mismatched_target().into()),
+    };
+    if !standing.active {
         return Ok(Delivered::NotFound);
     }
     // A repeat of a delivery already taken is a duplicate, however full the inbox is now.
-    if let Some(id) = delivery_id
-        && is_duplicate(conn, &run, id)?
-    {
+    if standing.duplicate {
         return Ok(Delivered::Duplicate { run });
     }
-    check_room(conn, &run, delivery.hook_op(), limits)?;
+    if standing.pending_run >= limits.per_run {
+        return Err(StoreError::InboxFull { run, hook: None, pending: standing.pending_run }.into());
+    }
+    if let Some(op) = delivery.hook_op()
+        && standing.pending_hook >= limits.per_hook
+    {
+        return Err(StoreError::InboxFull { run, hook: Some(op), pending: standing.pending_hook }.into());
+    }
     let what = "a delivery (SqliteOptions::max_entry_bytes, less room for the journal entry that records it)";
     let text = codec::encode(&delivery, what, limit.saturating_sub(DELIVERY_HEADROOM))?;
     let sql = "INSERT INTO inbox (run_id, delivery_id, delivery, op) VALUES (?1, ?2, ?3, ?4) \
@@ -344,43 +367,82 @@ pub(super) fn deliver(
     }
 }
 
-fn is_duplicate(conn: &Connection, run: &RunId, delivery_id: &str) -> Result<bool, Failure> {
-    let sql = "SELECT 1 FROM inbox WHERE run_id = ?1 AND delivery_id = ?2";
-    let found: Option<i64> =
-        conn.prepare_cached(sql)?.query_row([run.as_str(), delivery_id], |row| row.get(0)).optional()?;
-    Ok(found.is_some())
+/// Where a delivery's run stands: whether it is unfinished, whether the delivery's id was taken
+/// before, and how many deliveries wait for the run and for the delivery's hook, each counted up
+/// to its limit (so a full inbox costs no more to refuse than one at the limit).
+struct Standing {
+    active: bool,
+    duplicate: bool,
+    pending_run: usize,
+    pending_hook: usize,
 }
 
-/// Refuses a delivery that would put more than `limits` in waiting for its run or its hook. The
-/// counts stop at the limit, so a full inbox costs no more to refuse than one at the limit.
-fn check_room(conn: &Connection, run: &RunId, hook: Option<Op>, limits: InboxLimits) -> Result<(), Failure> {
-    let sql = "SELECT count(*) FROM (SELECT 1 FROM inbox WHERE run_id = ?1 AND consumed = 0 LIMIT ?2)";
-    let pending: i64 =
-        conn.prepare_cached(sql)?.query_row(params![run.as_str(), int(limits.per_run as u64)], |row| row.get(0))?;
-    let pending = codec::uint(pending)? as usize;
-    if pending >= limits.per_run {
-        return Err(StoreError::InboxFull { run: run.clone(), hook: None, pending }.into());
-    }
-    let Some(op) = hook else { return Ok(()) };
-    let sql = "SELECT count(*) FROM (SELECT 1 FROM inbox WHERE run_id = ?1 AND op = ?2 AND consumed = 0 LIMIT ?3)";
-    let params = params![run.as_str(), op.0, int(limits.per_hook as u64)];
-    let pending = codec::uint(conn.prepare_cached(sql)?.query_row(params, |row| row.get(0))?)? as usize;
-    if pending >= limits.per_hook {
-        return Err(StoreError::InboxFull { run: run.clone(), hook: Some(op), pending }.into());
-    }
-    Ok(())
+/// The columns of [`Standing`], for the run `run` and the hook `op` (both SQL expressions):
+/// `?2` is the delivery id (or NULL), `?3` and `?4` the limits for the run and the hook.
+macro_rules! standing_columns {
+    ($run:literal, $op:literal) => {
+        concat!(
+            "?2 IS NOT NULL AND EXISTS (SELECT 1 FROM inbox WHERE run_id = ",
+            $run,
+            " AND delivery_id = ?2), ",
+            "(SELECT count(*) FROM (SELECT 1 FROM inbox WHERE run_id = ",
+            $run,
+            " AND consumed = 0 LIMIT ?3)), ",
+            "(SELECT count(*) FROM (SELECT 1 FROM inbox WHERE run_id = ",
+            $run,
+            " AND op = ",
+            $op,
+            " AND consumed = 0 LIMIT ?4))"
+        )
+    };
 }
 
-/// The run a delivery is for and what it carries, or `None` if no unfinished run holds the hook.
-fn resolve(conn: &Connection, target: Target, payload: DeliveryPayload) -> Result<Option<(RunId, Delivery)>, Failure> {
-    match (target, payload) {
-        (Target::Hook(hash), payload) => {
-            let Some(hook) = super::reads::find_hook(conn, hash.as_str())? else { return Ok(None) };
-            Ok(payload.for_hook(&hook)?.map(|delivery| (hook.run, delivery)))
-        }
-        (Target::Run(run), DeliveryPayload::Run(delivery)) => Ok(Some((run, delivery))),
-        (Target::Run(_), _) => Err(crate::store::mismatched_target().into()),
-    }
+fn standing(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<Standing> {
+    let count = |index: usize| row.get::<_, i64>(index).map(|count| usize::try_from(count).unwrap_or(usize::MAX));
+    Ok(Standing {
+        active: row.get::<_, Option<bool>>(first)?.unwrap_or(false),
+        duplicate: row.get(first + 1)?,
+        pending_run: count(first + 2)?,
+        pending_hook: count(first + 3)?,
+    })
+}
+
+/// The hook holding the token `hash` and where its run stands, or `None` if nobody holds it.
+fn hook_standing(
+    conn: &Connection,
+    hash: &str,
+    delivery_id: Option<&str>,
+    limits: InboxLimits,
+) -> Result<Option<(HookRow, Standing)>, Failure> {
+    let sql = concat!(
+        "SELECT h.run_id, h.op, h.meta, r.status = 'active', ",
+        standing_columns!("h.run_id", "h.op"),
+        " FROM hooks h LEFT JOIN runs r ON r.id = h.run_id WHERE h.token_hash = ?1"
+    );
+    let params = params![hash, delivery_id, int(limits.per_run as u64), int(limits.per_hook as u64)];
+    let row = conn
+        .prepare_cached(sql)?
+        .query_row(params, |row| {
+            Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?, row.get::<_, String>(2)?, standing(row, 3)?))
+        })
+        .optional()?;
+    let Some((run, op, meta, standing)) = row else { return Ok(None) };
+    let hook = HookRow { run: codec::run_id(&run)?, op: codec::op(op)?, meta: super::reads::hook_meta(&meta)? };
+    Ok(Some((hook, standing)))
+}
+
+/// Where `run` stands for a delivery to its hook `op` (if any), or `None` if there is no such run.
+fn run_standing(
+    conn: &Connection,
+    run: &RunId,
+    op: Option<Op>,
+    delivery_id: Option<&str>,
+    limits: InboxLimits,
+) -> Result<Option<Standing>, Failure> {
+    let sql = concat!("SELECT status = 'active', ", standing_columns!("?1", "?5"), " FROM runs WHERE id = ?1");
+    let limits = (int(limits.per_run as u64), int(limits.per_hook as u64));
+    let params = params![run.as_str(), delivery_id, limits.0, limits.1, op.map(|op| op.0)];
+    Ok(conn.prepare_cached(sql)?.query_row(params, |row| standing(row, 0)).optional()?)
 }
 
 fn is_active(conn: &Connection, run: &RunId) -> Result<bool, Failure> {
