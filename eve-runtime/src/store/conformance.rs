@@ -805,7 +805,8 @@ pub async fn answers_and_sign_in_markers_reach_the_right_inbox(store: &dyn Store
 /// A payload reaches only the kind of hook it is for: a JSON payload neither a webhook nor a
 /// sign-in's callback, an HTTP request neither a plain hook nor a callback, a sign-in marker
 /// neither of the other two. The store answers each of those as it answers a token nobody holds,
-/// [`Delivered::NotFound`], and changes nothing; the runtime asks it no question first.
+/// [`Delivered::NotFound`], and changes nothing: the runtime does not look the hook up before it
+/// delivers, so this is the only check.
 pub async fn payloads_reach_only_their_kind_of_hook(store: &dyn Store) {
     let run = run_id("kinds");
     let fence = create(store, new_run("kinds", json!({}), 1)).await;

@@ -304,7 +304,6 @@ impl State {
     }
 }
 
-/// A payload sent to the wrong kind of target: a caller bug, refused without changes.
 #[async_trait]
 impl Store for MemoryStore {
     fn is_durable(&self) -> bool {
