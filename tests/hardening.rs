@@ -7,6 +7,8 @@
 //! - a store error after a step succeeded ran the step again on every retry;
 //! - `step.succeeded` was published before the step's result was durable.
 
+mod http_support;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -17,6 +19,7 @@ use eve_tests::{World, executed, executions};
 use eve_tools::prelude::*;
 use eve_tools::store::MemoryStore;
 use eve_tools::{Entry, RunId, RunOutcome, RunStatus};
+use http_support::{hand_over, handed_over};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -254,21 +257,13 @@ async fn a_run_rebuilt_for_a_delivery_takes_it_from_its_claim_without_reading_th
     }
 }
 
-/// The token of each run's webhook, by run id, as its body made it.
-static WEBHOOK_TOKENS: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
-
 /// Returns the body of the first request its webhook receives.
 #[workflow_tool]
 pub async fn echo_webhook(_input: Nothing, ctx: &WorkflowCtx) -> Result<Value, ToolError> {
     let mut webhook = create_webhook();
-    WEBHOOK_TOKENS.lock().unwrap().push((ctx.run_id().to_string(), webhook.token().expose().to_owned()));
+    hand_over(ctx, webhook.url()).await?;
     let request = webhook.recv().await?;
     Ok(json!(request.body))
-}
-
-fn webhook_token(run: &RunId) -> String {
-    let tokens = WEBHOOK_TOKENS.lock().unwrap();
-    tokens.iter().find(|(holder, _)| holder == run.as_str()).map(|(_, token)| token.clone()).expect("the body made it")
 }
 
 #[tokio::test]
@@ -295,7 +290,9 @@ async fn a_token_given_to_the_other_kind_of_delivery_is_refused_and_reaches_noth
         let webhooked = runtime.start("echo_webhook", json!({})).await.unwrap();
         hooked.parked().await.unwrap();
         webhooked.parked().await.unwrap();
-        let (hook, webhook) = (format!("echo-{}", hooked.id()), webhook_token(webhooked.id()));
+        let url = handed_over(&runtime, webhooked.id()).await;
+        let webhook = url.rsplit('/').next().expect("a webhook's URL ends with its token").to_owned();
+        let hook = format!("echo-{}", hooked.id());
 
         let refused = runtime.resume_hook(&webhook, json!("a payload")).await.unwrap_err();
         assert!(matches!(refused, eve_tools::Error::UnknownHook), "a webhook takes HTTP requests only: {refused}");

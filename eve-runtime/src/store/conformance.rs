@@ -237,6 +237,37 @@ fn run_completed() -> Entry {
     Entry::RunCompleted { output: json!({"ok": true}) }
 }
 
+/// A run holding a hook of each kind, at ops 0, 1 and 2: a plain hook (token `hook`), a webhook
+/// answering as `webhook` says (token `webhook`), and a sign-in's callback (provider `github`,
+/// nonce `n`, state `state`). Returns the run, its fence and the three token hashes in that order.
+async fn hooks_of_each_kind(
+    store: &dyn Store,
+    webhook: crate::journal::webhook::WebhookOptions,
+) -> (RunId, Fence, [TokenHash; 3]) {
+    let run = run_id("kinds");
+    let fence = create(store, new_run("kinds", json!({}), 1)).await;
+    let hashes = [TokenHash::of("hook"), TokenHash::of("webhook"), TokenHash::of("state")];
+    let entries = vec![
+        hook(0, &hashes[0]),
+        Entry::HookCreated {
+            op: Op(1),
+            token_hash: hashes[1].as_str().into(),
+            nonce: None,
+            conflict: false,
+            webhook: Some(webhook),
+        },
+        Entry::AuthRequired {
+            op: Op(2),
+            provider: "github".into(),
+            attempt: 1,
+            nonce: "n".into(),
+            state_hash: hashes[2].as_str().into(),
+        },
+    ];
+    append(store, &run, fence, 1, entries).await;
+    (run, fence, hashes)
+}
+
 fn hook_payload(value: Value) -> DeliveryPayload {
     DeliveryPayload::Hook(value)
 }
@@ -735,31 +766,11 @@ pub async fn unknown_runs_are_reported(store: &dyn Store) {
 /// A hook's kind (hook, webhook with its response, sign-in callback) is stored with its hash, and
 /// a completed sign-in releases its callback while the run's other hooks stay.
 pub async fn hook_kinds_round_trip_and_sign_in_callbacks_are_released(store: &dyn Store) {
-    let run = run_id("kinds");
-    let fence = create(store, new_run("kinds", json!({}), 1)).await;
-    let (plain, webhook, callback) = (TokenHash::of("hook"), TokenHash::of("webhook"), TokenHash::of("state"));
     let respond = crate::journal::webhook::Respond::Static(
         crate::journal::webhook::WebhookResponse::status(201).body("thanks ✓"),
     );
     let keeping = crate::journal::webhook::WebhookOptions::from(respond.clone()).keep_header("authorization");
-    let entries = vec![
-        hook(0, &plain),
-        Entry::HookCreated {
-            op: Op(1),
-            token_hash: webhook.as_str().into(),
-            nonce: None,
-            conflict: false,
-            webhook: Some(keeping.clone()),
-        },
-        Entry::AuthRequired {
-            op: Op(2),
-            provider: "github".into(),
-            attempt: 1,
-            nonce: "n".into(),
-            state_hash: callback.as_str().into(),
-        },
-    ];
-    append(store, &run, fence, 1, entries).await;
+    let (run, fence, [plain, webhook, callback]) = hooks_of_each_kind(store, keeping.clone()).await;
     let meta = |hash| async move { store.find_hook(&hash).await.unwrap().map(|row| row.meta) };
     assert_eq!(meta(plain.clone()).await, Some(HookMeta::Hook));
     assert_eq!(meta(webhook.clone()).await, Some(HookMeta::Webhook { respond, redaction: keeping.redaction }));
@@ -808,28 +819,8 @@ pub async fn answers_and_sign_in_markers_reach_the_right_inbox(store: &dyn Store
 /// [`Delivered::NotFound`], and changes nothing: the runtime does not look the hook up before it
 /// delivers, so this is the only check.
 pub async fn payloads_reach_only_their_kind_of_hook(store: &dyn Store) {
-    let run = run_id("kinds");
-    let fence = create(store, new_run("kinds", json!({}), 1)).await;
-    let (plain, webhook, callback) = (TokenHash::of("hook"), TokenHash::of("webhook"), TokenHash::of("state"));
-    let respond = crate::journal::webhook::Respond::Accepted;
-    let entries = vec![
-        hook(0, &plain),
-        Entry::HookCreated {
-            op: Op(1),
-            token_hash: webhook.as_str().into(),
-            nonce: None,
-            conflict: false,
-            webhook: Some(respond.into()),
-        },
-        Entry::AuthRequired {
-            op: Op(2),
-            provider: "github".into(),
-            attempt: 1,
-            nonce: "n".into(),
-            state_hash: callback.as_str().into(),
-        },
-    ];
-    append(store, &run, fence, 1, entries).await;
+    let webhook_options = crate::journal::webhook::Respond::Accepted.into();
+    let (run, _, [plain, webhook, callback]) = hooks_of_each_kind(store, webhook_options).await;
     let request = || DeliveryPayload::Webhook(json!({ "method": "POST", "body": "hi" }));
     let wrong = [
         (&plain, "plain hook", request()),
