@@ -315,6 +315,79 @@ async fn a_token_given_to_the_other_kind_of_delivery_is_refused_and_reaches_noth
     }
 }
 
+/// What the hook `paid-{key}` takes.
+#[derive(Deserialize, JsonSchema)]
+pub struct Paid {
+    /// The key of the hook.
+    key: String,
+}
+
+/// A payment.
+#[derive(Debug, Deserialize)]
+pub struct Payment {
+    /// Cents paid.
+    paid: u64,
+}
+
+/// A note, which another tool waits for on the same token as a payment.
+#[derive(Debug, Deserialize)]
+pub struct Note {
+    /// The text.
+    note: String,
+}
+
+/// Waits for a payment on the hook `paid-{key}`.
+#[workflow_tool]
+pub async fn await_paid(input: Paid, _ctx: &WorkflowCtx) -> Result<u64, ToolError> {
+    let mut hook = create_hook_with_token::<Payment>(format!("paid-{}", input.key));
+    Ok(hook.recv().await?.paid)
+}
+
+/// Waits for a note on the hook `paid-{key}`, which a payment's run may hold already.
+#[workflow_tool]
+pub async fn await_note(input: Paid, _ctx: &WorkflowCtx) -> Result<String, ToolError> {
+    let mut hook = create_hook_with_token::<Note>(format!("paid-{}", input.key));
+    Ok(hook.recv().await?.note)
+}
+
+#[tokio::test]
+async fn a_run_refused_a_token_another_run_holds_does_not_refuse_the_holders_payloads() {
+    let world = World::over(Arc::new(MemoryStore::new()));
+    let runtime = world.runtime(0);
+    let holder = runtime.start("await_paid", json!({ "key": "a" })).await.unwrap();
+    holder.parked().await.unwrap();
+    // The second hook asks for the held token, so it never receives anything; its type is not
+    // the one a delivery to the token must have.
+    let refused = runtime.start("await_note", json!({ "key": "a" })).await.unwrap();
+    let outcome = within("the refused hook's run", refused.outcome()).await.unwrap();
+    assert!(matches!(outcome, RunOutcome::Failed(_)), "the token is taken: {outcome:?}");
+
+    let delivered = runtime.resume_hook("paid-a", json!({ "paid": 5 })).await;
+    assert!(delivered.is_ok(), "a payment for the holder was refused: {delivered:?}");
+    assert_eq!(within("the holder's end", holder.outcome()).await.unwrap(), RunOutcome::Completed(json!(5)));
+}
+
+#[tokio::test]
+async fn a_payload_for_a_hook_that_has_closed_is_refused_as_unknown_whatever_its_type() {
+    let dir = tempfile::tempdir().unwrap();
+    for world in [World::over(Arc::new(MemoryStore::new())), World::sqlite(dir.path())] {
+        let runtime = world.runtime(0);
+        let run = runtime.start("await_paid", json!({ "key": "b" })).await.unwrap();
+        run.parked().await.unwrap();
+        let wrong = runtime.resume_hook("paid-b", json!({ "paid": "all" })).await.unwrap_err();
+        assert!(matches!(wrong, eve_tools::Error::InvalidPayload { .. }), "the hook is open: {wrong}");
+        runtime.resume_hook("paid-b", json!({ "paid": 7 })).await.unwrap();
+        assert_eq!(within("the run's end", run.outcome()).await.unwrap(), RunOutcome::Completed(json!(7)));
+
+        // The hook has closed with its run: whatever is sent to it now, there is nothing to send
+        // it to, and the caller must hear that rather than how to fix the payload.
+        for payload in [json!({ "paid": "all" }), json!({ "paid": 8 })] {
+            let refused = runtime.resume_hook("paid-b", payload.clone()).await.unwrap_err();
+            assert!(matches!(refused, eve_tools::Error::UnknownHook), "{payload} to a closed hook: {refused}");
+        }
+    }
+}
+
 /// How many of each thing to tally.
 #[derive(Deserialize, JsonSchema)]
 pub struct Counts {

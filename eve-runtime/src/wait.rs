@@ -20,7 +20,7 @@ use futures::future::BoxFuture;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::executor::core::{self, HookSlot, RunCore, Slot};
+use crate::executor::core::{self, HookCheck, HookSlot, RunCore, Slot};
 use crate::journal::{Entry, InputHash, Op, OpKind, OpSignature};
 use crate::secret::{self, Token};
 use crate::time::{Clock, SystemClock, Timestamp};
@@ -249,7 +249,8 @@ impl<T: DeserializeOwned> Hook<T> {
             }
         };
         if webhook.is_none() {
-            core.services.payload_checks.insert(token.hash().as_str().to_owned(), check_payload::<T>);
+            let check = HookCheck { run: core.run.clone(), op, check: check_payload::<T> };
+            core.services.payload_checks.insert(token.hash().as_str().to_owned(), check);
         }
         if !state.index.hooks.contains_key(&op) {
             let token_hash = token.hash().as_str().to_owned();

@@ -12,6 +12,7 @@ use tokio::sync::oneshot;
 
 use crate::ask::{self, Answer, AnswerError, Ask};
 use crate::executor::Msg;
+use crate::executor::core::HookCheck;
 use crate::journal::{Entry, RunId};
 use crate::runtime::{Error, Runtime};
 use crate::secret::TokenHash;
@@ -156,6 +157,7 @@ impl Runtime {
     /// store finds the hook as it takes the delivery, and refuses a token of another kind of
     /// hook ([`DeliveryPayload::for_hook`]), so nothing reads the hook before: on SQLite that
     /// would be a round trip to a reader thread on every delivery, on Postgres one to the server.
+    /// Only a payload that the hook's type check refuses is looked up first ([`Self::check_holds`]).
     pub(crate) async fn deliver_to_hook(
         &self,
         token: &str,
@@ -164,8 +166,13 @@ impl Runtime {
     ) -> Result<crate::runtime::HookDelivery, Error> {
         crate::journal::depth::check(&payload, || "the hook payload".to_owned())?;
         let hash = TokenHash::of(token);
-        if let Some(check) = self.shared.services.payload_checks.get(hash.as_str()) {
-            check(&payload).map_err(|(message, field)| Error::InvalidPayload { message, field })?;
+        let checks = &self.shared.services.payload_checks;
+        let checked = checks.get(hash.as_str());
+        if let Some(checked) = &checked
+            && let Err((message, field)) = (checked.check)(&payload)
+            && self.check_holds(&hash, checked).await?
+        {
+            return Err(Error::InvalidPayload { message, field });
         }
         let delivery_id = delivery_id.map(|id| scoped(&hash, id));
         let payload = DeliveryPayload::Hook(payload);
@@ -176,9 +183,29 @@ impl Runtime {
             }
             Delivered::Duplicate { run } => Ok(crate::runtime::HookDelivery::Duplicate(run)),
             Delivered::NotFound => {
-                self.shared.services.payload_checks.remove(hash.as_str());
+                if let Some(checked) = checked {
+                    checks.remove(hash.as_str(), &checked.run, checked.op);
+                }
                 Err(Error::UnknownHook)
             }
+        }
+    }
+
+    /// Whether `checked`, which refused a payload, still speaks for the token's hook: only if the
+    /// hook is still the one the check was made for. A check is this process's memory of a hook,
+    /// and the token may have moved on since (see `PayloadChecks`): if no hook holds it, the
+    /// caller hears [`Error::UnknownHook`], not how to fix a payload nothing will take; if another
+    /// hook holds it, the check is dropped and the payload goes on unchecked, as to any hook whose
+    /// type this process does not know. Only a refused payload pays for this lookup.
+    async fn check_holds(&self, hash: &TokenHash, checked: &HookCheck) -> Result<bool, Error> {
+        let held = self.shared.store.find_hook(hash).await?;
+        if held.as_ref().is_some_and(|hook| hook.run == checked.run && hook.op == checked.op) {
+            return Ok(true);
+        }
+        self.shared.services.payload_checks.remove(hash.as_str(), &checked.run, checked.op);
+        match held {
+            Some(_) => Ok(false),
+            None => Err(Error::UnknownHook),
         }
     }
 

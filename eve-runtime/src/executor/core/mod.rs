@@ -23,7 +23,7 @@ use serde_json::Value;
 
 pub(crate) use self::definition::{AttemptFn, StepAttempt};
 pub use self::definition::{Backoff, RetryPolicy, StepDef};
-pub(crate) use self::services::Services;
+pub(crate) use self::services::{HookCheck, Services};
 use crate::error::NonDeterminismError;
 use crate::journal::{Entry, InputHash, Op, OpKind, OpSignature, RecordKind, RunId, SourceLocation, StepOutcome};
 use crate::secret::Token;

@@ -43,15 +43,32 @@ pub(crate) type PayloadCheck = fn(&serde_json::Value) -> Result<(), (String, Opt
 /// created it here (after a restart, from when the run is replayed); until then a payload is
 /// accepted as before and a wrong one fails the body's `recv`. Best effort by design, so the map
 /// is bounded: past [`PayloadChecks::LIMIT`] hooks it starts over.
+///
+/// A check names the hook it was made for, because the token may have moved on since: the hook
+/// closed with its run, another run took the token after it, or a run asked for a token another
+/// run held (the store refuses that hook, but its check was made first). So a check only ever
+/// lets a payload through at once; the runtime refuses a payload it refuses only once the store
+/// says that the token's hook is still the one the check names.
 #[derive(Default)]
-pub(crate) struct PayloadChecks(Mutex<HashMap<String, PayloadCheck>>);
+pub(crate) struct PayloadChecks(Mutex<HashMap<String, HookCheck>>);
+
+/// A hook's payload check, and the hook it was made for.
+#[derive(Clone)]
+pub(crate) struct HookCheck {
+    /// The run whose body created the hook.
+    pub run: RunId,
+    /// The hook's operation in that run.
+    pub op: Op,
+    /// How to check a payload.
+    pub check: PayloadCheck,
+}
 
 impl PayloadChecks {
     /// The most hooks whose checks are kept.
     pub const LIMIT: usize = 16_384;
 
     /// Remembers how to check the payloads of the hook with `token_hash`.
-    pub fn insert(&self, token_hash: String, check: PayloadCheck) {
+    pub fn insert(&self, token_hash: String, check: HookCheck) {
         let mut checks = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if checks.len() >= Self::LIMIT {
             checks.clear();
@@ -60,13 +77,17 @@ impl PayloadChecks {
     }
 
     /// The check of the hook with `token_hash`, if its type is known here.
-    pub fn get(&self, token_hash: &str) -> Option<PayloadCheck> {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(token_hash).copied()
+    pub fn get(&self, token_hash: &str) -> Option<HookCheck> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(token_hash).cloned()
     }
 
-    /// Forgets the hook with `token_hash` (it has closed).
-    pub fn remove(&self, token_hash: &str) {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(token_hash);
+    /// Forgets the check of the hook with `token_hash` if it is still the one made for `run`'s
+    /// `op` (a newer hook's check is kept).
+    pub fn remove(&self, token_hash: &str, run: &RunId, op: Op) {
+        let mut checks = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if checks.get(token_hash).is_some_and(|check| check.run == *run && check.op == op) {
+            checks.remove(token_hash);
+        }
     }
 }
 
