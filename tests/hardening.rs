@@ -315,43 +315,6 @@ async fn a_token_given_to_the_other_kind_of_delivery_is_refused_and_reaches_noth
     }
 }
 
-#[tokio::test]
-async fn a_run_is_parked_for_whoever_waits_before_its_mark_is_written_and_a_late_mark_changes_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    for (round, warm_cache) in [0, 16].into_iter().enumerate() {
-        let sqlite = eve_tools::store::SqliteStore::open(dir.path().join(format!("eve-{round}.db"))).unwrap();
-        for store in [Arc::new(MemoryStore::new()) as Arc<dyn eve_tools::store::Store>, Arc::new(sqlite)] {
-            let faulty = Faulty::new(store);
-            let runtime = World::over(faulty.clone()).runtime(warm_cache);
-            faulty.hold_parks();
-            // The mark only spares a restart the replay, so nobody who waits for the run to park
-            // waits for it to be written.
-            let run = runtime.start("echo_hook", json!({})).await.unwrap();
-            within("the run's park", run.parked()).await.unwrap();
-            within("settling", runtime.settle()).await;
-            assert_eq!(faulty.parks_written(), 0, "the mark was held back");
-
-            // A delivery takes the run while its mark waits; the mark, written after the run has
-            // gone on and ended, must not mark it.
-            runtime.resume_hook(&format!("echo-{}", run.id()), json!(5)).await.unwrap();
-            assert_eq!(within("the run's end", run.outcome()).await.unwrap(), RunOutcome::Completed(json!(5)));
-            faulty.let_parks_through();
-            let other = runtime.start("echo_hook", json!({})).await.unwrap();
-            within("the other run's park", other.parked()).await.unwrap();
-            within("both marks", async {
-                while faulty.parks_written() < 2 {
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                }
-            })
-            .await;
-            let summary = runtime.journal(run.id()).await.unwrap().summary;
-            assert_eq!((summary.status, summary.parked), (RunStatus::Completed, false), "warm cache {warm_cache}");
-            let summary = runtime.journal(other.id()).await.unwrap().summary;
-            assert_eq!((summary.status, summary.parked), (RunStatus::Active, true), "warm cache {warm_cache}");
-        }
-    }
-}
-
 /// What the hook `paid-{key}` takes.
 #[derive(Deserialize, JsonSchema)]
 pub struct Paid {

@@ -2,7 +2,7 @@
 //! picks, as a full disk or a lost connection would, so tests can show what the runtime does when
 //! the store fails at a chosen moment. It also counts the runs created on their own
 //! (`create_run`), as opposed to those an append starts, the reads of an inbox on its own, and the
-//! lookups of a hook, and it can hold parked marks back until a test lets them through.
+//! lookups of a hook.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -28,9 +28,6 @@ pub struct Faulty {
     inbox_reads: Mutex<usize>,
     hook_lookups: Mutex<usize>,
     load_delay: Mutex<Duration>,
-    /// Whether parked marks wait (`true`) until a test lets them through.
-    parks_held: tokio::sync::watch::Sender<bool>,
-    parks_written: Mutex<usize>,
 }
 
 impl Faulty {
@@ -45,8 +42,6 @@ impl Faulty {
             inbox_reads: Mutex::new(0),
             hook_lookups: Mutex::new(0),
             load_delay: Mutex::new(Duration::ZERO),
-            parks_held: tokio::sync::watch::Sender::new(false),
-            parks_written: Mutex::new(0),
         })
     }
 
@@ -97,21 +92,6 @@ impl Faulty {
     pub fn hook_lookups(&self) -> usize {
         *self.hook_lookups.lock().unwrap()
     }
-
-    /// Makes every parked mark wait, from now until [`Faulty::let_parks_through`].
-    pub fn hold_parks(&self) {
-        self.parks_held.send_replace(true);
-    }
-
-    /// Lets the parked marks that wait, and all later ones, through.
-    pub fn let_parks_through(&self) {
-        self.parks_held.send_replace(false);
-    }
-
-    /// How many parked marks reached the store beneath.
-    pub fn parks_written(&self) -> usize {
-        *self.parks_written.lock().unwrap()
-    }
 }
 
 #[async_trait]
@@ -157,11 +137,7 @@ impl Store for Faulty {
     }
 
     async fn park(&self, run: &RunId, fence: Fence, next_seq: u64) -> Result<(), StoreError> {
-        let mut held = self.parks_held.subscribe();
-        let _ = held.wait_for(|held| !held).await;
-        self.inner.park(run, fence, next_seq).await?;
-        *self.parks_written.lock().unwrap() += 1;
-        Ok(())
+        self.inner.park(run, fence, next_seq).await
     }
 
     async fn recovery(&self) -> Result<Recovery, StoreError> {

@@ -38,8 +38,8 @@ pub use crate::journal::RunOutcome;
 use crate::journal::{Entry, RunId, RunStatus};
 use crate::registry::{self, EntryPoint, ToolDescriptor};
 use crate::store::{
-    Created, Delivered, Delivery, DeliveryPayload, Fence, MemoryStore, NewRun, RunPage, RunQuery, RunRecord,
-    RunSummary, Store, StoreError, Target,
+    Created, Delivered, Delivery, DeliveryPayload, MemoryStore, NewRun, RunPage, RunQuery, RunRecord, RunSummary,
+    Store, StoreError, Target,
 };
 use crate::time::Clock;
 
@@ -412,33 +412,19 @@ impl Shared {
             self.hold(&run, driver.position().0);
             match driver.run(&self, &mut mailbox).await {
                 Exit::Parked(parked) => {
-                    // Every way a parked run makes progress again appends (clearing the mark) or
-                    // is indexed (a due timer). On a shared store the park also gives the claim
-                    // up, which another worker needs before it can take the run: it is made
-                    // before the run leaves this task.
+                    // Marked before the run leaves this task: every way a parked run makes
+                    // progress again appends (clearing the mark) or is indexed (a due timer).
                     let (fence, next_seq) = parked.position();
-                    let shared = self.store.is_shared();
-                    if shared {
-                        self.mark_parked(&run, fence, next_seq).await;
+                    if let Err(error) = self.store.park(&run, fence, next_seq).await {
+                        tracing::warn!(%run, "cannot mark the run parked; a restart will replay it: {error}");
                     }
                     self.let_go(&run);
                     match self.park(parked, &mailbox) {
-                        // Taken again at once: the run goes on, and needs no mark.
                         Some(again) => match self.resume_parked(&run, again, false).await {
                             Some(again) => driver = again,
                             None => return,
                         },
-                        None => {
-                            // In one process the mark is only a hint that spares a restart the
-                            // replay, so it is written once the run is parked: whoever waits for
-                            // that does not wait for the write. Should a delivery take the run
-                            // meanwhile, the mark is written only while the journal is as long
-                            // as it was here (`Store::park`), and the run's next append clears it.
-                            if !shared {
-                                self.mark_parked(&run, fence, next_seq).await;
-                            }
-                            return tracing::debug!("parked: waiting on durable waits only");
-                        }
+                        None => return tracing::debug!("parked: waiting on durable waits only"),
                     }
                 }
                 Exit::Continued(next) => driver = next,
@@ -451,14 +437,6 @@ impl Shared {
                     return self.lose(&run, error);
                 }
             }
-        }
-    }
-
-    /// Marks `run` parked at `next_seq` under `fence` (see [`Store::park`]); a failure costs only a
-    /// replay at the next start, so it is logged, not returned.
-    async fn mark_parked(&self, run: &RunId, fence: Fence, next_seq: u64) {
-        if let Err(error) = self.store.park(run, fence, next_seq).await {
-            tracing::warn!(%run, "cannot mark the run parked; a restart will replay it: {error}");
         }
     }
 
