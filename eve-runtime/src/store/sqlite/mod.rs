@@ -158,12 +158,13 @@ impl SqliteStore {
         schema::check_integrity(&conn, &shown)?;
         schema::prepare(&mut conn, &shown)?;
         let log = wal::begin(&conn, path).map_err(|error| codec::open_error(&error, &shown))?;
-        // The reader threads start before the log is filled, so they load the schema and prepare
-        // their statements while the fill's sync waits on the disk, not when a restart's first
-        // queries arrive.
+        // The reader threads and the writer's start before the log is filled, so they load the
+        // schema and prepare their statements while the fill's sync waits on the disk, not when a
+        // restart's first queries and writes arrive. The fill writes the log's file, not through
+        // the connection, and nothing writes through it before the open returns.
         let readers = Readers::start(path, options.read_connections)?;
-        log.fill();
         let writer = Writer::start(conn, shown.clone())?;
+        log.fill();
         Ok(SqliteStore { writer, epochs: Epochs::default(), readers, options, path: shown, _lock: lock })
     }
 

@@ -278,8 +278,29 @@ where
     }
 }
 
+/// The writer's own statements, which every batch runs. Not the `synchronous` settings: SQLite
+/// applies a pragma when it prepares it (and again each time a statement that has run is run
+/// again), so preparing one ahead would change the setting under the batch that runs next.
+const WARM: [&str; 2] = [BEGIN, COMMIT];
+
+const BEGIN: &str = "BEGIN IMMEDIATE";
+const COMMIT: &str = "COMMIT";
+/// The setting of a batch of hints only.
+const LAZY: &str = "PRAGMA synchronous = NORMAL";
+/// The setting of a batch with a durable request.
+const DURABLE: &str = "PRAGMA synchronous = FULL";
+
 /// The writer thread's loop: one batch per iteration until every [`Writer`] handle is gone.
+///
+/// First the thread readies the statements of a start's first writes ([`WARM`], then
+/// [`writes::WARM`](super::writes::WARM)), as the reader threads do theirs: the store's open
+/// starts it before it fills the log, so this is done while the fill waits on the disk, not when
+/// a restarted run first parks or takes a delivery.
 fn serve(shared: &Shared, receiver: &mpsc::Receiver<Box<dyn Job>>) {
+    for sql in WARM.iter().chain(&super::writes::WARM) {
+        // Errors are left to the writes themselves, which report them.
+        let _ = shared.lock().conn.prepare_cached(sql).map(drop);
+    }
     while let Ok(first) = receiver.recv() {
         let mut batch = vec![first];
         batch.extend(receiver.try_iter().take(MAX_BATCH - 1));
@@ -300,7 +321,7 @@ fn commit_batch(conn: &Connection, path: &str, batch: &mut [Box<dyn Job>], full:
     // A batch of hints only commits without the fsync; the next durable commit syncs it too.
     let durable = batch.iter().any(|job| job.durable());
     if durable != *full {
-        execute(conn, path, if durable { "PRAGMA synchronous = FULL" } else { "PRAGMA synchronous = NORMAL" })?;
+        execute(conn, path, if durable { DURABLE } else { LAZY })?;
         *full = durable;
     }
     let outcome = run_batch(conn, path, batch);
@@ -312,17 +333,17 @@ fn commit_batch(conn: &Connection, path: &str, batch: &mut [Box<dyn Job>], full:
 }
 
 fn run_batch(conn: &Connection, path: &str, batch: &mut [Box<dyn Job>]) -> Result<(), StoreError> {
-    execute(conn, path, "BEGIN IMMEDIATE")?;
+    execute(conn, path, BEGIN)?;
     if !run_unguarded(conn, path, batch)? {
         // A request was refused after it wrote: start again, each request in its own savepoint.
         execute(conn, path, "ROLLBACK")?;
-        execute(conn, path, "BEGIN IMMEDIATE")?;
+        execute(conn, path, BEGIN)?;
         for job in batch.iter_mut() {
             run_in_savepoint(conn, path, job.as_mut())?;
         }
     }
     failpoint::hit("sqlite.before_commit");
-    execute(conn, path, "COMMIT")?;
+    execute(conn, path, COMMIT)?;
     failpoint::hit("sqlite.after_commit");
     Ok(())
 }
@@ -368,7 +389,7 @@ fn run_in_savepoint(conn: &Connection, path: &str, job: &mut dyn Job) -> Result<
 
 fn execute(conn: &Connection, path: &str, sql: &str) -> Result<(), StoreError> {
     #[cfg(test)]
-    if sql == "PRAGMA synchronous = FULL" && tests::FAIL_FULL.with(|fail| fail.take()) {
+    if sql == DURABLE && tests::FAIL_FULL.with(|fail| fail.take()) {
         return Err(StoreError::Backend("injected: cannot set synchronous = FULL".into()));
     }
     let run = || conn.prepare_cached(sql)?.execute([]);
@@ -386,11 +407,15 @@ mod tests {
         pub(super) static FAIL_FULL: Cell<bool> = const { Cell::new(false) };
     }
 
-    fn writer() -> (Writer, tempfile::TempDir) {
+    /// A writer whose thread has readied its statements (it serves requests only then), so the
+    /// connection is idle.
+    async fn writer() -> (Writer, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("eve.db");
         let conn = super::super::open::writer_connection(&path, &super::super::SqliteOptions::default()).unwrap();
-        (Writer::start(conn, path.display().to_string()).unwrap(), dir)
+        let writer = Writer::start(conn, path.display().to_string()).unwrap();
+        writer.submit(|_: &Connection| Ok(())).await.unwrap();
+        (writer, dir)
     }
 
     /// The connection's `synchronous` setting, read inside a request: 2 is FULL, 1 NORMAL.
@@ -429,7 +454,7 @@ mod tests {
     /// Any other request always goes to the thread.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_lone_request_commits_on_its_callers_thread_and_others_queue() {
-        let (writer, _dir) = writer();
+        let (writer, _dir) = writer().await;
         let writer = Arc::new(writer);
         let lone = writer.submit_from_run(thread_name).await.unwrap();
         assert_ne!(lone.as_deref(), Some("eve-sqlite-writer"), "an idle connection commits at once");
@@ -461,7 +486,7 @@ mod tests {
     /// writer thread.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_runs_lone_hint_commits_on_its_callers_thread_without_the_fsync() {
-        let (writer, _dir) = writer();
+        let (writer, _dir) = writer().await;
         let setting_and_thread = |conn: &Connection| {
             let setting: i64 = conn.pragma_query_value(None, "synchronous", |row| row.get(0))?;
             Ok((setting, thread_name(conn)?))
@@ -477,12 +502,23 @@ mod tests {
         assert_eq!(setting, 1);
     }
 
+    /// What the thread readies at its start leaves each batch the `synchronous` setting it
+    /// sets: hints still commit without the fsync, durable requests with it, however they alternate.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn statements_readied_at_start_leave_each_batch_its_setting() {
+        let (writer, _dir) = writer().await;
+        for _ in 0..2 {
+            assert_eq!(synchronous(&writer, false).await.unwrap(), 1, "a hint commits without the fsync");
+            assert_eq!(synchronous(&writer, true).await.unwrap(), 2, "a durable request commits with it");
+        }
+    }
+
     /// After a batch of several requests, the next lone request still goes to the writer thread
     /// (callers were many a moment ago); once a batch holds one, lone requests commit at once
     /// again. A caller on a single-threaded runtime always goes to the thread.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn lone_requests_commit_at_once_only_after_a_batch_of_one() {
-        let (writer, _dir) = writer();
+        let (writer, _dir) = writer().await;
         let writer = Arc::new(writer);
         writer.submit_from_run(thread_name).await.unwrap();
         // A request from a single-threaded runtime holds the connection, on the writer thread.
@@ -524,7 +560,7 @@ mod tests {
     /// its own answer, and the file holds exactly what was answered "ok".
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn callers_at_once_each_get_their_own_answer_and_nothing_else_lands() {
-        let (writer, _dir) = writer();
+        let (writer, _dir) = writer().await;
         let writer = Arc::new(writer);
         writer.submit(|conn| Ok(conn.execute_batch("CREATE TABLE rows (k INTEGER PRIMARY KEY)")?)).await.unwrap();
         let callers = (0..16_i64).map(|caller| {
@@ -564,7 +600,7 @@ mod tests {
     /// whose other requests still commit; the connection takes the next request as before.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_request_refused_after_writing_leaves_none_of_its_writes() {
-        let (writer, _dir) = writer();
+        let (writer, _dir) = writer().await;
         let writer = Arc::new(writer);
         writer.submit(|conn| Ok(conn.execute_batch("CREATE TABLE rows (k INTEGER PRIMARY KEY)")?)).await.unwrap();
         writer.submit(|conn| Ok(conn.execute("INSERT INTO rows (k) VALUES (0)", [])?)).await.unwrap();
@@ -622,7 +658,7 @@ mod tests {
     /// is prepared, and the setting applied, again each time.
     #[tokio::test]
     async fn every_batch_sets_its_own_sync_however_often_it_switches() {
-        let (writer, _dir) = writer();
+        let (writer, _dir) = writer().await;
         for round in 0..3 {
             assert_eq!(
                 synchronous(&writer, false).await.unwrap(),
@@ -650,7 +686,7 @@ mod tests {
     /// after a hint batch whose switch back to `synchronous = FULL` failed.
     #[tokio::test]
     async fn a_durable_batch_always_commits_with_full_sync() {
-        let (writer, _dir) = writer();
+        let (writer, _dir) = writer().await;
         assert_eq!(synchronous(&writer, true).await.unwrap(), 2);
         assert_eq!(synchronous(&writer, false).await.unwrap(), 1, "a hint commits without the fsync");
         assert_eq!(synchronous(&writer, true).await.unwrap(), 2);

@@ -138,6 +138,10 @@ fn check_append(conn: &Connection, rows: &AppendRows, epochs: &Epochs) -> Result
     Ok(claim)
 }
 
+const SET_STATUS: &str = "UPDATE runs SET status = ?2, entries = ?3 WHERE id = ?1";
+
+const CLEAR_MARK: &str = "UPDATE runs SET parked = 0 WHERE id = ?1 AND parked = 1";
+
 /// Writes the run's row if the append changes it: its status (and then its final length), or the
 /// parked mark it clears.
 fn update_run(conn: &Connection, rows: &AppendRows, unmarked: bool) -> Result<(), Failure> {
@@ -146,13 +150,12 @@ fn update_run(conn: &Connection, rows: &AppendRows, unmarked: bool) -> Result<()
     // status and the mark are each written only when they change.
     if let Some(status) = rows.changes.status.map(status_name) {
         let length = int(rows.first_seq + rows.entries.len() as u64);
-        let sql = "UPDATE runs SET status = ?2, entries = ?3 WHERE id = ?1";
-        conn.prepare_cached(sql)?.execute(params![run, status, length])?;
+        conn.prepare_cached(SET_STATUS)?.execute(params![run, status, length])?;
     }
     // The append clears the parked mark (see `Store::park`); the row is written only if it was set,
     // and the statement is spared when the run is known to have none (see `Epochs`).
     if !unmarked {
-        conn.prepare_cached("UPDATE runs SET parked = 0 WHERE id = ?1 AND parked = 1")?.execute([run])?;
+        conn.prepare_cached(CLEAR_MARK)?.execute([run])?;
     }
     Ok(())
 }
@@ -188,20 +191,24 @@ fn current_row(conn: &Connection, run: &RunId) -> Result<(String, u64), Failure>
     Ok((status, codec::uint(entries)?))
 }
 
+const INSERT_ENTRY: &str = "INSERT INTO journal (run_id, seq, entry) VALUES (?1, ?2, ?3)";
+
 fn insert_entries(conn: &Connection, run: &RunId, first_seq: u64, entries: &[String]) -> Result<(), Failure> {
-    let mut insert = conn.prepare_cached("INSERT INTO journal (run_id, seq, entry) VALUES (?1, ?2, ?3)")?;
+    let mut insert = conn.prepare_cached(INSERT_ENTRY)?;
     for (seq, entry) in (first_seq..).zip(entries) {
         insert.execute(params![run.as_str(), int(seq), entry])?;
     }
     Ok(())
 }
 
+const CONSUME: &str = "UPDATE inbox SET consumed = 1 WHERE id = ?1 AND run_id = ?2";
+
 /// Marks inbox items consumed; ids of other runs' items are ignored.
 fn consume(conn: &Connection, run: &RunId, ids: &[u64]) -> Result<(), Failure> {
     if ids.is_empty() {
         return Ok(());
     }
-    let mut update = conn.prepare_cached("UPDATE inbox SET consumed = 1 WHERE id = ?1 AND run_id = ?2")?;
+    let mut update = conn.prepare_cached(CONSUME)?;
     for id in ids {
         update.execute(params![int(*id), run.as_str()])?;
     }
@@ -245,13 +252,15 @@ fn add_hook(conn: &Connection, run: &RunId, op: Op, token_hash: &str, meta: &Hoo
     Ok(())
 }
 
+const FINISH: [&str; 3] = [
+    "DELETE FROM timers WHERE run_id = ?1",
+    "DELETE FROM hooks WHERE run_id = ?1",
+    "DELETE FROM inbox WHERE run_id = ?1",
+];
+
 /// Releases what only an unfinished run holds: its timers, hook tokens and inbox.
 fn finish(conn: &Connection, run: &RunId) -> Result<(), Failure> {
-    for sql in [
-        "DELETE FROM timers WHERE run_id = ?1",
-        "DELETE FROM hooks WHERE run_id = ?1",
-        "DELETE FROM inbox WHERE run_id = ?1",
-    ] {
+    for sql in FINISH {
         conn.prepare_cached(sql)?.execute([run.as_str()])?;
     }
     Ok(())
@@ -259,6 +268,22 @@ fn finish(conn: &Connection, run: &RunId) -> Result<(), Failure> {
 
 /// Marks a run parked, and keeps its length in its row, if it is unfinished and its journal is
 /// still `?2` entries long.
+/// The statements a start's first writes run, which the writer thread prepares while it is idle
+/// (see `writer::serve`): a replayed run's parked mark first, then a delivery, then the append of
+/// the run it wakes, up to its end.
+pub(super) const WARM: [&str; 10] = [
+    PARK,
+    HOOK_STANDING,
+    ACCEPT_DELIVERY,
+    INSERT_ENTRY,
+    CLEAR_MARK,
+    CONSUME,
+    SET_STATUS,
+    FINISH[0],
+    FINISH[1],
+    FINISH[2],
+];
+
 pub(super) const PARK: &str = concat!(
     "UPDATE runs SET parked = 1, entries = ?2 WHERE id = ?1 AND status = 'active' AND ",
     length_sql!(),
@@ -356,16 +381,17 @@ pub(super) fn deliver(
     }
     let what = "a delivery (SqliteOptions::max_entry_bytes, less room for the journal entry that records it)";
     let text = codec::encode(&delivery, what, limit.saturating_sub(DELIVERY_HEADROOM))?;
-    let sql = "INSERT INTO inbox (run_id, delivery_id, delivery, op) VALUES (?1, ?2, ?3, ?4) \
-               ON CONFLICT (run_id, delivery_id) DO NOTHING RETURNING id";
     let op = delivery.hook_op().map(|op| op.0);
     let params = params![run.as_str(), delivery_id, text, op];
-    let id: Option<i64> = conn.prepare_cached(sql)?.query_row(params, |row| row.get(0)).optional()?;
+    let id: Option<i64> = conn.prepare_cached(ACCEPT_DELIVERY)?.query_row(params, |row| row.get(0)).optional()?;
     match id {
         Some(id) => Ok(Delivered::Accepted { run, id: codec::uint(id)? }),
         None => Ok(Delivered::Duplicate { run }),
     }
 }
+
+const ACCEPT_DELIVERY: &str = "INSERT INTO inbox (run_id, delivery_id, delivery, op) VALUES (?1, ?2, ?3, ?4) \
+                               ON CONFLICT (run_id, delivery_id) DO NOTHING RETURNING id";
 
 /// Where a delivery's run stands: whether it is unfinished, whether the delivery's id was taken
 /// before, and how many deliveries wait for the run and for the delivery's hook, each counted up
@@ -407,6 +433,12 @@ fn standing(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<Standing>
     })
 }
 
+const HOOK_STANDING: &str = concat!(
+    "SELECT h.run_id, h.op, h.meta, r.status = 'active', ",
+    standing_columns!("h.run_id", "h.op"),
+    " FROM hooks h LEFT JOIN runs r ON r.id = h.run_id WHERE h.token_hash = ?1"
+);
+
 /// The hook holding the token `hash` and where its run stands, or `None` if nobody holds it.
 fn hook_standing(
     conn: &Connection,
@@ -414,14 +446,9 @@ fn hook_standing(
     delivery_id: Option<&str>,
     limits: InboxLimits,
 ) -> Result<Option<(HookRow, Standing)>, Failure> {
-    let sql = concat!(
-        "SELECT h.run_id, h.op, h.meta, r.status = 'active', ",
-        standing_columns!("h.run_id", "h.op"),
-        " FROM hooks h LEFT JOIN runs r ON r.id = h.run_id WHERE h.token_hash = ?1"
-    );
     let params = params![hash, delivery_id, int(limits.per_run as u64), int(limits.per_hook as u64)];
     let row = conn
-        .prepare_cached(sql)?
+        .prepare_cached(HOOK_STANDING)?
         .query_row(params, |row| {
             Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?, row.get::<_, String>(2)?, standing(row, 3)?))
         })
