@@ -46,9 +46,9 @@ pub(crate) type PayloadCheck = fn(&serde_json::Value) -> Result<(), (String, Opt
 ///
 /// A check names the hook it was made for, because the token may have moved on since: the hook
 /// closed with its run, another run took the token after it, or a run asked for a token another
-/// run held (the store refuses that hook, but its check was made first). So a check only ever
-/// lets a payload through at once; the runtime refuses a payload it refuses only once the store
-/// says that the token's hook is still the one the check names.
+/// run held (the store refuses that hook, but its check was made first). So a payload a check
+/// accepts goes on at once, and one it refuses is refused only once the store says that the
+/// token's hook is still the one the check names.
 #[derive(Default)]
 pub(crate) struct PayloadChecks(Mutex<HashMap<String, HookCheck>>);
 
