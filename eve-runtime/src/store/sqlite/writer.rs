@@ -9,7 +9,8 @@
 //! step and no hand-off to another thread and back (two wake-ups, each tens of microseconds or
 //! more on a virtual machine, as much as the fsync itself). Any other
 //! request, and every request made for an outside caller (a delivery over HTTP, say, whose
-//! handler's thread should not wait on the disk), goes to the writer thread, which loops:
+//! handler's thread should not wait on the disk), goes to the writer thread. The thread first
+//! prepares the statements a start's first writes need (see `serve`), then loops:
 //!
 //! 1. wait for one request, then take every request already queued behind it (up to
 //!    [`MAX_BATCH`]): that is the batch;
