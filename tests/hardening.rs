@@ -284,7 +284,7 @@ async fn a_hook_payload_goes_to_the_store_without_a_lookup_before_it() {
 #[tokio::test]
 async fn a_token_given_to_the_other_kind_of_delivery_is_refused_and_reaches_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    for world in [World::over(Arc::new(MemoryStore::new())), World::sqlite(dir.path())] {
+    for world in [World::in_memory(), World::sqlite(dir.path())] {
         let runtime = world.runtime(0);
         let hooked = runtime.start("echo_hook", json!({})).await.unwrap();
         let webhooked = runtime.start("echo_webhook", json!({})).await.unwrap();
@@ -352,7 +352,7 @@ pub async fn await_note(input: Paid, _ctx: &WorkflowCtx) -> Result<String, ToolE
 
 #[tokio::test]
 async fn a_run_refused_a_token_another_run_holds_does_not_refuse_the_holders_payloads() {
-    let world = World::over(Arc::new(MemoryStore::new()));
+    let world = World::in_memory();
     let runtime = world.runtime(0);
     let holder = runtime.start("await_paid", json!({ "key": "a" })).await.unwrap();
     holder.parked().await.unwrap();
@@ -370,7 +370,7 @@ async fn a_run_refused_a_token_another_run_holds_does_not_refuse_the_holders_pay
 #[tokio::test]
 async fn a_payload_for_a_hook_that_has_closed_is_refused_as_unknown_whatever_its_type() {
     let dir = tempfile::tempdir().unwrap();
-    for world in [World::over(Arc::new(MemoryStore::new())), World::sqlite(dir.path())] {
+    for world in [World::in_memory(), World::sqlite(dir.path())] {
         let runtime = world.runtime(0);
         let run = runtime.start("await_paid", json!({ "key": "b" })).await.unwrap();
         run.parked().await.unwrap();

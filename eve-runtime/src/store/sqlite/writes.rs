@@ -266,9 +266,7 @@ fn finish(conn: &Connection, run: &RunId) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Marks a run parked, and keeps its length in its row, if it is unfinished and its journal is
-/// still `?2` entries long.
-/// The statements a start's first writes run, which the writer thread prepares while it is idle
+/// The statements a start's first writes run, which the writer thread prepares when it starts
 /// (see `writer::serve`): a replayed run's parked mark first, then a delivery, then the append of
 /// the run it wakes, up to its end.
 pub(super) const WARM: [&str; 10] = [
@@ -284,6 +282,8 @@ pub(super) const WARM: [&str; 10] = [
     FINISH[2],
 ];
 
+/// Marks a run parked, and keeps its length in its row, if it is unfinished and its journal is
+/// still `?2` entries long.
 pub(super) const PARK: &str = concat!(
     "UPDATE runs SET parked = 1, entries = ?2 WHERE id = ?1 AND status = 'active' AND ",
     length_sql!(),
