@@ -16,6 +16,10 @@
 //! - Before the threads start, the store begins the write-ahead log (a clean close removed it) and
 //!   fills it to its working size, so the first write after a start pays one fsync rather than
 //!   three and commits rewrite the log rather than grow it (see [`wal`]).
+//! - While the fill waits on the disk, a reader thread reads what a start asks first: the
+//!   recovery, and the claims of the runs it wakes (their journals up to 16,384 entries in all).
+//!   They are answered from that read as long as nothing has been written since the open (see
+//!   [`ahead`]).
 //!
 //! # Claims and fences
 //!
@@ -39,6 +43,7 @@
 //! - A file is checked (`PRAGMA quick_check`) and its schema version verified at open, so a damaged
 //!   or foreign file is refused before anything is written to it.
 
+mod ahead;
 mod codec;
 mod epochs;
 mod open;
@@ -58,6 +63,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use self::ahead::Ahead;
 use self::epochs::Epochs;
 use self::readers::Readers;
 use self::reads::ClaimRead;
@@ -119,6 +125,7 @@ pub struct SqliteStore {
     // and closing it checkpoints the WAL into the file and removes it.
     readers: Readers,
     writer: Writer,
+    ahead: Ahead,
     epochs: Epochs,
     options: SqliteOptions,
     path: String,
@@ -148,6 +155,10 @@ impl SqliteStore {
     /// Besides the file, a store keeps its write-ahead log in `<path>-wal` while it is open. Open
     /// fills the log to its working size (about 4.5 MB with SQLite's 4 KiB pages) and syncs it
     /// once, a few milliseconds, so that the store's commits rewrite the log rather than grow it.
+    /// Meanwhile a reader thread reads what a restart asks first ([`Store::recovery`], then a
+    /// claim of each run it wakes), so a restart finds it read. The read is held (a few megabytes
+    /// at most) until those calls take it or a write makes a call find it stale; a store never
+    /// recovered holds it until it is dropped.
     pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self, StoreError> {
         let path = path.as_ref();
         let shown = path.display().to_string();
@@ -163,9 +174,13 @@ impl SqliteStore {
         // restart's first queries and writes arrive. The fill writes the log's file, not through
         // the connection, and nothing writes through it before the open returns.
         let readers = Readers::start(path, options.read_connections)?;
+        // A start's first reads, the recovery and the claims it leads to, are made meanwhile too
+        // (see `ahead`).
+        let other = readers.parallel();
+        let ahead = Ahead::new(readers.queue(move |conn| reads::start(conn, other.as_ref())));
         let writer = Writer::start(conn, shown.clone())?;
         log.fill();
-        Ok(SqliteStore { writer, epochs: Epochs::default(), readers, options, path: shown, _lock: lock })
+        Ok(SqliteStore { writer, ahead, epochs: Epochs::default(), readers, options, path: shown, _lock: lock })
     }
 
     /// The file this store lives in.
@@ -231,10 +246,16 @@ impl Store for SqliteStore {
         // Leases never expire in a single-process store: every claim comes from this process. The
         // new epoch is taken before the read, so appends under an older fence are refused from now.
         let epoch = self.epochs.bump(run);
-        let (claimed_run, other) = (run.clone(), self.readers.parallel());
         let read = async {
-            let read = self.readers.read(move |conn| reads::claimed(conn, &claimed_run, from_seq, other.as_ref()));
-            let ClaimRead { mut entries, rest, next_seq, active, inbox } = read.await?;
+            let ClaimRead { mut entries, rest, next_seq, active, inbox } =
+                match self.ahead.claim(run, from_seq, || self.writer.began()) {
+                    Some(read) => read,
+                    None => {
+                        let (claimed_run, other) = (run.clone(), self.readers.parallel());
+                        let read = move |conn: &mut _| reads::claimed(conn, &claimed_run, from_seq, other.as_ref());
+                        self.readers.read(read).await?
+                    }
+                };
             if let Some(rest) = rest {
                 entries.append(&mut self.readers.wait(rest).await?);
             }
@@ -276,6 +297,16 @@ impl Store for SqliteStore {
     }
 
     async fn recovery(&self) -> Result<Recovery, StoreError> {
+        if let Some(reading) = self.ahead.reading() {
+            // Read as the store opened: still what the file holds if nothing was written since.
+            // Should that read have failed, the one below meets the error again and reports it.
+            if let Ok(read) = self.readers.wait(reading).await
+                && !self.writer.began()
+            {
+                self.ahead.keep(read.claims);
+                return Ok(read.recovery);
+            }
+        }
         self.readers.read(reads::recovery).await
     }
 
@@ -475,6 +506,136 @@ mod tests {
     /// An append of `entries` from `first_seq`, and nothing else.
     fn appending(first_seq: u64, entries: Vec<Entry>) -> Append {
         Append { first_seq, entries, consumed: vec![], notices: vec![], runs: vec![] }
+    }
+
+    /// A store at `path` whose run `run` is runnable, as a process that stopped mid-activation
+    /// leaves it: its parked mark cleared by hand, the store closed.
+    fn unpark(path: &std::path::Path, run: &RunId) {
+        let conn = Connection::open(path).unwrap();
+        let cleared = conn.execute("UPDATE runs SET parked = 0 WHERE id = ?1", [run.as_str()]).unwrap();
+        assert_eq!(cleared, 1);
+    }
+
+    async fn claim_from_start(store: &SqliteStore, run: &RunId) -> Claimed {
+        store.claim(run, &WorkerId("test".into()), Duration::ZERO, Timestamp::from_millis(4), 0).await.unwrap()
+    }
+
+    /// The recovery and the claims of the runs it wakes are answered from what the open read
+    /// while it filled the log (see `ahead`), each once, a long journal in two halves. Seen here
+    /// through a change made to the file behind the store's back (which no process does while a
+    /// store holds it): the first claim does not see it, having been read before; the next claim
+    /// reads the file again.
+    #[tokio::test]
+    async fn a_starts_recovery_and_first_claims_are_what_the_open_read() {
+        let (_dir, path, store, long) = store_with_long_run(700).await;
+        let short = long_run(&store, "run-short", 300).await;
+        drop(store);
+        unpark(&path, &long);
+        unpark(&path, &short);
+        let store = SqliteStore::open(&path).unwrap();
+        let recovery = store.recovery().await.unwrap();
+        assert_eq!(recovery.runnable, [long.clone(), short.clone()]);
+        // Only the short journal, read in one part: the long one's second half may still be read.
+        let behind = Connection::open(&path).unwrap();
+        behind.execute("DELETE FROM journal WHERE run_id = ?1 AND seq > 0", [short.as_str()]).unwrap();
+        for (run, length) in [(&long, 700), (&short, 300)] {
+            let claimed = claim_from_start(&store, run).await;
+            assert_eq!((claimed.entries.len(), claimed.next_seq), (length, length as u64), "read at open");
+            let ops: Vec<u64> = claimed.entries[1..].iter().map(|entry| u64::from(entry.op().unwrap().0)).collect();
+            assert_eq!(ops, (1..length as u64).collect::<Vec<_>>());
+        }
+        assert_eq!(claim_from_start(&store, &short).await.entries.len(), 1, "read again");
+    }
+
+    /// Once anything is written, what the open read is stale: a write before the recovery makes
+    /// the recovery read the file again (it finds a run created since), and a write before a
+    /// claim makes the claim read it again (it finds a delivery made since).
+    #[tokio::test]
+    async fn a_write_after_the_open_makes_the_recovery_and_the_claims_read_afresh() {
+        let (_dir, path, store, run) = store_with_long_run(600).await;
+        let other = long_run(&store, "run-other", 3).await;
+        drop(store);
+        unpark(&path, &run);
+        unpark(&path, &other);
+        let cancel =
+            || DeliveryPayload::Run(super::super::Delivery::Cancel { reason: "stop".into(), keep_output: false });
+        // Written before the recovery.
+        let store = SqliteStore::open(&path).unwrap();
+        let created = new_run("run-created");
+        store.create_run(created.clone(), &WorkerId("test".into())).await.unwrap();
+        let recovery = store.recovery().await.unwrap();
+        assert_eq!(recovery.runnable, [created.id.clone(), run.clone(), other.clone()]);
+        assert_eq!(recovery.unfinished, 3);
+        drop(store);
+        // Written after the recovery, before the claims.
+        let store = SqliteStore::open(&path).unwrap();
+        assert_eq!(store.recovery().await.unwrap().runnable.len(), 3);
+        store.deliver(Target::Run(run.clone()), None, cancel()).await.unwrap();
+        let claimed = claim_from_start(&store, &run).await;
+        assert_eq!((claimed.entries.len(), claimed.inbox.len()), (600, 1), "the delivery made after the open");
+        // A claim after a write drops what is left: the other run is read afresh too.
+        store.deliver(Target::Run(other.clone()), None, cancel()).await.unwrap();
+        assert_eq!(claim_from_start(&store, &other).await.inbox.len(), 1);
+    }
+
+    /// Right after an open, the recovery, claims of every run it wakes, deliveries and new runs,
+    /// all at once: a write acknowledged before a call begins is seen by that call, whether it is
+    /// answered from what the open read or afresh.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_read_made_at_open_never_hides_a_write_acknowledged_before_the_call() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("eve.db");
+        let store = SqliteStore::open(&path).unwrap();
+        let mut runs = Vec::new();
+        for index in 0..16 {
+            // Two long enough to be read in two halves.
+            runs.push(long_run(&store, &format!("run-{index:02}"), if index < 2 { 600 } else { 3 }).await);
+        }
+        drop(store);
+        let cancel =
+            || DeliveryPayload::Run(super::super::Delivery::Cancel { reason: "stop".into(), keep_output: false });
+        for round in 0..6 {
+            for run in &runs {
+                unpark(&path, run);
+            }
+            let store = Arc::new(SqliteStore::open(&path).unwrap());
+            let mut calls = tokio::task::JoinSet::new();
+            let recovering = store.clone();
+            calls.spawn(async move {
+                let recovery = recovering.recovery().await.unwrap();
+                assert!(recovery.runnable.len() >= 16, "{:?}", recovery.runnable);
+            });
+            let creating = store.clone();
+            calls.spawn(async move {
+                let created = new_run(&format!("run-new-{round}"));
+                creating.create_run(created.clone(), &WorkerId("test".into())).await.unwrap();
+                assert!(creating.recovery().await.unwrap().runnable.contains(&created.id));
+            });
+            for (index, run) in runs.iter().enumerate() {
+                let (store, run) = (store.clone(), run.clone());
+                calls.spawn(async move {
+                    let delivered = (index + round) % 2 == 0;
+                    if delivered {
+                        store.deliver(Target::Run(run.clone()), None, cancel()).await.unwrap();
+                    }
+                    let claimed = claim_from_start(&store, &run).await;
+                    let length = if index < 2 { 600 } else { 3 };
+                    assert_eq!(claimed.entries.len(), length, "{run}");
+                    // Every delivery of the earlier rounds, and this round's if it was made.
+                    let before = (0..round).filter(|round| (index + round) % 2 == 0).count() + usize::from(delivered);
+                    assert!(claimed.inbox.len() >= before, "{run}: {:?}", claimed.inbox);
+                });
+            }
+            while let Some(call) = calls.join_next().await {
+                call.unwrap();
+            }
+            // What each claim saw is what the file holds: every delivery of the run so far.
+            for (index, run) in runs.iter().enumerate() {
+                let expected = (0..=round).filter(|round| (index + round) % 2 == 0).count();
+                assert_eq!(store.inbox(run).await.unwrap().len(), expected, "{run}");
+            }
+            drop(store);
+        }
     }
 
     /// A long journal is read in two halves on two reader threads; the claim returns it whole and

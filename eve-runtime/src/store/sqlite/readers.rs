@@ -84,6 +84,16 @@ impl Readers {
         self.wait(queue.queue(work)).await
     }
 
+    /// Queues `work` for the next free read connection, to await later with
+    /// [`wait`](Readers::wait); `None` once the threads have stopped.
+    pub(super) fn queue<T, F>(&self, work: F) -> Option<Pending<T>>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, Failure> + Send + 'static,
+    {
+        self.queue.as_ref().map(|queue| queue.queue(work))
+    }
+
     /// The answer to a read queued with [`Queue::queue`].
     pub(super) async fn wait<T>(&self, pending: Pending<T>) -> Result<T, StoreError> {
         pending.await.map_err(|_| stopped())?.map_err(|failure| failure.into_store_error(&self.path))

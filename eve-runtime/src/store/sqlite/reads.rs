@@ -118,6 +118,17 @@ pub(super) fn claimed(
 ) -> Result<ClaimRead, Failure> {
     let tx = conn.transaction()?;
     let Some((status, length)) = run_state(&tx, run)? else { return Err(StoreError::RunNotFound(run.clone()).into()) };
+    claimed_in(&tx, run, from_seq, (status, length), other)
+}
+
+/// [`claimed`] within a read transaction, given the run's state as it read it.
+fn claimed_in(
+    tx: &Connection,
+    run: &RunId,
+    from_seq: u64,
+    (status, length): (String, i64),
+    other: Option<&Queue>,
+) -> Result<ClaimRead, Failure> {
     let (active, next_seq) = (status == "active", codec::uint(length)?);
     let (split, rest) = match other {
         Some(queue) if next_seq.saturating_sub(from_seq) >= SPLIT_FROM => {
@@ -129,8 +140,8 @@ pub(super) fn claimed(
     };
     // Room for the rest too: it is appended to this part.
     let mut entries = Vec::with_capacity(capacity(from_seq, next_seq));
-    journal_into(&tx, run, from_seq, split, &mut entries)?;
-    let inbox = inbox(&tx, run)?;
+    journal_into(tx, run, from_seq, split, &mut entries)?;
+    let inbox = inbox(tx, run)?;
     Ok(ClaimRead { entries, rest, next_seq, active, inbox })
 }
 
@@ -356,9 +367,40 @@ pub(super) fn hook_meta(text: &str) -> Result<HookMeta, Failure> {
 
 /// What a runtime needs at start-up, read in one snapshot (see `Store::recovery`).
 pub(super) fn recovery(conn: &mut Connection) -> Result<Recovery, Failure> {
+    recovery_in(&*conn.transaction()?)
+}
+
+/// How many journal entries a start reads ahead at most, over all the runs it reads for (see
+/// [`start`]): a few megabytes decoded, held until the runs are claimed.
+pub(super) const START_ENTRIES: u64 = 16_384;
+
+/// What a start reads ahead as the store opens: the recovery, and the claims of the runs it
+/// wakes, in its order, while their journals total at most [`START_ENTRIES`] entries.
+pub(super) struct StartRead {
+    /// What [`recovery`] reads.
+    pub recovery: Recovery,
+    /// What [`claimed`] reads for each of the first runnable runs, from the journal's start.
+    pub claims: Vec<(RunId, ClaimRead)>,
+}
+
+/// The recovery and the claims a start makes first, in one snapshot (the second halves of long
+/// journals in their own, as in [`claimed`]).
+pub(super) fn start(conn: &mut Connection, other: Option<&Queue>) -> Result<StartRead, Failure> {
     let tx = conn.transaction()?;
+    let recovery = recovery_in(&tx)?;
+    let (mut claims, mut budget) = (Vec::new(), START_ENTRIES);
+    for run in &recovery.runnable {
+        let Some((status, length)) = run_state(&tx, run)? else { continue };
+        let Some(left) = budget.checked_sub(codec::uint(length)?) else { break };
+        budget = left;
+        claims.push((run.clone(), claimed_in(&tx, run, 0, (status, length), other)?));
+    }
+    Ok(StartRead { recovery, claims })
+}
+
+fn recovery_in(tx: &Connection) -> Result<Recovery, Failure> {
     let unfinished: i64 = tx.prepare_cached(UNFINISHED)?.query_row([], |row| row.get(0))?;
-    let mut runnable = ids(&tx, RUNNABLE)?;
+    let mut runnable = ids(tx, RUNNABLE)?;
     let mut sign_ins = Vec::new();
     let mut statement = tx.prepare_cached(SIGN_INS)?;
     let rows = statement.query_map([], |row| {
@@ -378,7 +420,7 @@ pub(super) fn recovery(conn: &mut Connection) -> Result<Recovery, Failure> {
     drop(statement);
     runnable.sort();
     runnable.dedup();
-    let timers = timers(&tx)?;
+    let timers = timers(tx)?;
     Ok(Recovery { unfinished: codec::uint(unfinished)? as usize, runnable, timers, sign_ins })
 }
 

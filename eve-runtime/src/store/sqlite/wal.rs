@@ -5,9 +5,10 @@
 //! that gained it (three fsyncs where a commit needs one), and every commit until the first
 //! automatic checkpoint would grow the file: the file system then allocates and records the new
 //! space besides syncing the commit, which on this kind of disk roughly halved a new log's commit
-//! rate (a commit that rewrites space already written pays only for its data). So [`prepare`]
-//! begins the log and fills it with zeros to its working size, as PostgreSQL does with each new
-//! WAL segment (`wal_init_zero`), and syncs it once; the store's commits then rewrite it.
+//! rate (a commit that rewrites space already written pays only for its data). So [`begin`]
+//! begins the log and [`Begun::fill`] fills it with zeros to its working size, as PostgreSQL
+//! does with each new WAL segment (`wal_init_zero`), and syncs it once; the store's commits then
+//! rewrite it.
 //!
 //! Zeros are safe past the log's last frame: SQLite reads a log's frames in order up to the
 //! first whose salt and checksum do not match the log's header, and zeros never match, so they

@@ -40,7 +40,7 @@
 //! only while nothing is queued, so it never delays a batch, and not while batches hold several
 //! requests: many callers keep their runtime's threads, and share each fsync on the writer's.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError, mpsc};
 use std::thread::JoinHandle;
 
@@ -71,6 +71,9 @@ struct Shared {
     /// How many requests the last batch committed: more than one means callers are many, and
     /// their requests group better on the thread.
     last_batch: AtomicUsize,
+    /// Whether a request has been made since the start: until then, the file holds what it held
+    /// at open, and what was read then still holds.
+    began: AtomicBool,
     /// The file, for error messages.
     path: String,
 }
@@ -134,7 +137,7 @@ impl Writer {
         // The connection opens with `synchronous = FULL` (see `open::writer_connection`).
         let conn = Mutex::new(WriteConn { conn, full: true });
         let (queued, last_batch) = (AtomicUsize::new(0), AtomicUsize::new(1));
-        let shared = Arc::new(Shared { conn, queued, last_batch, path });
+        let shared = Arc::new(Shared { conn, queued, last_batch, began: AtomicBool::new(false), path });
         let serving = shared.clone();
         let thread = std::thread::Builder::new()
             .name("eve-sqlite-writer".into())
@@ -194,6 +197,12 @@ impl Writer {
         self.send(work, false, true).await
     }
 
+    /// Whether a request has been made since the writer started. While none has, the file
+    /// holds what it held at open: what was read then is what a read would find now.
+    pub(super) fn began(&self) -> bool {
+        self.shared.began.load(Ordering::SeqCst)
+    }
+
     async fn send<T, F>(&self, work: F, durable: bool, inline: bool) -> Result<T, StoreError>
     where
         T: Send + 'static,
@@ -202,6 +211,10 @@ impl Writer {
         let (reply, answer) = oneshot::channel();
         let request: Box<dyn Job> = Box::new(Request { work, result: None, reply, durable });
         let sender = self.sender.as_ref().ok_or_else(stopped)?;
+        if !self.shared.began.load(Ordering::SeqCst) {
+            // Before the request can commit: see `began`.
+            self.shared.began.store(true, Ordering::SeqCst);
+        }
         if inline && let Some(conn) = self.shared.try_idle() {
             // Answered before this returns: the await below is ready at once.
             self.shared.commit(conn, vec![request]);
