@@ -1,9 +1,9 @@
 //! What a start reads ahead, while the store's open waits on the disk.
 //!
 //! A runtime's first calls after an open are its recovery, then a claim of each run the
-//! recovery wakes. The open queues one read of all that ([`reads::start`](super::reads::start)) on a reader thread
-//! before it fills the write-ahead log, so the read runs while the fill's sync waits on the disk,
-//! and the recovery and the claims are answered from it.
+//! recovery wakes. The open queues one read of all that ([`start`](super::reads::start)) on a
+//! reader thread before it fills the write-ahead log, so the read runs while the fill's sync
+//! waits on the disk, and the recovery and the claims are answered from it.
 //!
 //! What was read at open is what the file holds for as long as nothing is written: the file lock
 //! keeps every other process out, and every write of this one goes through the writer

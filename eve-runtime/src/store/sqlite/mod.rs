@@ -17,9 +17,9 @@
 //!   fills it to its working size, so the first write after a start pays one fsync rather than
 //!   three and commits rewrite the log rather than grow it (see [`wal`]).
 //! - While the fill waits on the disk, a reader thread reads what a start asks first: the
-//!   recovery, and the claims of the runs it wakes (their journals up to 16,384 entries in all).
-//!   They are answered from that read as long as nothing has been written since the open (see
-//!   [`ahead`]).
+//!   recovery, and the claims of the runs it wakes (their journals up to 16,384 entries and about
+//!   16 MB of text in all). They are answered from that read as long as nothing has been written
+//!   since the open (see [`ahead`]).
 //!
 //! # Claims and fences
 //!
@@ -156,9 +156,9 @@ impl SqliteStore {
     /// fills the log to its working size (about 4.5 MB with SQLite's 4 KiB pages) and syncs it
     /// once, a few milliseconds, so that the store's commits rewrite the log rather than grow it.
     /// Meanwhile a reader thread reads what a restart asks first ([`Store::recovery`], then a
-    /// claim of each run it wakes), so a restart finds it read. The read is held (a few megabytes
-    /// at most) until those calls take it or a write makes a call find it stale; a store never
-    /// recovered holds it until it is dropped.
+    /// claim of each run it wakes), so a restart finds it read. The read (journals of about 16 MB
+    /// of text at most) is held until those calls take it or a write makes a call find it stale;
+    /// a store never recovered holds it until it is dropped.
     pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self, StoreError> {
         let path = path.as_ref();
         let shown = path.display().to_string();
@@ -177,7 +177,8 @@ impl SqliteStore {
         // A start's first reads, the recovery and the claims it leads to, are made meanwhile too
         // (see `ahead`).
         let other = readers.parallel();
-        let ahead = Ahead::new(readers.queue(move |conn| reads::start(conn, other.as_ref())));
+        let budget = (reads::START_ENTRIES, reads::START_TEXT);
+        let ahead = Ahead::new(readers.queue(move |conn| reads::start(conn, other.as_ref(), budget)));
         let writer = Writer::start(conn, shown.clone())?;
         log.fill();
         Ok(SqliteStore { writer, ahead, epochs: Epochs::default(), readers, options, path: shown, _lock: lock })
@@ -247,7 +248,7 @@ impl Store for SqliteStore {
         // new epoch is taken before the read, so appends under an older fence are refused from now.
         let epoch = self.epochs.bump(run);
         let read = async {
-            let ClaimRead { mut entries, rest, next_seq, active, inbox } =
+            let ClaimRead { mut entries, rest, next_seq, active, inbox, .. } =
                 match self.ahead.claim(run, from_seq, || self.writer.began()) {
                     Some(read) => read,
                     None => {
@@ -545,6 +546,37 @@ mod tests {
             assert_eq!(ops, (1..length as u64).collect::<Vec<_>>());
         }
         assert_eq!(claim_from_start(&store, &short).await.entries.len(), 1, "read again");
+    }
+
+    /// A start reads ahead the journals of the runs it wakes, in order, until the next would take
+    /// it past its entries, or until the text read reaches its limit (the run that reaches it is
+    /// read whole).
+    #[tokio::test]
+    async fn a_start_reads_ahead_within_its_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("eve.db");
+        let store = SqliteStore::open(&path).unwrap();
+        let mut runs = Vec::new();
+        for index in 0..3 {
+            runs.push(long_run(&store, &format!("run-{index}"), 10).await);
+        }
+        drop(store);
+        for run in &runs {
+            unpark(&path, run);
+        }
+        let mut conn = open::reader_connection(&path).unwrap();
+        let read = |conn: &mut Connection, budget| {
+            let read = reads::start(conn, None, budget).unwrap();
+            assert_eq!(read.recovery.runnable, runs);
+            read.claims.into_iter().map(|(run, claim)| (run, claim.entries.len(), claim.text)).collect::<Vec<_>>()
+        };
+        let all = read(&mut conn, (30, usize::MAX));
+        assert_eq!(all.len(), 3);
+        assert!(all.iter().all(|(_, length, text)| *length == 10 && *text > 10 * 20), "{all:?}");
+        assert_eq!(read(&mut conn, (29, usize::MAX)), all[..2], "the third would pass 29 entries");
+        assert_eq!(read(&mut conn, (30, all[0].2 + 1)), all[..2], "the second reaches the text's limit");
+        assert_eq!(read(&mut conn, (30, all[0].2)), all[..1], "the first reaches it");
+        assert_eq!(read(&mut conn, (9, usize::MAX)), [], "none fits");
     }
 
     /// Once anything is written, what the open read is stale: a write before the recovery makes

@@ -98,6 +98,8 @@ pub(super) struct ClaimRead {
     pub next_seq: u64,
     /// Whether the run is unfinished.
     pub active: bool,
+    /// The length in bytes of the text of [`entries`](Self::entries).
+    pub text: usize,
     /// The pending inbox.
     pub inbox: Vec<InboxItem>,
 }
@@ -140,9 +142,9 @@ fn claimed_in(
     };
     // Room for the rest too: it is appended to this part.
     let mut entries = Vec::with_capacity(capacity(from_seq, next_seq));
-    journal_into(tx, run, from_seq, split, &mut entries)?;
+    let text = journal_into(tx, run, from_seq, split, &mut entries)?;
     let inbox = inbox(tx, run)?;
-    Ok(ClaimRead { entries, rest, next_seq, active, inbox })
+    Ok(ClaimRead { entries, rest, next_seq, active, inbox, text })
 }
 
 /// Entries `from..length` of a run's journal, `length` entries long when the claim read it, in a
@@ -216,13 +218,20 @@ fn capacity(from: u64, to: u64) -> usize {
     usize::try_from(to.saturating_sub(from)).unwrap_or(0).min(1 << 16)
 }
 
-/// Appends entries `from..to` of the run's journal to `entries`.
+/// Appends entries `from..to` of the run's journal to `entries`, and returns the length of
+/// their text in bytes.
 ///
 /// A history appended while no other run appended (a run alone, or a long stretch of one run) is
 /// one range of the table, read in order without the index: as fast as a table keyed by run. A
 /// history interleaved with others' is read through the index, a seek into the table per entry.
-fn journal_into(conn: &Connection, run: &RunId, from: u64, to: u64, entries: &mut Vec<Entry>) -> Result<(), Failure> {
-    let start = entries.len();
+fn journal_into(
+    conn: &Connection,
+    run: &RunId,
+    from: u64,
+    to: u64,
+    entries: &mut Vec<Entry>,
+) -> Result<usize, Failure> {
+    let (start, mut bytes) = (entries.len(), 0);
     if let Some((first, last)) = span(conn, run, from, to)? {
         let mut statement = conn.prepare_cached(JOURNAL_SPAN)?;
         let mut rows = statement.query(params![first, last, run.as_str()])?;
@@ -233,29 +242,32 @@ fn journal_into(conn: &Connection, run: &RunId, from: u64, to: u64, entries: &mu
             if row.get::<_, i64>(0)? != expected {
                 break;
             }
-            entries.push(decode_row(run, expected, row)?);
+            entries.push(decode_row(run, expected, row, &mut bytes)?);
             expected += 1;
         }
         if u64::try_from(entries.len() - start) == Ok(to - from) {
-            return Ok(());
+            return Ok(bytes);
         }
         entries.truncate(start);
+        bytes = 0;
     }
     let mut statement = conn.prepare_cached(JOURNAL)?;
     let mut rows = statement.query(params![run.as_str(), int(from), int(to)])?;
     while let Some(row) = rows.next()? {
-        entries.push(decode_row(run, row.get(0)?, row)?);
+        entries.push(decode_row(run, row.get(0)?, row, &mut bytes)?);
     }
-    Ok(())
+    Ok(bytes)
 }
 
-/// The entry in column 1 of `row`, entry `seq` of `run`'s journal.
-fn decode_row(run: &RunId, seq: i64, row: &rusqlite::Row<'_>) -> Result<Entry, Failure> {
+/// The entry in column 1 of `row`, entry `seq` of `run`'s journal; adds its text's length to
+/// `bytes`.
+fn decode_row(run: &RunId, seq: i64, row: &rusqlite::Row<'_>, bytes: &mut usize) -> Result<Entry, Failure> {
     // Decoded from SQLite's own buffer: a replay reads every entry once, so no copy of its text.
     let text = row
         .get_ref(1)?
         .as_str()
         .map_err(|error| Failure::Decode(format!("run {run}'s journal entry {seq} is not text: {error}")))?;
+    *bytes += text.len();
     codec::decode_entry(run, seq, text)
 }
 
@@ -371,11 +383,16 @@ pub(super) fn recovery(conn: &mut Connection) -> Result<Recovery, Failure> {
 }
 
 /// How many journal entries a start reads ahead at most, over all the runs it reads for (see
-/// [`start`]): a few megabytes decoded, held until the runs are claimed.
+/// [`start`]).
 pub(super) const START_ENTRIES: u64 = 16_384;
 
+/// How much journal text a start reads ahead: once its runs' journals hold this many bytes, it
+/// reads no further run's. (The run that crosses the mark is read whole: its claim would read it
+/// at once all the same.)
+pub(super) const START_TEXT: usize = 16 << 20;
+
 /// What a start reads ahead as the store opens: the recovery, and the claims of the runs it
-/// wakes, in its order, while their journals total at most [`START_ENTRIES`] entries.
+/// wakes, in its order, within [`START_ENTRIES`] and [`START_TEXT`].
 pub(super) struct StartRead {
     /// What [`recovery`] reads.
     pub recovery: Recovery,
@@ -384,16 +401,27 @@ pub(super) struct StartRead {
 }
 
 /// The recovery and the claims a start makes first, in one snapshot (the second halves of long
-/// journals in their own, as in [`claimed`]).
-pub(super) fn start(conn: &mut Connection, other: Option<&Queue>) -> Result<StartRead, Failure> {
+/// journals in their own, as in [`claimed`]), within `entries` entries and `text` bytes of their
+/// text ([`START_ENTRIES`] and [`START_TEXT`] as a store opens).
+pub(super) fn start(
+    conn: &mut Connection,
+    other: Option<&Queue>,
+    (mut entries, text_limit): (u64, usize),
+) -> Result<StartRead, Failure> {
     let tx = conn.transaction()?;
     let recovery = recovery_in(&tx)?;
-    let (mut claims, mut budget) = (Vec::new(), START_ENTRIES);
+    let (mut claims, mut text) = (Vec::new(), 0);
     for run in &recovery.runnable {
         let Some((status, length)) = run_state(&tx, run)? else { continue };
-        let Some(left) = budget.checked_sub(codec::uint(length)?) else { break };
-        budget = left;
-        claims.push((run.clone(), claimed_in(&tx, run, 0, (status, length), other)?));
+        let Some(left) = entries.checked_sub(codec::uint(length)?) else { break };
+        entries = left;
+        let claim = claimed_in(&tx, run, 0, (status, length), other)?;
+        // A second half, read elsewhere, is about as long as the first.
+        text += if claim.rest.is_some() { 2 * claim.text } else { claim.text };
+        claims.push((run.clone(), claim));
+        if text >= text_limit {
+            break;
+        }
     }
     Ok(StartRead { recovery, claims })
 }
