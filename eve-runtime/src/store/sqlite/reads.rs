@@ -401,8 +401,8 @@ pub(super) struct StartRead {
 }
 
 /// The recovery and the claims a start makes first, in one snapshot (the second halves of long
-/// journals in their own, as in [`claimed`]), within `entries` entries and `text` bytes of their
-/// text ([`START_ENTRIES`] and [`START_TEXT`] as a store opens).
+/// journals in their own, as in [`claimed`]), within `entries` entries and `text_limit` bytes of
+/// their text ([`START_ENTRIES`] and [`START_TEXT`] as a store opens).
 pub(super) fn start(
     conn: &mut Connection,
     other: Option<&Queue>,
