@@ -1,8 +1,9 @@
-//! Conformance cases for claims beyond the core suite: [`claims_conformance_suite!`] holds cases
-//! every store passes ([`Store::claimable`] and [`Store::renew`] as a single process sees them),
-//! and [`shared_conformance_suite!`] the cases only a shared store (`is_shared() == true`) must
-//! pass: leases that bind other workers and expire, stale workers that write nothing, and many
-//! workers claiming one run at once.
+//! Conformance cases for claims beyond the core suite:
+//! [`claims_conformance_suite!`](crate::claims_conformance_suite) holds cases every store passes
+//! ([`Store::claimable`] and [`Store::renew`] as a single process sees them), and
+//! [`shared_conformance_suite!`](crate::shared_conformance_suite) the cases only a shared store
+//! (`is_shared() == true`) must pass: leases that bind other workers and expire, stale workers
+//! that write nothing, and many workers claiming one run at once.
 //!
 //! ```
 //! eve_runtime::claims_conformance_suite!(memory_claims, async { eve_runtime::store::MemoryStore::new() });
