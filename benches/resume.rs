@@ -165,43 +165,27 @@ fn replay(c: &mut Criterion, dir: &Path) {
         });
         let name = format!("replay/recover_{label}");
         group.bench_function(format!("recover_{label}"), |b| {
-            b.iter_custom(|iters| tokio.block_on(async { record(&name, iters, restarts(&path, iters).await) }))
+            b.iter_custom(|iters| tokio.block_on(async { record(&name, iters, restarts(&path, iters, false).await) }))
         });
         let name = format!("replay/restart_{label}");
         group.bench_function(format!("restart_{label}"), |b| {
-            b.iter_custom(|iters| tokio.block_on(async { record(&name, iters, whole_restarts(&path, iters).await) }))
+            b.iter_custom(|iters| tokio.block_on(async { record(&name, iters, restarts(&path, iters, true).await) }))
         });
     }
     group.finish();
 }
 
 /// `iters` restarts, each over an unparked copy of the file at `path`, timing `recover()` +
-/// `settle()` only.
-async fn restarts(path: &Path, iters: u64) -> Duration {
+/// `settle()` only, or with `from_open` the whole of each: the open and the runtime's build as
+/// well (the open reads ahead what `recover()` asks first; see `SqliteStore::open_with`).
+async fn restarts(path: &Path, iters: u64, from_open: bool) -> Duration {
     let mut total = Duration::ZERO;
     for round in 0..iters {
         let copy = unparked_copy(path, round);
+        let opened = Instant::now();
         let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&copy).expect("the store opens"));
         let runtime = runtime(store.clone(), 0);
-        let start = Instant::now();
-        runtime.recover().await.expect("recovers");
-        runtime.settle().await;
-        total += start.elapsed();
-        drop(runtime);
-        close(store).await;
-    }
-    total
-}
-
-/// `iters` restarts as [`restarts`] makes them, timing the whole of each: the open as well,
-/// which reads ahead what `recover()` asks first (see `SqliteStore::open_with`).
-async fn whole_restarts(path: &Path, iters: u64) -> Duration {
-    let mut total = Duration::ZERO;
-    for round in 0..iters {
-        let copy = unparked_copy(path, round);
-        let start = Instant::now();
-        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&copy).expect("the store opens"));
-        let runtime = runtime(store.clone(), 0);
+        let start = if from_open { opened } else { Instant::now() };
         runtime.recover().await.expect("recovers");
         runtime.settle().await;
         total += start.elapsed();

@@ -199,7 +199,7 @@ impl Runtime {
     /// type this process does not know. Only a refused payload pays for this lookup.
     async fn check_holds(&self, hash: &TokenHash, checked: &HookCheck) -> Result<bool, Error> {
         let held = self.shared.store.find_hook(hash).await?;
-        if held.as_ref().is_some_and(|hook| hook.run == checked.run && hook.op == checked.op) {
+        if held.as_ref().is_some_and(|hook| checked.is_for(&hook.run, hook.op)) {
             return Ok(true);
         }
         self.shared.services.payload_checks.remove(hash.as_str(), &checked.run, checked.op);

@@ -63,6 +63,13 @@ pub(crate) struct HookCheck {
     pub check: PayloadCheck,
 }
 
+impl HookCheck {
+    /// Whether this is the check of `run`'s hook at `op`.
+    pub fn is_for(&self, run: &RunId, op: Op) -> bool {
+        self.run == *run && self.op == op
+    }
+}
+
 impl PayloadChecks {
     /// The most hooks whose checks are kept.
     pub const LIMIT: usize = 16_384;
@@ -85,7 +92,7 @@ impl PayloadChecks {
     /// `op` (a newer hook's check is kept).
     pub fn remove(&self, token_hash: &str, run: &RunId, op: Op) {
         let mut checks = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if checks.get(token_hash).is_some_and(|check| check.run == *run && check.op == op) {
+        if checks.get(token_hash).is_some_and(|check| check.is_for(run, op)) {
             checks.remove(token_hash);
         }
     }

@@ -517,6 +517,23 @@ mod tests {
         assert_eq!(cleared, 1);
     }
 
+    /// A store at `<dir>/eve.db` holding a [`long_run`] of each name and length, each runnable
+    /// (see [`unpark`]), and closed.
+    async fn runnable_runs(runs: &[(&str, u64)]) -> (tempfile::TempDir, std::path::PathBuf, Vec<RunId>) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("eve.db");
+        let store = SqliteStore::open(&path).unwrap();
+        let mut ids = Vec::new();
+        for (id, length) in runs {
+            ids.push(long_run(&store, id, *length).await);
+        }
+        drop(store);
+        for run in &ids {
+            unpark(&path, run);
+        }
+        (dir, path, ids)
+    }
+
     async fn claim_from_start(store: &SqliteStore, run: &RunId) -> Claimed {
         store.claim(run, &WorkerId("test".into()), Duration::ZERO, Timestamp::from_millis(4), 0).await.unwrap()
     }
@@ -528,24 +545,21 @@ mod tests {
     /// reads the file again.
     #[tokio::test]
     async fn a_starts_recovery_and_first_claims_are_what_the_open_read() {
-        let (_dir, path, store, long) = store_with_long_run(700).await;
-        let short = long_run(&store, "run-short", 300).await;
-        drop(store);
-        unpark(&path, &long);
-        unpark(&path, &short);
+        let (_dir, path, runs) = runnable_runs(&[("run-long", 700), ("run-short", 300)]).await;
+        let (long, short) = (&runs[0], &runs[1]);
         let store = SqliteStore::open(&path).unwrap();
         let recovery = store.recovery().await.unwrap();
-        assert_eq!(recovery.runnable, [long.clone(), short.clone()]);
+        assert_eq!(recovery.runnable, runs);
         // Only the short journal, read in one part: the long one's second half may still be read.
         let behind = Connection::open(&path).unwrap();
         behind.execute("DELETE FROM journal WHERE run_id = ?1 AND seq > 0", [short.as_str()]).unwrap();
-        for (run, length) in [(&long, 700), (&short, 300)] {
+        for (run, length) in [(long, 700), (short, 300)] {
             let claimed = claim_from_start(&store, run).await;
             assert_eq!((claimed.entries.len(), claimed.next_seq), (length, length as u64), "read at open");
             let ops: Vec<u64> = claimed.entries[1..].iter().map(|entry| u64::from(entry.op().unwrap().0)).collect();
             assert_eq!(ops, (1..length as u64).collect::<Vec<_>>());
         }
-        assert_eq!(claim_from_start(&store, &short).await.entries.len(), 1, "read again");
+        assert_eq!(claim_from_start(&store, short).await.entries.len(), 1, "read again");
     }
 
     /// A start reads ahead the journals of the runs it wakes, in order, until the next would take
@@ -553,17 +567,7 @@ mod tests {
     /// read whole).
     #[tokio::test]
     async fn a_start_reads_ahead_within_its_budget() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("eve.db");
-        let store = SqliteStore::open(&path).unwrap();
-        let mut runs = Vec::new();
-        for index in 0..3 {
-            runs.push(long_run(&store, &format!("run-{index}"), 10).await);
-        }
-        drop(store);
-        for run in &runs {
-            unpark(&path, run);
-        }
+        let (_dir, path, runs) = runnable_runs(&[("run-0", 10), ("run-1", 10), ("run-2", 10)]).await;
         let mut conn = open::reader_connection(&path).unwrap();
         let read = |conn: &mut Connection, budget| {
             let read = reads::start(conn, None, budget).unwrap();
@@ -584,11 +588,8 @@ mod tests {
     /// claim makes the claim read it again (it finds a delivery made since).
     #[tokio::test]
     async fn a_write_after_the_open_makes_the_recovery_and_the_claims_read_afresh() {
-        let (_dir, path, store, run) = store_with_long_run(600).await;
-        let other = long_run(&store, "run-other", 3).await;
-        drop(store);
-        unpark(&path, &run);
-        unpark(&path, &other);
+        let (_dir, path, runs) = runnable_runs(&[("run-long", 600), ("run-other", 3)]).await;
+        let (run, other) = (&runs[0], &runs[1]);
         let cancel =
             || DeliveryPayload::Run(super::super::Delivery::Cancel { reason: "stop".into(), keep_output: false });
         // Written before the recovery.
@@ -603,11 +604,11 @@ mod tests {
         let store = SqliteStore::open(&path).unwrap();
         assert_eq!(store.recovery().await.unwrap().runnable.len(), 3);
         store.deliver(Target::Run(run.clone()), None, cancel()).await.unwrap();
-        let claimed = claim_from_start(&store, &run).await;
+        let claimed = claim_from_start(&store, run).await;
         assert_eq!((claimed.entries.len(), claimed.inbox.len()), (600, 1), "the delivery made after the open");
         // A claim after a write drops what is left: the other run is read afresh too.
         store.deliver(Target::Run(other.clone()), None, cancel()).await.unwrap();
-        assert_eq!(claim_from_start(&store, &other).await.inbox.len(), 1);
+        assert_eq!(claim_from_start(&store, other).await.inbox.len(), 1);
     }
 
     /// Right after an open, the recovery, claims of every run it wakes, deliveries and new runs,
@@ -615,21 +616,14 @@ mod tests {
     /// answered from what the open read or afresh.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_read_made_at_open_never_hides_a_write_acknowledged_before_the_call() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("eve.db");
-        let store = SqliteStore::open(&path).unwrap();
-        let mut runs = Vec::new();
-        for index in 0..16 {
-            // Two long enough to be read in two halves.
-            runs.push(long_run(&store, &format!("run-{index:02}"), if index < 2 { 600 } else { 3 }).await);
-        }
-        drop(store);
+        // Two long enough to be read in two halves.
+        let names: Vec<String> = (0..16).map(|index| format!("run-{index:02}")).collect();
+        let lengths: Vec<(&str, u64)> =
+            names.iter().enumerate().map(|(index, name)| (name.as_str(), if index < 2 { 600 } else { 3 })).collect();
+        let (_dir, path, runs) = runnable_runs(&lengths).await;
         let cancel =
             || DeliveryPayload::Run(super::super::Delivery::Cancel { reason: "stop".into(), keep_output: false });
         for round in 0..6 {
-            for run in &runs {
-                unpark(&path, run);
-            }
             let store = Arc::new(SqliteStore::open(&path).unwrap());
             let mut calls = tokio::task::JoinSet::new();
             let recovering = store.clone();
