@@ -118,7 +118,7 @@ fn snapshots(events: &[SessionEvent]) -> Vec<Value> {
 async fn journaled_partials(runtime: &Runtime, run: &RunId) -> Vec<Value> {
     let journal = runtime.journal(run).await.unwrap();
     let published = journal.entries.into_iter().filter_map(|entry| match entry {
-        Entry::Recorded { kind: RecordKind::Published, value, .. } => value.get("partial").cloned(),
+        Entry::Recorded { kind: RecordKind::Published, value, .. } => value.to_value().get("partial").cloned(),
         _ => None,
     });
     published.collect()

@@ -128,8 +128,8 @@ impl WorkflowCtx {
 
     /// Publishes `value` (to the run's parent, or a session's event feed): recorded, so it is
     /// published once and not again on replay.
-    pub(crate) fn publish(&self, value: Value) {
-        self.core.record_only(RecordKind::Published, || value);
+    pub(crate) fn publish(&self, value: impl Into<crate::journal::Payload>) {
+        self.core.record_only(RecordKind::Published, || value.into());
     }
 
     /// Whether the run has been cancelled; cleanup code checks this after a wait returns `Cancelled`.
@@ -375,7 +375,7 @@ impl<T: serde::de::DeserializeOwned> std::future::Future for RecvCall<'_, T> {
             let core = calls.core.clone();
             drop(calls);
             let idle = serde_json::json!({ "idle": { "stretch": stretch } });
-            core.record_only(RecordKind::Published, || idle);
+            core.record_only(RecordKind::Published, || idle.into());
         }
         std::task::Poll::Pending
     }

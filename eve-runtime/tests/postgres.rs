@@ -52,7 +52,7 @@ fn new_run(id: &str) -> NewRun {
 }
 
 fn record(op: u32) -> Entry {
-    Entry::Recorded { op: Op(op), kind: RecordKind::Random, value: json!(op) }
+    Entry::Recorded { op: Op(op), kind: RecordKind::Random, value: json!(op).into() }
 }
 
 fn append_of(first_seq: u64, entries: Vec<Entry>) -> Append {

@@ -27,7 +27,7 @@ fn new_run(id: &str, input: Value) -> NewRun {
 }
 
 fn filler(op: u32, bytes: usize) -> Entry {
-    Entry::Recorded { op: Op(op), kind: RecordKind::Random, value: json!(format!("{op:06}").repeat(bytes / 6)) }
+    Entry::Recorded { op: Op(op), kind: RecordKind::Random, value: json!(format!("{op:06}").repeat(bytes / 6)).into() }
 }
 
 async fn create(store: &SqliteStore, run: &NewRun) -> Fence {

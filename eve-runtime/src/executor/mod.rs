@@ -828,7 +828,7 @@ impl Driver {
             }
             Entry::TimerFired { op } => rt.events.emit(|| RunEvent::TimerFired { run: run(), op: *op }),
             Entry::Recorded { kind: crate::journal::RecordKind::Published, value, .. } => {
-                rt.events.emit(|| RunEvent::Published { run: run(), value: value.clone() })
+                rt.events.emit(|| RunEvent::Published { run: run(), value: value.to_value().into_owned() })
             }
             Entry::HookReceived { op, .. } => rt.events.emit(|| RunEvent::HookReceived { run: run(), op: *op }),
             Entry::CancelRequested { .. } => rt.events.emit(|| RunEvent::CancelRequested { run: run() }),

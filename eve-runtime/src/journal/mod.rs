@@ -20,6 +20,7 @@ pub mod ask;
 pub(crate) mod canonical;
 pub(crate) mod decode;
 pub mod depth;
+mod payload;
 pub mod webhook;
 
 use std::borrow::Cow;
@@ -30,6 +31,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::time::Timestamp;
+
+pub use payload::Payload;
 
 /// The identifier of one run: one call of a workflow tool or task.
 ///
@@ -474,7 +477,7 @@ pub enum Entry {
         /// What was recorded.
         kind: RecordKind,
         /// The value.
-        value: Value,
+        value: Payload,
     },
     /// A durable sleep was created with this absolute deadline.
     TimerScheduled {

@@ -331,7 +331,7 @@ impl Child {
             };
             let Ok(report) = serde_json::from_value::<ChildReport>(payload) else { continue };
             let event = match &report.entry {
-                Entry::Recorded { kind: RecordKind::Published, value, .. } => value,
+                Entry::Recorded { kind: RecordKind::Published, value, .. } => value.to_value(),
                 entry if entry.is_terminal() => {
                     return Err(ToolError::new(format!("the agent's session {} has ended", self.session)));
                 }

@@ -22,6 +22,7 @@
 //! model is called again in the same turn. `turn.completed` comes only when the turn really ends,
 //! and `session.waiting` after it.
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
@@ -37,7 +38,7 @@ use super::strings;
 use super::tasks::{Settled, Task, TaskKind, TaskStatus, Tasks};
 use crate::context::{CALLS_HOOK, ServeInbound, WorkflowCtx};
 use crate::error::{FatalError, RetryableError, StepError, ToolError};
-use crate::journal::{ChildReport, Entry, Op, OpKind, ParentLink, RecordKind, RunId, RunOutcome};
+use crate::journal::{ChildReport, Entry, Op, OpKind, ParentLink, Payload, RecordKind, RunId, RunOutcome};
 use crate::registry::{BodyFuture, EntryPoint, InternalWorkflow, Shape, ToolDescriptor};
 use crate::runtime::{Runtime, StartOptions};
 use crate::step::{Backoff, RetryPolicy, StepCall, StepCtx, StepDef};
@@ -264,9 +265,9 @@ struct Body<'c> {
     turns: u64,
     steps: u64,
     children: u64,
-    feed: u64,
+    feed: Cell<u64>,
     /// The name of the last event published.
-    last_event: &'static str,
+    last_event: Cell<&'static str>,
     /// Turns in this history of the run (see [`Carried`]).
     turns_here: u64,
     /// Whether an earlier history carried its state into this one.
@@ -315,8 +316,8 @@ impl<'c> Body<'c> {
             turns: carried.turns,
             steps: carried.steps,
             children: carried.children,
-            feed: carried.feed,
-            last_event: "",
+            feed: Cell::new(carried.feed),
+            last_event: Cell::new(""),
             turns_here: 0,
             continued,
         }
@@ -343,7 +344,7 @@ impl<'c> Body<'c> {
             turns: self.turns,
             steps: self.steps,
             children: self.children,
-            feed: self.feed,
+            feed: self.feed.get(),
         };
         // The body ends with this history, so its input is taken, not copied.
         let next = SessionInput { carried: Some(Box::new(carried)), ..std::mem::take(&mut self.input) };
@@ -455,15 +456,24 @@ impl<'c> Body<'c> {
         }
     }
 
-    /// Publishes an event on the session's feed.
-    fn emit(&mut self, name: &'static str, data: Value) {
-        self.feed += 1;
-        self.last_event = name;
-        self.ctx.publish(object([("sequence", self.feed.into()), ("type", name.into()), ("data", data)]));
+    /// Publishes an event on the session's feed, journaled as the JSON text of `data`'s fields:
+    /// a turn publishes eight events, which as trees of `Value`s would cost a turn about as many
+    /// allocations again as everything else it does.
+    /// Takes `&self`, so that `data` may borrow the body's own fields.
+    fn emit(&self, name: &'static str, data: impl Serialize) {
+        self.feed.set(self.feed.get() + 1);
+        self.last_event.set(name);
+        let event = Published { sequence: self.feed.get(), name, data };
+        self.ctx.publish(Payload::text(&event).expect("a feed event's fields are JSON with string keys"));
     }
 
     fn turn_id(&self) -> Value {
         self.turn.as_ref().map_or(Value::Null, |turn| Value::from(turn.id.clone()))
+    }
+
+    /// The open turn's id, borrowed.
+    fn open_turn(&self) -> Option<&str> {
+        self.turn.as_ref().map(|turn| turn.id.as_str())
     }
 
     // ---- turns
@@ -472,9 +482,8 @@ impl<'c> Body<'c> {
         self.turns += 1;
         let id = format!("turn-{}", self.turns);
         // The event copies the id; the open turn keeps it, with the message's caller.
-        let started = object([("turnId", id.as_str().into())]);
         self.turn = Some(Turn { id, caller: message.caller, cancelled: false });
-        self.emit("turn.started", started);
+        self.emit("turn.started", TurnData { turn_id: self.open_turn() });
         self.compact();
         self.turn_starts.push_back(self.messages.len());
         Arc::make_mut(&mut self.messages).push(Message::user(message.text));
@@ -485,11 +494,8 @@ impl<'c> Body<'c> {
                 self.emit("turn.completed", json!({ "turnId": turn.id, "status": "cancelled" }))
             }
             Ok(()) => {
-                let mut data = object([("turnId", turn.id.into()), ("status", "completed".into())]);
-                if let Some(output) = self.output.take() {
-                    data["output"] = output;
-                }
-                self.emit("turn.completed", data);
+                let output = self.output.take();
+                self.emit("turn.completed", TurnCompleted { turn_id: &turn.id, status: "completed", output });
             }
             Err(failure) => {
                 // A failed turn cancels every working task.
@@ -512,11 +518,8 @@ impl<'c> Body<'c> {
             let ModelResponse { text, tool_calls: calls, finish_reason } = response;
             let held = calls.is_empty() && self.tasks.working_count() > 0;
             let finish = if held && self.input.child { FinishReason::ToolCalls } else { finish_reason };
-            let turn_id = self.turn_id();
             if !text.is_empty() || calls.is_empty() {
-                let finish = serde_json::to_value(finish).expect("a finish reason is a string");
-                let data =
-                    object([("turnId", turn_id.clone()), ("text", text.as_str().into()), ("finishReason", finish)]);
+                let data = MessageData { turn_id: self.open_turn(), text: &text, finish_reason: finish };
                 self.emit("message.completed", data);
             }
             if calls.is_empty() {
@@ -528,14 +531,7 @@ impl<'c> Body<'c> {
                 self.wait(None).await.map_err(|error| error.to_string())?;
                 continue;
             }
-            let actions: Vec<Value> = calls
-                .iter()
-                .map(|call| {
-                    let (id, name) = (call.id.as_str().into(), call.name.as_str().into());
-                    object([("callId", id), ("name", name), ("input", call.arguments.clone())])
-                })
-                .collect();
-            self.emit("actions.requested", object([("turnId", turn_id), ("actions", actions.into())]));
+            self.emit("actions.requested", ActionsData { turn_id: self.open_turn(), actions: Actions(&calls) });
             // Nothing reads the conversation while the calls are dispatched, so the model's message
             // joins it afterwards, taking the calls rather than a copy of them; then their results.
             let answered = self.dispatch(&calls, plain).await.map(|mut results| {
@@ -595,8 +591,7 @@ impl<'c> Body<'c> {
     /// Calls the model (in a step) with the conversation so far.
     async fn model_step(&mut self) -> Result<ModelStep, StepError> {
         self.steps += 1;
-        let data = object([("turnId", self.turn_id()), ("step", self.steps.into())]);
-        self.emit("step.started", data);
+        self.emit("step.started", StepData { turn_id: self.open_turn(), step: self.steps });
         let request =
             Request { system: self.prompt.clone(), messages: self.messages.clone(), tools: self.specs.clone() };
         call_model(self.steps, request, self.plain.clone(), self.input.agent.clone()).await
@@ -682,12 +677,11 @@ impl<'c> Body<'c> {
     }
 
     fn action_result(&mut self, call: &ToolCall, answer: &Result<String, String>) {
-        let (id, name) = (call.id.as_str().into(), call.name.as_str().into());
-        let (field, text) = match answer {
-            Ok(output) => ("output", output),
-            Err(error) => ("error", error),
+        let (output, error) = match answer {
+            Ok(output) => (Some(output.as_str()), None),
+            Err(error) => (None, Some(error.as_str())),
         };
-        let data = object([("turnId", self.turn_id()), ("callId", id), ("name", name), (field, text.as_str().into())]);
+        let data = ActionResult { turn_id: self.open_turn(), call_id: &call.id, name: &call.name, output, error };
         self.emit("action.result", data);
     }
 
@@ -915,10 +909,10 @@ impl<'c> Body<'c> {
     /// `turn.waiting`: the open turn parks.
     fn parking(&mut self) {
         let Some(turn) = self.turn.as_ref() else { return };
-        if self.last_event == "turn.waiting" {
+        if self.last_event.get() == "turn.waiting" {
             return; // Still parked: what arrived (a queued message, say) changed nothing the feed shows.
         }
-        let data = json!({ "turnId": turn.id, "sequence": self.feed + 1 });
+        let data = json!({ "turnId": turn.id, "sequence": self.feed.get() + 1 });
         self.emit("turn.waiting", data);
     }
 
@@ -1034,7 +1028,9 @@ impl<'c> Body<'c> {
                 self.emit("authorization.required", json!({ "taskId": task_field, "provider": provider, "url": url }));
             }
             Entry::AuthCompleted { .. } => self.emit("authorization.completed", json!({ "taskId": task_field })),
-            Entry::Recorded { kind: RecordKind::Published, value, .. } => self.on_published(&report.child, value),
+            Entry::Recorded { kind: RecordKind::Published, value, .. } => {
+                self.on_published(&report.child, &value.to_value())
+            }
             entry if entry.is_terminal() => self.on_end(&report.child, RunOutcome::from_terminal(entry)),
             _ => {}
         }
@@ -1058,9 +1054,9 @@ impl<'c> Body<'c> {
             let call = &execution.call;
             let data = json!({ "turnId": self.turn_id(), "callId": call.id, "name": call.name, "partial": partial });
             // Progress changes nothing about where the turn stands: a parked turn is not parked again.
-            let last_event = self.last_event;
+            let last_event = self.last_event.get();
             self.emit("action.partial", data);
-            self.last_event = last_event;
+            self.last_event.set(last_event);
             return;
         }
         if let Some(message) = value.get("message").and_then(Value::as_str) {
@@ -1113,10 +1109,10 @@ impl<'c> Body<'c> {
             data["taskId"] = Value::from(task);
         }
         // A parked turn stays parked: this says where to follow the agent, not that anything moved.
-        let parked = self.last_event;
+        let parked = self.last_event.get();
         self.emit("agent.started", data);
         if parked == "turn.waiting" {
-            self.last_event = parked;
+            self.last_event.set(parked);
         }
     }
 
@@ -1326,15 +1322,87 @@ fn failure_message(failure: &crate::journal::RunFailure) -> String {
 
 // ---- steps
 
-/// A JSON object of `fields`, each value moved in: `json!` copies every value it is given through
-/// serde, which for a feed event's data (the turn's actions, say) is a deep copy.
-fn object<const N: usize>(fields: [(&str, Value); N]) -> Value {
-    // Inserted one by one: collecting would first gather the fields in a vector to sort them.
-    let mut object = serde_json::Map::new();
-    for (key, value) in fields {
-        object.insert(key.to_owned(), value);
+/// A feed event as the journal keeps it: `{"sequence": …, "type": …, "data": {…}}`.
+#[derive(Serialize)]
+struct Published<D> {
+    sequence: u64,
+    #[serde(rename = "type")]
+    name: &'static str,
+    data: D,
+}
+
+// The data of the events every turn publishes, serialized from the body's own values.
+
+/// `turn.started`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TurnData<'a> {
+    turn_id: Option<&'a str>,
+}
+
+/// `step.started`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StepData<'a> {
+    turn_id: Option<&'a str>,
+    step: u64,
+}
+
+/// `message.completed`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct MessageData<'a> {
+    turn_id: Option<&'a str>,
+    text: &'a str,
+    finish_reason: FinishReason,
+}
+
+/// `actions.requested`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ActionsData<'a> {
+    turn_id: Option<&'a str>,
+    actions: Actions<'a>,
+}
+
+/// The calls of `actions.requested`, each as `{"callId", "name", "input"}`.
+struct Actions<'a>(&'a [ToolCall]);
+
+impl<'s> Serialize for Actions<'s> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Action<'a> {
+            call_id: &'a str,
+            name: &'a str,
+            input: &'a Value,
+        }
+        let action = |call: &'s ToolCall| Action { call_id: &call.id, name: &call.name, input: &call.arguments };
+        serializer.collect_seq(self.0.iter().map(action))
     }
-    Value::Object(object)
+}
+
+/// `action.result`: `output` or `error`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ActionResult<'a> {
+    turn_id: Option<&'a str>,
+    call_id: &'a str,
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a str>,
+}
+
+/// `turn.completed` of a turn that completed, with its final output if it gave one.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TurnCompleted<'a> {
+    turn_id: &'a str,
+    status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output: Option<Value>,
 }
 
 /// What one model step journals: the answer (with call ids), and the plain tools' results.

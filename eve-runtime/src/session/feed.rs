@@ -46,7 +46,7 @@ impl SessionEvent {
 /// The events of `run`'s journal with a sequence number above `after`.
 pub(crate) fn journaled(entries: &[Entry], after: u64) -> Vec<SessionEvent> {
     let events = entries.iter().filter_map(|entry| match entry {
-        Entry::Recorded { kind: RecordKind::Published, value, .. } => SessionEvent::from_published(value),
+        Entry::Recorded { kind: RecordKind::Published, value, .. } => value.decode::<SessionEvent>().ok(),
         _ => None,
     });
     events.filter(|event| event.sequence > after).collect()

@@ -200,7 +200,7 @@ fn accepted_id(delivered: Delivered) -> u64 {
 }
 
 fn record(op: u32, value: Value) -> Entry {
-    Entry::Recorded { op: Op(op), kind: RecordKind::Random, value }
+    Entry::Recorded { op: Op(op), kind: RecordKind::Random, value: value.into() }
 }
 
 fn sleep(op: u32, deadline: u64) -> Entry {

@@ -126,7 +126,7 @@ fn assert_leased(result: Result<Claimed, StoreError>, owner: &str, until: Option
 }
 
 fn record(op: u32) -> Entry {
-    Entry::Recorded { op: Op(op), kind: RecordKind::Random, value: json!(op) }
+    Entry::Recorded { op: Op(op), kind: RecordKind::Random, value: json!(op).into() }
 }
 
 async fn append(store: &dyn Store, run: &RunId, fence: Fence, first_seq: u64, entries: Vec<Entry>) {

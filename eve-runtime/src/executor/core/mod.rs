@@ -25,7 +25,9 @@ pub(crate) use self::definition::{AttemptFn, StepAttempt};
 pub use self::definition::{Backoff, RetryPolicy, StepDef};
 pub(crate) use self::services::{HookCheck, Services};
 use crate::error::NonDeterminismError;
-use crate::journal::{Entry, InputHash, Op, OpKind, OpSignature, RecordKind, RunId, SourceLocation, StepOutcome};
+use crate::journal::{
+    Entry, InputHash, Op, OpKind, OpSignature, Payload, RecordKind, RunId, SourceLocation, StepOutcome,
+};
 use crate::secret::Token;
 use crate::time::Timestamp;
 
@@ -121,7 +123,7 @@ pub(crate) enum Mode {
 #[derive(Debug, Default)]
 pub(crate) struct ReplayIndex {
     pub signatures: OpMap<OpSignature>,
-    pub recorded: OpMap<Value>,
+    pub recorded: OpMap<Payload>,
     pub deadlines: OpMap<Timestamp>,
     pub hooks: OpMap<HookRecord>,
     /// What each started but unfinished step was doing when the journal ends.
@@ -435,10 +437,10 @@ impl RunCore {
     pub fn record(&self, kind: RecordKind, fresh: impl FnOnce() -> Value) -> Option<Value> {
         let (op, mut state) = self.create_record(kind)?;
         if let Some(value) = state.index.recorded.get(&op) {
-            return Some(value.clone());
+            return Some(value.to_value().into_owned());
         }
         let value = fresh();
-        state.outbox.push(Entry::Recorded { op, kind, value: value.clone() });
+        state.outbox.push(Entry::Recorded { op, kind, value: value.clone().into() });
         Some(value)
     }
 
@@ -446,7 +448,7 @@ impl RunCore {
     /// but hands nothing back, so the value is moved into the journal rather than copied (a
     /// published event, which the body never reads back).
     #[track_caller]
-    pub fn record_only(&self, kind: RecordKind, fresh: impl FnOnce() -> Value) {
+    pub fn record_only(&self, kind: RecordKind, fresh: impl FnOnce() -> Payload) {
         let Some((op, mut state)) = self.create_record(kind) else { return };
         if !state.index.recorded.contains_key(&op) {
             let value = fresh();
@@ -473,11 +475,15 @@ impl RunCore {
     ) -> Option<RunId> {
         let (op, mut state) = self.create_record(RecordKind::Started)?;
         if let Some(value) = state.index.recorded.get(&op) {
-            return value["run"].as_str().and_then(|run| run.parse().ok());
+            return value.to_value()["run"].as_str().and_then(|run| run.parse().ok());
         }
         let (new, notices) = child();
         let run = new.id.clone();
-        state.outbox.push(Entry::Recorded { op, kind: RecordKind::Started, value: serde_json::json!({ "run": run }) });
+        state.outbox.push(Entry::Recorded {
+            op,
+            kind: RecordKind::Started,
+            value: serde_json::json!({ "run": run }).into(),
+        });
         state.starts.push(new);
         state.start_notices.extend(notices);
         Some(run)

@@ -397,7 +397,11 @@ mod tests {
             let Created::New(fence) = store.create_run(run.clone(), &owner).await.unwrap() else { unreachable!() };
             let claimed = store.claim(&run.id, &owner, Duration::ZERO, Timestamp::from_millis(2), 0).await.unwrap();
             assert!(claimed.fence.epoch > fence.epoch);
-            let record = Entry::Recorded { op: Op(0), kind: crate::journal::RecordKind::Now, value: 1.into() };
+            let record = Entry::Recorded {
+                op: Op(0),
+                kind: crate::journal::RecordKind::Now,
+                value: serde_json::Value::from(1).into(),
+            };
             let entries = vec![record, Entry::RunCompleted { output: serde_json::json!(index) }];
             store
                 .append(
@@ -420,7 +424,11 @@ mod tests {
         let path = dir.path().join("eve.db");
         let owner = WorkerId("test".into());
         let run = new_run("run-parked");
-        let record = |op: u32| Entry::Recorded { op: Op(op), kind: crate::journal::RecordKind::Now, value: 1.into() };
+        let record = |op: u32| Entry::Recorded {
+            op: Op(op),
+            kind: crate::journal::RecordKind::Now,
+            value: serde_json::Value::from(1).into(),
+        };
         let append = |first_seq: u64| Append {
             first_seq,
             entries: vec![record(u32::try_from(first_seq).unwrap())],
@@ -501,7 +509,7 @@ mod tests {
 
     fn recorded(seq: u64) -> Entry {
         let op = Op(u32::try_from(seq).unwrap());
-        Entry::Recorded { op, kind: crate::journal::RecordKind::Now, value: seq.into() }
+        Entry::Recorded { op, kind: crate::journal::RecordKind::Now, value: serde_json::Value::from(seq).into() }
     }
 
     /// An append of `entries` from `first_seq`, and nothing else.
@@ -1030,8 +1038,11 @@ mod tests {
                     let mut next = claimed.next_seq;
                     for _ in 0..=(round + task) % 3 {
                         let value = task * 1_000_000 + round * 1_000 + next;
-                        let entry =
-                            Entry::Recorded { op: Op(0), kind: crate::journal::RecordKind::Now, value: value.into() };
+                        let entry = Entry::Recorded {
+                            op: Op(0),
+                            kind: crate::journal::RecordKind::Now,
+                            value: serde_json::Value::from(value).into(),
+                        };
                         match store.append(&run, claimed.fence, &appending(next, vec![entry])).await {
                             Ok(()) => acknowledged.push((next, value)),
                             Err(StoreError::Fenced { .. } | StoreError::SeqConflict { .. }) => break,
@@ -1053,7 +1064,7 @@ mod tests {
         let journal: Vec<(u64, u64)> = (1..)
             .zip(&record.entries[1..])
             .map(|(seq, entry)| match entry {
-                Entry::Recorded { value, .. } => (seq, value.as_u64().unwrap()),
+                Entry::Recorded { value, .. } => (seq, value.to_value().as_u64().unwrap()),
                 other => panic!("entry {seq} is {other:?}"),
             })
             .collect();
@@ -1187,7 +1198,7 @@ mod tests {
             let values: Vec<u64> = record.entries[1..]
                 .iter()
                 .map(|entry| match entry {
-                    Entry::Recorded { value, .. } => value.as_u64().unwrap(),
+                    Entry::Recorded { value, .. } => value.to_value().as_u64().unwrap(),
                     other => panic!("{run} holds {other:?}"),
                 })
                 .collect();

@@ -1,0 +1,155 @@
+//! [`Payload`]: a JSON value in the journal, held as a tree or as the text it serializes to.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+/// A JSON value a journal entry carries: a [`Value`] tree, or the JSON text of a value the body
+/// serialized straight from its own types.
+///
+/// A value written once and read rarely (a session's feed event, which the body never reads back)
+/// is cheaper as text: one allocation, where a tree of `Value`s costs one for every map, key and
+/// string in it, and as many again to free. Both forms serialize to the same JSON, so a store
+/// writes the same text for either. A payload read back from a store is a tree.
+///
+/// ```
+/// use eve_runtime::journal::Payload;
+/// use serde_json::json;
+///
+/// let text = Payload::text(&json!({ "type": "turn.started" })).unwrap();
+/// let tree = Payload::from(json!({ "type": "turn.started" }));
+/// assert_eq!(text, tree);
+/// assert_eq!(text.to_value()["type"], "turn.started");
+/// ```
+#[derive(Clone)]
+pub struct Payload(Repr);
+
+#[derive(Clone)]
+enum Repr {
+    Tree(Value),
+    Text(Box<RawValue>),
+}
+
+impl Payload {
+    /// `value` serialized to JSON text.
+    pub fn text<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<Payload> {
+        serde_json::value::to_raw_value(value).map(|text| Payload(Repr::Text(text)))
+    }
+
+    /// The value as a tree: borrowed when it is one, parsed when it is text.
+    pub fn to_value(&self) -> Cow<'_, Value> {
+        match &self.0 {
+            Repr::Tree(value) => Cow::Borrowed(value),
+            // The text was written by `serde_json` from a value, so it parses.
+            Repr::Text(text) => Cow::Owned(serde_json::from_str(text.get()).unwrap_or(Value::Null)),
+        }
+    }
+
+    /// The value as a tree, taken.
+    pub fn into_value(self) -> Value {
+        match self.0 {
+            Repr::Tree(value) => value,
+            Repr::Text(_) => self.to_value().into_owned(),
+        }
+    }
+
+    /// The value decoded as a `T`.
+    pub fn decode<T: DeserializeOwned>(&self) -> serde_json::Result<T> {
+        match &self.0 {
+            Repr::Tree(value) => T::deserialize(value),
+            Repr::Text(text) => serde_json::from_str(text.get()),
+        }
+    }
+}
+
+impl From<Value> for Payload {
+    fn from(value: Value) -> Self {
+        Payload(Repr::Tree(value))
+    }
+}
+
+impl PartialEq for Payload {
+    fn eq(&self, other: &Self) -> bool {
+        match (&self.0, &other.0) {
+            (Repr::Tree(a), Repr::Tree(b)) => a == b,
+            _ => self.to_value() == other.to_value(),
+        }
+    }
+}
+
+impl PartialEq<Value> for Payload {
+    fn eq(&self, other: &Value) -> bool {
+        *self.to_value() == *other
+    }
+}
+
+impl fmt::Debug for Payload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Repr::Tree(value) => fmt::Debug::fmt(value, f),
+            Repr::Text(text) => f.write_str(text.get()),
+        }
+    }
+}
+
+/// The value's JSON text, as [`Value`]'s `Display` writes it.
+impl fmt::Display for Payload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Repr::Tree(value) => fmt::Display::fmt(value, f),
+            Repr::Text(text) => f.write_str(text.get()),
+        }
+    }
+}
+
+impl Serialize for Payload {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match &self.0 {
+            Repr::Tree(value) => value.serialize(serializer),
+            Repr::Text(text) => text.serialize(serializer),
+        }
+    }
+}
+
+/// Always a tree: any deserializer can give one (a [`RawValue`] needs JSON text underneath), and a
+/// payload read back is read, not kept.
+impl<'de> Deserialize<'de> for Payload {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Value::deserialize(deserializer).map(Payload::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn text_and_tree_serialize_alike_and_compare_equal() {
+        let value = json!({ "sequence": 3, "type": "turn.started", "data": { "turnId": "turn-1" } });
+        let (text, tree) = (Payload::text(&value).unwrap(), Payload::from(value.clone()));
+        assert_eq!(serde_json::to_string(&text).unwrap(), serde_json::to_string(&tree).unwrap());
+        assert_eq!(serde_json::to_value(&text).unwrap(), value, "a value serializer parses the text");
+        assert_eq!(text, tree);
+        assert_eq!(text, value);
+        assert_ne!(text, Payload::from(json!({ "sequence": 4 })));
+        assert_eq!(text.to_string(), tree.to_string());
+        assert_eq!(text.clone().into_value(), value);
+        assert_eq!(text.decode::<Value>().unwrap(), value);
+        assert_eq!(tree.decode::<Value>().unwrap(), value);
+    }
+
+    #[test]
+    fn a_payload_reads_back_as_a_tree_from_text_and_from_a_value() {
+        let from_text: Payload = serde_json::from_str(r#"{"a":[1,2]}"#).unwrap();
+        let from_value: Payload = serde_json::from_value(json!({ "a": [1, 2] })).unwrap();
+        assert!(matches!(from_text.0, Repr::Tree(_)));
+        assert!(matches!(from_value.0, Repr::Tree(_)));
+        assert_eq!(from_text, from_value);
+    }
+}
