@@ -250,7 +250,7 @@ async fn runs_complete_once_while_workers_are_killed_and_postgres_restarts() {
             if let Entry::StepCompleted { op, outcome: StepOutcome::Ok { value }, .. } = entry {
                 assert!(ops.insert(op.0), "run {index}: the completion of {op} is journaled twice");
                 let key = format!("{}:{}", run_id(index), op.0);
-                journaled.insert(key, value.as_u64().expect("a step result is a number") as i64 & i64::MAX);
+                journaled.insert(key, value.to_value().as_u64().expect("a step result is a number") as i64 & i64::MAX);
             }
         }
         assert_eq!(ops.len(), 10, "run {index}: ten steps completed");

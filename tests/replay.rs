@@ -225,7 +225,7 @@ async fn op_numbers_follow_creation_not_polling() {
         .iter()
         .filter_map(|entry| match entry {
             eve_tools::Entry::StepCompleted { op, outcome: eve_tools::journal::StepOutcome::Ok { value }, .. } => {
-                Some((op.0, value.clone()))
+                Some((op.0, value.to_value().into_owned()))
             }
             _ => None,
         })

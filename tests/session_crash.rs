@@ -59,7 +59,7 @@ fn recorded(dir: &Path) -> (usize, BTreeSet<(u64, String)>) {
         for summary in store.list_runs(&RunQuery::newest(100)).await.unwrap().runs {
             let record = store.load(&summary.id).await.unwrap().unwrap();
             let part = match &record.entries[0] {
-                Entry::RunStarted { input, .. } => input.get("part").and_then(serde_json::Value::as_u64),
+                Entry::RunStarted { input, .. } => input.to_value().get("part").and_then(serde_json::Value::as_u64),
                 _ => None,
             };
             for entry in &record.entries {

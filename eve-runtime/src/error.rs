@@ -199,7 +199,7 @@ pub struct ToolError {
 #[derive(Debug)]
 pub(crate) struct ContinueWith {
     /// The input of the new history.
-    pub input: serde_json::Value,
+    pub input: crate::journal::Payload,
     /// Whether the deliveries waiting in the inbox reach the new history (see
     /// `Store::continue_as_new`).
     pub keep_inbox: bool,
@@ -227,14 +227,14 @@ impl ToolError {
 
     /// The "error" `WorkflowCtx::continue_as_new` returns: the run goes on with `input`.
     pub(crate) fn continue_as_new(input: serde_json::Value) -> Self {
-        let continue_with = Some(ContinueWith { input, keep_inbox: false, warm: None });
+        let continue_with = Some(ContinueWith { input: input.into(), keep_inbox: false, warm: None });
         ToolError { message: "the run continues as new".to_owned(), continue_with }
     }
 
     /// The same, keeping the inbox whole for a new history that creates the same hooks first, and
     /// handing the new body `warm`, the value `input` was serialized from (see
     /// [`ContinueWith::warm`]).
-    pub(crate) fn continue_keeping_inbox<T>(input: serde_json::Value, warm: T) -> Self
+    pub(crate) fn continue_keeping_inbox<T>(input: crate::journal::Payload, warm: T) -> Self
     where
         T: std::any::Any + Send + Sync,
     {

@@ -21,7 +21,7 @@ use crate::auth::{AccessToken, AuthProvider, Provider};
 use crate::error::{FatalError, StepError};
 use crate::executor::core::{self, AttemptFn, RunCore, Slot, StepAttempt, StepSlot};
 pub use crate::executor::core::{Backoff, RetryPolicy, StepDef};
-use crate::journal::{InputHash, Op, OpKind, OpSignature, RunId, StepOutcome, canonical};
+use crate::journal::{InputHash, Op, OpKind, OpSignature, Payload, RunId, StepOutcome, canonical};
 use crate::webhook::{WebhookRequest, WebhookResponse};
 
 /// What a step attempt can see: which run and op it belongs to, its attempt number, its stable
@@ -267,15 +267,19 @@ where
         let future = step(args, ctx);
         Box::pin(async move {
             let output = future.await.map_err(Into::into)?;
-            let value = serde_json::to_value(&output).map_err(|error| {
+            let cannot = |error: serde_json::Error| {
                 StepError::from(FatalError::new(format!("the step's output cannot be serialized: {error}")))
-            })?;
-            if hands_over {
-                // Replay decodes the journal's copy, so that copy must decode to what the body takes.
-                #[cfg(debug_assertions)]
-                crate::journal::assert_survives_journal::<T>(&value, "a handed-over step output");
-                core.hand_over(op, number, Box::new(output));
+            };
+            if !hands_over {
+                return serde_json::to_value(&output).map(Payload::from).map_err(cannot);
             }
+            // The body takes the output itself, so the journal's copy is written and not read: as
+            // JSON text, one allocation, where a tree costs one for every map, key and string.
+            let value = Payload::text(&output).map_err(cannot)?;
+            // Replay decodes the journal's copy, so that copy must decode to what the body takes.
+            #[cfg(debug_assertions)]
+            crate::journal::assert_survives_journal::<T>(&value.to_value(), "a handed-over step output");
+            core.hand_over(op, number, Box::new(output));
             Ok(value)
         })
     })
@@ -327,7 +331,7 @@ fn poll_durable<T: DeserializeOwned + 'static>(
         return Poll::Ready(output);
     }
     Poll::Ready(match outcome {
-        StepOutcome::Ok { value } => serde_json::from_value(value).map_err(|error| {
+        StepOutcome::Ok { value } => value.decode().map_err(|error| {
             FatalError::new(format!("the recorded output of step `{name}` no longer deserializes: {error}")).into()
         }),
         StepOutcome::Err { fatal, message } => Err(StepError::from_record(fatal, message)),

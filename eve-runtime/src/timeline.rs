@@ -113,7 +113,7 @@ impl Timeline {
         match entry {
             Entry::RunStarted { tool, input, at, .. } => {
                 self.tool = tool.clone();
-                self.input = input.clone();
+                self.input = input.to_value().into_owned();
                 self.started_at = Some(*at);
             }
             Entry::Recorded { op, kind, value } => {
@@ -348,7 +348,7 @@ mod tests {
         Entry::RunStarted {
             workflow_id: "w".into(),
             tool: "deploy".into(),
-            input: json!({ "service": "api" }),
+            input: json!({ "service": "api" }).into(),
             at: Timestamp::from_millis(0),
             principal: None,
             interactive: true,
@@ -358,7 +358,7 @@ mod tests {
     }
 
     fn step(op: u32, name: &str) -> Entry {
-        let outcome = StepOutcome::Ok { value: json!("ok") };
+        let outcome = StepOutcome::Ok { value: json!("ok").into() };
         Entry::StepCompleted {
             op: Op(op),
             name: name.to_owned().into(),

@@ -20,14 +20,15 @@ use super::core::{RetryPolicy, StepAttempt, StepDef};
 use super::{Attempt, Driver};
 use crate::error::{FatalError, StepError};
 use crate::events::RunEvent;
-use crate::journal::{Entry, InputHash, Op, StepOutcome};
+use crate::journal::{Entry, InputHash, Op, Payload, StepOutcome};
 use crate::store::TimerKind;
 use crate::time::Timestamp;
 
 /// A step's result, or a fatal error if it nests deeper than the journal keeps (it could not be
 /// read back, and running the step again would return the same).
-fn journalable(value: serde_json::Value, step: &str) -> Result<serde_json::Value, StepError> {
-    crate::journal::depth::check(&value, || format!("the result of step `{step}`"))
+fn journalable(value: Payload, step: &str) -> Result<Payload, StepError> {
+    value
+        .check_depth(|| format!("the result of step `{step}`"))
         .map(|()| value)
         .map_err(|too_deep| FatalError::new(too_deep).into())
 }
@@ -63,7 +64,7 @@ pub(super) enum SignedIn {
 pub(super) struct Running {
     op: Op,
     attempt: u32,
-    future: tracing::instrument::Instrumented<BoxFuture<'static, Result<serde_json::Value, StepError>>>,
+    future: tracing::instrument::Instrumented<BoxFuture<'static, Result<Payload, StepError>>>,
 }
 
 impl Future for Running {

@@ -86,7 +86,7 @@ pub(crate) fn check(run: &RunId, entries: &[Entry]) -> ReplayVerdict {
     let started = Started::of(&entries[0]);
     let task = task_of(tool, run);
     let core = Arc::new(RunCore::new(run.clone(), services, &started, task, index, Mode::Replaying));
-    let body = start_body(&core, tool, input.clone());
+    let body = start_body(&core, tool, input.to_value().into_owned());
     let mut driver = Driver::new(core, Some(tool), body, Fence { epoch: 0 }, entries.len() as u64, true);
     driver.feed(&entries[1..], |_, _| {});
     if let Some(divergence) = driver.core.lock().divergence.clone() {

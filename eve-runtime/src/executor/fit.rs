@@ -122,7 +122,7 @@ mod tests {
 
     #[test]
     fn entries_within_the_limit_are_left_alone() {
-        let mut entries = vec![completed(StepOutcome::Ok { value: json!("small") })];
+        let mut entries = vec![completed(StepOutcome::Ok { value: json!("small").into() })];
         let before = entries.clone();
         assert!(!fit_entries(&mut entries, 1_024));
         assert_eq!(entries, before);
@@ -130,7 +130,7 @@ mod tests {
 
     #[test]
     fn an_oversized_result_becomes_a_fatal_failure_of_its_step() {
-        let mut entries = vec![completed(StepOutcome::Ok { value: json!("x".repeat(2_000)) })];
+        let mut entries = vec![completed(StepOutcome::Ok { value: json!("x".repeat(2_000)).into() })];
         assert!(fit_entries(&mut entries, 1_024));
         let Entry::StepCompleted { outcome: StepOutcome::Err { fatal: true, message }, op: Op(3), .. } = &entries[0]
         else {

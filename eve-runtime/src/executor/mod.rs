@@ -172,7 +172,7 @@ impl Wake for BodyWaker {
 struct Attempt {
     op: Op,
     attempt: u32,
-    result: Result<Value, StepError>,
+    result: Result<crate::journal::Payload, StepError>,
 }
 
 /// Where [`Driver::advance`] left the run.
@@ -355,7 +355,7 @@ impl Driver {
         let task = tool.and_then(|tool| task_of(tool, run));
         let started = Started::of(&claimed.entries[0]);
         let core = Arc::new(RunCore::new(run.clone(), rt.services.clone(), &started, task, index, Mode::Replaying));
-        let body = tool.and_then(|tool| start_body(&core, tool, input.clone()));
+        let body = tool.and_then(|tool| start_body(&core, tool, input.to_value().into_owned()));
         let mut driver = Driver::new(core, tool, body, claimed.fence, claimed.next_seq, true);
         if driver.body.is_none() {
             let failure = RunFailure::UnknownWorkflow { workflow_id: workflow_id.clone() };
@@ -497,10 +497,9 @@ impl Driver {
         let tool = self.tool.expect("a body runs only for a known tool");
         // A warm input was built from the tool's own input type, so it needs no schema check; its
         // depth is checked all the same, as the store would refuse it.
-        let checked = if warm.is_some() { Ok(()) } else { (tool.validate_input)(&input) };
-        let fits = checked.and_then(|()| {
-            crate::journal::depth::check(&input, || "the input".to_owned()).map_err(|error| error.to_string())
-        });
+        let checked = if warm.is_some() { Ok(()) } else { (tool.validate_input)(&input.to_value()) };
+        let fits =
+            checked.and_then(|()| input.check_depth(|| "the input".to_owned()).map_err(|error| error.to_string()));
         if let Err(reason) = fits {
             let message = format!("`continue_as_new` was given an input tool `{}` does not take: {reason}", tool.name);
             return match self.fail(rt, RunFailure::Tool { message }).await {
@@ -545,7 +544,7 @@ impl Driver {
         rt.events.emit(|| RunEvent::ContinuedAsNew { run: run.clone(), continued: started.continued });
         // The entry is left when the store did not take it; a warm body does not read it.
         let input = match entry {
-            Some(Entry::RunStarted { input, .. }) if warm.is_none() => input,
+            Some(Entry::RunStarted { input, .. }) if warm.is_none() => input.into_value(),
             _ => Value::Null,
         };
         let mut driver = Driver::fresh(rt, run, tool, input, &started, self.fence, warm);

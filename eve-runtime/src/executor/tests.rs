@@ -389,7 +389,7 @@ fn completed(op: u32, name: &str, args: Value, value: Value) -> Entry {
         name: name.to_owned().into(),
         input_hash,
         attempt: 1,
-        outcome: StepOutcome::Ok { value },
+        outcome: StepOutcome::Ok { value: value.into() },
         took_ms: None,
     }
 }

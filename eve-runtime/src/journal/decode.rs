@@ -58,7 +58,7 @@ fn step_completed(text: &str, step_name: impl Fn(&str) -> Option<&'static str>) 
         Some(known) => Cow::Borrowed(known),
         None => Cow::Owned(name.to_owned()),
     };
-    let outcome = StepOutcome::Ok { value };
+    let outcome = StepOutcome::Ok { value: value.into() };
     Some(Entry::StepCompleted { op: Op(op), name, input_hash, attempt, outcome, took_ms })
 }
 
@@ -126,7 +126,7 @@ mod tests {
 
     fn completed(name: &str, value: Value, took_ms: Option<u64>) -> Entry {
         let name = Cow::Owned(name.to_owned());
-        let outcome = StepOutcome::Ok { value };
+        let outcome = StepOutcome::Ok { value: value.into() };
         Entry::StepCompleted {
             op: Op(7),
             name,
@@ -237,7 +237,7 @@ mod tests {
 
     fn step_entry() -> impl Strategy<Value = Entry> {
         let outcome = prop_oneof![
-            4 => json_value().prop_map(|value| StepOutcome::Ok { value }),
+            4 => json_value().prop_map(|value| StepOutcome::Ok { value: value.into() }),
             1 => (any::<bool>(), "\\PC{0,10}").prop_map(|(fatal, message)| StepOutcome::Err { fatal, message }),
         ];
         let name = prop_oneof!["[a-z_:]{1,24}", "\\PC{0,12}", Just("billing::charge".to_owned())];

@@ -75,6 +75,14 @@ pub fn check(value: &Value, what: impl FnOnce() -> String) -> Result<(), TooDeep
     }
 }
 
+/// Refuses JSON `text` if it nests deeper than [`MAX_DEPTH`], as [`check`] refuses a value.
+pub fn check_text(text: &str, what: impl FnOnce() -> String) -> Result<(), TooDeep> {
+    match text_depth(text) {
+        depth if depth > MAX_DEPTH => Err(TooDeep { what: what(), depth: depth.min(MAX_DEPTH + 1) }),
+        _ => Ok(()),
+    }
+}
+
 /// Decodes JSON text the runtime wrote: with serde_json's usual depth limit first (the fast path),
 /// and, for text that hits it but nests no deeper than a journaled value can, without it.
 pub fn from_str<T: DeserializeOwned>(text: &str) -> serde_json::Result<T> {

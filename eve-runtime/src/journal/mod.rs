@@ -249,7 +249,7 @@ pub enum StepOutcome {
     /// The step returned a value.
     Ok {
         /// The serialized output.
-        value: Value,
+        value: Payload,
     },
     /// The step failed with a fatal error, or its last permitted attempt failed.
     Err {
@@ -454,7 +454,7 @@ pub enum Entry {
         /// The model-facing tool name.
         tool: String,
         /// The tool input.
-        input: Value,
+        input: Payload,
         /// When the run was created.
         at: Timestamp,
         /// The identity that started the run; tokens resolve under it.
@@ -854,7 +854,7 @@ mod tests {
             name: "charge".into(),
             input_hash: InputHash::of(b"[1]"),
             attempt: 2,
-            outcome: StepOutcome::Ok { value: serde_json::json!({"ü": "✓"}) },
+            outcome: StepOutcome::Ok { value: serde_json::json!({"ü": "✓"}).into() },
             took_ms: Some(1_500),
         };
         let text = serde_json::to_string(&entry).unwrap();

@@ -41,15 +41,18 @@ impl Payload {
     }
 
     /// The value as a tree: borrowed when it is one, parsed when it is text.
+    #[inline]
     pub fn to_value(&self) -> Cow<'_, Value> {
         match &self.0 {
             Repr::Tree(value) => Cow::Borrowed(value),
-            // The text was written by `serde_json` from a value, so it parses.
-            Repr::Text(text) => Cow::Owned(serde_json::from_str(text.get()).unwrap_or(Value::Null)),
+            // The text was written by `serde_json` from a value, so it parses (read as a store reads
+            // it, so a value nested as deep as the journal keeps does too).
+            Repr::Text(text) => Cow::Owned(super::depth::from_str(text.get()).unwrap_or(Value::Null)),
         }
     }
 
     /// The value as a tree, taken.
+    #[inline]
     pub fn into_value(self) -> Value {
         match self.0 {
             Repr::Tree(value) => value,
@@ -58,15 +61,26 @@ impl Payload {
     }
 
     /// The value decoded as a `T`.
+    #[inline]
     pub fn decode<T: DeserializeOwned>(&self) -> serde_json::Result<T> {
         match &self.0 {
             Repr::Tree(value) => T::deserialize(value),
-            Repr::Text(text) => serde_json::from_str(text.get()),
+            Repr::Text(text) => super::depth::from_str(text.get()),
+        }
+    }
+
+    /// Refuses the value if it nests deeper than the journal keeps (see [`super::depth`]).
+    #[inline]
+    pub fn check_depth(&self, what: impl FnOnce() -> String) -> Result<(), super::depth::TooDeep> {
+        match &self.0 {
+            Repr::Tree(value) => super::depth::check(value, what),
+            Repr::Text(text) => super::depth::check_text(text.get(), what),
         }
     }
 }
 
 impl From<Value> for Payload {
+    #[inline]
     fn from(value: Value) -> Self {
         Payload(Repr::Tree(value))
     }
@@ -142,6 +156,27 @@ mod tests {
         assert_eq!(text.clone().into_value(), value);
         assert_eq!(text.decode::<Value>().unwrap(), value);
         assert_eq!(tree.decode::<Value>().unwrap(), value);
+    }
+
+    #[test]
+    fn text_is_refused_as_deep_as_a_tree_and_the_deepest_kept_reads_back() {
+        let deepest = (1..super::super::depth::MAX_DEPTH).fold(json!([]), |inner, _| json!([inner]));
+        let deeper = json!([deepest.clone()]);
+        for value in [&deepest, &deeper] {
+            let (tree, text) = (Payload::from(value.clone()), Payload::text(value).unwrap());
+            let what = || "the value".to_owned();
+            assert_eq!(text.check_depth(what), tree.check_depth(what));
+        }
+        assert!(Payload::text(&deeper).unwrap().check_depth(|| "the value".to_owned()).is_err());
+        let text = Payload::text(&deepest).unwrap();
+        assert_eq!(text.to_value().into_owned(), deepest, "read past serde_json's own limit");
+        assert_eq!(text.decode::<Value>().unwrap(), deepest);
+    }
+
+    #[test]
+    fn a_payload_is_no_larger_than_a_value() {
+        // Entries are moved about whole: holding text beside the tree must not grow them.
+        assert_eq!(size_of::<Payload>(), size_of::<Value>());
     }
 
     #[test]

@@ -348,12 +348,13 @@ impl<'c> Body<'c> {
         };
         // The body ends with this history, so its input is taken, not copied.
         let next = SessionInput { carried: Some(Box::new(carried)), ..std::mem::take(&mut self.input) };
-        let journaled =
-            serde_json::to_value(&next).map_err(|error| ToolError::new(format!("a session's state: {error}")))?;
+        // As JSON text: a tree of the conversation would cost an allocation for every message's
+        // every field and string, and as many again to free it with the history after next.
+        let journaled = Payload::text(&next).map_err(|error| ToolError::new(format!("a session's state: {error}")))?;
         // The new history's body takes `next` itself; only a restart decodes the journaled copy,
         // so the two must agree. Every test that continues a session checks they do.
         #[cfg(debug_assertions)]
-        crate::journal::assert_survives_journal::<SessionInput>(&journaled, "a session's carried state");
+        crate::journal::assert_survives_journal::<SessionInput>(&journaled.to_value(), "a session's carried state");
         Err(ToolError::continue_keeping_inbox(journaled, next))
     }
 

@@ -26,7 +26,7 @@ use super::{
     Append, Created, Delivered, Delivery, DeliveryPayload, Fence, HookMeta, InboxItem, InboxLimits, MemoryStore,
     NewRun, RunCursor, RunPage, RunQuery, Store, StoreError, Target, TimerKind, TimerRow, WaitingSignIn, WorkerId,
 };
-use crate::journal::{Entry, InputHash, Op, RecordKind, RunFailure, RunId, RunStatus, StepOutcome};
+use crate::journal::{Entry, InputHash, Op, Payload, RecordKind, RunFailure, RunId, RunStatus, StepOutcome};
 use crate::secret::TokenHash;
 use crate::time::Timestamp;
 
@@ -69,6 +69,7 @@ macro_rules! conformance_suite {
                 appends_create_the_runs_they_start,
                 append_taking_writes_like_append_and_leaves_a_refused_batch_whole,
                 continue_as_new_taking_writes_like_continue_as_new_and_leaves_a_refused_entry,
+                payloads_held_as_text_read_back_as_the_values_they_hold,
             );
         }
     };
@@ -228,7 +229,7 @@ fn completed(op: u32, attempt: u32) -> Entry {
         name: "flaky".into(),
         input_hash: InputHash::of(b"[]"),
         attempt,
-        outcome: StepOutcome::Ok { value: json!("done") },
+        outcome: StepOutcome::Ok { value: json!("done").into() },
         took_ms: Some(12),
     }
 }
@@ -605,7 +606,7 @@ pub async fn the_deepest_accepted_values_round_trip(store: &dyn Store) {
         name: "deep".into(),
         input_hash: InputHash::of(b"[]"),
         attempt: 1,
-        outcome: StepOutcome::Ok { value: deep.clone() },
+        outcome: StepOutcome::Ok { value: deep.clone().into() },
         took_ms: None,
     };
     append(store, &run.id, fence, 1, vec![step, record(1, deep.clone()), hook(2, &hash)]).await;
@@ -1148,4 +1149,31 @@ pub async fn continue_as_new_taking_writes_like_continue_as_new_and_leaves_a_ref
     let finished = store.continue_as_new_taking(&run, fence, &mut again, true).await;
     assert!(matches!(finished, Err(StoreError::RunFinished(_))), "{finished:?}");
     assert_eq!(again, Some(next), "an entry a finished run refused is left to the caller");
+}
+
+/// A payload the runtime holds as JSON text ([`Payload::text`]: a session's feed events and its
+/// carried state) is written as the JSON it holds and reads back as that value: in a recorded
+/// entry, and in the first entry of a history continued as new; unicode, escapes and the deepest
+/// value the journal keeps included.
+pub async fn payloads_held_as_text_read_back_as_the_values_they_hold(store: &dyn Store) {
+    let run = run_id("held-as-text");
+    let fence = create(store, new_run("held-as-text", json!(1), 1)).await;
+    let text = "héllo ✓ 𝄞 \"quoted\" \\ nul:\u{0}:end </task_result>\n";
+    let event = json!({ "sequence": 1, "type": "turn.started", "data": { "turnId": text, "deep": deepest() } });
+    let recorded = Entry::Recorded { op: Op(0), kind: RecordKind::Published, value: Payload::text(&event).unwrap() };
+    append(store, &run, fence, 1, vec![recorded.clone()]).await;
+    let read = entries(store, &run).await;
+    assert_eq!(read[1], recorded, "the recorded text reads back as the value it holds");
+    assert!(matches!(&read[1], Entry::Recorded { value, .. } if *value == event));
+    let carried = json!({ "system": text, "carried": { "messages": [{ "role": "user", "content": text }] } });
+    let mut next = new_run("held-as-text", json!(null), 2).started_entry();
+    if let Entry::RunStarted { input, continued, .. } = &mut next {
+        *input = Payload::text(&carried).unwrap();
+        *continued = 1;
+    }
+    let mut started = Some(next.clone());
+    store.continue_as_new_taking(&run, fence, &mut started, true).await.expect("continue as new");
+    let read = entries(store, &run).await;
+    assert_eq!(read, vec![next], "the new history's input reads back as the value it holds");
+    assert!(matches!(&read[0], Entry::RunStarted { input, .. } if *input == carried));
 }

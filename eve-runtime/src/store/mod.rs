@@ -77,7 +77,7 @@ impl NewRun {
         Entry::RunStarted {
             workflow_id: self.workflow_id.clone(),
             tool: self.tool.clone(),
-            input: self.input.clone(),
+            input: self.input.clone().into(),
             at: self.created_at,
             principal: self.principal.clone(),
             interactive: self.interactive,

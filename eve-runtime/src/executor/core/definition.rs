@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use serde_json::Value;
 
 use super::RunCore;
 use crate::error::StepError;
@@ -132,4 +131,5 @@ pub(crate) struct StepAttempt {
 }
 
 /// Runs one attempt of a step and serializes its output.
-pub(crate) type AttemptFn = Box<dyn FnMut(StepAttempt) -> BoxFuture<'static, Result<Value, StepError>> + Send>;
+pub(crate) type AttemptFn =
+    Box<dyn FnMut(StepAttempt) -> BoxFuture<'static, Result<crate::journal::Payload, StepError>> + Send>;

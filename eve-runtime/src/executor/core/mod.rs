@@ -521,7 +521,7 @@ impl RunCore {
                 step.outcome = Some(match (outcome, handed) {
                     (StepOutcome::Ok { .. }, Some((_, output))) => {
                         step.handed = Some((*attempt, output));
-                        StepOutcome::Ok { value: Value::Null }
+                        StepOutcome::Ok { value: Value::Null.into() }
                     }
                     _ => outcome.clone(),
                 });
