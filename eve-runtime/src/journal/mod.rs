@@ -15,6 +15,11 @@
 //!   [`Entry::AskResolved`], [`Entry::CancelRequested`]. Replay feeds them
 //!   to the body one at a time in journal order, exactly as the live executor did, so a replay
 //!   sees the interleaving the original run saw.
+//!
+//! The values a run journals (its input, a step's output, a recorded value) are [`Payload`]s: a
+//! `Value` tree, or the JSON text the body serialized a value of its own type to, which costs one
+//! allocation where a tree costs one for every map, key and string in it. Both are stored as the
+//! same JSON, and a payload read back from a store is a tree.
 
 pub mod ask;
 pub(crate) mod canonical;
