@@ -459,8 +459,8 @@ impl<'c> Body<'c> {
 
     /// Publishes an event on the session's feed, journaled as the JSON text of `data`'s fields:
     /// a turn publishes eight events, which as trees of `Value`s would cost a turn about as many
-    /// allocations again as everything else it does.
-    /// Takes `&self`, so that `data` may borrow the body's own fields.
+    /// allocations again as everything else it does. Takes `&self`, so that `data` may borrow
+    /// the body's own fields.
     fn emit(&self, name: &'static str, data: impl Serialize) {
         self.feed.set(self.feed.get() + 1);
         self.last_event.set(name);
@@ -1321,7 +1321,7 @@ fn failure_message(failure: &crate::journal::RunFailure) -> String {
     }
 }
 
-// ---- steps
+// ---- the feed's events
 
 /// A feed event as the journal keeps it: `{"sequence": …, "type": …, "data": {…}}`.
 #[derive(Serialize)]
@@ -1405,6 +1405,8 @@ struct TurnCompleted<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     output: Option<Value>,
 }
+
+// ---- steps
 
 /// What one model step journals: the answer (with call ids), and the plain tools' results.
 #[derive(Clone, Debug, Serialize, Deserialize)]
