@@ -218,11 +218,11 @@ where
         // Canonical, so a map argument hashes the same in every process (see `journal::canonical`).
         // A step whose result the journal records never runs again, so replay only hashes its
         // arguments, keeps no copy of them and skips boxing it.
-        let encoded = if core.next_op_completed() {
-            canonical::with_encoded(&args, |bytes| (InputHash::of(bytes), None))
-        } else {
-            canonical::to_vec(&args).map(|bytes| (InputHash::of(&bytes), Some(bytes)))
-        };
+        // A live step keeps them for its retries: inline when they are small, so a step with a
+        // number or a short string for arguments allocates nothing for them.
+        let live = !core.next_op_completed();
+        let encoded =
+            canonical::with_encoded(&args, |bytes| (InputHash::of(bytes), live.then(|| Args::from_slice(bytes))));
         let (input_hash, bytes) = match encoded {
             Ok(encoded) => encoded,
             Err(error) => {
@@ -241,9 +241,12 @@ where
     }
 }
 
+/// A step's arguments in their canonical encoding, kept for its later attempts.
+type Args = smallvec::SmallVec<[u8; 24]>;
+
 /// Boxes one attempt: the first uses the arguments as given, later ones deserialize a fresh copy.
 /// With `hands_over`, the output is also kept as it is for the body (`StepDef::handing_over`).
-fn attempt_fn<A, T, F, Fut, E>(args: A, bytes: Vec<u8>, hands_over: bool, mut step: F) -> AttemptFn
+fn attempt_fn<A, T, F, Fut, E>(args: A, bytes: Args, hands_over: bool, mut step: F) -> AttemptFn
 where
     A: DeserializeOwned + Send + 'static,
     T: Serialize + DeserializeOwned + Send + 'static,
