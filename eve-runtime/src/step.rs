@@ -217,9 +217,8 @@ where
     {
         // Canonical, so a map argument hashes the same in every process (see `journal::canonical`).
         // A step whose result the journal records never runs again, so replay only hashes its
-        // arguments, keeps no copy of them and skips boxing it.
-        // A live step keeps them for its retries: inline when they are small, so a step with a
-        // number or a short string for arguments allocates nothing for them.
+        // arguments, keeps no copy of them and skips boxing it. A live step keeps them for its
+        // retries: inline when they are small, so a number or a short string allocates nothing.
         let live = !core.next_op_completed();
         let encoded =
             canonical::with_encoded(&args, |bytes| (InputHash::of(bytes), live.then(|| Args::from_slice(bytes))));

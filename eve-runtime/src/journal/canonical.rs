@@ -36,8 +36,8 @@ thread_local! {
 }
 
 /// Encodes `value` as [`to_vec`] does, into a buffer this thread keeps, and hands the bytes to
-/// `use_`: a step called during replay only hashes its arguments, so it need not allocate. (A
-/// step that will run keeps [`to_vec`]'s bytes for its retries.)
+/// `use_`: a step call hashes its arguments, and copies them only if it will run (for its
+/// retries, inline when they are small), so encoding them need not allocate.
 pub(crate) fn with_encoded<T, R>(value: &T, use_: impl FnOnce(&[u8]) -> R) -> Result<R, Error>
 where
     T: Serialize + ?Sized,

@@ -468,13 +468,14 @@ impl<'c> Body<'c> {
         self.ctx.publish(Payload::text(&event).expect("a feed event's fields are JSON with string keys"));
     }
 
-    fn turn_id(&self) -> Value {
-        self.turn.as_ref().map_or(Value::Null, |turn| Value::from(turn.id.clone()))
-    }
-
     /// The open turn's id, borrowed.
     fn open_turn(&self) -> Option<&str> {
         self.turn.as_ref().map(|turn| turn.id.as_str())
+    }
+
+    /// The open turn's id as the feed and the tasks keep it (`null` between turns).
+    fn turn_id(&self) -> Value {
+        self.open_turn().map_or(Value::Null, Value::from)
     }
 
     // ---- turns
