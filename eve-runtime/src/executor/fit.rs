@@ -17,6 +17,7 @@
 //!
 //! [`StoreError::TooLarge`]: crate::store::StoreError::TooLarge
 
+use crate::journal::string_bound;
 use crate::journal::{Entry, RunFailure, StepOutcome};
 
 /// The longest error message kept when one has to be cut, in bytes.
@@ -35,11 +36,29 @@ pub(super) fn fit_records(entries: &mut [Entry], limit: usize) -> bool {
 fn fit_where(entries: &mut [Entry], limit: usize, fittable: impl Fn(&Entry) -> bool) -> bool {
     let mut changed = false;
     for entry in entries.iter_mut().filter(|entry| fittable(entry)) {
-        if json_size(entry) > limit {
+        if size_bound(entry).is_none_or(|bound| bound > limit) && json_size(entry) > limit {
             changed |= fit(entry, limit);
         }
     }
     changed
+}
+
+/// Room for all of an entry but its strings and values: its kind, its field names, its numbers
+/// and its hash, each a few dozen bytes at most.
+const FRAME: usize = 256;
+
+/// The size at most of `entry` as JSON, found without serializing it, for the entries a run
+/// journals most: a step's result, and a recorded value, whose value is a scalar or JSON text
+/// already. `None` for any other entry, which is then measured. So the store alone encodes these
+/// entries, once.
+fn size_bound(entry: &Entry) -> Option<usize> {
+    match entry {
+        Entry::StepCompleted { name, outcome: StepOutcome::Ok { value }, .. } => {
+            Some(FRAME + string_bound(name) + value.json_size_bound()?)
+        }
+        Entry::Recorded { value, .. } => Some(FRAME + value.json_size_bound()?),
+        _ => None,
+    }
 }
 
 /// The size of `value` as JSON, as the stores encode it, counted without keeping the text.
@@ -57,6 +76,8 @@ fn json_size(value: &impl serde::Serialize) -> usize {
         }
     }
 
+    #[cfg(test)]
+    tests::SERIALIZED.with(|serialized| serialized.set(serialized.get() + 1));
     let mut count = Count(0);
     serde_json::to_writer(&mut count, value).map_or(usize::MAX, |()| count.0)
 }
@@ -104,10 +125,100 @@ fn cut(message: &mut String) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use std::cell::Cell;
+
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
 
     use super::*;
-    use crate::journal::{InputHash, Op};
+    use crate::journal::{InputHash, Op, Payload, RecordKind};
+
+    thread_local! {
+        /// How many times this thread serialized something to measure it.
+        pub(super) static SERIALIZED: Cell<usize> = const { Cell::new(0) };
+    }
+
+    /// The entries a run journals most, whose size is bounded without serializing them.
+    fn frequent() -> Vec<Entry> {
+        vec![
+            completed(StepOutcome::Ok { value: json!(418).into() }),
+            completed(StepOutcome::Ok { value: json!(-1.797_693_134_862_315_7e308).into() }),
+            completed(StepOutcome::Ok { value: json!(null).into() }),
+            completed(StepOutcome::Ok { value: json!("a short \"quoted\" line\n").into() }),
+            completed(StepOutcome::Ok { value: Payload::text(&json!({"answer": [1, 2, 3]})).unwrap() }),
+            Entry::Recorded { op: Op(9), kind: RecordKind::Now, value: json!(1_733_400_000_000_u64).into() },
+            Entry::Recorded {
+                op: Op(10),
+                kind: RecordKind::Published,
+                value: Payload::text(&json!({"event": "turn.started", "turn": 3})).unwrap(),
+            },
+        ]
+    }
+
+    /// A run's journal is encoded once, by the store: the entries a run journals most are
+    /// checked against the store's limit without being serialized to measure them. Others (a
+    /// tree of values) still are.
+    #[test]
+    fn the_frequent_entries_are_checked_without_serializing_them() {
+        let mut entries = frequent();
+        let before = entries.clone();
+        SERIALIZED.with(|serialized| serialized.set(0));
+        assert!(!fit_entries(&mut entries, 8 << 20));
+        assert_eq!(entries, before);
+        assert_eq!(SERIALIZED.with(Cell::get), 0, "no entry was serialized to measure it");
+
+        let mut tree = vec![completed(StepOutcome::Ok { value: json!({"rows": [1, 2, 3]}).into() })];
+        assert!(!fit_entries(&mut tree, 8 << 20));
+        assert_eq!(SERIALIZED.with(Cell::get), 1, "a tree is measured");
+    }
+
+    /// Any scalar or short JSON text, as a step's result or a recorded value.
+    fn bounded_payload() -> impl Strategy<Value = Payload> {
+        prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<f64>().prop_map(Value::from),
+            ".{0,40}".prop_map(Value::String),
+            prop::collection::vec(any::<char>(), 0..40).prop_map(|chars| Value::String(chars.into_iter().collect())),
+        ]
+        .prop_flat_map(|value| {
+            let text = Payload::text(&value).unwrap();
+            prop_oneof![Just(Payload::from(value)), Just(text)]
+        })
+    }
+
+    proptest! {
+        /// The bound is never below the size the entry serializes to, whatever its fields hold.
+        #[test]
+        fn a_bound_is_never_below_the_size(
+            op in any::<u32>(),
+            name in prop_oneof![".{0,30}".prop_map(String::from), Just("billing::charge".to_owned())],
+            hash in any::<u64>(),
+            attempt in any::<u32>(),
+            took_ms in any::<Option<u64>>(),
+            value in bounded_payload(),
+            kind in prop_oneof![
+                Just(RecordKind::Now), Just(RecordKind::Random), Just(RecordKind::Uuid),
+                Just(RecordKind::Published), Just(RecordKind::Agents), Just(RecordKind::Started),
+            ],
+        ) {
+            let step = Entry::StepCompleted {
+                op: Op(op),
+                name: name.into(),
+                input_hash: InputHash(hash),
+                attempt,
+                outcome: StepOutcome::Ok { value: value.clone() },
+                took_ms,
+            };
+            let recorded = Entry::Recorded { op: Op(op), kind, value };
+            for entry in [step, recorded] {
+                let bound = size_bound(&entry).expect("both entries hold a bounded value");
+                prop_assert!(json_size(&entry) <= bound, "{} > {bound}: {entry:?}", json_size(&entry));
+            }
+        }
+    }
 
     fn completed(outcome: StepOutcome) -> Entry {
         Entry::StepCompleted {

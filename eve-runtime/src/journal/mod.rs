@@ -38,6 +38,7 @@ use serde_json::Value;
 use crate::time::Timestamp;
 
 pub use payload::Payload;
+pub(crate) use payload::string_bound;
 
 /// The identifier of one run: one call of a workflow tool or task.
 ///

@@ -34,6 +34,11 @@ enum Repr {
     Text(Box<RawValue>),
 }
 
+/// A string's size at most as JSON: its quotes, and each byte escaped as `\u00XX` at worst.
+pub(crate) fn string_bound(text: &str) -> usize {
+    2 + 6 * text.len()
+}
+
 impl Payload {
     /// `value` serialized to JSON text.
     pub fn text<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<Payload> {
@@ -66,6 +71,18 @@ impl Payload {
         match &self.0 {
             Repr::Tree(value) => T::deserialize(value),
             Repr::Text(text) => super::depth::from_str(text.get()),
+        }
+    }
+
+    /// The size at most of the value as JSON, known without serializing it: the text's length, or
+    /// a bound for a scalar or a string; `None` for an array or an object, which must be measured.
+    pub(crate) fn json_size_bound(&self) -> Option<usize> {
+        match &self.0 {
+            Repr::Text(text) => Some(text.get().len()),
+            // `false`, an integer, or the shortest form of a float: 24 characters at most.
+            Repr::Tree(Value::Null | Value::Bool(_) | Value::Number(_)) => Some(32),
+            Repr::Tree(Value::String(text)) => Some(string_bound(text)),
+            Repr::Tree(Value::Array(_) | Value::Object(_)) => None,
         }
     }
 
