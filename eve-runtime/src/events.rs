@@ -6,6 +6,8 @@
 //! and ISO 8601 times. A subscriber
 //! that falls behind by more than the channel capacity misses events (and is told how many).
 
+use std::sync::OnceLock;
+
 use serde::Serialize;
 use tokio::sync::broadcast;
 
@@ -272,30 +274,67 @@ impl RunEvent {
     }
 }
 
-/// The broadcast channel events travel on.
-#[derive(Clone, Debug)]
+/// The broadcast channel events travel on, made when the first listener subscribes.
+///
+/// The channel fills its `capacity` slots when it is made (half a megabyte at the default 4,096),
+/// and each look at how many listen takes its lock: a runtime nobody listens to pays for neither.
+#[derive(Debug)]
 pub(crate) struct EventBus {
-    sender: broadcast::Sender<RunEvent>,
+    capacity: usize,
+    sender: OnceLock<broadcast::Sender<RunEvent>>,
 }
 
 impl EventBus {
     pub fn new(capacity: usize) -> Self {
-        EventBus { sender: broadcast::channel(capacity).0 }
+        EventBus { capacity, sender: OnceLock::new() }
     }
 
     /// Sends the event `make` builds, building it only if someone listens.
     pub fn emit(&self, make: impl FnOnce() -> RunEvent) {
-        if self.listening() {
-            let _ = self.sender.send(make());
+        if let Some(sender) = self.listeners() {
+            let _ = sender.send(make());
         }
     }
 
     /// Whether anyone listens, so events would be built and sent.
     pub fn listening(&self) -> bool {
-        self.sender.receiver_count() > 0
+        self.listeners().is_some()
+    }
+
+    /// The channel, if someone listens on it now.
+    fn listeners(&self) -> Option<&broadcast::Sender<RunEvent>> {
+        self.sender.get().filter(|sender| sender.receiver_count() > 0)
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<RunEvent> {
-        self.sender.subscribe()
+        self.sender.get_or_init(|| broadcast::channel(self.capacity).0).subscribe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_channel_is_made_for_the_first_listener_and_events_are_built_only_while_one_listens() {
+        let bus = EventBus::new(4);
+        bus.emit(|| unreachable!("an event is built with no one listening"));
+        assert!(bus.sender.get().is_none(), "no channel before anyone subscribes");
+        assert!(!bus.listening());
+
+        let mut first = bus.subscribe();
+        let run = RunId::generate();
+        bus.emit(|| RunEvent::Parked { run: run.clone() });
+        assert_eq!(first.try_recv().unwrap(), RunEvent::Parked { run: run.clone() });
+
+        // A second listener shares the channel: it sees what is sent from now on.
+        let mut second = bus.subscribe();
+        bus.emit(|| RunEvent::Parked { run: run.clone() });
+        assert_eq!(first.try_recv().unwrap(), RunEvent::Parked { run: run.clone() });
+        assert_eq!(second.try_recv().unwrap(), RunEvent::Parked { run: run.clone() });
+
+        drop((first, second));
+        assert!(!bus.listening(), "no one listens once every listener is gone");
+        bus.emit(|| unreachable!("an event is built after every listener left"));
     }
 }

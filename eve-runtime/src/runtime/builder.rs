@@ -181,7 +181,8 @@ impl RuntimeBuilder {
         self
     }
 
-    /// How many buffered events a slow subscriber may fall behind by (default 4,096).
+    /// How many buffered events a slow subscriber may fall behind by (default 4,096). The buffer is
+    /// made when the first subscriber comes ([`Runtime::events`](crate::Runtime::events)).
     pub fn event_capacity(mut self, events: usize) -> Self {
         self.event_capacity = events.max(1);
         self
