@@ -254,6 +254,7 @@ impl<T: DeserializeOwned> Hook<T> {
         }
         if !state.index.hooks.contains_key(&op) {
             let token_hash = token.hash().as_str().to_owned();
+            let webhook = webhook.map(Box::new);
             state.outbox.push(Entry::HookCreated { op, token_hash, nonce, conflict, webhook });
         }
         if let Slot::Hook(hook) = &mut state.ops[op.0 as usize].slot {

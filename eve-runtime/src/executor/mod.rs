@@ -516,7 +516,7 @@ impl Driver {
             principal: started.principal.clone(),
             interactive: started.interactive,
             continued: started.continued,
-            parent: started.parent.clone(),
+            parent: started.parent.clone().map(Box::new),
         };
         let mut entry = Some(entry);
         let mut backoff = StoreBackoff::default();
@@ -941,6 +941,8 @@ impl Driver {
             let appended = batch.entries.len() as u64;
             let result = if read_after {
                 rt.store.append(&self.core.run, self.fence, batch).await
+            } else if let Some(result) = rt.store.append_at_once(&self.core.run, self.fence, batch) {
+                result
             } else {
                 rt.store.append_taking(&self.core.run, self.fence, batch).await
             };

@@ -472,9 +472,11 @@ pub enum Entry {
         /// How many histories of this run came before this one (see `WorkflowCtx::continue_as_new`).
         #[serde(default, skip_serializing_if = "is_zero")]
         continued: u32,
-        /// The run this one reports to, if another run started it (a session's task).
+        /// The run this one reports to, if another run started it (a session's task). Boxed,
+        /// like a hook's `webhook`: few runs have one, and every entry is as large as the largest
+        /// variant, so a journal of steps keeps no room for it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        parent: Option<ParentLink>,
+        parent: Option<Box<ParentLink>>,
     },
     /// A deterministic value (clock, randomness) handed to the body.
     Recorded {
@@ -507,8 +509,10 @@ pub enum Entry {
         conflict: bool,
         /// For a webhook, how the runtime answers its HTTP requests and what it redacts from them
         /// (journaled as a bare `Respond` was when nothing beyond the defaults is redacted).
+        /// Boxed: the options are five times the size of a completed step's entry, and every
+        /// entry is as large as the largest variant.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        webhook: Option<self::webhook::WebhookOptions>,
+        webhook: Option<Box<self::webhook::WebhookOptions>>,
     },
     /// A question for a person was asked.
     AskCreated {
@@ -865,6 +869,21 @@ mod tests {
         };
         let text = serde_json::to_string(&entry).unwrap();
         assert_eq!(serde_json::from_str::<Entry>(&text).unwrap(), entry);
+    }
+
+    /// Every entry takes the room of the largest variant, and a journal is mostly completed
+    /// steps: a store's copy of a journal, a replay's and a parked run's grow with that room, and a
+    /// step's entry is moved several times on its way to the store. Rare, large fields are boxed
+    /// (a hook's webhook options, a run's parent link) so that the largest variant, `RunStarted`,
+    /// stays near a completed step's size.
+    #[test]
+    fn an_entry_is_not_much_larger_than_a_completed_step() {
+        let step = std::mem::size_of::<(Op, Cow<'static, str>, InputHash, u32, StepOutcome, Option<u64>)>();
+        let entry = std::mem::size_of::<Entry>();
+        assert!(
+            entry <= 128,
+            "an entry takes {entry} bytes (a completed step's fields {step}): box the new large field"
+        );
     }
 
     #[test]

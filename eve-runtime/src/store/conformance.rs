@@ -68,6 +68,7 @@ macro_rules! conformance_suite {
                 notices_reach_other_runs_with_the_append_that_implies_them,
                 appends_create_the_runs_they_start,
                 append_taking_writes_like_append_and_leaves_a_refused_batch_whole,
+                append_at_once_answers_as_append_taking_would,
                 continue_as_new_taking_writes_like_continue_as_new_and_leaves_a_refused_entry,
                 payloads_held_as_text_read_back_as_the_values_they_hold,
             );
@@ -255,7 +256,7 @@ async fn hooks_of_each_kind(
             token_hash: hashes[1].as_str().into(),
             nonce: None,
             conflict: false,
-            webhook: Some(webhook),
+            webhook: Some(Box::new(webhook)),
         },
         Entry::AuthRequired {
             op: Op(2),
@@ -1124,6 +1125,52 @@ pub async fn append_taking_writes_like_append_and_leaves_a_refused_batch_whole(s
     assert!(matches!(result, Err(StoreError::Fenced { .. })), "a stale fence is refused, got {result:?}");
     assert_eq!(stale.entries, vec![record(2, json!(2))], "a fenced batch keeps its entries");
     store.append_taking(&run.id, current, &mut stale).await.expect("the current fence appends");
+    assert_eq!(entries(store, &run.id).await.len(), 4, "run started, two entries, then one more");
+}
+
+/// `append_at_once`, where a store answers it, answers as `append_taking` would: a wrong
+/// sequence number and a stale fence are refused, the batch left whole and nothing written; a
+/// batch at the journal's length is journaled and indexed. A store that cannot answer at once
+/// says so every time, writing nothing.
+pub async fn append_at_once_answers_as_append_taking_would(store: &dyn Store) {
+    let run = new_run("run-at-once", json!(null), 1_000);
+    let fence = create(store, run.clone()).await;
+    let batch = vec![record(0, json!({ "kept": "whole" })), sleep(1, 5_000)];
+    let mut wrong_seq =
+        Append { first_seq: 3, entries: batch.clone(), consumed: Vec::new(), notices: Vec::new(), runs: Vec::new() };
+    let Some(result) = store.append_at_once(&run.id, fence, &mut wrong_seq) else {
+        let mut retried = Append { first_seq: 1, ..wrong_seq };
+        assert!(store.append_at_once(&run.id, fence, &mut retried).is_none(), "a store that cannot, never can");
+        assert_eq!(retried.entries, batch, "a store that cannot answer at once keeps the batch");
+        assert_eq!(entries(store, &run.id).await.len(), 1, "and writes nothing");
+        return;
+    };
+    assert!(
+        matches!(result, Err(StoreError::SeqConflict { .. })),
+        "a wrong sequence number is refused, got {result:?}"
+    );
+    assert_eq!(wrong_seq.entries, batch, "a refused batch keeps its entries");
+    assert_eq!(entries(store, &run.id).await.len(), 1, "a refused batch writes nothing");
+    let mut retried = Append { first_seq: 1, ..wrong_seq };
+    let appended = store.append_at_once(&run.id, fence, &mut retried).expect("a store that can, always can");
+    appended.expect("the batch appends at the journal's length");
+    assert_eq!(entries(store, &run.id).await[1..], batch[..], "the entries are journaled as given, in order");
+    let timers = timers(store).await;
+    assert_eq!(timers, vec![("run-at-once".to_owned(), 1, "sleep", 5_000)], "the sleep's timer is indexed");
+
+    let current = claim(store, &run.id, 0).await.fence;
+    let mut stale = Append {
+        first_seq: 3,
+        entries: vec![record(2, json!(2))],
+        consumed: Vec::new(),
+        notices: Vec::new(),
+        runs: Vec::new(),
+    };
+    let result = store.append_at_once(&run.id, fence, &mut stale).expect("a store that can, always can");
+    assert!(matches!(result, Err(StoreError::Fenced { .. })), "a stale fence is refused, got {result:?}");
+    assert_eq!(stale.entries, vec![record(2, json!(2))], "a fenced batch keeps its entries");
+    let appended = store.append_at_once(&run.id, current, &mut stale).expect("a store that can, always can");
+    appended.expect("the current fence appends");
     assert_eq!(entries(store, &run.id).await.len(), 4, "run started, two entries, then one more");
 }
 

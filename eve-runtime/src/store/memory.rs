@@ -82,6 +82,13 @@ impl MemoryStore {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().expect("memory store mutex is never poisoned: no code panics while holding it")
     }
+
+    /// [`Store::append_taking`]: the entries are moved into the journal.
+    fn append_moved(&self, run: &RunId, fence: Fence, append: &mut Append) -> Result<(), StoreError> {
+        let Append { first_seq, entries, consumed, notices, runs } = append;
+        let batch = Batch { first_seq: *first_seq, entries: Entries::Moved(entries), consumed, notices, runs };
+        self.lock().append(run, fence, batch)
+    }
 }
 
 /// One append's parts, its entries copied or moved into the journal.
@@ -352,9 +359,11 @@ impl Store for MemoryStore {
     }
 
     async fn append_taking(&self, run: &RunId, fence: Fence, append: &mut Append) -> Result<(), StoreError> {
-        let Append { first_seq, entries, consumed, notices, runs } = append;
-        let batch = Batch { first_seq: *first_seq, entries: Entries::Moved(entries), consumed, notices, runs };
-        self.lock().append(run, fence, batch)
+        self.append_moved(run, fence, append)
+    }
+
+    fn append_at_once(&self, run: &RunId, fence: Fence, append: &mut Append) -> Option<Result<(), StoreError>> {
+        Some(self.append_moved(run, fence, append))
     }
 
     async fn park(&self, run: &RunId, fence: Fence, next_seq: u64) -> Result<(), StoreError> {

@@ -82,7 +82,7 @@ impl NewRun {
             principal: self.principal.clone(),
             interactive: self.interactive,
             continued: 0,
-            parent: self.parent.clone(),
+            parent: self.parent.clone().map(Box::new),
         }
     }
 }
@@ -537,6 +537,17 @@ pub trait Store: Send + Sync + 'static {
     /// which suits every store that encodes entries.
     async fn append_taking(&self, run: &RunId, fence: Fence, append: &mut Append) -> Result<(), StoreError> {
         self.append(run, fence, append).await
+    }
+
+    /// Appends like [`append_taking`](Store::append_taking) without a future, if the store can
+    /// answer at once because it does no I/O (the in-memory store): `None` if it cannot, and the
+    /// caller awaits `append_taking` instead. A store that answers must answer exactly as
+    /// `append_taking` would. The default cannot, which suits every store that writes to a disk
+    /// or a server. (An `async` method of this trait allocates its future; a chain of steps on
+    /// the in-memory store appends once a step, so it is spared that.)
+    fn append_at_once(&self, run: &RunId, fence: Fence, append: &mut Append) -> Option<Result<(), StoreError>> {
+        let _ = (run, fence, append);
+        None
     }
 
     /// Marks the run parked at `next_seq`: it waits on durable waits only, so a new process need

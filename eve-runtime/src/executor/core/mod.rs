@@ -105,7 +105,7 @@ impl Started {
                 principal: principal.clone(),
                 interactive: *interactive,
                 continued: *continued,
-                parent: parent.clone(),
+                parent: parent.as_deref().cloned(),
             },
             _ => Started { principal: None, interactive: true, continued: 0, parent: None },
         }
