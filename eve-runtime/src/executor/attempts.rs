@@ -33,13 +33,17 @@ fn journalable(value: Payload, step: &str) -> Result<Payload, StepError> {
         .map_err(|too_deep| FatalError::new(too_deep).into())
 }
 
-/// A step that started: the function that runs its attempts, and what its entries record about
-/// it. The driver keeps these itself until the step completes, so recording an attempt does not
-/// lock the run's core to read the step's slot.
+/// A step that started: the function that runs its attempts, what its entries record about it,
+/// and the attempt running now. The driver keeps these itself until the step completes, so
+/// recording an attempt does not lock the run's core to read the step's slot, and a step's
+/// attempts are found with one lookup.
 pub(super) struct StartedStep {
     pub attempt: AttemptFn,
     pub def: &'static StepDef,
     pub input_hash: InputHash,
+    /// The attempt running now and when it started (monotonic: a duration, not a date); `None`
+    /// while the step waits to retry or to sign in.
+    pub running: Option<(u32, std::time::Instant)>,
 }
 
 /// A step waiting for a sign-in callback.
@@ -102,7 +106,7 @@ impl Driver {
                 let completed = completed || step.outcome.is_some();
                 let (def, input_hash) = (step.def, step.input_hash);
                 let started = step.attempt.take().filter(|_| !completed);
-                (started.map(|attempt| StartedStep { attempt, def, input_hash }), resume)
+                (started.map(|attempt| StartedStep { attempt, def, input_hash, running: None }), resume)
             };
             let Some(started) = started else { continue };
             self.execs.insert(op, started);
@@ -132,7 +136,9 @@ impl Driver {
         let step = self.execs.get_mut(&op).expect("a step's attempt function is kept until it completes");
         let future = (step.attempt)(StepAttempt { core: self.core.clone(), op, number });
         let name = step.def.name();
-        self.in_flight.insert(op, (number, std::time::Instant::now()));
+        if step.running.replace((number, std::time::Instant::now())).is_none() {
+            self.in_flight += 1;
+        }
         let run = &self.core.run;
         rt.events.emit(|| RunEvent::StepStarted { run: run.clone(), op, step: name.to_owned(), attempt: number });
         // One span per attempt; what the step logs is recorded inside it.
@@ -150,15 +156,13 @@ impl Driver {
     /// The entry recording a finished attempt, and what the step waits for next, if anything.
     pub(super) fn attempt_finished(&mut self, rt: &Engine, Attempt { op, attempt, result }: Attempt) -> Option<Entry> {
         // A stale attempt (the step was restarted since) records nothing.
-        // One lookup finds the attempt and removes it.
-        let std::collections::hash_map::Entry::Occupied(running) = self.in_flight.entry(op) else { return None };
-        if running.get().0 != attempt {
-            return None;
-        }
-        let (_, started) = running.remove();
+        let step = self.execs.get_mut(&op)?;
+        let (_, started) = step.running.take_if(|(running, _)| *running == attempt)?;
+        self.in_flight -= 1;
         let took = Some(started.elapsed().as_millis() as u64);
-        let signed_in = self.signed_in.remove(&op);
-        let error = match result.and_then(|value| journalable(value, self.step_info(op).0)) {
+        let name = step.def.name();
+        let signed_in = if self.signed_in.is_empty() { None } else { self.signed_in.remove(&op) };
+        let error = match result.and_then(|value| journalable(value, name)) {
             Ok(value) => return Some(self.complete(op, attempt, StepOutcome::Ok { value }, took)),
             Err(error) => error,
         };

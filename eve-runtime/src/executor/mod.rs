@@ -230,10 +230,11 @@ pub(crate) struct Driver {
     /// not allocate them anew; a run that goes idle drops them, and `pending`'s (see
     /// [`Driver::shed`]).
     spare: Spare,
-    /// Steps that started and have not completed, with their attempt functions, by op.
+    /// Steps that started and have not completed, with their attempt functions and the attempt
+    /// running now, if any, by op.
     execs: OpMap<attempts::StartedStep>,
-    /// The attempt currently running and when it started (monotonic: a duration, not a date), by op.
-    in_flight: OpMap<(u32, std::time::Instant)>,
+    /// How many of `execs` have an attempt running.
+    in_flight: usize,
     /// Steps waiting for a sign-in callback.
     awaiting_auth: OpMap<attempts::AwaitingAuth>,
     /// Steps whose current attempt started right after a sign-in (a rejection then is fatal).
@@ -311,7 +312,7 @@ impl Driver {
             ended: Vec::new(),
             spare: Spare::default(),
             execs: OpMap::default(),
-            in_flight: OpMap::default(),
+            in_flight: 0,
             awaiting_auth: OpMap::default(),
             signed_in: OpMap::default(),
             announce_after_append: Vec::new(),
@@ -590,7 +591,7 @@ impl Driver {
                 continue;
             }
             if events.is_empty() {
-                if self.in_flight.is_empty() && self.grace_until.is_none() {
+                if self.in_flight == 0 && self.grace_until.is_none() {
                     self.shed();
                     return Ok(Advanced::Idle);
                 }
