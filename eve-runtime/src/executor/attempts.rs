@@ -131,14 +131,17 @@ impl Driver {
         self.spare.polled = polled;
     }
 
+    /// Whether an attempt of some step is under way (the run cannot park while one is).
+    pub(super) fn attempt_running(&self) -> bool {
+        self.execs.values().any(|step| step.running.is_some())
+    }
+
     /// Starts attempt `number` of the step at `op`.
     pub(super) fn start_attempt(&mut self, rt: &Engine, op: Op, number: u32) {
         let step = self.execs.get_mut(&op).expect("a step's attempt function is kept until it completes");
         let future = (step.attempt)(StepAttempt { core: self.core.clone(), op, number });
         let name = step.def.name();
-        if step.running.replace((number, std::time::Instant::now())).is_none() {
-            self.in_flight += 1;
-        }
+        step.running = Some((number, std::time::Instant::now()));
         let run = &self.core.run;
         rt.events.emit(|| RunEvent::StepStarted { run: run.clone(), op, step: name.to_owned(), attempt: number });
         // One span per attempt; what the step logs is recorded inside it.
@@ -158,10 +161,9 @@ impl Driver {
         // A stale attempt (the step was restarted since) records nothing.
         let step = self.execs.get_mut(&op)?;
         let (_, started) = step.running.take_if(|(running, _)| *running == attempt)?;
-        self.in_flight -= 1;
         let took = Some(started.elapsed().as_millis() as u64);
         let name = step.def.name();
-        let signed_in = if self.signed_in.is_empty() { None } else { self.signed_in.remove(&op) };
+        let signed_in = self.signed_in.remove(&op);
         let error = match result.and_then(|value| journalable(value, name)) {
             Ok(value) => return Some(self.complete(op, attempt, StepOutcome::Ok { value }, took)),
             Err(error) => error,

@@ -233,8 +233,6 @@ pub(crate) struct Driver {
     /// Steps that started and have not completed, with their attempt functions and the attempt
     /// running now, if any, by op.
     execs: OpMap<attempts::StartedStep>,
-    /// How many of `execs` have an attempt running.
-    in_flight: usize,
     /// Steps waiting for a sign-in callback.
     awaiting_auth: OpMap<attempts::AwaitingAuth>,
     /// Steps whose current attempt started right after a sign-in (a rejection then is fatal).
@@ -312,7 +310,6 @@ impl Driver {
             ended: Vec::new(),
             spare: Spare::default(),
             execs: OpMap::default(),
-            in_flight: 0,
             awaiting_auth: OpMap::default(),
             signed_in: OpMap::default(),
             announce_after_append: Vec::new(),
@@ -591,7 +588,7 @@ impl Driver {
                 continue;
             }
             if events.is_empty() {
-                if self.in_flight == 0 && self.grace_until.is_none() {
+                if !self.attempt_running() && self.grace_until.is_none() {
                     self.shed();
                     return Ok(Advanced::Idle);
                 }

@@ -1095,56 +1095,52 @@ pub async fn appends_create_the_runs_they_start(store: &dyn Store) {
 /// takes the entries; a batch it refuses (a wrong sequence number, a stale fence) is left whole,
 /// entries included, to be retried, and writes nothing.
 pub async fn append_taking_writes_like_append_and_leaves_a_refused_batch_whole(store: &dyn Store) {
-    let run = new_run("run-taking", json!(null), 1_000);
-    let fence = create(store, run.clone()).await;
-    let batch = vec![record(0, json!({ "kept": "whole" })), sleep(1, 5_000)];
-    let mut wrong_seq =
-        Append { first_seq: 3, entries: batch.clone(), consumed: Vec::new(), notices: Vec::new(), runs: Vec::new() };
-    let result = store.append_taking(&run.id, fence, &mut wrong_seq).await;
-    assert!(
-        matches!(result, Err(StoreError::SeqConflict { .. })),
-        "a wrong sequence number is refused, got {result:?}"
-    );
-    assert_eq!(wrong_seq.entries, batch, "a refused batch keeps its entries");
-    let mut retried = Append { first_seq: 1, ..wrong_seq };
-    store.append_taking(&run.id, fence, &mut retried).await.expect("the batch appends at the journal's length");
-    let journal = entries(store, &run.id).await;
-    assert_eq!(journal[1..], batch[..], "the entries are journaled as given, in order");
-    let timers = timers(store).await;
-    assert_eq!(timers, vec![("run-taking".to_owned(), 1, "sleep", 5_000)], "the sleep's timer is indexed");
-
-    let current = claim(store, &run.id, 0).await.fence;
-    let mut stale = Append {
-        first_seq: 3,
-        entries: vec![record(2, json!(2))],
-        consumed: Vec::new(),
-        notices: Vec::new(),
-        runs: Vec::new(),
-    };
-    let result = store.append_taking(&run.id, fence, &mut stale).await;
-    assert!(matches!(result, Err(StoreError::Fenced { .. })), "a stale fence is refused, got {result:?}");
-    assert_eq!(stale.entries, vec![record(2, json!(2))], "a fenced batch keeps its entries");
-    store.append_taking(&run.id, current, &mut stale).await.expect("the current fence appends");
-    assert_eq!(entries(store, &run.id).await.len(), 4, "run started, two entries, then one more");
+    appends_taking(store, Taking::Awaited, "run-taking").await;
 }
 
-/// `append_at_once`, where a store answers it, answers as `append_taking` would: a wrong
-/// sequence number and a stale fence are refused, the batch left whole and nothing written; a
-/// batch at the journal's length is journaled and indexed. A store that cannot answer at once
-/// says so every time, writing nothing.
+/// `append_at_once`, where a store answers it, answers as `append_taking` would (see
+/// [`append_taking_writes_like_append_and_leaves_a_refused_batch_whole`]). A store that cannot
+/// answer at once says so every time, writing nothing.
 pub async fn append_at_once_answers_as_append_taking_would(store: &dyn Store) {
-    let run = new_run("run-at-once", json!(null), 1_000);
+    let run = new_run("run-at-once-or-not", json!(null), 1_000);
+    let fence = create(store, run.clone()).await;
+    let batch = vec![record(0, json!(0))];
+    let mut probe =
+        Append { first_seq: 1, entries: batch.clone(), consumed: Vec::new(), notices: Vec::new(), runs: Vec::new() };
+    if store.append_at_once(&run.id, fence, &mut probe).is_none() {
+        assert!(store.append_at_once(&run.id, fence, &mut probe).is_none(), "a store that cannot, never can");
+        assert_eq!(probe.entries, batch, "a store that cannot answer at once keeps the batch");
+        assert_eq!(entries(store, &run.id).await.len(), 1, "and writes nothing");
+        return;
+    }
+    appends_taking(store, Taking::AtOnce, "run-at-once").await;
+}
+
+/// Which of a store's methods that may take a batch's entries [`appends_taking`] appends with.
+#[derive(Clone, Copy)]
+enum Taking {
+    Awaited,
+    AtOnce,
+}
+
+impl Taking {
+    async fn append(self, store: &dyn Store, run: &RunId, fence: Fence, batch: &mut Append) -> Result<(), StoreError> {
+        match self {
+            Taking::Awaited => store.append_taking(run, fence, batch).await,
+            Taking::AtOnce => store.append_at_once(run, fence, batch).expect("a store that can, always can"),
+        }
+    }
+}
+
+/// A batch appended `how` is journaled and indexed as given at the journal's length; one with a
+/// wrong sequence number or a stale fence is refused, left whole and writes nothing.
+async fn appends_taking(store: &dyn Store, how: Taking, name: &str) {
+    let run = new_run(name, json!(null), 1_000);
     let fence = create(store, run.clone()).await;
     let batch = vec![record(0, json!({ "kept": "whole" })), sleep(1, 5_000)];
     let mut wrong_seq =
         Append { first_seq: 3, entries: batch.clone(), consumed: Vec::new(), notices: Vec::new(), runs: Vec::new() };
-    let Some(result) = store.append_at_once(&run.id, fence, &mut wrong_seq) else {
-        let mut retried = Append { first_seq: 1, ..wrong_seq };
-        assert!(store.append_at_once(&run.id, fence, &mut retried).is_none(), "a store that cannot, never can");
-        assert_eq!(retried.entries, batch, "a store that cannot answer at once keeps the batch");
-        assert_eq!(entries(store, &run.id).await.len(), 1, "and writes nothing");
-        return;
-    };
+    let result = how.append(store, &run.id, fence, &mut wrong_seq).await;
     assert!(
         matches!(result, Err(StoreError::SeqConflict { .. })),
         "a wrong sequence number is refused, got {result:?}"
@@ -1152,11 +1148,11 @@ pub async fn append_at_once_answers_as_append_taking_would(store: &dyn Store) {
     assert_eq!(wrong_seq.entries, batch, "a refused batch keeps its entries");
     assert_eq!(entries(store, &run.id).await.len(), 1, "a refused batch writes nothing");
     let mut retried = Append { first_seq: 1, ..wrong_seq };
-    let appended = store.append_at_once(&run.id, fence, &mut retried).expect("a store that can, always can");
-    appended.expect("the batch appends at the journal's length");
-    assert_eq!(entries(store, &run.id).await[1..], batch[..], "the entries are journaled as given, in order");
+    how.append(store, &run.id, fence, &mut retried).await.expect("the batch appends at the journal's length");
+    let journal = entries(store, &run.id).await;
+    assert_eq!(journal[1..], batch[..], "the entries are journaled as given, in order");
     let timers = timers(store).await;
-    assert_eq!(timers, vec![("run-at-once".to_owned(), 1, "sleep", 5_000)], "the sleep's timer is indexed");
+    assert_eq!(timers, vec![(name.to_owned(), 1, "sleep", 5_000)], "the sleep's timer is indexed");
 
     let current = claim(store, &run.id, 0).await.fence;
     let mut stale = Append {
@@ -1166,11 +1162,10 @@ pub async fn append_at_once_answers_as_append_taking_would(store: &dyn Store) {
         notices: Vec::new(),
         runs: Vec::new(),
     };
-    let result = store.append_at_once(&run.id, fence, &mut stale).expect("a store that can, always can");
+    let result = how.append(store, &run.id, fence, &mut stale).await;
     assert!(matches!(result, Err(StoreError::Fenced { .. })), "a stale fence is refused, got {result:?}");
     assert_eq!(stale.entries, vec![record(2, json!(2))], "a fenced batch keeps its entries");
-    let appended = store.append_at_once(&run.id, current, &mut stale).expect("a store that can, always can");
-    appended.expect("the current fence appends");
+    how.append(store, &run.id, current, &mut stale).await.expect("the current fence appends");
     assert_eq!(entries(store, &run.id).await.len(), 4, "run started, two entries, then one more");
 }
 
