@@ -71,3 +71,95 @@ async fn many_runs_progress_at_once() {
         assert_eq!(output.as_array().unwrap().len(), width % 7 + 3);
     }
 }
+
+/// How many squares to sum before waiting.
+#[derive(Deserialize, JsonSchema)]
+pub struct Parked {
+    steps: u64,
+}
+
+/// Sums the squares below `steps`, one step each, then waits on its hook for one more number
+/// and adds its square.
+#[workflow_tool]
+pub async fn sum_then_wait(input: Parked, ctx: &WorkflowCtx) -> Result<u64, ToolError> {
+    let mut total = 0;
+    for x in 0..input.steps {
+        total += square(ctx, x).await?;
+    }
+    let mut hook = create_hook_with_token::<u64>(format!("more-{}", ctx.run_id()));
+    let more = hook.recv().await.map_err(ToolError::new)?;
+    Ok(total + square(ctx, more).await?)
+}
+
+/// Runs parked on SQLite before a restart are woken in the new process all at once, through
+/// every entry point: each run's payload sent twice under one delivery id, its journal read, the
+/// recovery run again, and every third run cancelled as well. A delivery to a run not in memory
+/// reads its journal ahead of its claim (more runs than that read-ahead keeps, two of them long
+/// enough to be read in two halves): every run ends as one of its deliveries says, with no step
+/// run twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_parked_before_a_restart_wake_at_once_from_every_entry_point() {
+    let dir = tempfile::tempdir().unwrap();
+    let lengths: Vec<u64> = (0..12).map(|index| if index < 2 { 600 } else { 3 + index }).collect();
+    let runs = {
+        let world = World::sqlite(dir.path());
+        let runtime = world.runtime(16);
+        let mut runs = Vec::new();
+        for steps in &lengths {
+            runs.push(runtime.start("sum_then_wait", json!({ "steps": steps })).await.unwrap().id().clone());
+        }
+        runtime.settle().await;
+        runs
+    };
+    let world = World::sqlite(dir.path());
+    let runtime = world.runtime(16);
+    let mut calls = tokio::task::JoinSet::new();
+    for (index, run) in runs.iter().enumerate() {
+        let token = format!("more-{run}");
+        for _ in 0..2 {
+            let (runtime, token) = (runtime.clone(), token.clone());
+            calls.spawn(async move {
+                let delivered = runtime.resume_hook_once(&token, "the-one", json!(index)).await;
+                assert!(delivered.is_ok(), "the hook takes the payload once and names a repeat: {delivered:?}");
+            });
+        }
+        let (runtime, run) = (runtime.clone(), run.clone());
+        calls.spawn(async move {
+            runtime.journal(&run).await.unwrap();
+            if index % 3 == 0 {
+                // Refused only if the run ended first.
+                let _ = runtime.cancel(&run, "hammered").await;
+            }
+            runtime.recover().await.unwrap();
+        });
+    }
+    while let Some(call) = calls.join_next().await {
+        call.unwrap();
+    }
+    for (index, (run, steps)) in runs.iter().zip(&lengths).enumerate() {
+        let handle = runtime.handle(run.clone());
+        let outcome = tokio::time::timeout(std::time::Duration::from_secs(60), handle.outcome()).await;
+        let outcome = outcome.unwrap_or_else(|_| panic!("run {index} took its delivery")).unwrap();
+        let sum: u64 = (0..*steps).map(|x| x * x).sum::<u64>() + (index * index) as u64;
+        match outcome {
+            RunOutcome::Completed(output) => assert_eq!(output, json!(sum), "run {index}"),
+            RunOutcome::Cancelled if index % 3 == 0 => {}
+            other => panic!("run {index} ended {other:?}"),
+        }
+        let executed = executions(run, "square");
+        assert!(executed.iter().all(|attempt| *attempt == 1), "no step of run {index} ran twice");
+        let completed = runtime
+            .journal(run)
+            .await
+            .unwrap()
+            .entries
+            .iter()
+            .filter(|entry| matches!(entry, Entry::StepCompleted { .. }))
+            .count();
+        assert!(
+            executed.len() == completed || executed.len() == completed + 1,
+            "run {index}: {} executed, {completed} journaled",
+            executed.len()
+        );
+    }
+}

@@ -1,4 +1,6 @@
-//! What a start reads ahead, while the store's open waits on the disk.
+//! What the store reads ahead: at a start, while the store's open waits on the disk
+//! ([`Ahead`]); and on a delivery to a run not in memory, while the delivery's commit waits on it
+//! ([`OnDelivery`]).
 //!
 //! A runtime's first calls after an open are its recovery, then a claim of each run the
 //! recovery wakes. The open queues one read of all that ([`start`](super::reads::start)) on a
@@ -16,8 +18,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use super::readers::Pending;
-use super::reads::{ClaimRead, StartRead};
+use super::readers::{Pending, Queue};
+use super::reads::{self, ClaimRead, StartRead};
 use crate::journal::RunId;
 
 /// The read a start made ahead, until it is used or stale.
@@ -84,5 +86,58 @@ impl Ahead {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// How many journals read ahead of deliveries are kept at once. The claim a delivery leads to
+/// takes its read within moments, so a few are plenty; should the runtime not run its runs (a
+/// client's), these few are all it holds.
+const DELIVERED_KEPT: usize = 8;
+
+/// The longest journal read ahead of a delivery; a longer one is read by its claim.
+const DELIVERED_ENTRIES: u64 = reads::START_ENTRIES;
+
+/// Journals read ahead of the claims that deliveries lead to.
+///
+/// A delivery to a run that is not in memory (not claimed since the store opened) wakes it, and
+/// its claim then reads its journal: after the delivery's commit, which waits on the disk. So the
+/// writer queues that read as soon as it knows the delivery's run, and the claim takes it. The
+/// journal cannot change meanwhile: only a claim's appends change it, and the first claim of the
+/// run takes the read (a later claim, or one of a run claimed since, drops it). The read may have
+/// been made before the delivery committed, so the claim reads the run's state and inbox afresh,
+/// and reads everything again should the state differ.
+#[derive(Default)]
+pub(super) struct OnDelivery {
+    reads: Mutex<Vec<(RunId, Pending<Option<ClaimRead>>)>>,
+}
+
+impl OnDelivery {
+    /// Queues on `queue` a read of what the claim of `run` will read (its second half on `other`,
+    /// if long), unless a read of it is kept already or [`DELIVERED_KEPT`] are.
+    pub(super) fn read(&self, run: &RunId, queue: &Queue, other: Option<Queue>) {
+        let mut kept = self.lock();
+        if kept.len() >= DELIVERED_KEPT || kept.iter().any(|(read, _)| read == run) {
+            return;
+        }
+        let claimed = run.clone();
+        let read = queue.queue(move |conn| reads::claimed_ahead(conn, &claimed, other.as_ref(), DELIVERED_ENTRIES));
+        kept.push((run.clone(), read));
+    }
+
+    /// Takes the read kept for `run`, if any.
+    pub(super) fn take(&self, run: &RunId) -> Option<Pending<Option<ClaimRead>>> {
+        let mut kept = self.lock();
+        let at = kept.iter().position(|(read, _)| read == run)?;
+        Some(kept.swap_remove(at).1)
+    }
+
+    /// How many reads are kept.
+    #[cfg(test)]
+    pub(super) fn kept(&self) -> usize {
+        self.lock().len()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Vec<(RunId, Pending<Option<ClaimRead>>)>> {
+        self.reads.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

@@ -55,14 +55,17 @@ impl Epochs {
         self.lock().insert(run.clone(), Claim { epoch: 1, unmarked: true, length: Some(1) });
     }
 
-    /// Starts a new claim of `run`, superseding any earlier one, and returns its epoch.
-    pub fn bump(&self, run: &RunId) -> u64 {
+    /// Starts a new claim of `run`, superseding any earlier one, and returns its epoch, and
+    /// whether the run had none (it was neither created nor claimed since the store opened, or it
+    /// finished since).
+    pub fn bump(&self, run: &RunId) -> (u64, bool) {
         let mut epochs = self.lock();
+        let first = !epochs.contains_key(run);
         let claim = epochs.entry(run.clone()).or_insert(Claim { epoch: 1, unmarked: false, length: None });
         claim.epoch += 1;
         claim.unmarked = false;
         claim.length = None;
-        claim.epoch
+        (claim.epoch, first)
     }
 
     /// Records what the read of the claim at `epoch` found: the journal's length, if the run is

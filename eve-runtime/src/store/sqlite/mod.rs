@@ -20,6 +20,10 @@
 //!   recovery, and the claims of the runs it wakes (their journals up to 16,384 entries and about
 //!   16 MB of text in all). They are answered from that read as long as nothing has been written
 //!   since the open (see [`ahead`]).
+//! - A delivery to a run not in memory (neither created nor claimed since the open: parked
+//!   before a restart, say) wakes the run, whose claim reads its journal. The writer queues that
+//!   read as soon as it finds the delivery's run, so it runs while the delivery's commit waits on
+//!   the disk, and the claim takes it (see [`ahead::OnDelivery`]).
 //!
 //! # Claims and fences
 //!
@@ -59,11 +63,12 @@ pub use snapshot::SqliteSnapshot;
 
 use std::fs::File;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 
-use self::ahead::Ahead;
+use self::ahead::{Ahead, OnDelivery};
 use self::epochs::Epochs;
 use self::readers::Readers;
 use self::reads::ClaimRead;
@@ -126,6 +131,7 @@ pub struct SqliteStore {
     readers: Readers,
     writer: Writer,
     ahead: Ahead,
+    on_delivery: Arc<OnDelivery>,
     epochs: Epochs,
     options: SqliteOptions,
     path: String,
@@ -181,12 +187,43 @@ impl SqliteStore {
         let ahead = Ahead::new(readers.queue(move |conn| reads::start(conn, other.as_ref(), budget)));
         let writer = Writer::start(conn, shown.clone())?;
         log.fill();
-        Ok(SqliteStore { writer, ahead, epochs: Epochs::default(), readers, options, path: shown, _lock: lock })
+        let (on_delivery, epochs) = (Arc::default(), Epochs::default());
+        Ok(SqliteStore { writer, ahead, on_delivery, epochs, readers, options, path: shown, _lock: lock })
     }
 
     /// The file this store lives in.
     pub fn path(&self) -> &str {
         &self.path
+    }
+
+    /// What a claim reads: the journal from `from_seq`, the run's state and its inbox.
+    async fn claim_read(&self, run: &RunId, from_seq: u64) -> Result<ClaimRead, StoreError> {
+        let (run, other) = (run.clone(), self.readers.parallel());
+        self.readers.read(move |conn: &mut _| reads::claimed(conn, &run, from_seq, other.as_ref())).await
+    }
+
+    /// What a claim reads, with the journal read ahead of a delivery (see `OnDelivery`): the
+    /// run's state and inbox are read now, since the read ahead may have been made before the
+    /// delivery committed. Should the state differ from the one the journal was read with, or
+    /// the read ahead have found nothing to read, everything is read again.
+    async fn claim_read_ahead(
+        &self,
+        run: &RunId,
+        delivered: readers::Pending<Option<ClaimRead>>,
+    ) -> Result<ClaimRead, StoreError> {
+        let now = run.clone();
+        let now = self.readers.read(move |conn| reads::state_and_inbox(conn, &now));
+        let (ahead, now) = tokio::join!(self.readers.wait(delivered), now);
+        let (state, inbox) = now?;
+        let unchanged = |read: &ClaimRead| {
+            state
+                .as_ref()
+                .is_some_and(|(status, length)| status == "active" && codec::uint(*length).ok() == Some(read.next_seq))
+        };
+        match ahead {
+            Ok(Some(read)) if unchanged(&read) => Ok(ClaimRead { inbox, ..read }),
+            _ => self.claim_read(run, 0).await,
+        }
     }
 
     fn encode_new_run(&self, run: &NewRun) -> Result<NewRunRow, StoreError> {
@@ -244,18 +281,20 @@ impl Store for SqliteStore {
         _now: Timestamp,
         from_seq: u64,
     ) -> Result<Claimed, StoreError> {
+        // A read made ahead of a delivery is for the run's first claim only (see `OnDelivery`);
+        // any claim drops it.
+        let delivered = self.on_delivery.take(run);
         // Leases never expire in a single-process store: every claim comes from this process. The
         // new epoch is taken before the read, so appends under an older fence are refused from now.
-        let epoch = self.epochs.bump(run);
+        let (epoch, first) = self.epochs.bump(run);
         let read = async {
             let ClaimRead { mut entries, rest, next_seq, active, inbox, .. } =
                 match self.ahead.claim(run, from_seq, || self.writer.began()) {
                     Some(read) => read,
-                    None => {
-                        let (claimed_run, other) = (run.clone(), self.readers.parallel());
-                        let read = move |conn: &mut _| reads::claimed(conn, &claimed_run, from_seq, other.as_ref());
-                        self.readers.read(read).await?
-                    }
+                    None => match delivered.filter(|_| first && from_seq == 0) {
+                        Some(delivered) => self.claim_read_ahead(run, delivered).await?,
+                        None => self.claim_read(run, from_seq).await?,
+                    },
                 };
             if let Some(rest) = rest {
                 entries.append(&mut self.readers.wait(rest).await?);
@@ -334,9 +373,20 @@ impl Store for SqliteStore {
     ) -> Result<Delivered, StoreError> {
         let (delivery_id, limit, limits) =
             (delivery_id.map(str::to_owned), self.options.max_entry_bytes, self.options.inbox_limits);
+        let (on_delivery, epochs) = (self.on_delivery.clone(), self.epochs.clone());
+        let (queue, other) = (self.readers.handle(), self.readers.parallel());
         // A request may run twice (see `writer`), so it keeps its payload and hands a copy over.
         let deliver = move |conn: &_| {
-            writes::deliver(conn, target.clone(), delivery_id.as_deref(), payload.clone(), limit, limits)
+            let delivered =
+                writes::deliver(conn, target.clone(), delivery_id.as_deref(), payload.clone(), limit, limits)?;
+            if let (Delivered::Accepted { run, .. }, Some(queue)) = (&delivered, &queue)
+                && epochs.current(run) == 0
+            {
+                // Not claimed since the open, so not in memory: the claim this delivery leads to
+                // will read the journal. It is read now, while the commit waits on the disk.
+                on_delivery.read(run, queue, other.clone());
+            }
+            Ok(delivered)
         };
         self.writer.submit(deliver).await
     }
@@ -568,6 +618,72 @@ mod tests {
             assert_eq!(ops, (1..length as u64).collect::<Vec<_>>());
         }
         assert_eq!(claim_from_start(&store, short).await.entries.len(), 1, "read again");
+    }
+
+    /// A cancellation of `run`, for a delivery that needs no hook.
+    async fn deliver_cancel(store: &SqliteStore, run: &RunId) -> Delivered {
+        let cancel = crate::store::Delivery::Cancel { reason: "test".into(), keep_output: false };
+        store.deliver(Target::Run(run.clone()), None, DeliveryPayload::Run(cancel)).await.unwrap()
+    }
+
+    /// A delivery to a run not claimed since the store opened reads its journal ahead of the
+    /// claim it leads to, and that claim takes the read: the whole journal (its second half read
+    /// apart), with the inbox read afresh, so it holds the delivery even when the journal was
+    /// read before the delivery committed. A run claimed since the open is in memory, so a
+    /// delivery to it reads nothing ahead.
+    #[tokio::test]
+    async fn a_delivery_to_a_run_not_in_memory_reads_its_journal_ahead_of_the_claim() {
+        let (_dir, path, store, run) = store_with_long_run(700).await;
+        drop(store);
+        let store = SqliteStore::open(&path).unwrap();
+        assert_eq!(store.recovery().await.unwrap().runnable, Vec::<RunId>::new(), "the run is parked");
+        assert!(matches!(deliver_cancel(&store, &run).await, Delivered::Accepted { .. }));
+        assert_eq!(store.on_delivery.kept(), 1, "the claim's read is under way");
+        let claimed = claim_from_start(&store, &run).await;
+        assert_eq!(store.on_delivery.kept(), 0, "the claim took it");
+        assert_eq!((claimed.entries.len(), claimed.next_seq), (700, 700));
+        let ops: Vec<u64> = claimed.entries[1..].iter().map(|entry| u64::from(entry.op().unwrap().0)).collect();
+        assert_eq!(ops, (1..700).collect::<Vec<_>>());
+        assert_eq!(claimed.inbox.len(), 1, "the inbox holds the delivery");
+
+        assert!(matches!(deliver_cancel(&store, &run).await, Delivered::Accepted { .. }));
+        assert_eq!(store.on_delivery.kept(), 0, "a run claimed since the open is not read ahead");
+        assert_eq!(claim_from_start(&store, &run).await.inbox.len(), 2);
+    }
+
+    /// Whatever the journal held when it was read ahead, the claim returns what the file holds
+    /// when it claims: here an entry appended behind the store's back (which no process does
+    /// while a store holds the file) after the delivery, so the claim reads again. And at most
+    /// `DELIVERED_KEPT` reads are kept, for runs whose claims may never come.
+    #[tokio::test]
+    async fn a_journal_read_ahead_is_taken_only_while_it_is_what_the_file_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("eve.db");
+        let store = SqliteStore::open(&path).unwrap();
+        let mut runs = Vec::new();
+        for index in 0..10 {
+            runs.push(long_run(&store, &format!("run-{index}"), 20).await);
+        }
+        drop(store);
+        let store = SqliteStore::open(&path).unwrap();
+        for run in &runs {
+            assert!(matches!(deliver_cancel(&store, run).await, Delivered::Accepted { .. }));
+        }
+        assert_eq!(store.on_delivery.kept(), 8, "a few reads are kept, no more");
+        let behind = Connection::open(&path).unwrap();
+        let entry = serde_json::to_string(&recorded(20)).unwrap();
+        let appended = "INSERT INTO journal (run_id, seq, entry) VALUES (?1, 20, ?2)";
+        behind.execute(appended, [runs[0].as_str(), entry.as_str()]).unwrap();
+        // A parked run's length is kept in its row.
+        behind.execute("UPDATE runs SET entries = 21 WHERE id = ?1", [runs[0].as_str()]).unwrap();
+        let claimed = claim_from_start(&store, &runs[0]).await;
+        assert_eq!((claimed.entries.len(), claimed.next_seq), (21, 21), "read again");
+        assert_eq!(claimed.entries.last(), Some(&recorded(20)));
+        for run in &runs[1..] {
+            let claimed = claim_from_start(&store, run).await;
+            assert_eq!((claimed.entries.len(), claimed.inbox.len()), (20, 1));
+        }
+        assert_eq!(store.on_delivery.kept(), 0);
     }
 
     /// A start reads ahead the journals of the runs it wakes, in order, until the next would take

@@ -99,6 +99,12 @@ impl Readers {
         pending.await.map_err(|_| stopped())?.map_err(|failure| failure.into_store_error(&self.path))
     }
 
+    /// The queue, for a read queued from another thread (the writer's); `None` once the threads
+    /// have stopped.
+    pub(super) fn handle(&self) -> Option<Queue> {
+        self.queue.clone()
+    }
+
     /// The queue, for a read that gives a part of its work to another thread; `None` with one
     /// thread, which would only do the part after the read that queued it.
     pub(super) fn parallel(&self) -> Option<Queue> {

@@ -123,6 +123,36 @@ pub(super) fn claimed(
     claimed_in(&tx, run, from_seq, (status, length), other)
 }
 
+/// What [`claimed`] reads, read ahead of the claim (see `ahead`): `None` if the run does not
+/// exist, is finished, or has a journal longer than `max_entries`, which is left for the claim.
+pub(super) fn claimed_ahead(
+    conn: &mut Connection,
+    run: &RunId,
+    other: Option<&Queue>,
+    max_entries: u64,
+) -> Result<Option<ClaimRead>, Failure> {
+    let tx = conn.transaction()?;
+    match run_state(&tx, run)? {
+        Some((status, length)) if status == "active" && codec::uint(length)? <= max_entries => {
+            claimed_in(&tx, run, 0, (status, length), other).map(Some)
+        }
+        _ => Ok(None),
+    }
+}
+
+/// A run's status and journal length, as [`run_state`] reads them.
+pub(super) type RunState = (String, i64);
+
+/// The run's state (`None` if it does not exist) and its pending inbox, in one snapshot: what a
+/// claim reads besides a journal read ahead.
+pub(super) fn state_and_inbox(
+    conn: &mut Connection,
+    run: &RunId,
+) -> Result<(Option<RunState>, Vec<InboxItem>), Failure> {
+    let tx = conn.transaction()?;
+    Ok((run_state(&tx, run)?, inbox(&tx, run)?))
+}
+
 /// [`claimed`] within a read transaction, given the run's state as it read it.
 fn claimed_in(
     tx: &Connection,
@@ -165,7 +195,7 @@ pub(super) fn journal_rest(conn: &mut Connection, run: &RunId, from: u64, length
 }
 
 /// The run's status and journal length, or `None` if the run does not exist.
-pub(super) fn run_state(conn: &Connection, run: &RunId) -> Result<Option<(String, i64)>, Failure> {
+pub(super) fn run_state(conn: &Connection, run: &RunId) -> Result<Option<RunState>, Failure> {
     let state = conn.prepare_cached(RUN_STATE)?.query_row([run.as_str()], |row| Ok((row.get(0)?, row.get(1)?)));
     Ok(state.optional()?)
 }
