@@ -91,6 +91,37 @@ pub async fn sum_then_wait(input: Parked, ctx: &WorkflowCtx) -> Result<u64, Tool
     Ok(total + square(ctx, more).await?)
 }
 
+/// A webhook for a run parked on SQLite before a restart reaches it, alone: the delivery is the
+/// only thing that wakes the run, and its journal (long enough to be read in two halves) is read
+/// while the delivery commits, so the claim must read the inbox after that commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_reaches_a_run_parked_before_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    for round in 0..3_u64 {
+        let run = {
+            let world = World::sqlite(dir.path());
+            let runtime = world.runtime(16);
+            let run = runtime.start("sum_then_wait", json!({ "steps": 600 })).await.unwrap().id().clone();
+            runtime.settle().await;
+            drop(runtime);
+            world.close().await;
+            run
+        };
+        let world = World::sqlite(dir.path());
+        let runtime = world.runtime(16);
+        let delivered = runtime.resume_hook(&format!("more-{run}"), json!(round)).await.unwrap();
+        assert_eq!(delivered, eve_tools::HookDelivery::Accepted(run.clone()));
+        let handle = runtime.handle(run.clone());
+        let outcome = tokio::time::timeout(std::time::Duration::from_secs(60), handle.outcome()).await;
+        let outcome = outcome.unwrap_or_else(|_| panic!("round {round}: the run took its delivery")).unwrap();
+        let sum: u64 = (0..600_u64).map(|x| x * x).sum::<u64>() + round * round;
+        assert_eq!(outcome, RunOutcome::Completed(json!(sum)));
+        assert_eq!(executions(&run, "square").len(), 601, "no step ran twice");
+        drop((handle, runtime));
+        world.close().await;
+    }
+}
+
 /// Runs parked on SQLite before a restart are woken in the new process all at once, through
 /// every entry point: each run's payload sent twice under one delivery id, its journal read, the
 /// recovery run again, and every third run cancelled as well. A delivery to a run not in memory
@@ -109,6 +140,8 @@ async fn runs_parked_before_a_restart_wake_at_once_from_every_entry_point() {
             runs.push(runtime.start("sum_then_wait", json!({ "steps": steps })).await.unwrap().id().clone());
         }
         runtime.settle().await;
+        drop(runtime);
+        world.close().await;
         runs
     };
     let world = World::sqlite(dir.path());

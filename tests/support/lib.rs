@@ -39,6 +39,17 @@ impl World {
         World { store, clock: ManualClock::new(START) }
     }
 
+    /// Closes the store once nothing else holds it (a dropped runtime's tasks end a moment
+    /// later), so the next [`World::sqlite`] over the same directory opens it, as a restarted
+    /// process would.
+    pub async fn close(self) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while Arc::strong_count(&self.store) > 1 {
+            assert!(std::time::Instant::now() < deadline, "the runtimes over the store let go of it");
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+    }
+
     /// A new runtime (a new "process") over this world; `warm_cache` 0 makes every resume replay.
     pub fn runtime(&self, warm_cache: usize) -> Runtime {
         self.builder(warm_cache).build().expect("a runtime builds inside a Tokio runtime")
