@@ -91,6 +91,28 @@ pub async fn sum_then_wait(input: Parked, ctx: &WorkflowCtx) -> Result<u64, Tool
     Ok(total + square(ctx, more).await?)
 }
 
+/// Starts a `sum_then_wait` run of each length on the SQLite store in `dir`, lets them park, and
+/// closes the store, as a process that stops with its runs parked: their ids.
+async fn parked_before_a_restart(dir: &std::path::Path, lengths: &[u64]) -> Vec<eve_tools::RunId> {
+    let world = World::sqlite(dir);
+    let runtime = world.runtime(16);
+    let mut runs = Vec::new();
+    for steps in lengths {
+        runs.push(runtime.start("sum_then_wait", json!({ "steps": steps })).await.unwrap().id().clone());
+    }
+    runtime.settle().await;
+    drop(runtime);
+    world.close().await;
+    runs
+}
+
+/// How `run` ends, failing the test (not hanging it) if that takes more than a minute.
+async fn outcome_within_a_minute(runtime: &Runtime, run: &eve_tools::RunId) -> RunOutcome {
+    let handle = runtime.handle(run.clone());
+    let outcome = tokio::time::timeout(std::time::Duration::from_secs(60), handle.outcome()).await;
+    outcome.unwrap_or_else(|_| panic!("run {run} took its delivery")).unwrap()
+}
+
 /// A webhook for a run parked on SQLite before a restart reaches it, alone: the delivery is the
 /// only thing that wakes the run, and its journal (long enough to be read in two halves) is read
 /// while the delivery commits, so the claim must read the inbox after that commit.
@@ -98,26 +120,15 @@ pub async fn sum_then_wait(input: Parked, ctx: &WorkflowCtx) -> Result<u64, Tool
 async fn a_webhook_reaches_a_run_parked_before_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     for round in 0..3_u64 {
-        let run = {
-            let world = World::sqlite(dir.path());
-            let runtime = world.runtime(16);
-            let run = runtime.start("sum_then_wait", json!({ "steps": 600 })).await.unwrap().id().clone();
-            runtime.settle().await;
-            drop(runtime);
-            world.close().await;
-            run
-        };
+        let run = parked_before_a_restart(dir.path(), &[600]).await.remove(0);
         let world = World::sqlite(dir.path());
         let runtime = world.runtime(16);
         let delivered = runtime.resume_hook(&format!("more-{run}"), json!(round)).await.unwrap();
         assert_eq!(delivered, eve_tools::HookDelivery::Accepted(run.clone()));
-        let handle = runtime.handle(run.clone());
-        let outcome = tokio::time::timeout(std::time::Duration::from_secs(60), handle.outcome()).await;
-        let outcome = outcome.unwrap_or_else(|_| panic!("round {round}: the run took its delivery")).unwrap();
         let sum: u64 = (0..600_u64).map(|x| x * x).sum::<u64>() + round * round;
-        assert_eq!(outcome, RunOutcome::Completed(json!(sum)));
+        assert_eq!(outcome_within_a_minute(&runtime, &run).await, RunOutcome::Completed(json!(sum)), "round {round}");
         assert_eq!(executions(&run, "square").len(), 601, "no step ran twice");
-        drop((handle, runtime));
+        drop(runtime);
         world.close().await;
     }
 }
@@ -132,18 +143,7 @@ async fn a_webhook_reaches_a_run_parked_before_a_restart() {
 async fn runs_parked_before_a_restart_wake_at_once_from_every_entry_point() {
     let dir = tempfile::tempdir().unwrap();
     let lengths: Vec<u64> = (0..12).map(|index| if index < 2 { 600 } else { 3 + index }).collect();
-    let runs = {
-        let world = World::sqlite(dir.path());
-        let runtime = world.runtime(16);
-        let mut runs = Vec::new();
-        for steps in &lengths {
-            runs.push(runtime.start("sum_then_wait", json!({ "steps": steps })).await.unwrap().id().clone());
-        }
-        runtime.settle().await;
-        drop(runtime);
-        world.close().await;
-        runs
-    };
+    let runs = parked_before_a_restart(dir.path(), &lengths).await;
     let world = World::sqlite(dir.path());
     let runtime = world.runtime(16);
     let mut calls = tokio::task::JoinSet::new();
@@ -170,9 +170,7 @@ async fn runs_parked_before_a_restart_wake_at_once_from_every_entry_point() {
         call.unwrap();
     }
     for (index, (run, steps)) in runs.iter().zip(&lengths).enumerate() {
-        let handle = runtime.handle(run.clone());
-        let outcome = tokio::time::timeout(std::time::Duration::from_secs(60), handle.outcome()).await;
-        let outcome = outcome.unwrap_or_else(|_| panic!("run {index} took its delivery")).unwrap();
+        let outcome = outcome_within_a_minute(&runtime, run).await;
         let sum: u64 = (0..*steps).map(|x| x * x).sum::<u64>() + (index * index) as u64;
         match outcome {
             RunOutcome::Completed(output) => assert_eq!(output, json!(sum), "run {index}"),
