@@ -1,5 +1,6 @@
 //! Concurrency: many steps in flight in one run, and many runs at once.
 
+use eve_tests::faulty::Faulty;
 use eve_tests::{World, executed, executions};
 use eve_tools::prelude::*;
 use eve_tools::{Entry, RunOutcome};
@@ -133,19 +134,82 @@ async fn a_webhook_reaches_a_run_parked_before_a_restart() {
     }
 }
 
+/// A run the warm cache lets go of is said to the store (`Store::left_memory`), which reads its
+/// journal ahead of its next claim when a delivery wakes it: a webhook to a long run that
+/// another run's park pushed out of the cache reaches it, and no step runs twice. A run the cache
+/// still holds is never said to have left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_reaches_a_run_the_warm_cache_let_go_of() {
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = eve_tools::store::SqliteStore::open(dir.path().join("eve.db")).unwrap();
+    let store = Faulty::new(std::sync::Arc::new(sqlite));
+    let world = World::over(store.clone());
+    let runtime = world.runtime(1);
+    let long = runtime.start("sum_then_wait", json!({ "steps": 600 })).await.unwrap().id().clone();
+    runtime.settle().await;
+    assert_eq!(store.let_go(), Vec::<eve_tools::RunId>::new(), "the cache holds the one parked run");
+    let short = runtime.start("sum_then_wait", json!({ "steps": 3 })).await.unwrap().id().clone();
+    runtime.settle().await;
+    // A run counts as parked before the cache takes it, so `settle` may return first.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while store.let_go().is_empty() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    assert_eq!(store.let_go(), vec![long.clone()], "the second run's park let the first go");
+
+    let delivered = runtime.resume_hook(&format!("more-{long}"), json!(7)).await.unwrap();
+    assert_eq!(delivered, eve_tools::HookDelivery::Accepted(long.clone()));
+    let sum: u64 = (0..600_u64).map(|x| x * x).sum::<u64>() + 49;
+    assert_eq!(outcome_within_a_minute(&runtime, &long).await, RunOutcome::Completed(json!(sum)));
+    assert_eq!(executions(&long, "square").len(), 601, "no step ran twice");
+    runtime.resume_hook(&format!("more-{short}"), json!(2)).await.unwrap();
+    assert_eq!(outcome_within_a_minute(&runtime, &short).await, RunOutcome::Completed(json!(1 + 4 + 4)));
+    assert_eq!(store.let_go(), vec![long], "the long run ended in memory, and the short one resumed warm");
+    drop((runtime, store));
+    world.close().await;
+}
+
 /// Runs parked on SQLite before a restart are woken in the new process all at once, through
-/// every entry point: each run's payload sent twice under one delivery id, its journal read, the
-/// recovery run again, and every third run cancelled as well. A delivery to a run not in memory
-/// reads its journal ahead of its claim (more runs than that read-ahead keeps, two of them long
-/// enough to be read in two halves): every run ends as one of its deliveries says, with no step
-/// run twice.
+/// every entry point (see [`wake_at_once_from_every_entry_point`]). A delivery to a run not in
+/// memory reads its journal ahead of its claim: more runs than that read-ahead keeps, two of them
+/// long enough to be read in two halves.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_parked_before_a_restart_wake_at_once_from_every_entry_point() {
     let dir = tempfile::tempdir().unwrap();
-    let lengths: Vec<u64> = (0..12).map(|index| if index < 2 { 600 } else { 3 + index }).collect();
+    let lengths = hammered_lengths();
     let runs = parked_before_a_restart(dir.path(), &lengths).await;
     let world = World::sqlite(dir.path());
-    let runtime = world.runtime(16);
+    wake_at_once_from_every_entry_point(&world.runtime(16), &runs, &lengths).await;
+}
+
+/// Runs parked on SQLite, all but two of them let go by the warm cache, are woken all at once
+/// through every entry point (see [`wake_at_once_from_every_entry_point`]): the deliveries to the
+/// runs let go read their journals ahead of their claims, while the two kept warm resume
+/// without one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_the_warm_cache_let_go_of_wake_at_once_from_every_entry_point() {
+    let dir = tempfile::tempdir().unwrap();
+    let world = World::sqlite(dir.path());
+    let runtime = world.runtime(2);
+    let lengths = hammered_lengths();
+    let mut runs = Vec::new();
+    for steps in &lengths {
+        runs.push(runtime.start("sum_then_wait", json!({ "steps": steps })).await.unwrap().id().clone());
+    }
+    runtime.settle().await;
+    wake_at_once_from_every_entry_point(&runtime, &runs, &lengths).await;
+}
+
+/// The lengths of the hammered runs: two long enough for a claim to read in two halves, ten short.
+fn hammered_lengths() -> Vec<u64> {
+    (0..12).map(|index| if index < 2 { 600 } else { 3 + index }).collect()
+}
+
+/// Wakes `runs` (parked `sum_then_wait` runs of `lengths` steps) all at once, through every
+/// entry point: each run's payload sent twice under one delivery id, its journal read, the
+/// recovery run again, and every third run cancelled as well. Every run must end as one of its
+/// deliveries says, with no step run twice.
+async fn wake_at_once_from_every_entry_point(runtime: &Runtime, runs: &[eve_tools::RunId], lengths: &[u64]) {
     let mut calls = tokio::task::JoinSet::new();
     for (index, run) in runs.iter().enumerate() {
         let token = format!("more-{run}");
@@ -169,8 +233,8 @@ async fn runs_parked_before_a_restart_wake_at_once_from_every_entry_point() {
     while let Some(call) = calls.join_next().await {
         call.unwrap();
     }
-    for (index, (run, steps)) in runs.iter().zip(&lengths).enumerate() {
-        let outcome = outcome_within_a_minute(&runtime, run).await;
+    for (index, (run, steps)) in runs.iter().zip(lengths).enumerate() {
+        let outcome = outcome_within_a_minute(runtime, run).await;
         let sum: u64 = (0..*steps).map(|x| x * x).sum::<u64>() + (index * index) as u64;
         match outcome {
             RunOutcome::Completed(output) => assert_eq!(output, json!(sum), "run {index}"),

@@ -28,6 +28,7 @@ pub struct Faulty {
     inbox_reads: Mutex<usize>,
     hook_lookups: Mutex<usize>,
     load_delay: Mutex<Duration>,
+    let_go: Mutex<Vec<RunId>>,
 }
 
 impl Faulty {
@@ -42,6 +43,7 @@ impl Faulty {
             inbox_reads: Mutex::new(0),
             hook_lookups: Mutex::new(0),
             load_delay: Mutex::new(Duration::ZERO),
+            let_go: Mutex::new(Vec::new()),
         })
     }
 
@@ -92,6 +94,11 @@ impl Faulty {
     pub fn hook_lookups(&self) -> usize {
         *self.hook_lookups.lock().unwrap()
     }
+
+    /// The runs the runtime said it let go of (`left_memory`), in order.
+    pub fn let_go(&self) -> Vec<RunId> {
+        self.let_go.lock().unwrap().clone()
+    }
 }
 
 #[async_trait]
@@ -125,6 +132,11 @@ impl Store for Faulty {
 
     async fn release(&self, run: &RunId, fence: Fence) -> Result<(), StoreError> {
         self.inner.release(run, fence).await
+    }
+
+    fn left_memory(&self, run: &RunId) {
+        self.let_go.lock().unwrap().push(run.clone());
+        self.inner.left_memory(run);
     }
 
     async fn append(&self, run: &RunId, fence: Fence, append: &Append) -> Result<(), StoreError> {

@@ -500,7 +500,16 @@ impl Shared {
         let run = driver.run_id().clone();
         runs.remove(&run);
         count_active(&self.active, &runs);
-        let evicted = lock(&self.cache).insert(driver);
+        let mut cache = lock(&self.cache);
+        let evicted = cache.insert(driver);
+        if let Some(evicted) = &evicted
+            && !cache.holds(evicted.run_id())
+        {
+            // Said with the `runs` lock held, so the run's next claim, which reads its whole
+            // journal, comes after it.
+            self.store.left_memory(evicted.run_id());
+        }
+        drop(cache);
         drop(runs);
         // Dropping an evicted body runs user `Drop` code, so it happens outside the locks.
         drop(evicted);
@@ -672,6 +681,11 @@ impl WarmCache {
         };
         let oldest = oldest.map(|(_, run)| run.clone())?;
         self.take(&oldest)
+    }
+
+    /// Whether a parked executor of `run` is kept.
+    fn holds(&self, run: &RunId) -> bool {
+        self.entries.contains_key(run)
     }
 
     fn take(&mut self, run: &RunId) -> Option<Box<Driver>> {

@@ -556,6 +556,15 @@ pub trait Store: Send + Sync + 'static {
     /// the mark. A shared store also gives up the claim, so any worker may take the run.
     async fn park(&self, run: &RunId, fence: Fence, next_seq: u64) -> Result<(), StoreError>;
 
+    /// Says that this process holds the parked run in memory no longer (its warm cache let it
+    /// go), so the run's next claim will read its whole journal. A hint, which a store may use to
+    /// read that journal while the delivery that wakes the run commits. The runtime says it
+    /// before the run can be woken again, so the next claim of the run comes after it. The
+    /// default does nothing.
+    fn left_memory(&self, run: &RunId) {
+        let _ = run;
+    }
+
     /// What a runtime needs at start-up: see [`Recovery`].
     async fn recovery(&self) -> Result<Recovery, StoreError>;
 

@@ -99,16 +99,21 @@ const DELIVERED_ENTRIES: u64 = reads::START_ENTRIES;
 
 /// Journals read ahead of the claims that deliveries lead to.
 ///
-/// A delivery to a run that is not in memory (not claimed since the store opened) wakes it, and
-/// its claim then reads its journal: after the delivery's commit, which waits on the disk. So the
-/// writer queues that read as soon as it knows the delivery's run, and the claim takes it. The
-/// journal cannot change meanwhile: only a claim's appends change it, and the first claim of the
-/// run takes the read (a later claim, or one of a run claimed since, drops it). The read may have
-/// been made before the delivery committed, so the claim reads the run's state and inbox afresh,
-/// and reads everything again should the state differ.
+/// A delivery to a run that is not in memory (neither created nor claimed since the store opened,
+/// or let go by the runtime since its last claim: see [`Epochs::unheld`](super::Epochs::unheld))
+/// wakes it, and its claim then reads its journal: after the delivery's commit, which waits on the
+/// disk. So the writer queues that read as soon as it knows the delivery's run, and the claim takes
+/// it. The journal cannot change meanwhile: only a claim's appends change it, no executor of the
+/// run holds a claim, and the run's next claim takes the read (a later claim drops it, as does a
+/// claim that does not read the whole journal). The read may have been made before the delivery
+/// committed, so the claim reads the run's state and inbox afresh, and reads everything again
+/// should the state differ (a journal grown since the read included).
 #[derive(Default)]
 pub(super) struct OnDelivery {
     reads: Mutex<Vec<(RunId, Pending<Option<ClaimRead>>)>>,
+    /// How many claims were answered from a read made ahead.
+    #[cfg(test)]
+    answered: std::sync::atomic::AtomicUsize,
 }
 
 impl OnDelivery {
@@ -135,6 +140,18 @@ impl OnDelivery {
     #[cfg(test)]
     pub(super) fn kept(&self) -> usize {
         self.lock().len()
+    }
+
+    /// Counts a claim answered from a read made ahead.
+    #[cfg(test)]
+    pub(super) fn answered_one(&self) {
+        self.answered.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How many claims were answered from a read made ahead.
+    #[cfg(test)]
+    pub(super) fn answered(&self) -> usize {
+        self.answered.load(Ordering::Relaxed)
     }
 
     fn lock(&self) -> MutexGuard<'_, Vec<(RunId, Pending<Option<ClaimRead>>)>> {

@@ -1,5 +1,6 @@
 //! The current claim epoch of each run, in memory, whether the run is known not to be marked
-//! parked, and the length of its journal when this process knows it.
+//! parked, the length of its journal when this process knows it, and whether the runtime let go
+//! of it since its last claim.
 //!
 //! Only one process uses a store file at a time (it holds the file lock), so fences need only
 //! hold within this process. A run absent from the map was not claimed since the store opened, or
@@ -43,6 +44,9 @@ pub(super) struct Claim {
     /// The journal's length, if the run is known to be unfinished and its length known (see the
     /// module documentation).
     pub length: Option<u64>,
+    /// The runtime let go of the run's executor since the run's last claim
+    /// (`Store::left_memory`), so its next claim reads the whole journal.
+    pub left: bool,
 }
 
 impl Epochs {
@@ -52,20 +56,35 @@ impl Epochs {
 
     /// Records the epoch a creator holds; a new run has no parked mark and one entry.
     pub fn created(&self, run: &RunId) {
-        self.lock().insert(run.clone(), Claim { epoch: 1, unmarked: true, length: Some(1) });
+        self.lock().insert(run.clone(), Claim { epoch: 1, unmarked: true, length: Some(1), left: false });
     }
 
     /// Starts a new claim of `run`, superseding any earlier one, and returns its epoch, and
-    /// whether the run had none (it was neither created nor claimed since the store opened, or it
-    /// finished since).
+    /// whether the run was [`unheld`](Epochs::unheld) until now.
     pub fn bump(&self, run: &RunId) -> (u64, bool) {
         let mut epochs = self.lock();
-        let first = !epochs.contains_key(run);
-        let claim = epochs.entry(run.clone()).or_insert(Claim { epoch: 1, unmarked: false, length: None });
+        let unheld = epochs.get(run).is_none_or(|claim| claim.left);
+        let claim = epochs.entry(run.clone()).or_insert(Claim { epoch: 1, unmarked: false, length: None, left: false });
         claim.epoch += 1;
         claim.unmarked = false;
         claim.length = None;
-        (claim.epoch, first)
+        claim.left = false;
+        (claim.epoch, unheld)
+    }
+
+    /// Records that the runtime let go of `run` (see `Store::left_memory`); a run with no claim
+    /// is unheld already.
+    pub fn left_memory(&self, run: &RunId) {
+        if let Some(claim) = self.lock().get_mut(run) {
+            claim.left = true;
+        }
+    }
+
+    /// Whether no executor of `run` is in memory as far as the store knows: the run was neither
+    /// created nor claimed since the store opened (or it finished since), or the runtime let go
+    /// of it since its last claim. Its next claim reads its whole journal.
+    pub fn unheld(&self, run: &RunId) -> bool {
+        self.lock().get(run).is_none_or(|claim| claim.left)
     }
 
     /// Records what the read of the claim at `epoch` found: the journal's length, if the run is
@@ -131,6 +150,6 @@ impl Epochs {
 
     /// What the map knows of `run`.
     pub fn known(&self, run: &RunId) -> Claim {
-        self.lock().get(run).copied().unwrap_or(Claim { epoch: 0, unmarked: false, length: None })
+        self.lock().get(run).copied().unwrap_or(Claim { epoch: 0, unmarked: false, length: None, left: false })
     }
 }

@@ -20,8 +20,9 @@
 //!   recovery, and the claims of the runs it wakes (their journals up to 16,384 entries and about
 //!   16 MB of text in all). They are answered from that read as long as nothing has been written
 //!   since the open (see [`ahead`]).
-//! - A delivery to a run not in memory (neither created nor claimed since the open: parked
-//!   before a restart, say) wakes the run, whose claim reads its journal. The writer queues that
+//! - A delivery to a run not in memory (neither created nor claimed since the open, as a run
+//!   parked before a restart; or let go by the runtime's warm cache since its last claim, see
+//!   `Store::left_memory`) wakes the run, whose claim reads its journal. The writer queues that
 //!   read as soon as it finds the delivery's run, so it runs while the delivery's commit waits on
 //!   the disk, and the claim takes it (see [`ahead::OnDelivery`]).
 //!
@@ -221,7 +222,11 @@ impl SqliteStore {
                 .is_some_and(|(status, length)| status == "active" && codec::uint(*length).ok() == Some(read.next_seq))
         };
         match ahead {
-            Ok(Some(read)) if unchanged(&read) => Ok(ClaimRead { inbox, ..read }),
+            Ok(Some(read)) if unchanged(&read) => {
+                #[cfg(test)]
+                self.on_delivery.answered_one();
+                Ok(ClaimRead { inbox, ..read })
+            }
             _ => self.claim_read(run, 0).await,
         }
     }
@@ -281,17 +286,17 @@ impl Store for SqliteStore {
         _now: Timestamp,
         from_seq: u64,
     ) -> Result<Claimed, StoreError> {
-        // A read made ahead of a delivery is for the run's first claim only (see `OnDelivery`);
-        // any claim drops it.
+        // A read made ahead of a delivery is for the run's next claim only, if that claim reads
+        // the whole journal of a run not in memory (see `OnDelivery`); any claim drops it.
         let delivered = self.on_delivery.take(run);
         // Leases never expire in a single-process store: every claim comes from this process. The
         // new epoch is taken before the read, so appends under an older fence are refused from now.
-        let (epoch, first) = self.epochs.bump(run);
+        let (epoch, unheld) = self.epochs.bump(run);
         let read = async {
             let ClaimRead { mut entries, rest, next_seq, active, inbox, .. } =
                 match self.ahead.claim(run, from_seq, || self.writer.began()) {
                     Some(read) => read,
-                    None => match delivered.filter(|_| first && from_seq == 0) {
+                    None => match delivered.filter(|_| unheld && from_seq == 0) {
                         Some(delivered) => self.claim_read_ahead(run, delivered).await?,
                         None => self.claim_read(run, from_seq).await?,
                     },
@@ -324,6 +329,10 @@ impl Store for SqliteStore {
             self.epochs.appended(run, fence.epoch, length);
         }
         Ok(())
+    }
+
+    fn left_memory(&self, run: &RunId) {
+        self.epochs.left_memory(run);
     }
 
     async fn park(&self, run: &RunId, fence: Fence, next_seq: u64) -> Result<(), StoreError> {
@@ -380,10 +389,10 @@ impl Store for SqliteStore {
             let delivered =
                 writes::deliver(conn, target.clone(), delivery_id.as_deref(), payload.clone(), limit, limits)?;
             if let (Delivered::Accepted { run, .. }, Some(queue)) = (&delivered, &queue)
-                && epochs.current(run) == 0
+                && epochs.unheld(run)
             {
-                // Not claimed since the open, so not in memory: the claim this delivery leads to
-                // will read the journal. It is read now, while the commit waits on the disk.
+                // Not in memory: the claim this delivery leads to will read the journal. It is
+                // read now, while the commit waits on the disk.
                 on_delivery.read(run, queue, other.clone());
             }
             Ok(delivered)
@@ -641,6 +650,7 @@ mod tests {
         assert_eq!(store.on_delivery.kept(), 1, "the claim's read is under way");
         let claimed = claim_from_start(&store, &run).await;
         assert_eq!(store.on_delivery.kept(), 0, "the claim took it");
+        assert_eq!(store.on_delivery.answered(), 1, "and was answered from it");
         assert_eq!((claimed.entries.len(), claimed.next_seq), (700, 700));
         let ops: Vec<u64> = claimed.entries[1..].iter().map(|entry| u64::from(entry.op().unwrap().0)).collect();
         assert_eq!(ops, (1..700).collect::<Vec<_>>());
@@ -649,6 +659,36 @@ mod tests {
         assert!(matches!(deliver_cancel(&store, &run).await, Delivered::Accepted { .. }));
         assert_eq!(store.on_delivery.kept(), 0, "a run claimed since the open is not read ahead");
         assert_eq!(claim_from_start(&store, &run).await.inbox.len(), 2);
+    }
+
+    /// A run the runtime let go of (`Store::left_memory`) is not in memory either: a delivery to
+    /// it reads its journal ahead of its next claim, which is answered from that read. That claim
+    /// holds the run in memory again, so a delivery after it reads nothing ahead until the
+    /// runtime lets go of the run once more. Should the journal grow after the read (an append
+    /// under the claim the runtime let go, which the runtime never makes), the claim reads again.
+    #[tokio::test]
+    async fn a_run_the_runtime_let_go_of_is_read_ahead_of_its_next_claim() {
+        let (_dir, _path, store, run) = store_with_long_run(700).await;
+        assert!(matches!(deliver_cancel(&store, &run).await, Delivered::Accepted { .. }));
+        assert_eq!(store.on_delivery.kept(), 0, "a run claimed since the open is in memory");
+        store.left_memory(&"never-claimed".parse().unwrap());
+        store.left_memory(&run);
+        assert!(matches!(deliver_cancel(&store, &run).await, Delivered::Accepted { .. }));
+        assert_eq!(store.on_delivery.kept(), 1, "the claim's read is under way");
+        let claimed = claim_from_start(&store, &run).await;
+        assert_eq!((store.on_delivery.kept(), store.on_delivery.answered()), (0, 1), "the claim took it");
+        assert_eq!((claimed.entries.len(), claimed.next_seq, claimed.inbox.len()), (700, 700, 2));
+
+        assert!(matches!(deliver_cancel(&store, &run).await, Delivered::Accepted { .. }));
+        assert_eq!(store.on_delivery.kept(), 0, "claimed again, the run is in memory");
+        store.left_memory(&run);
+        assert!(matches!(deliver_cancel(&store, &run).await, Delivered::Accepted { .. }));
+        assert_eq!(store.on_delivery.kept(), 1);
+        store.append(&run, claimed.fence, &appending(700, vec![recorded(700)])).await.unwrap();
+        let claimed = claim_from_start(&store, &run).await;
+        assert_eq!(store.on_delivery.answered(), 1, "the read was stale, so the claim read again");
+        assert_eq!((claimed.entries.len(), claimed.next_seq), (701, 701));
+        assert_eq!(claimed.entries.last(), Some(&recorded(700)));
     }
 
     /// Whatever the journal held when it was read ahead, the claim returns what the file holds
