@@ -97,6 +97,12 @@ const DELIVERED_KEPT: usize = 8;
 /// The longest journal read ahead of a delivery; a longer one is read by its claim.
 const DELIVERED_ENTRIES: u64 = reads::START_ENTRIES;
 
+/// The shortest journal read ahead of a delivery, when the store knows its length (a run let go
+/// by the runtime since its last claim): a shorter one is read in less time than reading ahead
+/// costs, a hand-off to a reader thread and a second read of the run's state and inbox (measured
+/// in `benches/RESULTS.md`, run BJ: 10 entries slower by a few percent, 1,000 faster).
+const DELIVERED_SHORTEST: u64 = 128;
+
 /// Journals read ahead of the claims that deliveries lead to.
 ///
 /// A delivery to a run that is not in memory (neither created nor claimed since the store opened,
@@ -118,8 +124,13 @@ pub(super) struct OnDelivery {
 
 impl OnDelivery {
     /// Queues on `queue` a read of what the claim of `run` will read (its second half on `other`,
-    /// if long), unless a read of it is kept already or [`DELIVERED_KEPT`] are.
-    pub(super) fn read(&self, run: &RunId, queue: &Queue, other: Option<Queue>) {
+    /// if long), unless its journal is known to be shorter than [`DELIVERED_SHORTEST`], or a
+    /// read of it is kept already, or [`DELIVERED_KEPT`] are. `length` is the journal's length,
+    /// if the store knows it.
+    pub(super) fn read(&self, run: &RunId, length: Option<u64>, queue: &Queue, other: Option<Queue>) {
+        if length.is_some_and(|length| length < DELIVERED_SHORTEST) {
+            return;
+        }
         let mut kept = self.lock();
         if kept.len() >= DELIVERED_KEPT || kept.iter().any(|(read, _)| read == run) {
             return;

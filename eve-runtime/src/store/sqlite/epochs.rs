@@ -80,11 +80,15 @@ impl Epochs {
         }
     }
 
-    /// Whether no executor of `run` is in memory as far as the store knows: the run was neither
-    /// created nor claimed since the store opened (or it finished since), or the runtime let go
-    /// of it since its last claim. Its next claim reads its whole journal.
-    pub fn unheld(&self, run: &RunId) -> bool {
-        self.lock().get(run).is_none_or(|claim| claim.left)
+    /// Whether no executor of `run` is in memory as far as the store knows, with its journal's
+    /// length if known: `Some` if the run was neither created nor claimed since the store opened
+    /// (or it finished since; its length is not known), or the runtime let go of it since its
+    /// last claim. Its next claim reads its whole journal.
+    pub fn unheld(&self, run: &RunId) -> Option<Option<u64>> {
+        match self.lock().get(run) {
+            None => Some(None),
+            Some(claim) => claim.left.then_some(claim.length),
+        }
     }
 
     /// Records what the read of the claim at `epoch` found: the journal's length, if the run is

@@ -389,11 +389,11 @@ impl Store for SqliteStore {
             let delivered =
                 writes::deliver(conn, target.clone(), delivery_id.as_deref(), payload.clone(), limit, limits)?;
             if let (Delivered::Accepted { run, .. }, Some(queue)) = (&delivered, &queue)
-                && epochs.unheld(run)
+                && let Some(length) = epochs.unheld(run)
             {
                 // Not in memory: the claim this delivery leads to will read the journal. It is
                 // read now, while the commit waits on the disk.
-                on_delivery.read(run, queue, other.clone());
+                on_delivery.read(run, length, queue, other.clone());
             }
             Ok(delivered)
         };
@@ -666,6 +666,7 @@ mod tests {
     /// holds the run in memory again, so a delivery after it reads nothing ahead until the
     /// runtime lets go of the run once more. Should the journal grow after the read (an append
     /// under the claim the runtime let go, which the runtime never makes), the claim reads again.
+    /// A journal the store knows to be short is not read ahead.
     #[tokio::test]
     async fn a_run_the_runtime_let_go_of_is_read_ahead_of_its_next_claim() {
         let (_dir, _path, store, run) = store_with_long_run(700).await;
@@ -689,6 +690,13 @@ mod tests {
         assert_eq!(store.on_delivery.answered(), 1, "the read was stale, so the claim read again");
         assert_eq!((claimed.entries.len(), claimed.next_seq), (701, 701));
         assert_eq!(claimed.entries.last(), Some(&recorded(700)));
+
+        // A journal known to be short is read by its claim: reading it ahead costs more.
+        let short = long_run(&store, "run-short", 100).await;
+        store.left_memory(&short);
+        assert!(matches!(deliver_cancel(&store, &short).await, Delivered::Accepted { .. }));
+        assert_eq!(store.on_delivery.kept(), 0, "too short to read ahead");
+        assert_eq!(claim_from_start(&store, &short).await.entries.len(), 100);
     }
 
     /// Whatever the journal held when it was read ahead, the claim returns what the file holds
