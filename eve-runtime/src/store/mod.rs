@@ -559,8 +559,9 @@ pub trait Store: Send + Sync + 'static {
     /// Says that this process holds the parked run in memory no longer (its warm cache let it
     /// go), so the run's next claim will read its whole journal. A hint, which a store may use to
     /// read that journal while the delivery that wakes the run commits. The runtime says it
-    /// before the run can be woken again, so the next claim of the run comes after it. The
-    /// default does nothing.
+    /// before the run can be woken again, so the next claim of the run comes after it; it says it
+    /// with its own locks held, so an implementation must return at once, without blocking or
+    /// calling back into the runtime. The default does nothing.
     fn left_memory(&self, run: &RunId) {
         let _ = run;
     }
