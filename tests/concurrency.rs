@@ -97,13 +97,19 @@ pub async fn sum_then_wait(input: Parked, ctx: &WorkflowCtx) -> Result<u64, Tool
 async fn parked_before_a_restart(dir: &std::path::Path, lengths: &[u64]) -> Vec<eve_tools::RunId> {
     let world = World::sqlite(dir);
     let runtime = world.runtime(16);
+    let runs = parked_runs(&runtime, lengths).await;
+    drop(runtime);
+    world.close().await;
+    runs
+}
+
+/// Starts a `sum_then_wait` run of each length on `runtime` and lets them park: their ids.
+async fn parked_runs(runtime: &Runtime, lengths: &[u64]) -> Vec<eve_tools::RunId> {
     let mut runs = Vec::new();
     for steps in lengths {
         runs.push(runtime.start("sum_then_wait", json!({ "steps": steps })).await.unwrap().id().clone());
     }
     runtime.settle().await;
-    drop(runtime);
-    world.close().await;
     runs
 }
 
@@ -192,11 +198,7 @@ async fn runs_the_warm_cache_let_go_of_wake_at_once_from_every_entry_point() {
     let world = World::sqlite(dir.path());
     let runtime = world.runtime(2);
     let lengths = hammered_lengths();
-    let mut runs = Vec::new();
-    for steps in &lengths {
-        runs.push(runtime.start("sum_then_wait", json!({ "steps": steps })).await.unwrap().id().clone());
-    }
-    runtime.settle().await;
+    let runs = parked_runs(&runtime, &lengths).await;
     wake_at_once_from_every_entry_point(&runtime, &runs, &lengths).await;
 }
 
