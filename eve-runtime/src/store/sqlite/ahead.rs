@@ -153,6 +153,17 @@ impl OnDelivery {
         self.lock().len()
     }
 
+    /// Waits until the read kept for `run` (which must be kept) is made, and keeps what it read:
+    /// a test that changes the journal after the read must know the read came first.
+    #[cfg(test)]
+    pub(super) async fn made(&self, run: &RunId) {
+        let pending = self.take(run).expect("a read is kept for the run");
+        let answer = pending.await.expect("the readers are running");
+        let (reply, made) = tokio::sync::oneshot::channel();
+        let _ = reply.send(answer);
+        self.lock().push((run.clone(), made));
+    }
+
     /// Counts a claim answered from a read made ahead.
     #[cfg(test)]
     pub(super) fn answered_one(&self) {

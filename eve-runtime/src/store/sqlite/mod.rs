@@ -684,6 +684,8 @@ mod tests {
         store.left_memory(&run);
         assert!(matches!(deliver_cancel(&store, &run).await, Delivered::Accepted { .. }));
         assert_eq!(store.on_delivery.kept(), 1);
+        // The reader thread may be slow to start: the append must come after the read.
+        store.on_delivery.made(&run).await;
         store.append(&run, claimed.fence, &appending(700, vec![recorded(700)])).await.unwrap();
         let claimed = claim_from_start(&store, &run).await;
         assert_eq!(store.on_delivery.answered(), 1, "the read was stale, so the claim read again");
@@ -717,6 +719,7 @@ mod tests {
             assert!(matches!(deliver_cancel(&store, run).await, Delivered::Accepted { .. }));
         }
         assert_eq!(store.on_delivery.kept(), 8, "a few reads are kept, no more");
+        store.on_delivery.made(&runs[0]).await;
         let behind = Connection::open(&path).unwrap();
         let entry = serde_json::to_string(&recorded(20)).unwrap();
         let appended = "INSERT INTO journal (run_id, seq, entry) VALUES (?1, 20, ?2)";
