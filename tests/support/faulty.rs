@@ -29,6 +29,7 @@ pub struct Faulty {
     hook_lookups: Mutex<usize>,
     load_delay: Mutex<Duration>,
     let_go: Mutex<Vec<RunId>>,
+    let_go_delay: Mutex<Duration>,
 }
 
 impl Faulty {
@@ -44,6 +45,7 @@ impl Faulty {
             hook_lookups: Mutex::new(0),
             load_delay: Mutex::new(Duration::ZERO),
             let_go: Mutex::new(Vec::new()),
+            let_go_delay: Mutex::new(Duration::ZERO),
         })
     }
 
@@ -73,6 +75,12 @@ impl Faulty {
     /// meanwhile.
     pub fn delay_loads(&self, delay: Duration) {
         *self.load_delay.lock().unwrap() = delay;
+    }
+
+    /// Makes every later `left_memory` block its caller for `delay` before it records the run:
+    /// a hint that should return at once, slowed so that what happens while it runs shows.
+    pub fn delay_let_go(&self, delay: Duration) {
+        *self.let_go_delay.lock().unwrap() = delay;
     }
 
     /// How many appends and claims failed on purpose so far.
@@ -135,6 +143,8 @@ impl Store for Faulty {
     }
 
     fn left_memory(&self, run: &RunId) {
+        let delay = *self.let_go_delay.lock().unwrap();
+        std::thread::sleep(delay);
         self.let_go.lock().unwrap().push(run.clone());
         self.inner.left_memory(run);
     }

@@ -499,7 +499,6 @@ impl Shared {
         }
         let run = driver.run_id().clone();
         runs.remove(&run);
-        count_active(&self.active, &runs);
         let mut cache = lock(&self.cache);
         let evicted = cache.insert(driver);
         if let Some(evicted) = &evicted
@@ -510,6 +509,8 @@ impl Shared {
             self.store.left_memory(evicted.run_id());
         }
         drop(cache);
+        // Counted once the park is done with the cache and the store, so `settle` returns after.
+        count_active(&self.active, &runs);
         drop(runs);
         // Dropping an evicted body runs user `Drop` code, so it happens outside the locks.
         drop(evicted);
@@ -891,7 +892,8 @@ impl Runtime {
         let _ = tasks.wait_for(|count| *count == 0).await;
     }
 
-    /// Waits until every timer that is due has fired and every active run has parked or ended.
+    /// Waits until every timer that is due has fired and every active run has parked or ended
+    /// (a parked run is in the warm cache by then, or let go of).
     ///
     /// Tests that drive a [`ManualClock`](crate::ManualClock) call this after moving the clock:
     /// when it returns, everything the clock made due has happened.
