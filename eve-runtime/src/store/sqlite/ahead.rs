@@ -98,9 +98,10 @@ const DELIVERED_KEPT: usize = 8;
 const DELIVERED_ENTRIES: u64 = reads::START_ENTRIES;
 
 /// The shortest journal read ahead of a delivery, when the store knows its length (a run let go
-/// by the runtime since its last claim): a shorter one is read in less time than reading ahead
-/// costs, a hand-off to a reader thread and a second read of the run's state and inbox (measured
-/// in `benches/RESULTS.md`, run BJ: 10 entries slower by a few percent, 1,000 faster).
+/// by the runtime since its last claim, or a run marked parked, whose row keeps its length): a
+/// shorter one is read in less time than reading ahead costs, a hand-off to a reader thread and
+/// a second read of the run's state and inbox (measured in `benches/RESULTS.md`, run BJ: 10
+/// entries slower by a few percent, 1,000 faster).
 const DELIVERED_SHORTEST: u64 = 128;
 
 /// Journals read ahead of the claims that deliveries lead to.
