@@ -200,17 +200,9 @@ async fn runs_the_warm_cache_let_go_of_wake_at_once_from_every_entry_point() {
     wake_at_once_from_every_entry_point(&runtime, &runs, &lengths).await;
 }
 
-/// The lengths of the hammered runs: two long enough for a claim to read in two halves, seven
-/// more long enough to be read ahead of a delivery (nine in all, more than the store keeps), and
-/// three too short to be.
+/// The lengths of the hammered runs: two long enough for a claim to read in two halves, ten short.
 fn hammered_lengths() -> Vec<u64> {
-    (0..12)
-        .map(|index| match index {
-            0 | 1 => 600,
-            2..9 => 128 + index,
-            _ => 3 + index,
-        })
-        .collect()
+    (0..12).map(|index| if index < 2 { 600 } else { 3 + index }).collect()
 }
 
 /// Wakes `runs` (parked `sum_then_wait` runs of `lengths` steps) all at once, through every

@@ -386,15 +386,14 @@ impl Store for SqliteStore {
         let (queue, other) = (self.readers.handle(), self.readers.parallel());
         // A request may run twice (see `writer`), so it keeps its payload and hands a copy over.
         let deliver = move |conn: &_| {
-            let (delivered, parked_length) =
+            let delivered =
                 writes::deliver(conn, target.clone(), delivery_id.as_deref(), payload.clone(), limit, limits)?;
             if let (Delivered::Accepted { run, .. }, Some(queue)) = (&delivered, &queue)
                 && let Some(length) = epochs.unheld(run)
             {
                 // Not in memory: the claim this delivery leads to will read the journal. It is
-                // read now, while the commit waits on the disk. A run parked before the store
-                // opened has its length in its row.
-                on_delivery.read(run, length.or(parked_length), queue, other.clone());
+                // read now, while the commit waits on the disk.
+                on_delivery.read(run, length, queue, other.clone());
             }
             Ok(delivered)
         };
@@ -662,34 +661,6 @@ mod tests {
         assert_eq!(claim_from_start(&store, &run).await.inbox.len(), 2);
     }
 
-    /// A run marked parked keeps its journal's length in its row, so after a restart a delivery
-    /// to it reads ahead only a journal long enough to pay for it, as for a run the runtime let
-    /// go of. A run not marked parked (a process stopped while it ran) has no length the store
-    /// can trust, so its journal is read ahead whatever its length.
-    #[tokio::test]
-    async fn after_a_restart_only_long_journals_are_read_ahead_where_their_length_is_known() {
-        let (_dir, path, store, long) = store_with_long_run(700).await;
-        let short = long_run(&store, "run-short", 100).await;
-        let running = long_run(&store, "run-running", 100).await;
-        drop(store);
-        unpark(&path, &running);
-        let store = SqliteStore::open(&path).unwrap();
-        assert_eq!(store.recovery().await.unwrap().runnable, vec![running.clone()]);
-        assert!(matches!(deliver_cancel(&store, &short).await, Delivered::Accepted { .. }));
-        assert_eq!(store.on_delivery.kept(), 0, "too short to read ahead");
-        assert!(matches!(deliver_cancel(&store, &long).await, Delivered::Accepted { .. }));
-        assert_eq!(store.on_delivery.kept(), 1, "long enough");
-        let claimed = claim_from_start(&store, &long).await;
-        assert_eq!((claimed.entries.len(), claimed.inbox.len(), store.on_delivery.answered()), (700, 1, 1));
-        let claimed = claim_from_start(&store, &short).await;
-        assert_eq!((claimed.entries.len(), claimed.inbox.len()), (100, 1));
-        // The recovery's read of it is dropped with the first write (the deliveries above).
-        assert!(matches!(deliver_cancel(&store, &running).await, Delivered::Accepted { .. }));
-        assert_eq!(store.on_delivery.kept(), 1, "its length is not known");
-        let claimed = claim_from_start(&store, &running).await;
-        assert_eq!((claimed.entries.len(), claimed.inbox.len(), store.on_delivery.answered()), (100, 1, 2));
-    }
-
     /// A run the runtime let go of (`Store::left_memory`) is not in memory either: a delivery to
     /// it reads its journal ahead of its next claim, which is answered from that read. That claim
     /// holds the run in memory again, so a delivery after it reads nothing ahead until the
@@ -738,11 +709,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("eve.db");
         let store = SqliteStore::open(&path).unwrap();
-        // Long enough to be read ahead (see `DELIVERED_SHORTEST`).
-        let length = 130;
         let mut runs = Vec::new();
         for index in 0..10 {
-            runs.push(long_run(&store, &format!("run-{index}"), length).await);
+            runs.push(long_run(&store, &format!("run-{index}"), 20).await);
         }
         drop(store);
         let store = SqliteStore::open(&path).unwrap();
@@ -752,22 +721,17 @@ mod tests {
         assert_eq!(store.on_delivery.kept(), 8, "a few reads are kept, no more");
         store.on_delivery.made(&runs[0]).await;
         let behind = Connection::open(&path).unwrap();
-        let entry = serde_json::to_string(&recorded(length)).unwrap();
-        let appended = "INSERT INTO journal (run_id, seq, entry) VALUES (?1, ?2, ?3)";
-        behind.execute(appended, rusqlite::params![runs[0].as_str(), length as i64, entry.as_str()]).unwrap();
+        let entry = serde_json::to_string(&recorded(20)).unwrap();
+        let appended = "INSERT INTO journal (run_id, seq, entry) VALUES (?1, 20, ?2)";
+        behind.execute(appended, [runs[0].as_str(), entry.as_str()]).unwrap();
         // A parked run's length is kept in its row.
-        behind
-            .execute(
-                "UPDATE runs SET entries = ?2 WHERE id = ?1",
-                rusqlite::params![runs[0].as_str(), length as i64 + 1],
-            )
-            .unwrap();
+        behind.execute("UPDATE runs SET entries = 21 WHERE id = ?1", [runs[0].as_str()]).unwrap();
         let claimed = claim_from_start(&store, &runs[0]).await;
-        assert_eq!((claimed.entries.len() as u64, claimed.next_seq), (length + 1, length + 1), "read again");
-        assert_eq!(claimed.entries.last(), Some(&recorded(length)));
+        assert_eq!((claimed.entries.len(), claimed.next_seq), (21, 21), "read again");
+        assert_eq!(claimed.entries.last(), Some(&recorded(20)));
         for run in &runs[1..] {
             let claimed = claim_from_start(&store, run).await;
-            assert_eq!((claimed.entries.len() as u64, claimed.inbox.len()), (length, 1));
+            assert_eq!((claimed.entries.len(), claimed.inbox.len()), (20, 1));
         }
         assert_eq!(store.on_delivery.kept(), 0);
     }

@@ -347,29 +347,29 @@ pub(super) fn deliver(
     payload: DeliveryPayload,
     limit: usize,
     limits: InboxLimits,
-) -> Result<(Delivered, Option<u64>), Failure> {
+) -> Result<Delivered, Failure> {
     let (run, delivery, standing) = match (target, payload) {
         (Target::Hook(hash), payload) => {
             let Some((hook, standing)) = hook_standing(conn, hash.as_str(), delivery_id, limits)? else {
-                return Ok((Delivered::NotFound, None));
+                return Ok(Delivered::NotFound);
             };
-            let Some(delivery) = payload.for_hook(&hook)? else { return Ok((Delivered::NotFound, None)) };
+            let Some(delivery) = payload.for_hook(&hook)? else { return Ok(Delivered::NotFound) };
             (hook.run, delivery, standing)
         }
         (Target::Run(run), DeliveryPayload::Run(delivery)) => {
             let Some(standing) = run_standing(conn, &run, delivery.hook_op(), delivery_id, limits)? else {
-                return Ok((Delivered::NotFound, None));
+                return Ok(Delivered::NotFound);
             };
             (run, delivery, standing)
         }
         (Target::Run(_), _) => return Err(crate::store::mismatched_target().into()),
     };
     if !standing.active {
-        return Ok((Delivered::NotFound, None));
+        return Ok(Delivered::NotFound);
     }
     // A repeat of a delivery already taken is a duplicate, however full the inbox is now.
     if standing.duplicate {
-        return Ok((Delivered::Duplicate { run }, None));
+        return Ok(Delivered::Duplicate { run });
     }
     if standing.pending_run >= limits.per_run {
         return Err(StoreError::InboxFull { run, hook: None, pending: standing.pending_run }.into());
@@ -385,8 +385,8 @@ pub(super) fn deliver(
     let params = params![run.as_str(), delivery_id, text, op];
     let id: Option<i64> = conn.prepare_cached(ACCEPT_DELIVERY)?.query_row(params, |row| row.get(0)).optional()?;
     match id {
-        Some(id) => Ok((Delivered::Accepted { run, id: codec::uint(id)? }, standing.parked_length)),
-        None => Ok((Delivered::Duplicate { run }, None)),
+        Some(id) => Ok(Delivered::Accepted { run, id: codec::uint(id)? }),
+        None => Ok(Delivered::Duplicate { run }),
     }
 }
 
@@ -401,12 +401,9 @@ struct Standing {
     duplicate: bool,
     pending_run: usize,
     pending_hook: usize,
-    /// The journal's length, if the run is marked parked: the mark is set only with the length
-    /// the journal had, and the next append clears it.
-    parked_length: Option<u64>,
 }
 
-/// The columns of [`Standing`] but the last, for the run `run` and the hook `op` (both SQL expressions):
+/// The columns of [`Standing`], for the run `run` and the hook `op` (both SQL expressions):
 /// `?2` is the delivery id (or NULL), `?3` and `?4` the limits for the run and the hook.
 macro_rules! standing_columns {
     ($run:literal, $op:literal) => {
@@ -433,15 +430,13 @@ fn standing(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<Standing>
         duplicate: row.get(first + 1)?,
         pending_run: count(first + 2)?,
         pending_hook: count(first + 3)?,
-        // A negative length is not one the store wrote; unknown serves a hint as well.
-        parked_length: row.get::<_, Option<i64>>(first + 4)?.and_then(|length| u64::try_from(length).ok()),
     })
 }
 
 const HOOK_STANDING: &str = concat!(
     "SELECT h.run_id, h.op, h.meta, r.status = 'active', ",
     standing_columns!("h.run_id", "h.op"),
-    ", CASE WHEN r.parked = 1 THEN r.entries END FROM hooks h LEFT JOIN runs r ON r.id = h.run_id WHERE h.token_hash = ?1"
+    " FROM hooks h LEFT JOIN runs r ON r.id = h.run_id WHERE h.token_hash = ?1"
 );
 
 /// The hook holding the token `hash` and where its run stands, or `None` if nobody holds it.
@@ -471,11 +466,7 @@ fn run_standing(
     delivery_id: Option<&str>,
     limits: InboxLimits,
 ) -> Result<Option<Standing>, Failure> {
-    let sql = concat!(
-        "SELECT status = 'active', ",
-        standing_columns!("?1", "?5"),
-        ", CASE WHEN parked = 1 THEN entries END FROM runs WHERE id = ?1"
-    );
+    let sql = concat!("SELECT status = 'active', ", standing_columns!("?1", "?5"), " FROM runs WHERE id = ?1");
     let limits = (int(limits.per_run as u64), int(limits.per_hook as u64));
     let params = params![run.as_str(), delivery_id, limits.0, limits.1, op.map(|op| op.0)];
     Ok(conn.prepare_cached(sql)?.query_row(params, |row| standing(row, 0)).optional()?)
