@@ -1203,34 +1203,8 @@ mod tests {
             }
             let mut tasks = tokio::task::JoinSet::new();
             for task in 0..TASKS {
-                let (store, run, owner) = (store.clone(), run.id.clone(), owner.clone());
-                tasks.spawn(async move {
-                    let mut acknowledged = Vec::new();
-                    for round in batch * ROUNDS..(batch + 1) * ROUNDS {
-                        let now = Timestamp::from_millis(round);
-                        let claimed = store.claim(&run, &owner, Duration::ZERO, now, 0).await.unwrap();
-                        let mut next = claimed.next_seq;
-                        for _ in 0..=(round + task) % 3 {
-                            let value = task * 1_000_000_000 + round * 1_000 + next;
-                            let entry = Entry::Recorded {
-                                op: Op(0),
-                                kind: crate::journal::RecordKind::Now,
-                                value: serde_json::Value::from(value).into(),
-                            };
-                            match store.append(&run, claimed.fence, &appending(next, vec![entry])).await {
-                                Ok(()) => acknowledged.push((next, value)),
-                                Err(StoreError::Fenced { .. } | StoreError::SeqConflict { .. }) => break,
-                                Err(other) => panic!("an append refused otherwise: {other:?}"),
-                            }
-                            next += 1;
-                            tokio::task::yield_now().await;
-                        }
-                        if round % 4 == task % 4 {
-                            store.park(&run, claimed.fence, next).await.unwrap();
-                        }
-                    }
-                    acknowledged
-                });
+                let rounds = batch * ROUNDS..(batch + 1) * ROUNDS;
+                tasks.spawn(race_rounds(store.clone(), run.id.clone(), owner.clone(), task, rounds));
             }
             acknowledged.extend(tasks.join_all().await.into_iter().flatten());
         }
@@ -1246,6 +1220,43 @@ mod tests {
         assert_eq!(journal, acknowledged, "the journal holds exactly the acknowledged entries, each at its place");
         assert_eq!(record.summary.entries, record.entries.len() as u64);
         assert!(journal.len() >= WANTED, "the tasks got {} appends in", journal.len());
+    }
+
+    /// One racing task's `rounds`: each claims `run`, appends one to three entries where its claim
+    /// saw the journal end until one is refused, and every fourth parks the run. Returns the
+    /// acknowledged entries' positions and values.
+    async fn race_rounds(
+        store: Arc<SqliteStore>,
+        run: RunId,
+        owner: WorkerId,
+        task: u64,
+        rounds: std::ops::Range<u64>,
+    ) -> Vec<(u64, u64)> {
+        let mut acknowledged = Vec::new();
+        for round in rounds {
+            let now = Timestamp::from_millis(round);
+            let claimed = store.claim(&run, &owner, Duration::ZERO, now, 0).await.unwrap();
+            let mut next = claimed.next_seq;
+            for _ in 0..=(round + task) % 3 {
+                let value = task * 1_000_000_000 + round * 1_000 + next;
+                let entry = Entry::Recorded {
+                    op: Op(0),
+                    kind: crate::journal::RecordKind::Now,
+                    value: serde_json::Value::from(value).into(),
+                };
+                match store.append(&run, claimed.fence, &appending(next, vec![entry])).await {
+                    Ok(()) => acknowledged.push((next, value)),
+                    Err(StoreError::Fenced { .. } | StoreError::SeqConflict { .. }) => break,
+                    Err(other) => panic!("an append refused otherwise: {other:?}"),
+                }
+                next += 1;
+                tokio::task::yield_now().await;
+            }
+            if round % 4 == task % 4 {
+                store.park(&run, claimed.fence, next).await.unwrap();
+            }
+        }
+        acknowledged
     }
 
     /// Every read of a run's length (an append's checks, a claim, a park) seeks the end of the
