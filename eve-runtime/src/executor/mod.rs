@@ -410,7 +410,7 @@ impl Driver {
                 break;
             }
             each(self, entry);
-            self.core.deliver(entry);
+            self.deliver(entry);
             self.poll_body();
         }
     }
@@ -423,6 +423,15 @@ impl Driver {
             let deadline = grace_until.unwrap_or_else(|| rt.services.clock.now().saturating_add(rt.grace));
             self.grace_until = Some(deadline);
             self.keeps_output = *keep_output;
+        }
+    }
+
+    /// Applies a delivery to the body's state: see [`RunCore::deliver`]. A future that waits on
+    /// the driver's own waker is marked woken here, without the notification that wakes a
+    /// driver waiting for events: this one polls the body next.
+    fn deliver(&mut self, entry: &Entry) {
+        if self.core.deliver(entry, &self.waker) {
+            self.body_waker.woken.store(true, Ordering::Release);
         }
     }
 
@@ -694,7 +703,7 @@ impl Driver {
             let delivered = entry.is_delivery() && self.finish.is_none() && self.core.lock().divergence.is_none();
             if delivered {
                 tracing::debug!(op = entry.op().map(|op| op.0), delivery = entry.kind(), "delivering to the body");
-                self.core.deliver(&entry);
+                self.deliver(&entry);
                 self.start_grace(rt, &entry);
             }
             self.pending.push(entry);
@@ -788,7 +797,7 @@ impl Driver {
         self.publish_new_waits(rt);
         for entry in batch.entries.iter().filter(|entry| matches!(entry, Entry::HookTokenTaken { .. })) {
             if self.finish.is_none() {
-                self.core.deliver(entry);
+                self.deliver(entry);
                 self.poll_body();
                 self.take_records();
             }

@@ -489,11 +489,15 @@ impl RunCore {
         Some(run)
     }
 
-    /// Applies one delivery entry to its slot and wakes the future waiting on it.
+    /// Applies one delivery entry to its slot and wakes the future waiting on it, unless that
+    /// future waits on `own`, the driver's own waker: then this returns `true` and wakes
+    /// nothing, for the driver, which polls the body next, marks the body woken itself. (Waking
+    /// `own` would also leave a permit that the driver's next wait would take as a wake-up.)
     ///
     /// A delivery for an op the body has not created means the body diverged: the original run
     /// had created it by the time the delivery was journaled.
-    pub fn deliver(&self, entry: &Entry) {
+    #[must_use = "the body must be marked woken when this returns `true`"]
+    pub fn deliver(&self, entry: &Entry, own: &Waker) -> bool {
         let mut state = self.lock();
         if let Entry::CancelRequested { .. } = entry {
             state.cancelled = true;
@@ -502,16 +506,16 @@ impl RunCore {
             for waker in wakers.into_iter().chain(std::mem::take(&mut state.cancel_wakers)) {
                 waker.wake();
             }
-            return;
+            return false;
         }
-        let Some(op) = entry.op() else { return };
+        let Some(op) = entry.op() else { return false };
         let Some(slot) = state.ops.get_mut(op.0 as usize) else {
             if state.divergence.is_none() {
                 let expected = state.index.signatures.get(&op).cloned();
                 state.divergence =
                     Some(NonDeterminismError { run: self.run.clone(), op, expected, found: None, at: None });
             }
-            return;
+            return false;
         };
         match (&mut slot.slot, entry) {
             (Slot::Step(step), Entry::StepCompleted { outcome, attempt, .. }) => {
@@ -530,10 +534,15 @@ impl RunCore {
             (Slot::Hook(hook), Entry::HookReceived { payload, .. }) => hook.queue.push_back(payload.clone()),
             (Slot::Hook(hook), Entry::HookTokenTaken { .. }) => hook.conflict = true,
             (Slot::Ask { outcome }, Entry::AskResolved { outcome: resolved, .. }) => *outcome = Some(resolved.clone()),
-            _ => return,
+            _ => return false,
         }
-        if let Some(waker) = slot.waker.take() {
-            waker.wake();
+        match slot.waker.take() {
+            Some(waker) if waker.will_wake(own) => true,
+            Some(waker) => {
+                waker.wake();
+                false
+            }
+            None => false,
         }
     }
 
