@@ -20,7 +20,9 @@ iterations="${1:-5}"
 scratch="$root/target/peers-scratch"
 
 echo "== building both sides (release)"
-cargo build --release --locked --manifest-path "$root/benches/peers/duroxide/Cargo.toml"
+# Its own target directory, whatever CARGO_TARGET_DIR says: the binary is run from there below.
+cargo build --release --locked --manifest-path "$root/benches/peers/duroxide/Cargo.toml" \
+    --target-dir "$root/benches/peers/duroxide/target"
 (cd "$root" && cargo bench --locked -p eve-benches --bench peers --no-run)
 
 rm -rf "$scratch"
