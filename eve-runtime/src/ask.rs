@@ -128,7 +128,7 @@ impl Future for Pending {
                     Some(outcome) => Poll::Ready(outcome.clone()),
                     None if cancelled => Poll::Ready(AskOutcome::Cancelled),
                     None => {
-                        slot.waker = Some(cx.waker().clone());
+                        state.wait(*op, cx);
                         Poll::Pending
                     }
                 }

@@ -36,8 +36,8 @@ pub struct StepCtx {
 }
 
 impl StepCtx {
-    pub(crate) fn in_run(core: &Arc<RunCore>, op: Op, attempt: u32) -> Self {
-        StepCtx { op: Some(op), attempt, key: std::sync::OnceLock::new(), core: Some(core.clone()) }
+    pub(crate) fn in_run(core: Arc<RunCore>, op: Op, attempt: u32) -> Self {
+        StepCtx { op: Some(op), attempt, key: std::sync::OnceLock::new(), core: Some(core) }
     }
 
     fn detached() -> Self {
@@ -255,7 +255,10 @@ where
 {
     let mut first = Some(args);
     Box::new(move |StepAttempt { core, op, number }| {
-        let ctx = StepCtx::in_run(&core, op, number);
+        // The attempt's context takes the core; only a step that hands its output over keeps a
+        // handle of its own, to hand it over with.
+        let handing = hands_over.then(|| core.clone());
+        let ctx = StepCtx::in_run(core, op, number);
         let args = match first.take() {
             Some(args) => args,
             None => match crate::journal::depth::from_slice(&bytes) {
@@ -272,9 +275,9 @@ where
             let cannot = |error: serde_json::Error| {
                 StepError::from(FatalError::new(format!("the step's output cannot be serialized: {error}")))
             };
-            if !hands_over {
+            let Some(core) = handing else {
                 return serde_json::to_value(&output).map(Payload::from).map_err(cannot);
-            }
+            };
             // The body takes the output itself, so the journal's copy is written and not read: as
             // JSON text, one allocation, where a tree costs one for every map, key and string.
             let value = Payload::text(&output).map_err(cannot)?;
@@ -319,7 +322,7 @@ fn poll_durable<T: DeserializeOwned + 'static>(
                 step.polled = true;
                 state.polled.push(op);
             }
-            slot.waker = Some(cx.waker().clone());
+            state.wait(op, cx);
             return Poll::Pending;
         };
         let handed = if matches!(outcome, StepOutcome::Ok { .. }) { step.handed.take() } else { None };

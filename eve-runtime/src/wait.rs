@@ -110,7 +110,7 @@ impl Future for Sleep {
                     Slot::Sleep { fired: true, .. } => Poll::Ready(Ok(())),
                     _ if cancelled => Poll::Ready(Err(Cancelled)),
                     _ => {
-                        slot.waker = Some(cx.waker().clone());
+                        state.wait(*op, cx);
                         Poll::Pending
                     }
                 }
@@ -310,7 +310,7 @@ impl<T: DeserializeOwned> Hook<T> {
                 Some(payload) => payload,
                 None if cancelled => return Poll::Ready(Err(HookError::Cancelled)),
                 None => {
-                    slot.waker = Some(cx.waker().clone());
+                    state.wait(op, cx);
                     return Poll::Pending;
                 }
             }

@@ -15,7 +15,7 @@ use std::task::{Context, Poll, Waker};
 use futures::future::BoxFuture;
 
 use super::Engine;
-use super::core::{AttemptFn, Resume, Slot};
+use super::core::{AttemptFn, Resume, Slot, signal};
 use super::core::{RetryPolicy, StepAttempt, StepDef};
 use super::{Attempt, Driver};
 use crate::error::{FatalError, StepError};
@@ -93,22 +93,29 @@ impl Future for Running {
 impl Driver {
     /// Starts the steps the body polled for the first time, resuming what the journal records.
     pub(super) fn start_polled_steps(&mut self, rt: &Engine) {
+        if self.core.signals() & signal::POLLED == 0 {
+            return;
+        }
         let mut polled = std::mem::take(&mut self.spare.polled);
-        std::mem::swap(&mut polled, &mut self.core.lock().polled);
-        for &op in &polled {
-            let (started, resume) = {
-                let mut state = self.core.lock();
+        let mut starting = std::mem::take(&mut self.spare.starting);
+        {
+            // One look at the core for all of them.
+            let mut state = self.core.lock();
+            let state = &mut *state;
+            std::mem::swap(&mut polled, &mut state.polled);
+            for &op in &polled {
                 let completed = state.index.completed.contains_key(&op);
-                let resume = state.index.resume.get(&op).cloned();
                 let Some(Slot::Step(step)) = state.ops.get_mut(op.0 as usize).map(|slot| &mut slot.slot) else {
                     continue;
                 };
                 let completed = completed || step.outcome.is_some();
                 let (def, input_hash) = (step.def, step.input_hash);
-                let started = step.attempt.take().filter(|_| !completed);
-                (started.map(|attempt| StartedStep { attempt, def, input_hash, running: None }), resume)
-            };
-            let Some(started) = started else { continue };
+                let Some(attempt) = step.attempt.take().filter(|_| !completed) else { continue };
+                let resume = state.index.resume.get(&op).cloned();
+                starting.push((op, StartedStep { attempt, def, input_hash, running: None }, resume));
+            }
+        }
+        for (op, started, resume) in starting.drain(..) {
             self.execs.insert(op, started);
             match resume {
                 Some(Resume::Retry { next, due }) if due > rt.services.clock.now() => {
@@ -129,6 +136,7 @@ impl Driver {
         }
         polled.clear();
         self.spare.polled = polled;
+        self.spare.starting = starting;
     }
 
     /// Whether an attempt of some step is under way (the run cannot park while one is).

@@ -7,7 +7,7 @@
 
 use super::Driver;
 use super::Engine;
-use super::core::Slot;
+use super::core::{Slot, signal};
 use crate::ask::AskOutcome;
 use crate::journal::{Entry, Op};
 use crate::store::{Delivery, InboxItem, StoreError};
@@ -86,6 +86,9 @@ impl Driver {
 
     /// Resolves the asks the body withdrew as cancelled, unless they resolved otherwise first.
     pub(super) fn withdrawals(&mut self, entries: &mut Vec<Entry>) {
+        if self.core.signals() & signal::WITHDRAWALS == 0 {
+            return;
+        }
         let withdrawn = std::mem::take(&mut self.core.lock().withdrawals);
         for op in withdrawn {
             let recorded = self.core.lock().index.asks_resolved.contains_key(&op);

@@ -62,7 +62,7 @@ use serde_json::Value;
 use tokio::sync::{Notify, mpsc};
 
 pub(crate) use self::core::Services;
-use self::core::{Mode, OpMap, ReplayIndex, RunCore, Started};
+use self::core::{Mode, OpMap, ReplayIndex, RunCore, Started, signal};
 use crate::auth::Principal;
 use crate::error::{StepError, StoreError, ToolError};
 use crate::events::RunEvent;
@@ -207,6 +207,8 @@ struct Spare {
     entries: Vec<Entry>,
     /// The steps the body polled for the first time, as [`Driver::start_polled_steps`] takes them.
     polled: Vec<Op>,
+    /// The steps among them to start, with what the journal says each was doing.
+    starting: Vec<(Op, attempts::StartedStep, Option<core::Resume>)>,
     /// The events [`Driver::ready_events`] gathers and `take_in` takes.
     events: Vec<Event>,
 }
@@ -214,6 +216,8 @@ struct Spare {
 /// One run's body and everything needed to advance it.
 pub(crate) struct Driver {
     core: Arc<RunCore>,
+    /// A second handle to `core`, made current while the body is polled (see [`core::enter`]).
+    entered: Option<Arc<RunCore>>,
     /// The tool whose body this is (`None` only while failing a run of an unknown workflow).
     tool: Option<&'static crate::registry::ToolDescriptor>,
     body: Option<BodyFuture>,
@@ -297,12 +301,15 @@ impl Driver {
         replayed: bool,
     ) -> Self {
         let body_waker = Arc::new(BodyWaker { woken: AtomicBool::new(true), notify: Notify::new() });
+        let waker = Waker::from(body_waker.clone());
+        core.lock().driver_waker = Some(waker.clone());
         Driver {
+            entered: Some(core.clone()),
             core,
             tool,
             body,
             finish: None,
-            waker: Waker::from(body_waker.clone()),
+            waker,
             body_waker,
             fence,
             next_seq,
@@ -406,7 +413,7 @@ impl Driver {
     fn feed(&mut self, entries: &[Entry], mut each: impl FnMut(&mut Self, &Entry)) {
         self.poll_body();
         for entry in entries.iter().filter(|entry| entry.is_delivery()) {
-            if self.finish.is_some() || self.core.lock().divergence.is_some() {
+            if self.finish.is_some() || self.core.diverged() {
                 break;
             }
             each(self, entry);
@@ -438,12 +445,14 @@ impl Driver {
     /// Polls the body until it stops waking itself.
     fn poll_body(&mut self) {
         while let Some(body) = self.body.as_mut() {
-            if !self.body_waker.woken.swap(false, Ordering::AcqRel) || self.core.lock().divergence.is_some() {
+            // Read before the swap: most looks find the body quiet, and a load is no write.
+            let woken = &self.body_waker.woken;
+            if !(woken.load(Ordering::Acquire) && woken.swap(false, Ordering::AcqRel)) || self.core.diverged() {
                 return;
             }
             let mut cx = Context::from_waker(&self.waker);
             let polled = {
-                let _current = core::enter(&self.core);
+                let _current = core::enter(&mut self.entered);
                 std::panic::catch_unwind(AssertUnwindSafe(|| body.as_mut().poll(&mut cx)))
             };
             let finish = match polled {
@@ -586,7 +595,7 @@ impl Driver {
                 return Ok(advanced);
             }
             self.commit(rt).await?;
-            if self.finish.is_some() || self.core.lock().divergence.is_some() {
+            if self.finish.is_some() || self.core.diverged() {
                 // A delivery made after the commit (a hook's token was taken) let the body return.
                 continue;
             }
@@ -652,7 +661,7 @@ impl Driver {
         if room {
             self.backlog.clear();
         }
-        if room || !self.inbox.is_empty() || !self.core.lock().withdrawals.is_empty() {
+        if room || !self.inbox.is_empty() || self.core.signals() & signal::WITHDRAWALS != 0 {
             // Withdrawals are resolved after the inbox is read, so answers that arrived first win.
             events.push(Event::Msg(Msg::Inbox));
         }
@@ -700,7 +709,7 @@ impl Driver {
             fit::fit_entries(&mut entries, limit);
         }
         for entry in entries.drain(..) {
-            let delivered = entry.is_delivery() && self.finish.is_none() && self.core.lock().divergence.is_none();
+            let delivered = entry.is_delivery() && self.finish.is_none() && !self.core.diverged();
             if delivered {
                 tracing::debug!(op = entry.op().map(|op| op.0), delivery = entry.kind(), "delivering to the body");
                 self.deliver(&entry);
@@ -735,6 +744,10 @@ impl Driver {
     /// the runs they start. Returns whether the body withdrew questions the driver has yet to
     /// resolve (read under the same lock, which the loop would otherwise take again).
     fn take_records(&mut self) -> bool {
+        if self.core.signals() & (signal::RECORDS | signal::WITHDRAWALS) == 0 {
+            // The common case, a step's turn: nothing recorded, nothing withdrawn.
+            return false;
+        }
         let mut state = self.core.lock();
         // Taken rather than drained, so a parked run keeps no spare capacity. An empty outbox
         // holds no buffer, so it is left alone.
@@ -874,12 +887,12 @@ impl Driver {
     /// Arms the timers and publishes the questions of the sleeps and asks the body created, now
     /// that their records are durable.
     fn publish_new_waits(&mut self, rt: &Engine) {
+        if self.core.signals() & signal::WAITS == 0 {
+            // The common case: the body created no sleep and no question since the last look.
+            return;
+        }
         let (timers, asks) = {
             let mut state = self.core.lock();
-            if state.new_timers.is_empty() && state.new_asks.is_empty() {
-                // The common case: the body created no sleep and no question since the last look.
-                return;
-            }
             (std::mem::take(&mut state.new_timers), std::mem::take(&mut state.new_asks))
         };
         for (op, deadline) in timers {
@@ -969,7 +982,7 @@ impl Driver {
 
     /// Appends the terminal entry if the body returned, diverged or ran out of cancellation grace.
     async fn finish_if_done(&mut self, rt: &Engine) -> Result<Option<Advanced>, StoreError> {
-        let divergence = self.core.lock().divergence.clone();
+        let divergence = self.core.diverged().then(|| self.core.lock().divergence.clone()).flatten();
         if let Some(divergence) = divergence {
             return self.fail(rt, divergence.failure()).await.map(|outcome| Some(Advanced::Finished(outcome)));
         }
