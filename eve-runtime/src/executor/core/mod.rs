@@ -448,8 +448,10 @@ impl RunCore {
         let state = CoreState {
             mode,
             next_op: 0,
+            // Room for every op the journal names: a replay creates them all again, and a table
+            // grown by doubling copies each slot about once more.
+            ops: Vec::with_capacity(index.signatures.len()),
             index,
-            ops: Vec::new(),
             outbox: Vec::new(),
             starts: Vec::new(),
             start_notices: Vec::new(),
