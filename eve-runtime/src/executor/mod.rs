@@ -433,11 +433,11 @@ impl Driver {
         }
     }
 
-    /// Applies a delivery to the body's state: see [`RunCore::deliver`]. A future that waits on
-    /// the driver's own waker is marked woken here, without the notification that wakes a
-    /// driver waiting for events: this one polls the body next.
+    /// Applies a delivery to the body's state: see [`RunCore::deliver`]. A future the driver
+    /// itself waits on is marked woken here, without the notification that wakes a driver
+    /// waiting for events: this one polls the body next.
     fn deliver(&mut self, entry: &Entry) {
-        if self.core.deliver(entry, &self.waker) {
+        if self.core.deliver(entry) {
             self.body_waker.woken.store(true, Ordering::Release);
         }
     }

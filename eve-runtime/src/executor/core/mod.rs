@@ -356,6 +356,17 @@ impl CoreState {
         };
         self.ops[op.0 as usize].waker = Some(waiter);
     }
+
+    /// The [`signal`] bits that describe this state.
+    fn signals(&self) -> u8 {
+        let bit = |set: bool, bit: u8| if set { bit } else { 0 };
+        bit(self.divergence.is_some(), signal::DIVERGED)
+            | bit(!self.outbox.is_empty() || !self.starts.is_empty(), signal::RECORDS)
+            | bit(!self.withdrawals.is_empty(), signal::WITHDRAWALS)
+            | bit(!self.new_timers.is_empty() || !self.new_asks.is_empty(), signal::WAITS)
+            | bit(!self.polled.is_empty(), signal::POLLED)
+            | bit(self.mode == Mode::Replaying, signal::REPLAYING)
+    }
 }
 
 /// What the core's state holds for the executor, as bits of [`RunCore::signals`]: the driver
@@ -373,19 +384,6 @@ pub(crate) mod signal {
     pub const POLLED: u8 = 1 << 4;
     /// The executor is feeding recorded entries ([`super::Mode::Replaying`]).
     pub const REPLAYING: u8 = 1 << 5;
-}
-
-impl CoreState {
-    /// The [`signal`] bits that describe this state.
-    fn signals(&self) -> u8 {
-        let bit = |set: bool, bit: u8| if set { bit } else { 0 };
-        bit(self.divergence.is_some(), signal::DIVERGED)
-            | bit(!self.outbox.is_empty() || !self.starts.is_empty(), signal::RECORDS)
-            | bit(!self.withdrawals.is_empty(), signal::WITHDRAWALS)
-            | bit(!self.new_timers.is_empty() || !self.new_asks.is_empty(), signal::WAITS)
-            | bit(!self.polled.is_empty(), signal::POLLED)
-            | bit(self.mode == Mode::Replaying, signal::REPLAYING)
-    }
 }
 
 /// The core's state, locked. Unlocking publishes the state's [`signal`] bits first, while the
@@ -431,8 +429,8 @@ pub(crate) struct RunCore {
     pub started: Started,
     state: Mutex<CoreState>,
     /// The [`signal`] bits of `state` as its last holder left it. An uncontended lock and unlock
-    /// is two atomic read-modify-writes, about 15 ns on some machines; a step's turn of the
-    /// driver's loop looks at the state about a dozen times more than it changes it.
+    /// is two atomic read-modify-writes, about 15 ns on some machines, and most of the driver's
+    /// looks at the state between polls find nothing to take.
     signals: AtomicU8,
 }
 
@@ -598,15 +596,15 @@ impl RunCore {
         Some(run)
     }
 
-    /// Applies one delivery entry to its slot and wakes the future waiting on it, unless that
-    /// future waits on `own`, the driver's own waker: then this returns `true` and wakes
+    /// Applies one delivery entry to its slot and wakes the future waiting on it, unless the
+    /// driver itself waits on it ([`Waiter::Driver`]): then this returns `true` and wakes
     /// nothing, for the driver, which polls the body next, marks the body woken itself. (Waking
-    /// `own` would also leave a permit that the driver's next wait would take as a wake-up.)
+    /// the driver would also leave a permit that its next wait would take as a wake-up.)
     ///
     /// A delivery for an op the body has not created means the body diverged: the original run
     /// had created it by the time the delivery was journaled.
     #[must_use = "the body must be marked woken when this returns `true`"]
-    pub fn deliver(&self, entry: &Entry, own: &Waker) -> bool {
+    pub fn deliver(&self, entry: &Entry) -> bool {
         let mut state = self.lock();
         if let Entry::CancelRequested { .. } = entry {
             state.cancelled = true;
@@ -653,7 +651,6 @@ impl RunCore {
         }
         match slot.waker.take() {
             Some(Waiter::Driver) => true,
-            Some(Waiter::Other(waker)) if waker.will_wake(own) => true,
             Some(Waiter::Other(waker)) => {
                 waker.wake();
                 false
