@@ -10,6 +10,12 @@
 //! Both Tokio flavours are measured: `multi_thread` (2 workers, as a server runs) and
 //! `current_thread` (everything on one thread, no cross-thread wake-ups).
 //!
+//! The floor (`steps_memory/current_thread/essential_1000`): the work a step cannot do without,
+//! done 1,000 times with the crates the runtime uses and no runtime (see [`essential_steps`]).
+//! What a step costs above it is the runtime's own machinery: the driver's loop, its
+//! bookkeeping and the store's. It is a model, not eve's code, so it says how low a step path
+//! could go, not where eve's goes.
+//!
 //! Tracing (issue 8: the hot path pays nothing measurable when no subscriber listens):
 //! `steps_memory/tracing/*` runs `workflow_1000` on the current-thread runtime three ways, one
 //! after the other and after every other group (a subscriber, once set, changes how `tracing`'s
@@ -66,6 +72,81 @@ async fn plain(n: u64) -> u64 {
     x
 }
 
+/// A step's attempt, boxed as the runtime boxes it: called once an attempt, returning its future.
+type Attempt = Box<dyn FnMut(u32) -> futures::future::BoxFuture<'static, Result<serde_json::Value, String>> + Send>;
+
+/// An op's slot in the model of a run's op table.
+struct Slot {
+    attempt: Option<Attempt>,
+    outcome: Option<serde_json::Value>,
+    _rest: [u64; 10],
+}
+
+/// A journal entry in the model, the size of eve's (128 bytes).
+struct Entry {
+    _op: u32,
+    _attempt: u32,
+    _input_hash: u64,
+    _took_ms: Option<u64>,
+    _outcome: serde_json::Value,
+    _name: &'static str,
+    _rest: [u64; 6],
+}
+
+/// The floor: `n` steps of `add_one` doing only what a durable step must, in the order eve does
+/// it, with the crates eve uses. Each step encodes its argument as JSON, hashes it (xxh3) and
+/// keeps a copy inline; boxes its attempt function; takes an op slot under the run's lock;
+/// takes the attempt out again under the lock, times it with two clock reads, polls its boxed
+/// future once (the attempt's handle on the run cloned and dropped, as its context does) and
+/// encodes the output as a JSON value; journals a 128-byte entry (under the store's lock);
+/// delivers the output to the slot under the lock; and takes and decodes it under the lock.
+/// That is the five lock pairs and two `Arc` clones of eve's step, and none of its driver.
+fn essential_steps(n: u64) -> u64 {
+    use std::sync::Mutex;
+    use std::task::{Context, Poll, Waker};
+
+    let run = Arc::new(Mutex::new(Vec::<Slot>::new()));
+    let store = Mutex::new(Vec::<Entry>::new());
+    let mut encoded = Vec::with_capacity(64);
+    let mut x = 0u64;
+    for op in 0..n as usize {
+        let call = run.clone();
+        encoded.clear();
+        serde_json::to_writer(&mut encoded, &x).expect("a number encodes");
+        let input_hash = xxhash_rust::xxh3::xxh3_64(&encoded);
+        let kept: smallvec::SmallVec<[u8; 24]> = smallvec::SmallVec::from_slice(&encoded);
+        let arg = x;
+        let attempt: Attempt = Box::new(move |_number| {
+            let _retries_decode = &kept;
+            Box::pin(async move { serde_json::to_value(add_one(arg).await).map_err(|error| error.to_string()) })
+        });
+        call.lock().unwrap().push(Slot { attempt: Some(attempt), outcome: None, _rest: [0; 10] });
+        drop(call.lock().unwrap()); // the first poll marks the call polled
+        let mut attempt = run.lock().unwrap()[op].attempt.take().expect("taken once");
+        let started = Instant::now();
+        let context = run.clone();
+        let mut future = attempt(1);
+        let Poll::Ready(Ok(output)) = future.as_mut().poll(&mut Context::from_waker(Waker::noop())) else {
+            unreachable!("`add_one` is ready at once")
+        };
+        drop((context, future, attempt));
+        let took_ms = started.elapsed().as_millis() as u64;
+        store.lock().unwrap().push(Entry {
+            _op: op as u32,
+            _attempt: 1,
+            _input_hash: input_hash,
+            _took_ms: Some(took_ms),
+            _outcome: output.clone(),
+            _name: "add_one_step",
+            _rest: [0; 6],
+        });
+        run.lock().unwrap()[op].outcome = Some(output);
+        let taken = call.lock().unwrap()[op].outcome.take().expect("delivered");
+        x = serde_json::from_value(taken).expect("a number decodes");
+    }
+    x
+}
+
 const FLAVOURS: [&str; 2] = ["multi_thread", "current_thread"];
 
 fn step_overhead(c: &mut Criterion) {
@@ -86,6 +167,18 @@ fn step_overhead(c: &mut Criterion) {
                 })
             })
         });
+        if flavour == "current_thread" {
+            let name = format!("steps_memory/{flavour}/essential_1000");
+            group.bench_function("essential_1000", |b| {
+                b.iter_custom(|iters| {
+                    let start = Instant::now();
+                    for _ in 0..iters {
+                        assert_eq!(essential_steps(black_box(n)), n);
+                    }
+                    record(&name, iters, start.elapsed())
+                })
+            });
+        }
         for steps in [n, 10] {
             let id = if steps == 10 { "workflow_10".to_owned() } else { "workflow_1000".to_owned() };
             let name = format!("steps_memory/{flavour}/{id}");
@@ -217,6 +310,19 @@ fn summary() {
         let marginal = (workflow - small) / (n - 10.0);
         report("marginal cost per step (t_1000 − t_10) / 990", format!("{marginal:.2} µs"), "");
         report("fixed cost of a run (t_10 − 10 × marginal)", format!("{:.1} µs", small - 10.0 * marginal), "");
+        if flavour == "current_thread" {
+            let essential = micros(&format!("steps_memory/{flavour}/essential_1000"));
+            report(
+                "the floor: a step's own work, no runtime (see the doc)",
+                format!("{:.2} µs", (essential - plain) / n),
+                "",
+            );
+            report(
+                "  the runtime's machinery per step (t_workflow − t_floor) / n",
+                format!("{:.2} µs", (workflow - essential) / n),
+                "",
+            );
+        }
     }
     heading("issue 8: tracing on the step path, current-thread runtime, workflow of n steps");
     let per_step = |listener: &str| micros(&format!("steps_memory/tracing/{listener}")) / n;
