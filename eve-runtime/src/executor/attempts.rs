@@ -12,12 +12,15 @@ use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
+use std::sync::Arc;
+
 use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
 
 use super::Engine;
-use super::core::{AttemptFn, Resume, Slot, signal};
+use super::core::{AttemptFn, Resume, RunCore, Slot, signal};
 use super::core::{RetryPolicy, StepAttempt, StepDef};
-use super::{Attempt, Driver};
+use super::{Attempt, Driver, Event};
 use crate::error::{FatalError, StepError};
 use crate::events::RunEvent;
 use crate::journal::{Entry, InputHash, Op, Payload, StepOutcome};
@@ -90,6 +93,40 @@ impl Future for Running {
     }
 }
 
+/// Starts attempt `number` of `step`, the step at `op`, and polls it once. Returns how it ended
+/// if it ended then; an attempt that waits joins `attempts`.
+fn launch(
+    rt: &Engine,
+    core: &Arc<RunCore>,
+    op: Op,
+    number: u32,
+    step: &mut StartedStep,
+    attempts: &mut FuturesUnordered<Running>,
+) -> Option<Attempt> {
+    let future = (step.attempt)(StepAttempt { core: core.clone(), op, number });
+    let name = step.def.name();
+    step.running = Some((number, std::time::Instant::now()));
+    rt.events.emit(|| RunEvent::StepStarted { run: core.run.clone(), op, step: name.to_owned(), attempt: number });
+    // One span per attempt; what the step logs is recorded inside it.
+    let span = tracing::debug_span!("step", op = op.0, step = name, attempt = number);
+    let mut attempt = Running { op, attempt: number, future: tracing::Instrument::instrument(future, span) };
+    // Most attempts of a quick step end the first time they are polled, so each is polled once
+    // here: one that ends skips the set of running attempts, and one that waits joins it, which
+    // polls it again at once with the driver's waker.
+    match Pin::new(&mut attempt).poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(ended) => Some(ended),
+        Poll::Pending => {
+            attempts.push(attempt);
+            None
+        }
+    }
+}
+
+/// The entry recording the step's outcome for good.
+fn completion(op: Op, step: &StartedStep, attempt: u32, outcome: StepOutcome, took_ms: Option<u64>) -> Entry {
+    Entry::StepCompleted { op, name: step.def.name().into(), input_hash: step.input_hash, attempt, outcome, took_ms }
+}
+
 impl Driver {
     /// Starts the steps the body polled for the first time, resuming what the journal records.
     pub(super) fn start_polled_steps(&mut self, rt: &Engine) {
@@ -116,22 +153,23 @@ impl Driver {
             }
         }
         for (op, started, resume) in starting.drain(..) {
+            let Some(resume) = resume else {
+                self.start_first_attempt(rt, op, started);
+                continue;
+            };
             self.execs.insert(op, started);
             match resume {
-                Some(Resume::Retry { next, due }) if due > rt.services.clock.now() => {
-                    self.wait_to_retry(rt, op, next, due)
-                }
-                Some(Resume::Retry { next, .. }) => self.start_attempt(rt, op, next),
-                Some(Resume::AwaitAuth { attempt, provider, nonce }) => {
+                Resume::Retry { next, due } if due > rt.services.clock.now() => self.wait_to_retry(rt, op, next, due),
+                Resume::Retry { next, .. } => self.start_attempt(rt, op, next),
+                Resume::AwaitAuth { attempt, provider, nonce } => {
                     // The journal holds the wait, so the sign-in URL can be published again now.
                     self.announce_sign_in(rt, op, &provider, &nonce);
                     self.awaiting_auth.insert(op, AwaitingAuth { attempt, provider, nonce });
                 }
-                Some(Resume::AfterSignIn { attempt }) => {
+                Resume::AfterSignIn { attempt } => {
                     self.signed_in.insert(op, SignedIn::BeforeRestart);
                     self.start_attempt(rt, op, attempt);
                 }
-                None => self.start_attempt(rt, op, 1),
             }
         }
         polled.clear();
@@ -147,20 +185,31 @@ impl Driver {
     /// Starts attempt `number` of the step at `op`.
     pub(super) fn start_attempt(&mut self, rt: &Engine, op: Op, number: u32) {
         let step = self.execs.get_mut(&op).expect("a step's attempt function is kept until it completes");
-        let future = (step.attempt)(StepAttempt { core: self.core.clone(), op, number });
-        let name = step.def.name();
-        step.running = Some((number, std::time::Instant::now()));
-        let run = &self.core.run;
-        rt.events.emit(|| RunEvent::StepStarted { run: run.clone(), op, step: name.to_owned(), attempt: number });
-        // One span per attempt; what the step logs is recorded inside it.
-        let span = tracing::debug_span!("step", op = op.0, step = name, attempt = number);
-        let mut attempt = Running { op, attempt: number, future: tracing::Instrument::instrument(future, span) };
-        // Most attempts of a quick step end the first time they are polled, so each is polled
-        // once here: one that ends skips the set of running attempts, and one that waits joins
-        // it, which polls it again at once with the driver's waker.
-        match Pin::new(&mut attempt).poll(&mut Context::from_waker(Waker::noop())) {
-            Poll::Ready(ended) => self.ended.push(ended),
-            Poll::Pending => self.attempts.push(attempt),
+        if let Some(ended) = launch(rt, &self.core, op, number, step, &mut self.attempts) {
+            self.ended.push(Event::Attempt(ended));
+        }
+    }
+
+    /// Starts the first attempt of a step the journal records nothing of. Most such attempts
+    /// end well the first time they are polled: their completion is made at once, and the step
+    /// never joins the table of started steps (`execs`), whose four lookups a step would
+    /// otherwise cost. One that fails or waits is kept there, as [`Driver::start_attempt`] keeps it.
+    fn start_first_attempt(&mut self, rt: &Engine, op: Op, mut step: StartedStep) {
+        let ended = launch(rt, &self.core, op, 1, &mut step, &mut self.attempts);
+        let ended = match ended {
+            Some(Attempt { result: Ok(value), .. }) => match journalable(value, step.def.name()) {
+                Ok(value) => {
+                    let took = step.running.take().map(|(_, started)| started.elapsed().as_millis() as u64);
+                    self.ended.push(Event::Completed(completion(op, &step, 1, StepOutcome::Ok { value }, took)));
+                    return;
+                }
+                Err(error) => Some(Attempt { op, attempt: 1, result: Err(error) }),
+            },
+            ended => ended,
+        };
+        self.execs.insert(op, step);
+        if let Some(ended) = ended {
+            self.ended.push(Event::Attempt(ended));
         }
     }
 
@@ -217,14 +266,7 @@ impl Driver {
     fn complete(&mut self, op: Op, attempt: u32, outcome: StepOutcome, took_ms: Option<u64>) -> Entry {
         // Only an attempt in flight completes, and its step is kept from its start until here.
         let step = self.execs.remove(&op).expect("a step's attempt function is kept until it completes");
-        Entry::StepCompleted {
-            op,
-            name: step.def.name().into(),
-            input_hash: step.input_hash,
-            attempt,
-            outcome,
-            took_ms,
-        }
+        completion(op, &step, attempt, outcome, took_ms)
     }
 
     /// Parks attempt `next` of the step at `op` until `due`; the timer service wakes the run.

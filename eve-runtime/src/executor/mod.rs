@@ -195,6 +195,8 @@ enum Finish {
 enum Event {
     Msg(Msg),
     Attempt(Attempt),
+    /// A step's completion, made as its first attempt ended (see `Driver::start_first_attempt`).
+    Completed(Entry),
     Woken,
     GraceOver,
     Shutdown,
@@ -227,9 +229,10 @@ pub(crate) struct Driver {
     fence: Fence,
     next_seq: u64,
     attempts: FuturesUnordered<attempts::Running>,
-    /// Attempts that ended the first time they were polled, as they started: taken in with the
-    /// next ready events, before those of `attempts`.
-    ended: Vec<Attempt>,
+    /// Attempts that ended the first time they were polled, as they started, or the
+    /// completions they made at once: taken in with the next ready events, before those of
+    /// `attempts`.
+    ended: Vec<Event>,
     /// Buffers kept from one turn of the loop to the next while the run is busy, so a step does
     /// not allocate them anew; a run that goes idle drops them, and `pending`'s (see
     /// [`Driver::shed`]).
@@ -649,7 +652,7 @@ impl Driver {
         // Every message counted was queued already, so none is left to skip; should one not have
         // been received, its read happens after all (a read too many, never one too few).
         self.announced_before_read = 0;
-        events.extend(self.ended.drain(..).map(Event::Attempt));
+        events.append(&mut self.ended);
         // An empty set is not polled: nothing in it can be ready.
         while !self.attempts.is_empty()
             && let Some(Some(attempt)) = self.attempts.next().now_or_never()
@@ -697,6 +700,7 @@ impl Driver {
                 Event::Msg(Msg::Timer(op, TimerKind::Retry)) => self.retry_due(rt, op),
                 Event::Msg(Msg::Inbox) => self.read_inbox(rt, &mut entries, &mut consumed).await?,
                 Event::Attempt(attempt) => entries.extend(self.attempt_finished(rt, attempt)),
+                Event::Completed(entry) => entries.push(entry),
                 Event::Msg(Msg::Resume | Msg::LeaseLost { .. }) | Event::Woken => {}
                 Event::GraceOver | Event::Shutdown => unreachable!("handled before journaling"),
             }
