@@ -5,7 +5,8 @@
 //! - a timer that fell due while an activation failed was lost until the process restarted;
 //! - a step taking a `HashMap` diverged from its own journal on every cold replay;
 //! - a store error after a step succeeded ran the step again on every retry;
-//! - `step.succeeded` was published before the step's result was durable.
+//! - `step.succeeded` was published before the step's result was durable;
+//! - (a guard, not a defect) a step's result too deep to journal fails the step for good.
 
 mod http_support;
 
@@ -16,6 +17,7 @@ use std::time::Duration;
 
 use eve_tests::faulty::Faulty;
 use eve_tests::{World, executed, executions};
+use eve_tools::journal::StepOutcome;
 use eve_tools::prelude::*;
 use eve_tools::store::MemoryStore;
 use eve_tools::{Entry, RunId, RunOutcome, RunStatus};
@@ -107,6 +109,48 @@ async fn a_value_nested_deeper_than_the_journal_keeps_is_refused_with_a_clear_er
     let error = runtime.resume_hook(&format!("echo-{}", run.id()), nested(200)).await.unwrap_err();
     assert!(error.to_string().contains("128"), "{error}");
     assert!(runtime.journal(run.id()).await.unwrap().entries.len() < 3, "nothing was delivered");
+}
+
+/// Returns a value nested `depth` arrays deep: made inside the step, not given to it.
+#[step]
+async fn make_deep(depth: u32) -> Result<Value, StepError> {
+    Ok(nested(depth as usize))
+}
+
+/// Asks [`make_deep`] for a value too deep to journal and returns how the step failed.
+#[workflow_tool]
+pub async fn deep_result(_input: Nothing, ctx: &WorkflowCtx) -> Result<String, ToolError> {
+    let _ = ctx;
+    match make_deep(200).await {
+        Ok(_) => Err(ToolError::new("a value the journal cannot keep was handed to the body")),
+        Err(error) => Ok(error.to_string()),
+    }
+}
+
+/// A step's first attempt that ends at once is journaled without joining the driver's table of
+/// started steps; one whose result the journal cannot keep must still fail the step, once and for
+/// good, rather than reach the body or be retried.
+#[tokio::test]
+async fn a_step_result_nested_deeper_than_the_journal_keeps_fails_the_step_for_good() {
+    let runtime = World::in_memory().runtime(0);
+    let run = runtime.start("deep_result", json!({})).await.unwrap();
+    let RunOutcome::Completed(message) = within("the run's end", run.outcome()).await.unwrap() else {
+        panic!("the body handles the step's failure and completes")
+    };
+    let message = message.as_str().expect("the body returns the step's error").to_owned();
+    assert!(message.contains("nested") && message.contains("128"), "{message}");
+    let journal = runtime.journal(run.id()).await.unwrap();
+    let completions: Vec<_> = journal
+        .entries
+        .iter()
+        .filter_map(|entry| match entry {
+            Entry::StepCompleted { attempt, outcome, .. } => Some((*attempt, outcome.clone())),
+            Entry::StepRetrying { .. } => panic!("a result too deep to keep is not retried"),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(completions.len(), 1, "{completions:?}");
+    assert!(matches!(&completions[0], (1, StepOutcome::Err { fatal: true, .. })), "{completions:?}");
 }
 
 static COUNTED: Mutex<Vec<String>> = Mutex::new(Vec::new());
