@@ -597,7 +597,9 @@ impl Driver {
             if let Some(advanced) = self.finish_if_done(rt).await? {
                 return Ok(advanced);
             }
-            self.commit(rt).await?;
+            if !self.commit_at_once(rt) {
+                self.commit(rt).await?;
+            }
             if self.finish.is_some() || self.core.diverged() {
                 // A delivery made after the commit (a hook's token was taken) let the body return.
                 continue;
@@ -859,6 +861,43 @@ impl Driver {
             }
         }
         Ok(batch.entries)
+    }
+
+    /// [`Driver::commit`] without a future, for the batch a chain of steps makes on a store that
+    /// appends at once (see `Store::append_at_once`): entries only (nothing consumed, no run
+    /// started, no parent to report to), none that `commit` reads again after the append, nobody
+    /// listening for events, and the journal neither crossing its warning nor past its limit
+    /// (see [`Driver::append`]). Returns false,
+    /// with everything as it was, when the batch is not such a one or the store did not append
+    /// it; [`Driver::commit`] then does the work, and meets any refusal, itself.
+    fn commit_at_once(&mut self, rt: &Engine) -> bool {
+        let after = self.next_seq + self.pending.len() as u64;
+        let plain = !self.pending.is_empty()
+            && self.pending_consumed.is_empty()
+            && self.pending_runs.is_empty()
+            && self.pending_run_notices.is_empty()
+            && self.core.started.parent.is_none()
+            && !(self.next_seq < rt.history.warning && after >= rt.history.warning)
+            && after <= rt.history.limit
+            && !rt.events.listening()
+            && !self.pending.iter().any(|entry| entry.is_terminal() || matches!(entry, Entry::HookTokenTaken { .. }));
+        if !plain {
+            return false;
+        }
+        let entries = std::mem::take(&mut self.pending);
+        let mut batch =
+            Append { first_seq: self.next_seq, entries, consumed: Vec::new(), notices: Vec::new(), runs: Vec::new() };
+        let appended = matches!(rt.store.append_at_once(&self.core.run, self.fence, &mut batch), Some(Ok(())));
+        // Taken by the store, the entries leave their buffer behind for the next batch; refused
+        // (or not appended at once), they are pending again, as they were.
+        self.pending = batch.entries;
+        if !appended {
+            return false;
+        }
+        self.next_seq = after;
+        self.after_append(rt);
+        self.publish_new_waits(rt);
+        true
     }
 
     /// Publishes what a journaled entry says happened; events never run ahead of the journal.
