@@ -80,17 +80,29 @@ impl Future for Running {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Attempt> {
         // `Running` holds only `Unpin` data (a boxed future and its span).
         let this = self.get_mut();
-        let result = match std::panic::catch_unwind(AssertUnwindSafe(|| Pin::new(&mut this.future).poll(cx))) {
-            Ok(Poll::Pending) => return Poll::Pending,
-            Ok(Poll::Ready(result)) => result,
-            Err(panic) => Err(StepError::msg(format!("the step panicked: {}", super::panic_message(&*panic)))),
-        };
-        if let Err(error) = &result {
-            let _in_step = this.future.span().enter();
-            tracing::warn!(fatal = error.is_fatal(), "the attempt failed: {}", error.message());
-        }
-        Poll::Ready(Attempt { op: this.op, attempt: this.attempt, result })
+        let polled = std::panic::catch_unwind(AssertUnwindSafe(|| Pin::new(&mut this.future).poll(cx)));
+        ended(this.op, this.attempt, polled, this.future.span())
     }
+}
+
+/// How one poll of an attempt's future left it: pending, or ended as an [`Attempt`] (a panic ends
+/// it as a failed one, and a failure is logged inside the attempt's span).
+fn ended(
+    op: Op,
+    attempt: u32,
+    polled: std::thread::Result<Poll<Result<Payload, StepError>>>,
+    span: &tracing::Span,
+) -> Poll<Attempt> {
+    let result = match polled {
+        Ok(Poll::Pending) => return Poll::Pending,
+        Ok(Poll::Ready(result)) => result,
+        Err(panic) => Err(StepError::msg(format!("the step panicked: {}", super::panic_message(&*panic)))),
+    };
+    if let Err(error) = &result {
+        let _in_step = span.enter();
+        tracing::warn!(fatal = error.is_fatal(), "the attempt failed: {}", error.message());
+    }
+    Poll::Ready(Attempt { op, attempt, result })
 }
 
 /// Starts attempt `number` of `step`, the step at `op`, and polls it once. Returns how it ended
@@ -109,14 +121,19 @@ fn launch(
     rt.events.emit(|| RunEvent::StepStarted { run: core.run.clone(), op, step: name.to_owned(), attempt: number });
     // One span per attempt; what the step logs is recorded inside it.
     let span = tracing::debug_span!("step", op = op.0, step = name, attempt = number);
-    let mut attempt = Running { op, attempt: number, future: tracing::Instrument::instrument(future, span) };
     // Most attempts of a quick step end the first time they are polled, so each is polled once
-    // here: one that ends skips the set of running attempts, and one that waits joins it, which
-    // polls it again at once with the driver's waker.
-    match Pin::new(&mut attempt).poll(&mut Context::from_waker(Waker::noop())) {
+    // here, inside its span: one that ends never becomes a `Running` (its future, done, drops
+    // nothing of the step's), and one that waits joins the set of running attempts, which polls
+    // it again at once with the driver's waker.
+    let mut future = future;
+    let polled = {
+        let _in_step = span.enter();
+        std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut Context::from_waker(Waker::noop()))))
+    };
+    match ended(op, number, polled, &span) {
         Poll::Ready(ended) => Some(ended),
         Poll::Pending => {
-            attempts.push(attempt);
+            attempts.push(Running { op, attempt: number, future: tracing::Instrument::instrument(future, span) });
             None
         }
     }
