@@ -25,6 +25,12 @@
 //! reach the body one at a time in journal order and replay feeds them the same way, so a replay
 //! sees exactly the interleaving the live run saw.
 //!
+//! A chain of quick steps takes two shortcuts through the same loop: a step whose first attempt
+//! ended well as it started, with nothing else ready, is taken in directly
+//! ([`Driver::take_in_lone_completion`]), and a plain batch on a store that appends at once is
+//! committed without a future ([`Driver::commit_at_once`]). Each does what its general stage does
+//! for such a turn, and leaves anything else to it.
+//!
 //! # Activation
 //!
 //! A run is activated by a message ([`Msg`]). The driver comes from the warm cache (no replay),
@@ -867,9 +873,9 @@ impl Driver {
     /// appends at once (see `Store::append_at_once`): entries only (nothing consumed, no run
     /// started, no parent to report to), none that `commit` reads again after the append, nobody
     /// listening for events, and the journal neither crossing its warning nor past its limit
-    /// (see [`Driver::append`]). Returns false,
-    /// with everything as it was, when the batch is not such a one or the store did not append
-    /// it; [`Driver::commit`] then does the work, and meets any refusal, itself.
+    /// (see [`Driver::append`]). Returns false, with everything as it was, when the batch is not
+    /// such a one or the store did not append it; [`Driver::commit`] then does the work, and
+    /// meets any refusal, itself.
     fn commit_at_once(&mut self, rt: &Engine) -> bool {
         let after = self.next_seq + self.pending.len() as u64;
         let plain = !self.pending.is_empty()
