@@ -10,9 +10,8 @@
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::task::{Context, Poll, Waker};
-
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
@@ -115,7 +114,7 @@ fn launch(
     step: &mut StartedStep,
     attempts: &mut FuturesUnordered<Running>,
 ) -> Option<Attempt> {
-    let future = (step.attempt)(StepAttempt { core: core.clone(), op, number });
+    let mut future = (step.attempt)(StepAttempt { core: core.clone(), op, number });
     let name = step.def.name();
     step.running = Some((number, std::time::Instant::now()));
     rt.events.emit(|| RunEvent::StepStarted { run: core.run.clone(), op, step: name.to_owned(), attempt: number });
@@ -125,7 +124,6 @@ fn launch(
     // here, inside its span: one that ends never becomes a `Running` (its future, done, drops
     // nothing of the step's), and one that waits joins the set of running attempts, which polls
     // it again at once with the driver's waker.
-    let mut future = future;
     let polled = {
         let _in_step = span.enter();
         std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut Context::from_waker(Waker::noop()))))

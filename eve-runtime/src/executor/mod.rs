@@ -705,16 +705,7 @@ impl Driver {
             fit::fit_entries(&mut entry, limit);
         }
         let [entry] = entry;
-        let delivered = self.finish.is_none() && !self.core.diverged();
-        if delivered {
-            tracing::debug!(op = entry.op().map(|op| op.0), delivery = entry.kind(), "delivering to the body");
-            self.deliver(&entry);
-        }
-        self.pending.push(entry);
-        if delivered {
-            self.poll_body();
-            self.take_records();
-        }
+        self.take_in_entry(rt, entry);
         true
     }
 
@@ -760,21 +751,27 @@ impl Driver {
             fit::fit_entries(&mut entries, limit);
         }
         for entry in entries.drain(..) {
-            let delivered = entry.is_delivery() && self.finish.is_none() && !self.core.diverged();
-            if delivered {
-                tracing::debug!(op = entry.op().map(|op| op.0), delivery = entry.kind(), "delivering to the body");
-                self.deliver(&entry);
-                self.start_grace(rt, &entry);
-            }
-            self.pending.push(entry);
-            if delivered {
-                self.poll_body();
-                self.take_records();
-            }
+            self.take_in_entry(rt, entry);
         }
         self.spare.entries = entries;
         self.spare.events = events;
         Ok(())
+    }
+
+    /// Makes a fitted entry pending: a delivery reaches the body first, which is then polled to
+    /// quiescence and its records taken after the entry.
+    fn take_in_entry(&mut self, rt: &Engine, entry: Entry) {
+        let delivered = entry.is_delivery() && self.finish.is_none() && !self.core.diverged();
+        if delivered {
+            tracing::debug!(op = entry.op().map(|op| op.0), delivery = entry.kind(), "delivering to the body");
+            self.deliver(&entry);
+            self.start_grace(rt, &entry);
+        }
+        self.pending.push(entry);
+        if delivered {
+            self.poll_body();
+            self.take_records();
+        }
     }
 
     /// Drops the buffers kept for the next turn of the loop: a parked run keeps no spare
@@ -885,8 +882,7 @@ impl Driver {
             && self.core.started.parent.is_none()
             && !(self.next_seq < rt.history.warning && after >= rt.history.warning)
             && after <= rt.history.limit
-            && !rt.events.listening()
-            && !self.pending.iter().any(|entry| entry.is_terminal() || matches!(entry, Entry::HookTokenTaken { .. }));
+            && !read_after_append(rt, &self.pending);
         if !plain {
             return false;
         }
@@ -1037,13 +1033,9 @@ impl Driver {
             tracing::warn!(%run, entries = after, limit, "the run's journal is long; continue it as new before the limit");
             rt.events.emit(|| RunEvent::HistoryWarning { run, entries: after, limit });
         }
-        // After the append, `commit` reads the entries only to publish them (if anyone listens),
-        // to deliver a hook token found taken, or to return the run's last entry: otherwise the
-        // store may keep the entries themselves instead of copies. (A listener that subscribes
-        // while such an append is under way misses its events, as it would had the append ended
-        // a moment before it subscribed.)
-        let read_after = rt.events.listening()
-            || batch.entries.iter().any(|entry| entry.is_terminal() || matches!(entry, Entry::HookTokenTaken { .. }));
+        // A listener that subscribes while an append that kept no copies is under way misses its
+        // events, as it would had the append ended a moment before it subscribed.
+        let read_after = read_after_append(rt, &batch.entries);
         let mut backoff = StoreBackoff::default();
         loop {
             let appended = batch.entries.len() as u64;
@@ -1165,6 +1157,14 @@ impl Driver {
         self.inbox.extend(claimed.inbox);
         Ok(true)
     }
+}
+
+/// Whether [`Driver::commit`] reads `entries` after appending them: to publish them (someone
+/// listens), to deliver a hook token found taken, or to return the run's last entry. Otherwise
+/// the store may keep the entries themselves instead of copies.
+fn read_after_append(rt: &Engine, entries: &[Entry]) -> bool {
+    rt.events.listening()
+        || entries.iter().any(|entry| entry.is_terminal() || matches!(entry, Entry::HookTokenTaken { .. }))
 }
 
 /// Records that the hook at `op` chose a token another run holds: its `HookCreated` says so (the
