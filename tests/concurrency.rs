@@ -1,5 +1,9 @@
 //! Concurrency: many steps in flight in one run, and many runs at once.
 
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
+
 use eve_tests::faulty::Faulty;
 use eve_tests::{World, executed, executions};
 use eve_tools::prelude::*;
@@ -257,4 +261,129 @@ async fn wake_at_once_from_every_entry_point(runtime: &Runtime, runs: &[eve_tool
             executed.len()
         );
     }
+}
+
+/// A chain of quick steps, and how many threads watch it.
+#[derive(Deserialize, JsonSchema)]
+pub struct Watched {
+    steps: u64,
+    watchers: usize,
+}
+
+#[step]
+async fn bump(x: u64) -> Result<u64, StepError> {
+    Ok(x + 1)
+}
+
+/// What the threads watching one run share with the test.
+#[derive(Default)]
+struct Watch {
+    stop: AtomicBool,
+    /// Looks at the run's core the watchers took, all together.
+    looks: AtomicU64,
+    /// Looks taken while the chain ran, as the body counted them.
+    during_chain: AtomicU64,
+    threads: Mutex<Vec<std::thread::JoinHandle<bool>>>,
+}
+
+/// Each run's watch, by run id (the tests of this file run at once).
+static WATCHES: LazyLock<Mutex<HashMap<String, Arc<Watch>>>> = LazyLock::new(Default::default);
+
+fn watch_of(run: &eve_tools::RunId) -> Arc<Watch> {
+    WATCHES.lock().unwrap().entry(run.to_string()).or_default().clone()
+}
+
+/// Until told to stop or the run is cancelled, polls the run's abort future (which locks its
+/// core) and reads its signal, from a thread of its own. Returns whether it saw the abort.
+fn watch(signal: eve_tools::AbortSignal, watch: &Watch) -> bool {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    while !watch.stop.load(Ordering::Acquire) {
+        let fired = std::pin::pin!(signal.aborted()).poll(&mut cx).is_ready();
+        watch.looks.fetch_add(1, Ordering::AcqRel);
+        if fired || signal.is_aborted() {
+            return true;
+        }
+    }
+    signal.is_aborted()
+}
+
+/// Starts the run's watchers, once, and waits until each has looked at its core.
+fn start_watching(ctx: &WorkflowCtx, watchers: usize) -> Arc<Watch> {
+    let watching = watch_of(ctx.run_id());
+    if watching.threads.lock().unwrap().is_empty() {
+        for _ in 0..watchers {
+            let (signal, shared) = (ctx.abort_signal(), watching.clone());
+            watching.threads.lock().unwrap().push(std::thread::spawn(move || watch(signal, &shared)));
+        }
+        while watching.looks.load(Ordering::Acquire) < watchers as u64 {
+            std::thread::yield_now();
+        }
+    }
+    watching
+}
+
+/// Runs `steps` quick steps one after another, stopping early if cancelled, while `watchers`
+/// threads outside the run look at its core the whole time (the body waits, on its first poll,
+/// until each has looked once).
+#[workflow_tool]
+pub async fn watched_chain(input: Watched, ctx: &WorkflowCtx) -> Result<u64, ToolError> {
+    let watching = start_watching(ctx, input.watchers);
+    let before = watching.looks.load(Ordering::Acquire);
+    let mut x = 0;
+    for _ in 0..input.steps {
+        if ctx.is_cancelled() {
+            break;
+        }
+        x = bump(x).await?;
+    }
+    watching.during_chain.store(watching.looks.load(Ordering::Acquire) - before, Ordering::Release);
+    Ok(x)
+}
+
+/// Stops the run's watchers and returns whether each saw the abort.
+fn stop_watching(run: &eve_tools::RunId) -> Vec<bool> {
+    let watching = watch_of(run);
+    watching.stop.store(true, Ordering::Release);
+    let threads = std::mem::take(&mut *watching.threads.lock().unwrap());
+    threads.into_iter().map(|thread| thread.join().expect("a watcher does not panic")).collect()
+}
+
+/// The driver lends a run's state to its own thread while a step starts and the body takes its
+/// outcome; threads outside the run that lock its core meanwhile wait for the lending to end,
+/// and nothing deadlocks or goes missing: a long chain of quick steps with three threads polling
+/// its abort future the whole time completes with every step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn threads_locking_a_run_core_while_its_chain_of_steps_runs_neither_block_it_nor_miss_anything() {
+    let world = World::in_memory();
+    let runtime = world.runtime(16);
+    let run = runtime.start("watched_chain", json!({ "steps": 5_000, "watchers": 3 })).await.unwrap();
+    let outcome = tokio::time::timeout(std::time::Duration::from_secs(120), run.outcome()).await;
+    let outcome = outcome.expect("the chain ends while threads lock its core").unwrap();
+    let saw_abort = stop_watching(run.id());
+    assert_eq!(outcome, RunOutcome::Completed(json!(5_000)));
+    assert_eq!(saw_abort, [false, false, false], "nobody cancelled the run");
+    let during_chain = watch_of(run.id()).during_chain.load(Ordering::Acquire);
+    assert!(during_chain > 0, "the watchers locked the core while the chain ran");
+    let entries = runtime.journal(run.id()).await.unwrap().entries;
+    let completed = entries.iter().filter(|entry| matches!(entry, Entry::StepCompleted { .. })).count();
+    assert_eq!(completed, 5_000, "every step's completion is journaled once");
+}
+
+/// The same with a cancellation arriving through the runtime in the middle of the chain: the
+/// body sees it between two steps, every watcher sees the abort, and the run ends cancelled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancellation_reaches_a_chain_of_steps_and_the_threads_watching_its_abort_signal() {
+    let world = World::in_memory();
+    let runtime = world.runtime(16);
+    let run = runtime.start("watched_chain", json!({ "steps": 1_000_000, "watchers": 3 })).await.unwrap();
+    while watch_of(run.id()).looks.load(Ordering::Acquire) < 100 {
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    runtime.cancel(run.id(), "enough").await.unwrap();
+    let outcome = tokio::time::timeout(std::time::Duration::from_secs(120), run.outcome()).await;
+    assert_eq!(outcome.expect("the cancelled chain ends").unwrap(), RunOutcome::Cancelled);
+    assert_eq!(stop_watching(run.id()), [true, true, true], "every watcher saw the abort");
+    let entries = runtime.journal(run.id()).await.unwrap().entries;
+    let completed = entries.iter().filter(|entry| matches!(entry, Entry::StepCompleted { .. })).count();
+    assert!(completed < 1_000_000, "the body stopped at the cancellation, after {completed} steps");
 }

@@ -226,6 +226,9 @@ pub(crate) struct Driver {
     core: Arc<RunCore>,
     /// A second handle to `core`, made current while the body is polled (see [`core::enter`]).
     entered: Option<Arc<RunCore>>,
+    /// Another handle on the run's core, moved out while the driver lends the core's state to
+    /// its thread ([`RunCore::lend`]) and back after: the lending borrows it, not the driver.
+    lender: Option<Arc<RunCore>>,
     /// The tool whose body this is (`None` only while failing a run of an unknown workflow).
     tool: Option<&'static crate::registry::ToolDescriptor>,
     body: Option<BodyFuture>,
@@ -314,6 +317,7 @@ impl Driver {
         core.lock().driver_waker = Some(waker.clone());
         Driver {
             entered: Some(core.clone()),
+            lender: Some(core.clone()),
             core,
             tool,
             body,
@@ -610,8 +614,24 @@ impl Driver {
                 // A delivery made after the commit (a hook's token was taken) let the body return.
                 continue;
             }
-            self.start_polled_steps(rt);
-            if self.take_in_lone_completion(rt, mailbox) {
+            let lone = if self.core.signals() & core::signal::POLLED != 0 {
+                // A step the body polled starts, and if its attempt ends at once its completion
+                // is taken in and the body polled again: the run's state is lent to the thread
+                // for all of it, so the five looks at it (the step's start, the delivery of its
+                // outcome, and the body's call taking it, creating the next step and polling it)
+                // lock the core's mutex once between them.
+                let lender = self.lender.take().expect("the lender is back after every lending");
+                let lone = {
+                    let _lending = lender.lend();
+                    self.start_polled_steps(rt);
+                    self.take_in_lone_completion(rt, mailbox)
+                };
+                self.lender = Some(lender);
+                lone
+            } else {
+                self.take_in_lone_completion(rt, mailbox)
+            };
+            if lone {
                 continue;
             }
             let mut events = self.ready_events(rt, mailbox);

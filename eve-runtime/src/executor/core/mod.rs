@@ -9,6 +9,12 @@
 //! kind, name or input hash at the same op number records a [`NonDeterminismError`] and the body
 //! is never polled again. Deliveries reach a slot only through [`RunCore::deliver`], which the
 //! executor calls once per journal entry, after the entry is durable.
+//!
+//! The state sits behind a mutex, as anything may look at it from any thread (an abort signal
+//! moved into a thread of its own, say). Most looks come from the driver's own thread, five a
+//! step, so the driver lends the state to its thread for a step's start and the body's take of
+//! its outcome ([`RunCore::lend`]): those looks move it out of a thread-local and back, and the
+//! mutex is locked once for all of them.
 
 mod definition;
 mod services;
@@ -366,6 +372,7 @@ impl CoreState {
             | bit(!self.new_timers.is_empty() || !self.new_asks.is_empty(), signal::WAITS)
             | bit(!self.polled.is_empty(), signal::POLLED)
             | bit(self.mode == Mode::Replaying, signal::REPLAYING)
+            | bit(self.cancelled, signal::CANCELLED)
     }
 }
 
@@ -384,13 +391,20 @@ pub(crate) mod signal {
     pub const POLLED: u8 = 1 << 4;
     /// The executor is feeding recorded entries ([`super::Mode::Replaying`]).
     pub const REPLAYING: u8 = 1 << 5;
+    /// The run's abort signal has fired ([`CoreState::cancelled`]).
+    pub const CANCELLED: u8 = 1 << 6;
 }
 
 /// The core's state, locked. Unlocking publishes the state's [`signal`] bits first, while the
 /// lock is still held, so no change to the state can be missed by a later look at them: every
 /// change goes through this guard.
 pub(crate) struct CoreGuard<'a> {
-    state: MutexGuard<'a, CoreState>,
+    /// Taken out of its home while the guard lives, and put back by `drop`, which leaves `None`
+    /// (so there is nothing for the field's own drop to do).
+    state: std::mem::ManuallyDrop<Option<Box<CoreState>>>,
+    /// The core's mutex, which the guard holds locked; `None` for a state taken from the thread's
+    /// [`LENT`] slot, where it goes back.
+    mutex: Option<MutexGuard<'a, Option<Box<CoreState>>>>,
     signals: &'a AtomicU8,
 }
 
@@ -398,20 +412,61 @@ impl Deref for CoreGuard<'_> {
     type Target = CoreState;
 
     fn deref(&self) -> &CoreState {
-        &self.state
+        self.state.as_deref().expect("a core guard holds its state until it drops")
     }
 }
 
 impl DerefMut for CoreGuard<'_> {
     fn deref_mut(&mut self) -> &mut CoreState {
-        &mut self.state
+        self.state.as_deref_mut().expect("a core guard holds its state until it drops")
     }
 }
 
 impl Drop for CoreGuard<'_> {
+    #[inline]
     fn drop(&mut self) {
+        let Some(state) = self.state.take() else { return };
         // A plain store, not a read-modify-write: only the holder of the lock writes the bits.
-        self.signals.store(self.state.signals(), Ordering::Release);
+        self.signals.store(state.signals(), Ordering::Release);
+        let stray = match &mut self.mutex {
+            Some(guard) => guard.replace(state),
+            None => LENT.replace(Some(state)),
+        };
+        if stray.is_some() {
+            stray_state();
+        }
+    }
+}
+
+/// A state put back where another already was: a bug in the lending.
+#[cold]
+#[inline(never)]
+fn stray_state() -> ! {
+    unreachable!("a run's state has one place at a time")
+}
+
+thread_local! {
+    /// The state of the run whose driver lends it to this thread ([`RunCore::lend`]), while no
+    /// [`CoreGuard`] holds it.
+    static LENT: std::cell::Cell<Option<Box<CoreState>>> = const { std::cell::Cell::new(None) };
+    /// The address of the core whose state is lent to this thread, or 0.
+    static LENDER: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// A run's state lent to the thread: the core's mutex stays locked until this drops, and the
+/// state goes back under it.
+pub(crate) struct Lending<'a> {
+    guard: MutexGuard<'a, Option<Box<CoreState>>>,
+    previous: (usize, Option<Box<CoreState>>),
+}
+
+impl Drop for Lending<'_> {
+    fn drop(&mut self) {
+        let (lender, state) = std::mem::take(&mut self.previous);
+        LENDER.set(lender);
+        let lent = LENT.replace(state);
+        assert!(lent.is_some(), "a core guard taken from a lent state drops before the lending ends");
+        *self.guard = lent;
     }
 }
 
@@ -427,7 +482,9 @@ pub(crate) struct RunCore {
     pub task_id: Option<String>,
     /// What the run was started with.
     pub started: Started,
-    state: Mutex<CoreState>,
+    /// The state, in its mutex except while a [`CoreGuard`] holds it or the run's driver lends it
+    /// to its thread ([`RunCore::lend`]); whoever has it away holds the mutex meanwhile.
+    state: Mutex<Option<Box<CoreState>>>,
     /// The [`signal`] bits of `state` as its last holder left it. An uncontended lock and unlock
     /// is two atomic read-modify-writes, about 15 ns on some machines, and most of the driver's
     /// looks at the state between polls find nothing to take.
@@ -469,7 +526,16 @@ impl RunCore {
         let interactive = started.interactive;
         let signals = AtomicU8::new(state.signals());
         let started = started.clone();
-        RunCore { run, services, principal, interactive, task_id, started, state: Mutex::new(state), signals }
+        RunCore {
+            run,
+            services,
+            principal,
+            interactive,
+            task_id,
+            started,
+            state: Mutex::new(Some(Box::new(state))),
+            signals,
+        }
     }
 
     /// The [`signal`] bits the state's last holder left: what the executor has to look at.
@@ -488,9 +554,37 @@ impl RunCore {
         self.lock().idle = idle;
     }
 
+    #[inline]
     pub fn lock(&self) -> CoreGuard<'_> {
-        let state = self.state.lock().expect("run core mutex is never poisoned: no code panics while holding it");
-        CoreGuard { state, signals: &self.signals }
+        if LENDER.get() == std::ptr::from_ref(self).addr()
+            && let Some(state) = LENT.take()
+        {
+            return CoreGuard { state: std::mem::ManuallyDrop::new(Some(state)), mutex: None, signals: &self.signals };
+        }
+        self.lock_mutex()
+    }
+
+    /// [`RunCore::lock`] when the state is not lent to this thread.
+    #[inline(never)]
+    fn lock_mutex(&self) -> CoreGuard<'_> {
+        let mut guard = self.state.lock().expect("run core mutex is never poisoned: no code panics while holding it");
+        let state = guard.take().expect("a run's state is away from its mutex only while the mutex is held");
+        CoreGuard { state: std::mem::ManuallyDrop::new(Some(state)), mutex: Some(guard), signals: &self.signals }
+    }
+
+    /// Lends the run's state to this thread until the returned guard drops: [`RunCore::lock`] on
+    /// this thread then takes it without touching the mutex, which stays locked meanwhile, so
+    /// other threads wait for the lending to end. The driver lends it while a step starts, its
+    /// attempt runs its first poll and the body takes the outcome: five looks at the state a
+    /// step, for one lock of the mutex. Nothing may await while it is lent (the task could move
+    /// to another thread and leave the state behind), and no lock is taken twice on one thread,
+    /// lent or not.
+    pub fn lend(&self) -> Lending<'_> {
+        debug_assert_ne!(LENDER.get(), std::ptr::from_ref(self).addr(), "the state is lent once at a time");
+        let mut guard = self.state.lock().expect("run core mutex is never poisoned: no code panics while holding it");
+        let state = guard.take().expect("a run's state is away from its mutex only while the mutex is held");
+        let previous = (LENDER.replace(std::ptr::from_ref(self).addr()), LENT.replace(Some(state)));
+        Lending { guard, previous }
     }
 
     /// Takes the next op number for an operation with `signature`, checking it against the
@@ -692,9 +786,10 @@ impl RunCore {
         }
     }
 
-    /// Whether the run's abort signal has fired.
+    /// Whether the run's abort signal has fired, without taking the lock: an abort signal is
+    /// asked from any thread, also while the run's driver lends the state to its own.
     pub fn is_cancelled(&self) -> bool {
-        self.lock().cancelled
+        self.signals() & signal::CANCELLED != 0
     }
 }
 
