@@ -241,3 +241,43 @@ async fn a_record_too_large_to_journal_fails_the_run_instead_of_retrying_forever
     let journal = runtime.journal(run.id()).await.unwrap();
     assert!(matches!(journal.entries.last(), Some(Entry::RunFailed { .. })), "the failure is journaled");
 }
+
+#[step(max_attempts = 2, backoff = "fixed(10ms)")]
+async fn panics_once(ctx: &StepCtx, x: u64) -> Result<u64, StepError> {
+    executed(ctx, "panics_once");
+    if ctx.attempt() == 1 {
+        panic!("attempt 1 of step {x} panicked");
+    }
+    Ok(x + 1)
+}
+
+/// Quick steps around one whose first attempt panics.
+#[workflow_tool]
+pub async fn panic_in_a_chain(input: Failures, ctx: &WorkflowCtx) -> Result<u64, ToolError> {
+    let mut x = u64::from(input.failures);
+    for _ in 0..3 {
+        x = panics_once(ctx, x).await?;
+    }
+    Ok(x)
+}
+
+/// A step's first attempt is polled while the driver lends the run's state to its thread; one
+/// that panics there fails as an attempt (journaled, retried after its backoff), and the run's
+/// state is whole afterwards: the chain goes on and every later step completes.
+#[tokio::test]
+async fn a_step_that_panics_on_its_first_poll_is_retried_and_the_chain_goes_on() {
+    let world = World::in_memory();
+    let runtime = world.runtime(16);
+    let run = runtime.start("panic_in_a_chain", json!({ "failures": 0 })).await.unwrap();
+    for _ in 0..3 {
+        runtime.settle().await;
+        world.clock.advance(Duration::from_millis(10));
+    }
+    assert_eq!(run.outcome().await.unwrap(), RunOutcome::Completed(json!(3)));
+    assert_eq!(executions(run.id(), "panics_once"), [1, 2, 1, 2, 1, 2]);
+    let entries = runtime.journal(run.id()).await.unwrap().entries;
+    let panicked = entries.iter().filter(|entry| {
+        matches!(entry, Entry::StepRetrying { error, .. } if error.contains("the step panicked: attempt 1 of step"))
+    });
+    assert_eq!(panicked.count(), 3, "each panic is journaled as a failed attempt");
+}
