@@ -556,7 +556,7 @@ impl RunCore {
 
     #[inline]
     pub fn lock(&self) -> CoreGuard<'_> {
-        if LENDER.get() == std::ptr::from_ref(self).addr()
+        if LENDER.get() == self.address()
             && let Some(state) = LENT.take()
         {
             return CoreGuard { state: std::mem::ManuallyDrop::new(Some(state)), mutex: None, signals: &self.signals };
@@ -567,9 +567,22 @@ impl RunCore {
     /// [`RunCore::lock`] when the state is not lent to this thread.
     #[inline(never)]
     fn lock_mutex(&self) -> CoreGuard<'_> {
+        let (guard, state) = self.take_state();
+        CoreGuard { state: std::mem::ManuallyDrop::new(Some(state)), mutex: Some(guard), signals: &self.signals }
+    }
+
+    /// Locks the mutex and takes the state out of it, for a guard or a lending to hold.
+    #[inline]
+    fn take_state(&self) -> (MutexGuard<'_, Option<Box<CoreState>>>, Box<CoreState>) {
         let mut guard = self.state.lock().expect("run core mutex is never poisoned: no code panics while holding it");
         let state = guard.take().expect("a run's state is away from its mutex only while the mutex is held");
-        CoreGuard { state: std::mem::ManuallyDrop::new(Some(state)), mutex: Some(guard), signals: &self.signals }
+        (guard, state)
+    }
+
+    /// What names this core in [`LENDER`].
+    #[inline]
+    fn address(&self) -> usize {
+        std::ptr::from_ref(self).addr()
     }
 
     /// Lends the run's state to this thread until the returned guard drops: [`RunCore::lock`] on
@@ -580,10 +593,9 @@ impl RunCore {
     /// to another thread and leave the state behind), and no lock is taken twice on one thread,
     /// lent or not.
     pub fn lend(&self) -> Lending<'_> {
-        debug_assert_ne!(LENDER.get(), std::ptr::from_ref(self).addr(), "the state is lent once at a time");
-        let mut guard = self.state.lock().expect("run core mutex is never poisoned: no code panics while holding it");
-        let state = guard.take().expect("a run's state is away from its mutex only while the mutex is held");
-        let previous = (LENDER.replace(std::ptr::from_ref(self).addr()), LENT.replace(Some(state)));
+        debug_assert_ne!(LENDER.get(), self.address(), "the state is lent once at a time");
+        let (guard, state) = self.take_state();
+        let previous = (LENDER.replace(self.address()), LENT.replace(Some(state)));
         Lending { guard, previous }
     }
 
