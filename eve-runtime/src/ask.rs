@@ -23,11 +23,12 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use crate::executor::core::{RunCore, Slot};
 use crate::journal::Op;
+use crate::run_core::{RunCore, Slot};
 
+pub use crate::journal::ask::request_id;
 pub use crate::journal::ask::{Answer, AnswerError, Ask, AskOption, AskOutcome, Display, Style};
-pub(crate) use crate::journal::ask::{hash, request_id, request_op};
+pub(crate) use crate::journal::ask::{hash, request_op};
 
 /// A pending question, returned by `ctx.ask`. Await it (or `&mut` it in a `select!`) for the
 /// outcome; it stays open across several awaits until it resolves.

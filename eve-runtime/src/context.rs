@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 
 use crate::ask::{self, Ask, AskOutcome, Pending};
-use crate::executor::core::{RunCore, Slot};
 use crate::journal::{Entry, OpKind, OpSignature, RecordKind, RunId};
+use crate::run_core::{RunCore, Slot};
 use crate::time::Timestamp;
 use crate::wait::AbortSignal;
 
@@ -112,24 +112,78 @@ impl WorkflowCtx {
         }
     }
 
-    /// The state the run's body shares with its executor.
-    pub(crate) fn core(&self) -> &Arc<RunCore> {
-        &self.core
+    /// Reads the runtime's value of type `T` (given with `RuntimeBuilder::state`) the first time
+    /// the body gets here, records what `read` makes of it under `name`, and returns the recorded
+    /// value ever after, on replay too: a body may not read the state directly, since it may change
+    /// between a run's start and its replay (a session's `ctx.agents()` reads the agents so).
+    /// Replay checks the name, so recording something else at this point of the body is a
+    /// divergence (and this returns `null` while the run fails with it).
+    #[track_caller]
+    pub fn record_state<T: Send + Sync + 'static>(
+        &self,
+        name: &'static str,
+        read: impl FnOnce(Option<&T>) -> Value,
+    ) -> Value {
+        let fresh = || read(self.core.services.state.get::<T>().ok().as_deref());
+        self.core.record_value(name, fresh).unwrap_or_default()
     }
 
     /// Takes the input the run's last history handed this one already built, if it is a `T`: see
-    /// `ToolError::continue_keeping_inbox`. `None` when the body starts from its journaled input
-    /// (a new run, a replay after a restart); the body then decodes that input instead.
-    pub(crate) fn take_warm<T: std::any::Any>(&self) -> Option<T> {
+    /// [`ToolError::continue_keeping_inbox`](crate::ToolError::continue_keeping_inbox). `None`
+    /// when the body starts from its journaled input (a new run, a replay after a restart); the
+    /// body then decodes that input instead.
+    pub fn take_warm<T: std::any::Any>(&self) -> Option<T> {
         let warm = self.core.lock().warm.take()?;
         let warm: Box<dyn std::any::Any> = warm;
         warm.downcast().ok().map(|warm| *warm)
     }
 
-    /// Publishes `value` (to the run's parent, or a session's event feed): recorded, so it is
-    /// published once and not again on replay.
-    pub(crate) fn publish(&self, value: impl Into<crate::journal::Payload>) {
+    /// Publishes `value` to the run's parent (a session sees it as the child's report) and to
+    /// whoever follows the run: recorded, so it is published once and not again on replay.
+    #[track_caller]
+    pub fn publish(&self, value: impl Into<crate::journal::Payload>) {
         self.core.record_only(RecordKind::Published, || value.into());
+    }
+
+    /// Starts a child run of `workflow` with `input` under the id `run`, reporting to `parent`,
+    /// with `notices` delivered to it in the same commit (a resumable task's first call, say). The
+    /// child is created by the commit that journals this start, so a crash never leaves a child
+    /// without its parent's record of it, and replay does not start it again. Returns the id the
+    /// journal records here, or `None` once the body has diverged from its journal.
+    ///
+    /// The caller checks `input` first ([`Runtime::check_start_input`](crate::Runtime::check_start_input)):
+    /// a child whose input its tool refuses would fail at once.
+    #[track_caller]
+    pub fn start_child(
+        &self,
+        workflow: &'static crate::registry::ToolDescriptor,
+        run: RunId,
+        input: Value,
+        parent: crate::journal::ParentLink,
+        notices: Vec<crate::store::Notice>,
+    ) -> Option<RunId> {
+        let core = &self.core;
+        core.start_run(|| {
+            let options = crate::control::StartOptions::new().parent(parent);
+            let names = (workflow.workflow_id, workflow.name);
+            (options.new_run(run, names, input, core.services.clock.now()), notices)
+        })
+    }
+
+    /// Says whether the body now waits idle: on a person, for what may be days (a session
+    /// between turns). A hint to the warm cache, which keeps only the most recently active of
+    /// such runs (`RuntimeBuilder::warm_idle_runs`); never journaled.
+    pub fn set_idle(&self, idle: bool) {
+        self.core.set_idle(idle);
+    }
+
+    /// The link a person opens to sign in for the step of `run` that waits at `op` for
+    /// `provider` (as its [`Entry::AuthRequired`] with `nonce` says): how a parent shows its
+    /// child's sign-in.
+    pub fn sign_in_link(&self, run: &RunId, op: crate::journal::Op, provider: &str, nonce: &str) -> String {
+        let services = &self.core.services;
+        let state = services.auth_state(run, op, nonce);
+        crate::auth::sign_in_link(&services.public_url, provider, state.expose())
     }
 
     /// Whether the run has been cancelled; cleanup code checks this after a wait returns `Cancelled`.
@@ -239,7 +293,7 @@ impl fmt::Debug for ServeCtx {
 /// What a resumable task's calls hook receives: a call, or the end of a stretch of work.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-pub(crate) enum ServeInbound {
+pub enum ServeInbound {
     /// A call of the tool, in stretch `stretch`.
     Call {
         /// The call's id.
@@ -257,8 +311,9 @@ pub(crate) enum ServeInbound {
     },
 }
 
-/// The op of a resumable task's calls hook: the first op of its run.
-pub(crate) const CALLS_HOOK: crate::journal::Op = crate::journal::Op(0);
+/// The op of a resumable task's calls hook: the first op of its run, where a session delivers
+/// its [`ServeInbound`] calls.
+pub const CALLS_HOOK: crate::journal::Op = crate::journal::Op(0);
 
 /// The calls a resumable task has received and not yet taken, and where its stretches stand.
 struct Calls {
@@ -467,7 +522,7 @@ impl ServeCtx {
 pub struct ToolCtx {
     call_id: String,
     tool: &'static str,
-    services: Arc<crate::executor::core::Services>,
+    services: Arc<crate::run_core::Services>,
 }
 
 impl fmt::Debug for ToolCtx {
@@ -477,7 +532,7 @@ impl fmt::Debug for ToolCtx {
 }
 
 impl ToolCtx {
-    pub(crate) fn new(call_id: String, tool: &'static str, services: Arc<crate::executor::core::Services>) -> Self {
+    pub(crate) fn new(call_id: String, tool: &'static str, services: Arc<crate::run_core::Services>) -> Self {
         ToolCtx { call_id, tool, services }
     }
 

@@ -7,7 +7,11 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::journal::{Op, OpSignature, RunFailure, RunId, SourceLocation};
+use std::path::PathBuf;
+
+use crate::journal::ask::AnswerError;
+use crate::journal::depth::TooDeep;
+use crate::journal::{Op, OpSignature, RunFailure, RunId, RunStatus, SourceLocation};
 
 /// Why a step attempt (or the whole step) failed.
 ///
@@ -231,10 +235,14 @@ impl ToolError {
         ToolError { message: "the run continues as new".to_owned(), continue_with }
     }
 
-    /// The same, keeping the inbox whole for a new history that creates the same hooks first, and
-    /// handing the new body `warm`, the value `input` was serialized from (see
-    /// [`ContinueWith::warm`]).
-    pub(crate) fn continue_keeping_inbox<T>(input: crate::journal::Payload, warm: T) -> Self
+    /// The "error" a body returns to continue as new, as
+    /// [`WorkflowCtx::continue_as_new`](crate::WorkflowCtx::continue_as_new) does, but keeping
+    /// the deliveries waiting in the inbox for the new history (whose body must create the same
+    /// hooks first, as a session's does) and handing the new body `warm`, the value `input` was
+    /// serialized from, to take with [`WorkflowCtx::take_warm`](crate::WorkflowCtx::take_warm)
+    /// instead of decoding `input` again. A restart decodes `input` from the journal, so `input`
+    /// must decode to a value equal to `warm`.
+    pub fn continue_keeping_inbox<T>(input: crate::journal::Payload, warm: T) -> Self
     where
         T: std::any::Any + Send + Sync,
     {
@@ -327,6 +335,7 @@ impl NonDeterminismError {
 /// It is `Clone` so a store that commits many callers' requests together can give each the same
 /// error when the shared commit fails.
 #[derive(Clone, Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StoreError {
     /// The writer's fence is stale: another claim of the run superseded it. Nothing was written.
     #[error(
@@ -433,6 +442,10 @@ pub enum StoreError {
         /// The limit, in journal entries.
         limit: u64,
     },
+    /// A hook's payload was sent to a run, or a run's delivery to a hook: a caller's mistake.
+    /// Nothing was written.
+    #[error("a hook payload needs a hook target, and a run delivery a run target; nothing was written")]
+    MismatchedTarget,
     /// Any other failure of the backing database.
     #[error("eve store error: {0}")]
     Backend(String),
@@ -444,4 +457,182 @@ impl StoreError {
     pub fn is_transient(&self) -> bool {
         matches!(self, StoreError::Backend(_) | StoreError::DiskFull)
     }
+}
+
+/// Errors from the [`Runtime`](crate::Runtime)'s API, and from what a step asks of it through
+/// [`RunControl`](crate::control::RunControl).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// No tool has this name.
+    #[error(
+        "no tool named `{name}`; this binary has: {}. A library's tools are in a binary only if the binary \
+         links the library: name it in the host with `eve_tools::tools!(my_tools)`",
+        .known.join(", ")
+    )]
+    UnknownTool {
+        /// The name asked for.
+        name: String,
+        /// The tools this binary has.
+        known: Vec<&'static str>,
+    },
+    /// The input does not fit the tool's JSON Schema, or does not decode into its input type;
+    /// nothing started.
+    #[error("invalid input for tool `{tool}`: {message}")]
+    InvalidInput {
+        /// The tool.
+        tool: String,
+        /// What is wrong.
+        message: String,
+        /// The field at fault, by its JSON path within the input (`quantity`, `lines[0].sku`),
+        /// when one is.
+        field: Option<String>,
+    },
+    /// A run with this id exists for another tool or with another input; nothing started. A run
+    /// id names one run of one tool with one input, so only a repeat of the same call is the same
+    /// run.
+    #[error(
+        "run id `{run}` is taken by a run of `{existing}`{}; use another id, or none for a fresh one",
+        if existing == requested { " with another input".to_owned() } else { format!(", not `{requested}`") }
+    )]
+    RunIdTaken {
+        /// The id.
+        run: RunId,
+        /// The tool of the run that has the id.
+        existing: String,
+        /// The tool the refused start asked for.
+        requested: String,
+    },
+    /// A hook payload does not decode into the type the hook receives; nothing was delivered.
+    #[error("the hook refused the payload: {message}")]
+    InvalidPayload {
+        /// What is wrong, naming the field.
+        message: String,
+        /// The field at fault, by its JSON path within the payload (`paid`, `lines[0].sku`), when
+        /// one is.
+        field: Option<String>,
+    },
+    /// The run has already ended, so there is nothing to cancel; nothing changed.
+    #[error("run {run} has already {status}; there is nothing to cancel")]
+    RunFinished {
+        /// The run.
+        run: RunId,
+        /// How it ended.
+        status: RunStatus,
+    },
+    /// A plain tool ran and returned an error of its own (the input was fine).
+    #[error("tool `{tool}` failed: {error}")]
+    ToolFailed {
+        /// The tool.
+        tool: String,
+        /// What the tool returned.
+        error: ToolError,
+    },
+    /// The tool is not of the kind the call needs.
+    #[error("tool `{tool}` is {actual}; {hint}")]
+    WrongKind {
+        /// The tool.
+        tool: String,
+        /// What kind it is.
+        actual: &'static str,
+        /// What to call instead.
+        hint: &'static str,
+    },
+    /// Two tools compiled into the binary share a name.
+    #[error(
+        "{} tools are named `{name}` ({}); give all but one another name with `name = \"…\"`",
+        .workflow_ids.len(),
+        .workflow_ids.join(", ")
+    )]
+    DuplicateTool {
+        /// The shared name.
+        name: &'static str,
+        /// The workflow ids of the tools claiming it.
+        workflow_ids: Vec<&'static str>,
+    },
+    /// A value nests deeper than the journal keeps (see [`crate::journal::depth`]); nothing changed.
+    #[error(transparent)]
+    TooDeep(#[from] TooDeep),
+    /// No unfinished run holds a hook with this token.
+    #[error("no open hook has this token; check the token, or the run that held it may have ended")]
+    UnknownHook,
+    /// No step waits for a sign-in with this callback `state` and provider.
+    #[error("no sign-in is waiting for this callback")]
+    UnknownCallback,
+    /// An answer was refused.
+    #[error(transparent)]
+    Answer(#[from] AnswerError),
+    /// An auth provider failed.
+    #[error(transparent)]
+    Auth(AuthError),
+    /// No run has this id.
+    #[error("no run with id {0}; list runs to see the ids this store holds")]
+    RunNotFound(RunId),
+    /// The runtime was built outside a Tokio runtime.
+    #[error("the eve runtime must be built inside a Tokio runtime (use #[tokio::main] or Runtime::block_on)")]
+    NoTokioRuntime,
+    /// A setting of the [`RuntimeBuilder`] cannot be used.
+    #[error("the runtime setting `{setting}` cannot be used: {reason}")]
+    InvalidConfig {
+        /// The builder method, as named in the code (`heartbeat`, `worker_id`, ...).
+        setting: &'static str,
+        /// What is wrong and what to do.
+        reason: String,
+    },
+    /// The secret key could not be read or created.
+    #[error("cannot read or create the secret key at {path}: {source}")]
+    SecretKey {
+        /// Where the key lives.
+        path: PathBuf,
+        /// What went wrong.
+        source: std::io::Error,
+    },
+    /// The runtime is shutting down (or was dropped): the request was not carried out.
+    #[error("the eve runtime is shutting down; nothing was done, try again once it runs")]
+    ShuttingDown,
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl Error {
+    /// Whether the same request may succeed if tried again later: the store failed for a while,
+    /// or the runtime was stopping. Refusals (an unknown tool, invalid input, a finished run) are
+    /// final.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Error::Store(error) => error.is_transient(),
+            Error::ShuttingDown => true,
+            _ => false,
+        }
+    }
+}
+
+/// Why an auth provider failed. Messages never contain tokens or codes.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    /// The provider refused the exchange or the token.
+    #[error("{provider} refused the sign-in: {reason}")]
+    Refused {
+        /// The provider id.
+        provider: String,
+        /// What it said, without secrets.
+        reason: String,
+    },
+    /// The provider could not be reached.
+    #[error("cannot reach {provider}: {reason}")]
+    Unreachable {
+        /// The provider id.
+        provider: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The provider is misconfigured.
+    #[error("{provider} is misconfigured: {reason}")]
+    Config {
+        /// The provider id.
+        provider: String,
+        /// What is wrong.
+        reason: String,
+    },
 }

@@ -17,6 +17,7 @@ use crate::time::Timestamp;
 /// Something that happened to a run.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "event", rename_all_fields = "camelCase")]
+#[non_exhaustive]
 pub enum RunEvent {
     /// A new run was created and started.
     #[serde(rename = "run.started")]
@@ -218,16 +219,6 @@ pub enum RunEvent {
         /// The value.
         value: serde_json::Value,
     },
-    /// A piece of a model's answer as it streams in a session; not durable (the whole answer is
-    /// journaled with the step that asked for it).
-    #[serde(rename = "model.text")]
-    ModelText {
-        /// The session's run (`runId`).
-        #[serde(rename = "runId")]
-        run: RunId,
-        /// The text.
-        text: String,
-    },
     /// The body can make no progress until a durable wait resolves; the run holds no task.
     #[serde(rename = "run.parked")]
     Parked {
@@ -244,6 +235,35 @@ pub enum RunEvent {
         /// `completed`, `failed` or `cancelled`.
         status: crate::journal::RunStatus,
     },
+    /// An event of a part built on the core, named by the part: a model's text as it streams in
+    /// a session (`model.text`), say. Not durable.
+    #[serde(untagged)]
+    Custom(CustomEvent),
+}
+
+/// An event a part publishes about a run (see [`RunEvent::Custom`]), serialized as the core's
+/// are: `{"event": name, "runId": run, ...data}`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CustomEvent {
+    /// The run it is about.
+    pub run: RunId,
+    /// The event's dotted name (`model.text`).
+    pub name: &'static str,
+    /// Its fields besides `event` and `runId`, camelCase.
+    pub data: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Serialize for CustomEvent {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(self.data.len() + 2))?;
+        map.serialize_entry("event", self.name)?;
+        map.serialize_entry("runId", &self.run)?;
+        for (key, value) in &self.data {
+            map.serialize_entry(key, value)?;
+        }
+        map.end()
+    }
 }
 
 impl RunEvent {
@@ -267,9 +287,9 @@ impl RunEvent {
             | RunEvent::HistoryWarning { run, .. }
             | RunEvent::ContinuedAsNew { run, .. }
             | RunEvent::Published { run, .. }
-            | RunEvent::ModelText { run, .. }
             | RunEvent::Parked { run }
-            | RunEvent::Finished { run, .. } => run,
+            | RunEvent::Finished { run, .. }
+            | RunEvent::Custom(CustomEvent { run, .. }) => run,
         }
     }
 }

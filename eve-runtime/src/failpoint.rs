@@ -1,6 +1,6 @@
 //! Failpoints: named places at durability boundaries where a crash test can stop the process.
 //!
-//! Code calls [`hit`] at each boundary (for example just before and just after a store's COMMIT).
+//! A store calls [`hit`] at each boundary (for example just before and just after its COMMIT).
 //! Without the `failpoints` feature `hit` compiles to nothing. With it, every call is counted, in
 //! this process and across all names, starting at 1; if the environment variable
 //! `EVE_FAILPOINT_PAUSE=N` is set, the N-th call writes `eve-failpoint: paused at <name> (#N)` to
@@ -14,14 +14,12 @@
 
 /// Marks the durability boundary `name`; see the module documentation.
 #[cfg(not(feature = "failpoints"))]
-#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
 #[inline(always)]
-pub(crate) fn hit(_name: &'static str) {}
+pub fn hit(_name: &'static str) {}
 
 /// Marks the durability boundary `name`; see the module documentation.
 #[cfg(feature = "failpoints")]
-#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
-pub(crate) fn hit(name: &'static str) {
+pub fn hit(name: &'static str) {
     use std::sync::atomic::{AtomicU64, Ordering};
 
     static HITS: AtomicU64 = AtomicU64::new(0);

@@ -7,30 +7,24 @@
 
 pub mod ask;
 pub mod auth;
-pub mod cli;
 pub mod context;
-mod defaults;
+pub mod control;
 pub mod error;
 pub mod events;
 mod executor;
-mod failpoint;
-#[cfg(feature = "http")]
-pub mod http;
+pub mod failpoint;
 pub mod journal;
-#[cfg(feature = "mcp")]
-pub mod mcp;
 pub mod progress;
-mod random;
+pub mod random;
 pub mod registry;
+mod run_core;
 mod runtime;
 pub mod secret;
-pub mod session;
-mod state;
+pub mod state;
 pub mod step;
 pub mod store;
 pub mod testing;
-mod time;
-pub mod timeline;
+pub mod time;
 mod timers;
 pub mod wait;
 pub mod webhook;
@@ -43,6 +37,7 @@ pub use events::RunEvent;
 pub use journal::{Entry, Op, RunId, RunStatus};
 pub use registry::{Manifest, Shape, manifest};
 pub use runtime::{AuthorizationStart, OpenQuestion, PendingResponse, WebhookReply};
+pub use runtime::{DATABASE_URL_VARIABLE, DefaultStore, Opening};
 pub use runtime::{Error, HookDelivery, Phase, RunHandle, RunOutcome, Runtime, RuntimeBuilder, StartOptions};
 pub use step::{Backoff, RetryPolicy, StepCall, StepCtx, StepDef};
 pub use time::{Clock, ManualClock, SystemClock, Timestamp};

@@ -24,14 +24,14 @@ pub fn nonce() -> String {
 
 /// Appends a fresh nonce (see [`nonce`]) to `text`: an id that is a prefix and a nonce takes one
 /// allocation, not two.
-pub(crate) fn push_nonce(text: &mut String) {
+pub fn push_nonce(text: &mut String) {
     let mut bytes = [0u8; 32];
     fill_random(&mut bytes);
     URL_SAFE_NO_PAD.encode_string(bytes, text);
 }
 
 /// `bytes` as lowercase hex.
-pub(crate) fn hex(bytes: &[u8]) -> String {
+pub fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     // One allocation: formatting each byte would make a string per byte (a token's hash, 32).
     let mut text = String::with_capacity(bytes.len() * 2);

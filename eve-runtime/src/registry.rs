@@ -8,14 +8,13 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::OnceLock;
 
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::context::{Receive, ServeCtx, TaskCtx, ToolCtx, WorkflowCtx};
 use crate::error::ToolError;
-use crate::executor::core::{RetryPolicy, StepDef};
+use crate::run_core::{RetryPolicy, StepDef};
 
 /// The future a tool body becomes once its input is decoded and its output encoded.
 pub type BodyFuture = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send>>;
@@ -97,8 +96,9 @@ pub struct ToolDescriptor {
     pub shape: Shape,
     /// The JSON Schema of the input.
     pub input_schema: fn() -> Value,
-    /// Checks that a JSON value decodes into the input type, saying what is wrong if not.
-    pub validate_input: fn(&Value) -> Result<(), String>,
+    /// Checks that a JSON value decodes into the input type, saying what is wrong if not
+    /// ([`check_decodes`] of the input type).
+    pub validate_input: fn(&Value) -> Result<(), InputRefusal>,
     /// The JSON Schema of the output, when the output type has one and it describes an object
     /// (what MCP's `outputSchema` allows); `None` otherwise.
     pub output_schema: fn() -> Option<Value>,
@@ -114,10 +114,10 @@ pub struct ToolRegistration(pub &'static ToolDescriptor);
 #[derive(Debug)]
 pub struct StepRegistration(pub &'static StepDef);
 
-/// Submits one of the runtime's own workflows (a session): started by the runtime, never offered
-/// to a model, and absent from the manifest.
+/// Submits a workflow of a part built on the core (a session): started by that part, never
+/// offered to a model, and absent from the manifest. [`workflow`] finds it by its workflow id.
 #[derive(Debug)]
-pub(crate) struct InternalWorkflow(pub &'static ToolDescriptor);
+pub struct InternalWorkflow(pub &'static ToolDescriptor);
 
 inventory::collect!(ToolRegistration);
 inventory::collect!(StepRegistration);
@@ -149,15 +149,24 @@ pub fn steps() -> Vec<&'static StepDef> {
     steps
 }
 
-/// The journaled name of a step compiled into this binary, as the step's own static string, or
-/// `None` for a name no step here has. Replay borrows it for each step entry of a journal rather
-/// than copying the entry's. Stores look up every step entry they read, so the set hashes with
-/// foldhash: SipHash of the name was a fifth of decoding the entry.
-pub(crate) fn step_name(name: &str) -> Option<&'static str> {
-    static NAMES: OnceLock<foldhash::HashSet<&'static str>> = OnceLock::new();
-    let names =
-        NAMES.get_or_init(|| inventory::iter::<StepRegistration>().map(|registration| registration.0.name()).collect());
-    names.get(name).copied()
+/// The model-facing task id of a `#[task]` run: the tool name and six characters derived from the
+/// run id (`deploy-4hd8sa`).
+pub fn task_id(tool: &str, run: &crate::journal::RunId) -> String {
+    const ALPHABET: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut hash = crate::journal::InputHash::of(run.as_str().as_bytes()).0;
+    let mut suffix = String::with_capacity(6);
+    for _ in 0..6 {
+        suffix.push(ALPHABET[(hash % 36) as usize] as char);
+        hash /= 36;
+    }
+    format!("{tool}-{suffix}")
+}
+
+/// Tells the journal's decoder the names of the steps compiled into this binary, so entries and
+/// replay borrow them (see [`crate::journal::decode::entry`]).
+pub(crate) fn learn_step_names() {
+    let names = || inventory::iter::<StepRegistration>().map(|registration| registration.0.name()).collect();
+    crate::journal::decode::learn_step_names(names);
 }
 
 /// What kind of JSON value `value` is, as error messages name it: `"an array"`, `"null"`, ...
@@ -292,67 +301,149 @@ pub fn duplicate_names() -> Vec<(&'static str, Vec<&'static str>)> {
 
 /// Why a tool's input was refused: what is wrong, and the field at fault by its JSON path
 /// (`quantity`, `lines[0].sku`) when one is.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct InputRefusal {
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct InputRefusal {
     /// What is wrong, naming the field: ``field `lines[0].sku`: 7 is not of type "string"``.
     pub message: String,
     /// The field at fault.
     pub field: Option<String>,
 }
 
-/// Checks `input` against the tool's JSON Schema, then against its input type, so that a run
-/// starts only with an input its body can take, and a refusal names the field. The schema is
-/// compiled once per tool; one that does not compile leaves decoding as the only check.
-pub(crate) fn check_input(tool: &'static ToolDescriptor, input: &Value) -> Result<(), InputRefusal> {
-    if let Some(validator) = validator(tool)
-        && let Some(error) = validator.iter_errors(input).next()
-    {
-        return Err(describe(&error));
+/// Checks `input` against the tool's JSON Schema (with the `schema-validation` feature), then
+/// against its input type, so that a run starts only with an input its body can take, and a
+/// refusal names the field.
+pub fn check_input(tool: &'static ToolDescriptor, input: &Value) -> Result<(), InputRefusal> {
+    #[cfg(feature = "schema-validation")]
+    schema::check(tool, input)?;
+    (tool.validate_input)(input)
+}
+
+/// Checks that `input` may start a run of `descriptor`: it fits the tool's input (a resumable
+/// task's run starts with no input: each of its calls is checked as it is sent) and is not nested
+/// too deeply to journal.
+pub fn check_start_input(descriptor: &'static ToolDescriptor, input: &Value) -> Result<(), crate::Error> {
+    let tool = descriptor.name;
+    if !matches!(descriptor.entry, EntryPoint::Serve(_)) {
+        check_input(descriptor, input).map_err(|refusal| invalid_input(tool, refusal))?;
     }
-    (tool.validate_input)(input).map_err(|message| InputRefusal { message, field: None })
+    crate::journal::depth::check(input, || format!("the input of tool `{tool}`"))?;
+    Ok(())
 }
 
-/// The compiled schema of `tool`, from a cache keyed by workflow id.
-fn validator(tool: &'static ToolDescriptor) -> Option<std::sync::Arc<jsonschema::Validator>> {
-    type Cache = std::sync::Mutex<BTreeMap<&'static str, Option<std::sync::Arc<jsonschema::Validator>>>>;
-    static CACHE: std::sync::OnceLock<Cache> = std::sync::OnceLock::new();
-    let cache = CACHE.get_or_init(Cache::default);
-    let mut cache = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let compiled = cache.entry(tool.workflow_id).or_insert_with(|| {
-        jsonschema::validator_for(&(tool.input_schema)())
-            .inspect_err(|error| {
-                tracing::warn!(
-                    tool = tool.name,
-                    "cannot compile the input schema, so only decoding checks input: {error}"
-                )
-            })
-            .ok()
-            .map(std::sync::Arc::new)
-    });
-    compiled.clone()
+/// The error for an input `tool` refused.
+pub(crate) fn invalid_input(tool: &str, refusal: InputRefusal) -> crate::Error {
+    crate::Error::InvalidInput { tool: tool.to_owned(), message: refusal.message, field: refusal.field }
 }
 
-/// A schema violation in words, naming the field: ``field `items[2].name`: 3 is not of type "string"``.
-pub(crate) fn describe(error: &jsonschema::ValidationError<'_>) -> InputRefusal {
-    let mut path = String::new();
-    for segment in error.instance_path().segments() {
-        match segment {
-            jsonschema::paths::LocationSegment::Property(name) => {
-                if !path.is_empty() {
-                    path.push('.');
-                }
-                path.push_str(&name);
-            }
-            jsonschema::paths::LocationSegment::Index(index) => path.push_str(&format!("[{index}]")),
+/// The error for a call of a tool no tool of this binary is named: it lists the tools there are.
+pub fn unknown_tool(name: &str) -> crate::Error {
+    crate::Error::UnknownTool { name: name.to_owned(), known: tools().iter().map(|tool| tool.name).collect() }
+}
+
+/// Checks that `input` is a JSON object that decodes into `T`, naming the field at fault: the
+/// [`ToolDescriptor::validate_input`] of a tool whose input type is `T`.
+pub fn check_decodes<T: serde::de::DeserializeOwned>(input: &Value) -> Result<(), InputRefusal> {
+    if !input.is_object() {
+        let message = format!("expected a JSON object, found {}", json_kind(input));
+        return Err(InputRefusal { message, field: None });
+    }
+    serde_path_to_error::deserialize::<_, T>(input).map(drop).map_err(|error| {
+        let path = error.path().to_string();
+        let field = (path != ".").then_some(path);
+        InputRefusal { message: error.into_inner().to_string(), field }
+    })
+}
+
+/// Tool input checked against the tool's JSON Schema.
+#[cfg(feature = "schema-validation")]
+mod schema {
+    use std::collections::BTreeMap;
+    use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+    use serde_json::Value;
+
+    use super::{InputRefusal, ToolDescriptor};
+
+    /// Checks `input` against the schema of `tool`. The schema is compiled once per tool; one
+    /// that does not compile leaves decoding as the only check.
+    pub(super) fn check(tool: &'static ToolDescriptor, input: &Value) -> Result<(), InputRefusal> {
+        match validator(tool).and_then(|validator| validator.iter_errors(input).next().map(|error| describe(&error))) {
+            Some(refusal) => Err(refusal),
+            None => Ok(()),
         }
     }
-    if let jsonschema::error::ValidationErrorKind::Required { property } = error.kind() {
-        let property = property.as_str().map_or_else(|| property.to_string(), str::to_owned);
-        let field = if path.is_empty() { property } else { format!("{path}.{property}") };
-        return InputRefusal { message: format!("field `{field}` is required"), field: Some(field) };
+
+    /// The compiled schema of `tool`, from a cache keyed by workflow id.
+    fn validator(tool: &'static ToolDescriptor) -> Option<Arc<jsonschema::Validator>> {
+        type Cache = Mutex<BTreeMap<&'static str, Option<Arc<jsonschema::Validator>>>>;
+        static CACHE: OnceLock<Cache> = OnceLock::new();
+        let cache = CACHE.get_or_init(Cache::default);
+        let mut cache = cache.lock().unwrap_or_else(PoisonError::into_inner);
+        let compiled = cache.entry(tool.workflow_id).or_insert_with(|| {
+            jsonschema::validator_for(&(tool.input_schema)())
+                .inspect_err(|error| {
+                    tracing::warn!(
+                        tool = tool.name,
+                        "cannot compile the input schema, so only decoding checks input: {error}"
+                    )
+                })
+                .ok()
+                .map(Arc::new)
+        });
+        compiled.clone()
     }
-    match path.is_empty() {
-        true => InputRefusal { message: format!("the input: {error}"), field: None },
-        false => InputRefusal { message: format!("field `{path}`: {error}"), field: Some(path) },
+
+    /// A schema violation in words, naming the field: ``field `items[2].name`: 3 is not of type "string"``.
+    fn describe(error: &jsonschema::ValidationError<'_>) -> InputRefusal {
+        let mut path = String::new();
+        for segment in error.instance_path().segments() {
+            match segment {
+                jsonschema::paths::LocationSegment::Property(name) => {
+                    if !path.is_empty() {
+                        path.push('.');
+                    }
+                    path.push_str(&name);
+                }
+                jsonschema::paths::LocationSegment::Index(index) => path.push_str(&format!("[{index}]")),
+            }
+        }
+        if let jsonschema::error::ValidationErrorKind::Required { property } = error.kind() {
+            let property = property.as_str().map_or_else(|| property.to_string(), str::to_owned);
+            let field = if path.is_empty() { property } else { format!("{path}.{property}") };
+            return InputRefusal { message: format!("field `{field}` is required"), field: Some(field) };
+        }
+        match path.is_empty() {
+            true => InputRefusal { message: format!("the input: {error}"), field: None },
+            false => InputRefusal { message: format!("field `{path}`: {error}"), field: Some(path) },
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use serde_json::json;
+
+        use super::*;
+
+        #[test]
+        fn schema_errors_name_the_field_by_its_json_path() {
+            let schema = json!({
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    "items": {"type": "array", "items": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}}
+                },
+                "required": ["name"]
+            });
+            let validator = jsonschema::validator_for(&schema).unwrap();
+            let first = |value: Value| describe(&validator.iter_errors(&value).next().unwrap()).message;
+            assert_eq!(first(json!({})), "field `name` is required");
+            assert!(
+                first(json!({"name": 3})).starts_with("field `name`: 3 is not of type"),
+                "{}",
+                first(json!({"name": 3}))
+            );
+            assert_eq!(first(json!({"name": "a", "items": [{"n": 1}, {}]})), "field `items[1].n` is required");
+        }
     }
 }

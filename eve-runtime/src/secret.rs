@@ -67,21 +67,21 @@ impl SecretKey {
 
     /// A key for one `purpose` (HMAC-SHA256 of the purpose), so that each use of the runtime's
     /// key (sealing token files, naming them, ...) has a key of its own.
-    pub(crate) fn derive(&self, purpose: &str) -> SecretKey {
+    pub fn derive(&self, purpose: &str) -> SecretKey {
         let mut mac = self.mac();
         mac.update(purpose.as_bytes());
         SecretKey(mac.finalize().into_bytes().into())
     }
 
     /// HMAC-SHA256 of `data` under this key, as lowercase hex.
-    pub(crate) fn mac_hex(&self, data: &[u8]) -> String {
+    pub fn mac_hex(&self, data: &[u8]) -> String {
         let mut mac = self.mac();
         mac.update(data);
         hex(&mac.finalize().into_bytes())
     }
 
     /// The key's bytes, for a cipher that takes them.
-    pub(crate) fn expose_bytes(&self) -> &[u8; 32] {
+    pub fn expose_bytes(&self) -> &[u8; 32] {
         &self.0
     }
 
@@ -107,7 +107,7 @@ impl Drop for SecretKey {
 
 /// Writes `bytes` to a new file at `path`, readable by its owner only, and syncs it; fails if the
 /// file exists. Creates the parent folder if needed.
-pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     if let Some(parent) = path.parent() {
         fs::create_dir_all(parent)?;
     }
@@ -121,7 +121,7 @@ pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// Syncs the folder holding `path`, so that a file just created there survives a crash.
-pub(crate) fn sync_parent(path: &Path) -> std::io::Result<()> {
+pub fn sync_parent(path: &Path) -> std::io::Result<()> {
     let parent = path.parent().filter(|parent| !parent.as_os_str().is_empty()).unwrap_or(Path::new("."));
     fs::File::open(parent)?.sync_all()
 }

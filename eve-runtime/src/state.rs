@@ -8,9 +8,17 @@ use std::any::{Any, TypeId, type_name};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// A map from type to one shared value of that type.
+/// A map from type to one shared value of that type: what `RuntimeBuilder::state` gives steps.
 #[derive(Clone, Default)]
-pub(crate) struct State(HashMap<TypeId, Arc<dyn Any + Send + Sync>>);
+pub struct State(HashMap<TypeId, Arc<dyn Any + Send + Sync>>);
+
+/// No value of the type asked for was given to the runtime.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the runtime has no state of type `{type_name}`; give it with Runtime::builder().state(..)")]
+pub struct MissingState {
+    /// The type asked for.
+    pub type_name: &'static str,
+}
 
 impl State {
     /// Stores `value`, replacing any earlier value of its type.
@@ -19,12 +27,8 @@ impl State {
     }
 
     /// The value of type `T`, or an error saying how to provide one.
-    pub fn get<T: Send + Sync + 'static>(&self) -> Result<Arc<T>, String> {
-        let missing = || {
-            let name = type_name::<T>();
-            format!("the runtime has no state of type `{name}`; give it with Runtime::builder().state(..)")
-        };
-        let value = self.0.get(&TypeId::of::<T>()).cloned().ok_or_else(missing)?;
+    pub fn get<T: Send + Sync + 'static>(&self) -> Result<Arc<T>, MissingState> {
+        let value = self.0.get(&TypeId::of::<T>()).cloned().ok_or(MissingState { type_name: type_name::<T>() })?;
         Ok(value.downcast::<T>().expect("values are stored under their own type id"))
     }
 }

@@ -18,10 +18,11 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::auth::{AccessToken, AuthProvider, Provider};
+use crate::control::RunControl;
 use crate::error::{FatalError, StepError};
-use crate::executor::core::{self, AttemptFn, RunCore, Slot, StepAttempt, StepSlot};
-pub use crate::executor::core::{Backoff, RetryPolicy, StepDef};
 use crate::journal::{InputHash, Op, OpKind, OpSignature, Payload, RunId, StepOutcome, canonical};
+use crate::run_core::{self, AttemptFn, RunCore, Slot, StepAttempt, StepSlot};
+pub use crate::run_core::{Backoff, RetryPolicy, StepDef};
 use crate::webhook::{WebhookRequest, WebhookResponse};
 
 /// What a step attempt can see: which run and op it belongs to, its attempt number, its stable
@@ -44,9 +45,22 @@ impl StepCtx {
         StepCtx { op: None, attempt: 1, key: std::sync::OnceLock::new(), core: None }
     }
 
-    /// The runtime's services, inside a run.
-    pub(crate) fn services(&self) -> Option<&Arc<crate::executor::core::Services>> {
-        self.core.as_ref().map(|core| &core.services)
+    /// A context for a plain tool this step runs itself, as the call `call_id` of `tool` (a
+    /// session's model step runs the plain tools its model called): it reads the runtime's state
+    /// and providers as a tool the runtime calls does. `None` outside a run.
+    pub fn tool_ctx(&self, call_id: impl Into<String>, tool: &'static str) -> Option<crate::context::ToolCtx> {
+        let services = self.core.as_ref()?.services.clone();
+        Some(crate::context::ToolCtx::new(call_id.into(), tool, services))
+    }
+
+    /// What this step may ask of the runtime running its run: start, deliver to, cancel or
+    /// interrupt other runs, and publish live events (see [`RunControl`]).
+    ///
+    /// Fails fatally for a step called outside any run.
+    pub fn control(&self) -> Result<Arc<dyn RunControl>, StepError> {
+        let core = self.core.as_ref().ok_or_else(|| FatalError::new("this step runs outside any run"))?;
+        let control = core.services.control.get().cloned();
+        control.ok_or_else(|| FatalError::new("no runtime runs this step (a replay check runs none)").into())
     }
 
     /// The run this attempt belongs to, or `None` when the step was called outside any run.
@@ -191,7 +205,7 @@ where
         Fut: Future<Output = Result<T, E>> + Send + 'static,
         E: Into<StepError>,
     {
-        match core::current() {
+        match run_core::current() {
             Some(core) => Self::durable(core, def, args, step),
             None => Self::detached(args, step),
         }

@@ -69,12 +69,12 @@ impl fmt::Display for Timestamp {
 
 /// Serializes a timestamp as ISO 8601 (`2026-11-29T18:54:03.120Z`), as public JSON writes times;
 /// the journal keeps milliseconds.
-pub(crate) fn iso<S: serde::Serializer>(time: &Timestamp, serializer: S) -> Result<S::Ok, S::Error> {
+pub fn iso<S: serde::Serializer>(time: &Timestamp, serializer: S) -> Result<S::Ok, S::Error> {
     serializer.collect_str(time)
 }
 
 /// [`iso`] for an optional timestamp.
-pub(crate) fn iso_opt<S: serde::Serializer>(time: &Option<Timestamp>, serializer: S) -> Result<S::Ok, S::Error> {
+pub fn iso_opt<S: serde::Serializer>(time: &Option<Timestamp>, serializer: S) -> Result<S::Ok, S::Error> {
     match time {
         Some(time) => serializer.collect_str(time),
         None => serializer.serialize_none(),

@@ -20,8 +20,8 @@ use futures::future::BoxFuture;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::executor::core::{self, HookCheck, HookSlot, RunCore, Slot};
 use crate::journal::{Entry, InputHash, Op, OpKind, OpSignature};
+use crate::run_core::{self, HookCheck, HookSlot, RunCore, Slot};
 use crate::secret::{self, Token};
 use crate::time::{Clock, SystemClock, Timestamp};
 
@@ -66,7 +66,7 @@ enum SleepState {
 impl Sleep {
     #[track_caller]
     fn new(deadline: Deadline) -> Self {
-        let Some(core) = core::current() else {
+        let Some(core) = run_core::current() else {
             let at = match deadline {
                 Deadline::After(duration) => SystemClock.now().saturating_add(duration),
                 Deadline::At(at) => at,
@@ -216,7 +216,7 @@ impl<T: DeserializeOwned> Hook<T> {
 
     #[track_caller]
     fn create(chosen: Option<Token>, webhook: Option<crate::journal::webhook::WebhookOptions>) -> Self {
-        Hook::create_in(core::current(), chosen, webhook)
+        Hook::create_in(run_core::current(), chosen, webhook)
     }
 
     #[track_caller]
@@ -269,7 +269,7 @@ impl<T: DeserializeOwned> Hook<T> {
     /// names to report to it.
     ///
     /// [`ParentLink`]: crate::journal::ParentLink
-    pub(crate) fn op(&self) -> Option<Op> {
+    pub fn op(&self) -> Option<Op> {
         match &self.state {
             HookState::Durable { op, .. } => Some(*op),
             _ => None,
@@ -322,7 +322,7 @@ impl<T: DeserializeOwned> Hook<T> {
 impl Hook<Value> {
     /// Waits for the next payload, taken as it was delivered: decoding a `Value` into a `Value`
     /// would only build the same tree again.
-    pub(crate) fn recv_value(&mut self) -> impl Future<Output = Result<Value, HookError>> + Send + '_ {
+    pub fn recv_value(&mut self) -> impl Future<Output = Result<Value, HookError>> + Send + '_ {
         std::future::poll_fn(move |cx| self.poll_delivered(cx))
     }
 }

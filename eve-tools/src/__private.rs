@@ -11,7 +11,9 @@ use serde::de::DeserializeOwned;
 pub use eve_runtime::context::{Receive, ServeCtx, StepCtxSource, TaskCtx, ToolCtx, WorkflowCtx};
 pub use eve_runtime::error::{StepError, ToolError};
 pub use eve_runtime::progress::{Sink as ProgressSink, drive as drive_progress};
-pub use eve_runtime::registry::{BodyFuture, EntryPoint, Shape, StepRegistration, ToolDescriptor, ToolRegistration};
+pub use eve_runtime::registry::{
+    BodyFuture, EntryPoint, InputRefusal, Shape, StepRegistration, ToolDescriptor, ToolRegistration,
+};
 pub use eve_runtime::step::{Backoff, RetryPolicy, StepCall, StepCtx, StepDef};
 pub use inventory;
 pub use serde_json::Value;
@@ -22,11 +24,8 @@ pub fn decode_input<T: DeserializeOwned>(input: Value) -> ::core::result::Result
 }
 
 /// Checks that a JSON value decodes into `T`, saying what is wrong if not.
-pub fn validate_input<T: DeserializeOwned>(input: &Value) -> ::core::result::Result<(), String> {
-    if !input.is_object() {
-        return Err(format!("expected a JSON object, found {}", eve_runtime::registry::json_kind(input)));
-    }
-    T::deserialize(input).map(drop).map_err(|error| error.to_string())
+pub fn validate_input<T: DeserializeOwned>(input: &Value) -> ::core::result::Result<(), InputRefusal> {
+    eve_runtime::registry::check_decodes::<T>(input)
 }
 
 /// The JSON Schema of a tool's input type.

@@ -83,6 +83,9 @@ pub struct SleepInput {
     pub seconds: u64,
 }
 
+/// What `sleep` answers when a new message ends it early (a model-facing string, pinned verbatim).
+pub const SLEEP_INTERRUPTED: &str = "Stopped early because a new message arrived.";
+
 /// What `sleep` answers when its time ran out.
 fn slept(seconds: u64) -> String {
     let unit = if seconds == 1 { "second" } else { "seconds" };
@@ -98,6 +101,17 @@ pub async fn sleep_tool(input: SleepInput, _ctx: &WorkflowCtx) -> Result<String,
     }
     Ok(match crate::sleep(Duration::from_secs(input.seconds)).await {
         Ok(()) => slept(input.seconds),
-        Err(crate::Cancelled) => eve_runtime::session::strings::SLEEP_INTERRUPTED.to_owned(),
+        Err(crate::Cancelled) => SLEEP_INTERRUPTED.to_owned(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_sleep_answers_is_pinned_verbatim() {
+        assert_eq!(SLEEP_INTERRUPTED, "Stopped early because a new message arrived.");
+        assert_eq!((slept(1), slept(30)), ("Slept 1 second.".to_owned(), "Slept 30 seconds.".to_owned()));
+    }
 }

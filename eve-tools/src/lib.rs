@@ -316,18 +316,11 @@ pub use eve_macros::workflow_tool;
 pub use eve_macros::task;
 pub use eve_runtime::ask::{Answer, AnswerError, Ask, AskOption, AskOutcome, Display, Pending, Style};
 pub use eve_runtime::auth::{AccessToken, AuthError, AuthProvider, Principal, Provider};
-pub use eve_runtime::auth::{FileTokenStore, MemoryTokenStore, TokenSet, TokenStore, TokenStoreError};
-// Sign-in with OAuth 2.0 (cargo feature `oauth2`, on by default).
-#[cfg(feature = "oauth2")]
-pub use eve_runtime::auth::{ClientAuth, OAuth2Provider, OAuth2ProviderBuilder};
+pub use eve_runtime::auth::{MemoryTokenStore, TokenSet, TokenStore, TokenStoreError};
 pub use eve_runtime::context::{Call, Receive, ServeCtx, StepCtxSource, StretchSignal, TaskCtx, ToolCtx, WorkflowCtx};
 pub use eve_runtime::error::{FatalError, NonDeterminismError, RetryableError, StepError, StoreError, ToolError};
 pub use eve_runtime::events::RunEvent;
-#[cfg(feature = "http")]
-pub use eve_runtime::http;
 pub use eve_runtime::journal::{Entry, Op, RunFailure, RunId, RunStatus};
-#[cfg(feature = "mcp")]
-pub use eve_runtime::mcp;
 pub use eve_runtime::progress::Progress;
 pub use eve_runtime::registry::{Lifetime, Manifest, Shape, Suspend};
 pub use eve_runtime::step::{Backoff, RetryPolicy, StepCall, StepCtx};
@@ -342,7 +335,40 @@ pub use eve_runtime::{
     AuthorizationStart, Clock, Error, HookDelivery, ManualClock, OpenQuestion, Phase, RunHandle, RunOutcome, Runtime,
     RuntimeBuilder, StartOptions, SystemClock, Timestamp, WebhookReply,
 };
-pub use eve_runtime::{cli, journal, secret, session, store, testing};
+pub use eve_runtime::{control, journal, secret, testing};
+
+// Sign-in with OAuth 2.0, and tokens sealed in files (feature `oauth2`).
+#[cfg(feature = "oauth2")]
+#[cfg_attr(docsrs, doc(cfg(feature = "oauth2")))]
+pub use eve_auth::{ClientAuth, FileTokenStore, OAuth2Provider, OAuth2ProviderBuilder};
+#[cfg(feature = "cli")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cli")))]
+pub use eve_host::cli;
+#[cfg(feature = "http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
+pub use eve_host::http;
+#[cfg(feature = "mcp")]
+#[cfg_attr(docsrs, doc(cfg(feature = "mcp")))]
+pub use eve_host::mcp;
+#[cfg(feature = "cli")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cli")))]
+pub use eve_host::timeline;
+#[cfg(feature = "sessions")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sessions")))]
+pub use eve_sessions as session;
+
+/// Stores: the [`Store`](store::Store) trait, the memory store and the driver kit, and the stores
+/// of the features on: [`SqliteStore`](store::SqliteStore) (`sqlite`) and
+/// [`PostgresStore`](store::PostgresStore) (`postgres`).
+pub mod store {
+    #[cfg(feature = "postgres")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+    pub use eve_postgres::{ConnectError as PostgresConnectError, PostgresOptions, PostgresStore};
+    pub use eve_runtime::store::*;
+    #[cfg(feature = "sqlite")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
+    pub use eve_sqlite::{SqliteOptions, SqliteSnapshot, SqliteStore};
+}
 
 /// The manifest of every tool and step compiled into this binary, sorted by name.
 ///
@@ -374,6 +400,8 @@ pub fn manifest() -> Manifest {
 /// let tools = eve_tools::tools!(serde_json);
 /// assert_eq!(tools.crates(), ["serde_json"]);
 /// ```
+#[cfg(feature = "cli")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cli")))]
 #[macro_export]
 macro_rules! tools {
     ($($krate:ident),* $(,)?) => {{
@@ -391,4 +419,8 @@ pub mod prelude {
         WebhookRequest, WebhookResponse, WorkflowCtx, create_hook, create_hook_with_token, create_webhook,
         create_webhook_with, sleep, sleep_until, step, task, tool, workflow_tool,
     };
+    #[cfg(feature = "postgres")]
+    pub use eve_postgres::PostgresBuilderExt;
+    #[cfg(feature = "sessions")]
+    pub use eve_sessions::{AgentCtxExt, SessionBuilderExt, SessionRuntimeExt};
 }

@@ -51,15 +51,10 @@ use async_trait::async_trait;
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 
-mod file_store;
-#[cfg(feature = "oauth2")]
-mod oauth2;
 mod tokens;
 
-pub use self::file_store::FileTokenStore;
-#[cfg(feature = "oauth2")]
-pub use self::oauth2::{ClientAuth, OAuth2Provider, OAuth2ProviderBuilder};
 pub use self::tokens::{MemoryTokenStore, TokenSet, TokenStore, TokenStoreError};
+pub use crate::error::AuthError;
 
 /// The path prefix of sign-in links and callbacks: `{prefix}{provider}/start?state=…` and
 /// `{prefix}{provider}/callback`.
@@ -71,7 +66,7 @@ const LINK_SEGMENT: &percent_encoding::AsciiSet =
 
 /// The sign-in link `authorization.required` publishes: served by the HTTP server, it ties the
 /// sign-in to the browser that opens it (a cookie) and sends that browser on to the provider.
-pub(crate) fn sign_in_link(public_url: &str, provider: &str, state: &str) -> String {
+pub fn sign_in_link(public_url: &str, provider: &str, state: &str) -> String {
     let encode = |text| percent_encoding::utf8_percent_encode(text, LINK_SEGMENT);
     format!("{public_url}{AUTH_CALLBACK_PATH}{}/start?state={}", encode(provider), encode(state))
 }
@@ -142,35 +137,6 @@ impl fmt::Debug for AccessToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("AccessToken(..)")
     }
-}
-
-/// Why an auth provider failed. Messages never contain tokens or codes.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum AuthError {
-    /// The provider refused the exchange or the token.
-    #[error("{provider} refused the sign-in: {reason}")]
-    Refused {
-        /// The provider id.
-        provider: String,
-        /// What it said, without secrets.
-        reason: String,
-    },
-    /// The provider could not be reached.
-    #[error("cannot reach {provider}: {reason}")]
-    Unreachable {
-        /// The provider id.
-        provider: String,
-        /// What went wrong.
-        reason: String,
-    },
-    /// The provider is misconfigured.
-    #[error("{provider} is misconfigured: {reason}")]
-    Config {
-        /// The provider id.
-        provider: String,
-        /// What is wrong.
-        reason: String,
-    },
 }
 
 /// A source of user tokens with an interactive sign-in, such as OAuth 2.0.

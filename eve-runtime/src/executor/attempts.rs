@@ -17,12 +17,12 @@ use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 
 use super::Engine;
-use super::core::{AttemptFn, Resume, RunCore, Slot, signal};
-use super::core::{RetryPolicy, StepAttempt, StepDef};
 use super::{Attempt, Driver, Event};
 use crate::error::{FatalError, StepError};
 use crate::events::RunEvent;
 use crate::journal::{Entry, InputHash, Op, Payload, StepOutcome};
+use crate::run_core::{AttemptFn, Resume, RunCore, Slot, signal};
+use crate::run_core::{RetryPolicy, StepAttempt, StepDef};
 use crate::store::TimerKind;
 use crate::time::Timestamp;
 

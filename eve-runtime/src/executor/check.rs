@@ -8,10 +8,10 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::core::{Mode, ReplayIndex, RunCore, Services, Started};
 use super::{Driver, Finish, start_body, task_of};
 use crate::error::NonDeterminismError;
 use crate::journal::{Entry, Op, OpSignature, RunId, SourceLocation};
+use crate::run_core::{Mode, ReplayIndex, RunCore, Services, Started};
 use crate::store::Fence;
 
 /// How a recorded journal replays against the code in this binary.
@@ -81,7 +81,8 @@ pub(crate) fn check(run: &RunId, entries: &[Entry]) -> ReplayVerdict {
         String::new(),
         crate::state::State::default(),
     ));
-    let index = ReplayIndex::build(entries, crate::registry::step_name);
+    crate::registry::learn_step_names();
+    let index = ReplayIndex::build(entries, crate::journal::decode::step_name);
     let last = index.last_op();
     let started = Started::of(&entries[0]);
     let task = task_of(tool, run);

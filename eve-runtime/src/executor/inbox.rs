@@ -7,9 +7,9 @@
 
 use super::Driver;
 use super::Engine;
-use super::core::{Slot, signal};
 use crate::ask::AskOutcome;
 use crate::journal::{Entry, Op};
+use crate::run_core::{Slot, signal};
 use crate::store::{Delivery, InboxItem, StoreError};
 use crate::time::Timestamp;
 

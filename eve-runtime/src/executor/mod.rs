@@ -48,7 +48,6 @@
 
 mod attempts;
 pub(crate) mod check;
-pub(crate) mod core;
 mod fit;
 mod inbox;
 #[cfg(test)]
@@ -67,14 +66,14 @@ use futures::{FutureExt, StreamExt};
 use serde_json::Value;
 use tokio::sync::{Notify, mpsc};
 
-pub(crate) use self::core::Services;
-use self::core::{Mode, OpMap, ReplayIndex, RunCore, Started, signal};
 use crate::auth::Principal;
 use crate::error::{StepError, StoreError, ToolError};
 use crate::events::RunEvent;
 use crate::journal::RunOutcome;
 use crate::journal::{Entry, Op, RunFailure, RunId, RunStatus, StepOutcome};
 use crate::registry::{BodyFuture, EntryPoint};
+pub(crate) use crate::run_core::Services;
+use crate::run_core::{self, Mode, OpMap, ReplayIndex, RunCore, Started, signal};
 use crate::store::{Append, Fence, InboxItem, TimerKind};
 use crate::time::Timestamp;
 
@@ -155,6 +154,8 @@ pub(crate) enum Exit {
     /// The run cannot be advanced here (store failure, a newer claim elsewhere); its journal is
     /// intact and a later activation replays it.
     Lost(StoreError),
+    /// The runtime is shutting down: the run is let go as it stands, and its journal is intact.
+    Stopped,
 }
 
 /// Wakes the driver when any future inside the body is woken.
@@ -189,6 +190,8 @@ enum Advanced {
     Finished(RunOutcome),
     /// The body asked to continue as new with this input.
     Continues(crate::error::ContinueWith),
+    /// The runtime is shutting down.
+    Stopped,
 }
 
 /// How the body ended, before it is journaled.
@@ -216,7 +219,7 @@ struct Spare {
     /// The steps the body polled for the first time, as [`Driver::start_polled_steps`] takes them.
     polled: Vec<Op>,
     /// The steps among them to start, with what the journal says each was doing.
-    starting: Vec<(Op, attempts::StartedStep, Option<core::Resume>)>,
+    starting: Vec<(Op, attempts::StartedStep, Option<run_core::Resume>)>,
     /// The events [`Driver::ready_events`] gathers and `take_in` takes.
     events: Vec<Event>,
 }
@@ -224,7 +227,7 @@ struct Spare {
 /// One run's body and everything needed to advance it.
 pub(crate) struct Driver {
     core: Arc<RunCore>,
-    /// A second handle to `core`, made current while the body is polled (see [`core::enter`]).
+    /// A second handle to `core`, made current while the body is polled (see [`run_core::enter`]).
     entered: Option<Arc<RunCore>>,
     /// Another handle on the run's core, moved out while the driver lends the core's state to
     /// its thread ([`RunCore::lend`]) and back after: the lending borrows it, not the driver.
@@ -360,7 +363,7 @@ impl Driver {
             let reason = format!("run {run}'s journal does not start with run_started");
             return Err(StoreError::Corrupt { path: "the journal".into(), reason });
         };
-        let index = ReplayIndex::build(&claimed.entries, crate::registry::step_name);
+        let index = ReplayIndex::build(&claimed.entries, crate::journal::decode::step_name);
         // Whatever activated the run, its unfired timers are armed again: a timer message lost
         // with a failed activation would otherwise never come back. One already due is taken in
         // by this activation itself rather than by another wake.
@@ -465,7 +468,7 @@ impl Driver {
             }
             let mut cx = Context::from_waker(&self.waker);
             let polled = {
-                let _current = core::enter(&mut self.entered);
+                let _current = run_core::enter(&mut self.entered);
                 std::panic::catch_unwind(AssertUnwindSafe(|| body.as_mut().poll(&mut cx)))
             };
             let finish = match polled {
@@ -485,6 +488,7 @@ impl Driver {
             Ok(Advanced::Finished(outcome)) => return Exit::Finished(outcome),
             Ok(Advanced::Idle) => return Exit::Parked(self),
             Ok(Advanced::Continues(with)) => return self.continue_as_new(rt, with).await,
+            Ok(Advanced::Stopped) => return Exit::Stopped,
             Err(error @ (StoreError::TooLarge { .. } | StoreError::TooDeep { .. })) => {
                 RunFailure::Tool { message: format!("the run could not journal what it did next: {error}") }
             }
@@ -526,7 +530,11 @@ impl Driver {
         let tool = self.tool.expect("a body runs only for a known tool");
         // A warm input was built from the tool's own input type, so it needs no schema check; its
         // depth is checked all the same, as the store would refuse it.
-        let checked = if warm.is_some() { Ok(()) } else { (tool.validate_input)(&input.to_value()) };
+        let checked = if warm.is_some() {
+            Ok(())
+        } else {
+            (tool.validate_input)(&input.to_value()).map_err(|refusal| refusal.message)
+        };
         let fits =
             checked.and_then(|()| input.check_depth(|| "the input".to_owned()).map_err(|error| error.to_string()));
         if let Err(reason) = fits {
@@ -614,7 +622,7 @@ impl Driver {
                 // A delivery made after the commit (a hook's token was taken) let the body return.
                 continue;
             }
-            let lone = if self.core.signals() & core::signal::POLLED != 0 {
+            let lone = if self.core.signals() & run_core::signal::POLLED != 0 {
                 // A step the body polled starts, and if its attempt ends at once its completion
                 // is taken in and the body polled again: the run's state is lent to the thread
                 // for all of it, so the five looks at it (the step's start, the delivery of its
@@ -648,7 +656,7 @@ impl Driver {
                 events.extend(self.ready_events(rt, mailbox));
             }
             if events.iter().any(|event| matches!(event, Event::Shutdown)) {
-                return Err(StoreError::Backend("the runtime is shutting down".into()));
+                return Ok(Advanced::Stopped);
             }
             if let Some(current) = self.lease_lost(&events) {
                 let run = self.core.run.clone();
@@ -1226,11 +1234,11 @@ fn start_body(core: &Arc<RunCore>, tool: &'static crate::registry::ToolDescripto
     match tool.entry {
         EntryPoint::Workflow(entry) => Some(entry(input, ctx)),
         EntryPoint::Task(entry) => {
-            let task_id = core.task_id.clone().unwrap_or_else(|| task_id(tool.name, &core.run));
+            let task_id = core.task_id.clone().unwrap_or_else(|| crate::registry::task_id(tool.name, &core.run));
             Some(entry(input, crate::context::TaskCtx::new(ctx, task_id)))
         }
         EntryPoint::Serve(entry) => {
-            let task_id = core.task_id.clone().unwrap_or_else(|| task_id(tool.name, &core.run));
+            let task_id = core.task_id.clone().unwrap_or_else(|| crate::registry::task_id(tool.name, &core.run));
             let (serve, receive) = crate::context::ServeCtx::new(crate::context::TaskCtx::new(ctx, task_id));
             Some(entry(receive, serve))
         }
@@ -1240,19 +1248,7 @@ fn start_body(core: &Arc<RunCore>, tool: &'static crate::registry::ToolDescripto
 
 /// The task id of a run of `tool`, if it is a task.
 fn task_of(tool: &crate::registry::ToolDescriptor, run: &RunId) -> Option<String> {
-    matches!(tool.entry, EntryPoint::Task(_) | EntryPoint::Serve(_)).then(|| task_id(tool.name, run))
-}
-
-/// The model-facing task id: the tool name and six characters derived from the run id.
-pub(crate) fn task_id(tool: &str, run: &RunId) -> String {
-    const ALPHABET: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
-    let mut hash = crate::journal::InputHash::of(run.as_str().as_bytes()).0;
-    let mut suffix = String::with_capacity(6);
-    for _ in 0..6 {
-        suffix.push(ALPHABET[(hash % 36) as usize] as char);
-        hash /= 36;
-    }
-    format!("{tool}-{suffix}")
+    matches!(tool.entry, EntryPoint::Task(_) | EntryPoint::Serve(_)).then(|| crate::registry::task_id(tool.name, run))
 }
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {

@@ -276,7 +276,7 @@ fn polls_abort_body(_input: Value, ctx: WorkflowCtx) -> BodyFuture {
                 () = std::future::ready(()) => {}
             }
         }
-        let waiting = crate::executor::core::current().expect("polled by the executor").lock().cancel_wakers.len();
+        let waiting = crate::run_core::current().expect("polled by the executor").lock().cancel_wakers.len();
         Ok(json!(waiting))
     })
 }
@@ -407,7 +407,7 @@ fn divergence(outcome: &RunOutcome) -> (u32, Option<String>, Option<String>) {
 fn the_replay_index_borrows_the_names_of_known_steps_and_copies_the_rest() {
     use std::borrow::Cow;
 
-    use crate::executor::core::ReplayIndex;
+    use crate::run_core::ReplayIndex;
 
     let entries = [
         completed(0, "add", json!([1]), json!(2)),

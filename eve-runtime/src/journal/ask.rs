@@ -277,7 +277,7 @@ pub(crate) fn hash(request: &Ask) -> super::InputHash {
 }
 
 /// The id of the request an ask at `op` publishes, unique within its run.
-pub(crate) fn request_id(op: Op) -> String {
+pub fn request_id(op: Op) -> String {
     format!("ask-{}", op.0)
 }
 

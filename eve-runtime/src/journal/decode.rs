@@ -15,20 +15,42 @@
 //! accepts, which the tests check on generated entries and on each way the form can be broken.
 
 use std::borrow::Cow;
+use std::sync::OnceLock;
+
+use foldhash::HashSet;
 
 use serde_json::Value;
 
 use super::{Entry, InputHash, Op, StepOutcome};
 
-/// Decodes one journal entry from JSON text a store wrote (see [`super::depth::from_str`]).
-///
-/// `step_name` returns the static name of a step compiled into this binary, if there is one, so
-/// an entry of a known step borrows its name rather than copying it.
-pub(crate) fn entry(text: &str, step_name: impl Fn(&str) -> Option<&'static str>) -> serde_json::Result<Entry> {
+/// Decodes one journal entry from JSON text a store wrote (see [`super::depth::from_str`]). An
+/// entry of a step compiled into this binary borrows the step's name rather than copying it.
+pub fn entry(text: &str) -> serde_json::Result<Entry> {
+    entry_with(text, step_name)
+}
+
+/// [`entry`], with the names `step_name` knows borrowed.
+fn entry_with(text: &str, step_name: impl Fn(&str) -> Option<&'static str>) -> serde_json::Result<Entry> {
     match step_completed(text, step_name) {
         Some(entry) => Ok(entry),
         None => super::depth::from_str(text),
     }
+}
+
+/// The names of the steps compiled into this binary, which a decoded entry and replay borrow.
+static STEP_NAMES: OnceLock<HashSet<&'static str>> = OnceLock::new();
+
+/// Learns the names of the steps compiled into this binary, once (the runtime tells them from its
+/// registry when it is built): until then, [`entry`] copies every name.
+pub(crate) fn learn_step_names(names: impl FnOnce() -> HashSet<&'static str>) {
+    STEP_NAMES.get_or_init(names);
+}
+
+/// The name of a step compiled into this binary, as the step's own static string, or `None` for a
+/// name no step here has (or before the names are learned). The set hashes with foldhash: every
+/// step entry a store reads is looked up here.
+pub(crate) fn step_name(name: &str) -> Option<&'static str> {
+    STEP_NAMES.get()?.get(name).copied()
 }
 
 /// `text` as a completed step's entry if it is one in the form `Serialize` writes, with an `ok`
@@ -152,7 +174,7 @@ mod tests {
             let text = serde_json::to_string(&written).unwrap();
             let fast = step_completed(&text, known).unwrap_or_else(|| panic!("{FORM_CHANGED}: {text}"));
             assert_eq!(fast, written);
-            assert_eq!(entry(&text, known).unwrap(), written);
+            assert_eq!(entry_with(&text, known).unwrap(), written);
         }
     }
 
@@ -163,9 +185,9 @@ mod tests {
             other => panic!("decoded {other:?}"),
         };
         let text = serde_json::to_string(&completed("billing::charge", json!(1), None)).unwrap();
-        assert!(matches!(name(entry(&text, known).unwrap()), Cow::Borrowed("billing::charge")));
+        assert!(matches!(name(entry_with(&text, known).unwrap()), Cow::Borrowed("billing::charge")));
         let text = serde_json::to_string(&completed("other::step", json!(1), None)).unwrap();
-        assert!(matches!(name(entry(&text, known).unwrap()), Cow::Owned(name) if name == "other::step"));
+        assert!(matches!(name(entry_with(&text, known).unwrap()), Cow::Owned(name) if name == "other::step"));
     }
 
     #[test]
@@ -203,16 +225,16 @@ mod tests {
                 Some(fast) => assert_eq!(derived(text).ok(), Some(fast), "{text}"),
                 None => {
                     // The derived decoder words the error, or reads what the fast path declined.
-                    let _ = entry(text, known);
+                    let _ = entry_with(text, known);
                 }
             }
         }
         // Spot checks of what each side makes of a few.
         assert!(step_completed(&broken[0], known).is_none() && derived(&broken[0]).is_ok());
-        assert!(entry(&broken[1], known).is_err(), "a leading zero is refused");
-        assert!(entry(&broken[2], known).is_err(), "an op past u32 is refused");
+        assert!(entry_with(&broken[1], known).is_err(), "a leading zero is refused");
+        assert!(entry_with(&broken[2], known).is_err(), "an op past u32 is refused");
         assert!(step_completed(&broken[11], known).is_some(), "took_ms may be absent");
-        assert!(entry(&broken[16], known).is_err(), "a broken value is refused");
+        assert!(entry_with(&broken[16], known).is_err(), "a broken value is refused");
     }
 
     fn json_value() -> impl Strategy<Value = Value> {
@@ -257,7 +279,7 @@ mod tests {
         #[test]
         fn every_completed_step_reads_back_as_written(entry_written in step_entry()) {
             let text = serde_json::to_string(&entry_written).unwrap();
-            prop_assert_eq!(entry(&text, known).unwrap(), entry_written.clone());
+            prop_assert_eq!(entry_with(&text, known).unwrap(), entry_written.clone());
             if let Entry::StepCompleted { name, outcome: StepOutcome::Ok { .. }, .. } = &entry_written
                 && !name.chars().any(|c| c == '"' || c == '\\' || c < ' ')
             {

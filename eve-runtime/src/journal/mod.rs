@@ -23,7 +23,7 @@
 
 pub mod ask;
 pub(crate) mod canonical;
-pub(crate) mod decode;
+pub mod decode;
 pub mod depth;
 mod payload;
 pub mod webhook;
@@ -198,8 +198,8 @@ pub enum OpKind {
     Ask,
     /// A published value.
     Published,
-    /// `ctx.agents()`.
-    Agents,
+    /// A value recorded under a name (`ctx.record`).
+    Value,
     /// A child run started (a session's task or workflow tool call).
     Started,
 }
@@ -216,7 +216,7 @@ impl OpKind {
             OpKind::Uuid => "uuid",
             OpKind::Ask => "ask",
             OpKind::Published => "published",
-            OpKind::Agents => "agents",
+            OpKind::Value => "value",
             OpKind::Started => "started",
         }
     }
@@ -423,9 +423,10 @@ pub enum RecordKind {
     /// A value the body published (to its parent, or to a session's event feed): recorded so it
     /// is published once, and not again on replay.
     Published,
-    /// The agents a body can call (`ctx.agents()`): names and descriptions, as the run first saw
-    /// them.
-    Agents,
+    /// A value the body recorded under a name with `WorkflowCtx::record` (the agents a
+    /// session's `ctx.agents()` read, say), as `{"name": …, "value": …}`, so replay sees the value
+    /// the run first saw and checks that it is asked for under the same name.
+    Value,
     /// A child run the body started (a session's task or workflow tool call), as `{"run": id}`.
     /// The run is created in the same transaction that journals this record, so the record is
     /// the proof that it exists, and a replay does not start it again.
@@ -440,7 +441,7 @@ impl RecordKind {
             RecordKind::Random => OpKind::Random,
             RecordKind::Uuid => OpKind::Uuid,
             RecordKind::Published => OpKind::Published,
-            RecordKind::Agents => OpKind::Agents,
+            RecordKind::Value => OpKind::Value,
             RecordKind::Started => OpKind::Started,
         }
     }
@@ -702,6 +703,10 @@ impl Entry {
             Entry::TimerScheduled { .. } => Some(sig(OpKind::Sleep, InputHash::default())),
             Entry::HookCreated { .. } => Some(sig(OpKind::Hook, InputHash::default())),
             Entry::AskCreated { request, .. } => Some(sig(OpKind::Ask, self::ask::hash(request))),
+            Entry::Recorded { kind: RecordKind::Value, value, .. } => {
+                let name = value.to_value().get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+                Some(OpSignature { kind: OpKind::Value, name: name.into(), input_hash: InputHash::default() })
+            }
             Entry::Recorded { kind, .. } => Some(sig(kind.op_kind(), InputHash::default())),
             _ => None,
         }
@@ -712,7 +717,7 @@ impl Entry {
 /// `value`: a value handed over in process (a step's output, a session's state) must be what
 /// replay will decode from the journal. Debug builds check it wherever a value is handed over.
 #[cfg(debug_assertions)]
-pub(crate) fn assert_survives_journal<T>(value: &Value, what: &str)
+pub fn assert_survives_journal<T>(value: &Value, what: &str)
 where
     T: Serialize + serde::de::DeserializeOwned,
 {

@@ -10,9 +10,9 @@ use tokio::sync::watch;
 use super::{Error, Runtime, Shared};
 use crate::auth::AuthProvider;
 use crate::events::EventBus;
-use crate::executor::core::Services;
 use crate::executor::{DEFAULT_GRACE, Engine, HistoryLimits, Msg};
 use crate::registry;
+use crate::run_core::Services;
 use crate::secret::SecretKey;
 use crate::store::{MemoryStore, Store, StoreError, WorkerId};
 use crate::time::{Clock, SystemClock};
@@ -32,7 +32,7 @@ use crate::timers::TimerService;
 pub struct RuntimeBuilder {
     store: Option<Arc<dyn Store>>,
     /// Opens the store when none is given; `None` means a memory store.
-    default_store: Option<DefaultStore>,
+    open_store: Option<OpenStore>,
     path: PathBuf,
     clock: Arc<dyn Clock>,
     key: Option<SecretKey>,
@@ -55,17 +55,25 @@ pub struct RuntimeBuilder {
 }
 
 /// A check of the builder's state, run by [`RuntimeBuilder::build`] before anything opens.
-pub(crate) type StateCheck = fn(&crate::state::State) -> Result<(), Error>;
+pub type StateCheck = fn(&crate::state::State) -> Result<(), Error>;
+
+impl Runtime {
+    /// A builder with the defaults: the system clock, and the store a linked part offers as the
+    /// default ([`DefaultStore`]): the Postgres database at `EVE_DATABASE_URL` if that variable is
+    /// set (with `eve-postgres`, the `postgres` feature of eve-tools), else embedded SQLite in
+    /// `.eve/eve.db` (with `eve-sqlite`, the `sqlite` feature, on by default), else a memory store.
+    pub fn builder() -> RuntimeBuilder {
+        RuntimeBuilder::new().open_store(default_store)
+    }
+}
 
 impl RuntimeBuilder {
-    /// The defaults: embedded SQLite in `.eve/eve.db`, the system clock.
-    /// The defaults, but for the store: a memory store unless one is given or a default set with
-    /// [`RuntimeBuilder::default_store`]. `Runtime::builder()` (in `crate::defaults`) sets the
-    /// embedded SQLite store as the default.
-    pub(crate) fn new() -> Self {
+    /// The defaults, but for the store: a memory store unless one is given or opened with
+    /// [`RuntimeBuilder::open_store`]. [`Runtime::builder`] opens the default store.
+    pub(super) fn new() -> Self {
         RuntimeBuilder {
             store: None,
-            default_store: None,
+            open_store: None,
             path: PathBuf::from(".eve"),
             clock: Arc::new(SystemClock),
             key: None,
@@ -95,13 +103,16 @@ impl RuntimeBuilder {
         self
     }
 
-    /// The value of type `T` given so far, if any: for an outer layer that adds to it.
-    pub(crate) fn state_value<T: Send + Sync + 'static>(&self) -> Option<Arc<T>> {
+    /// The value of type `T` given so far, if any: for a part that adds to it (sessions keep
+    /// their subagents so).
+    pub fn state_value<T: Send + Sync + 'static>(&self) -> Option<Arc<T>> {
         self.state.get::<T>().ok()
     }
 
-    /// Runs `check` over the state when the runtime is built (once, however often it is added).
-    pub(crate) fn check_state(mut self, check: StateCheck) -> Self {
+    /// Runs `check` over the state when the runtime is built, before anything opens (once, however
+    /// often it is added): how a part refuses settings of its own that cannot work (an agent
+    /// without a description, say).
+    pub fn check_state(mut self, check: StateCheck) -> Self {
         if !self.checks.iter().any(|known| std::ptr::fn_addr_eq(*known, check)) {
             self.checks.push(check);
         }
@@ -127,9 +138,14 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Opens the store with `open` in the data directory when none is given.
-    pub(crate) fn default_store(mut self, open: DefaultStore) -> Self {
-        self.default_store = Some(open);
+    /// Opens the store with `open` when [`build`](RuntimeBuilder::build) runs, unless a store is
+    /// given: how a part offers a store that needs the builder's settings (the data directory, the
+    /// lease a shared store's creator holds a new run for).
+    pub fn open_store(
+        mut self,
+        open: impl FnOnce(&Opening<'_>) -> Result<Arc<dyn Store>, StoreError> + Send + 'static,
+    ) -> Self {
+        self.open_store = Some(Box::new(open));
         self
     }
 
@@ -284,8 +300,9 @@ impl RuntimeBuilder {
         if let Some((name, workflow_ids)) = registry::duplicate_names().into_iter().next() {
             return Err(Error::DuplicateTool { name, workflow_ids });
         }
+        registry::learn_step_names();
         self.check()?;
-        let store = match (self.store, self.default_store) {
+        let store = match (self.store, self.open_store) {
             (Some(store), _) => store,
             (None, Some(open)) => open(&Opening { dir: &self.path, lease: self.lease })?,
             (None, None) => Arc::new(MemoryStore::new()),
@@ -313,8 +330,7 @@ impl RuntimeBuilder {
                     shared.wake(run, Msg::Inbox);
                 }
             });
-            let host: Weak<dyn std::any::Any + Send + Sync> = weak.clone();
-            let _ = services.host.set(host);
+            let _ = services.control.set(Arc::new(super::Control(weak.clone())));
             Shared::new(
                 Engine {
                     store,
@@ -339,16 +355,55 @@ impl RuntimeBuilder {
 }
 
 /// Opens the store a runtime uses when given none.
-pub(crate) type DefaultStore = Box<dyn FnOnce(&Opening<'_>) -> Result<Arc<dyn Store>, StoreError> + Send>;
+type OpenStore = Box<dyn FnOnce(&Opening<'_>) -> Result<Arc<dyn Store>, StoreError> + Send>;
 
-/// What a [`DefaultStore`] is opened with.
-pub(crate) struct Opening<'a> {
-    /// The data directory.
-    #[cfg_attr(not(feature = "sqlite"), allow(dead_code, reason = "read by the SQLite store's opener"))]
+/// What a store is opened with: see [`RuntimeBuilder::open_store`].
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Opening<'a> {
+    /// The data directory ([`RuntimeBuilder::data_dir`]).
     pub dir: &'a Path,
-    /// The lease a shared store's creator holds a new run for.
-    #[cfg_attr(not(feature = "postgres"), allow(dead_code, reason = "read by the Postgres store's opener"))]
+    /// The lease a shared store's creator holds a new run for ([`RuntimeBuilder::lease`]).
     pub lease: Duration,
+}
+
+/// A store a linked part offers as the default of [`Runtime::builder`], submitted with
+/// `inventory::submit!`: the embedded SQLite store offers itself so, and the Postgres store for
+/// when `EVE_DATABASE_URL` is set. A default with a `variable` is used when that variable is set,
+/// and wins over those without.
+#[derive(Debug)]
+pub struct DefaultStore {
+    /// The store's name, as errors say it (`sqlite`).
+    pub name: &'static str,
+    /// The environment variable that selects this store, if any.
+    pub variable: Option<&'static str>,
+    /// Opens the store.
+    pub open: fn(&Opening<'_>) -> Result<Arc<dyn Store>, StoreError>,
+}
+
+inventory::collect!(DefaultStore);
+
+/// The variable naming a Postgres database that [`Runtime::builder`] uses when it is set.
+pub const DATABASE_URL_VARIABLE: &str = "EVE_DATABASE_URL";
+
+/// Opens the store [`Runtime::builder`] uses unless given one: see [`DefaultStore`].
+fn default_store(opening: &Opening<'_>) -> Result<Arc<dyn Store>, StoreError> {
+    let defaults: Vec<&DefaultStore> = inventory::iter::<DefaultStore>().collect();
+    let set = |variable: &str| std::env::var_os(variable).is_some();
+    if let Some(chosen) = defaults.iter().find(|default| default.variable.is_some_and(set)) {
+        return (chosen.open)(opening);
+    }
+    if set(DATABASE_URL_VARIABLE) {
+        let reason = format!(
+            "{DATABASE_URL_VARIABLE} names a Postgres database, but this binary has no Postgres store: enable the \
+             `postgres` feature of eve-tools, or unset the variable to use the embedded store"
+        );
+        return Err(StoreError::Open { path: DATABASE_URL_VARIABLE.into(), reason });
+    }
+    match defaults.iter().find(|default| default.variable.is_none()) {
+        Some(embedded) => (embedded.open)(opening),
+        None => Ok(Arc::new(MemoryStore::new())),
+    }
 }
 
 /// How many idle runs the warm cache keeps by default: enough for the sessions people are talking

@@ -12,8 +12,8 @@ use tokio::sync::oneshot;
 
 use crate::ask::{self, Answer, AnswerError, Ask};
 use crate::executor::Msg;
-use crate::executor::core::HookCheck;
 use crate::journal::{Entry, RunId};
+use crate::run_core::HookCheck;
 use crate::runtime::{Error, Runtime};
 use crate::secret::TokenHash;
 use crate::store::{Delivered, Delivery, DeliveryPayload, HookMeta, HookRow, Target};
@@ -47,7 +47,7 @@ pub enum WebhookReply {
 pub struct PendingResponse {
     receiver: oneshot::Receiver<WebhookResponse>,
     delivery: String,
-    services: std::sync::Arc<crate::executor::core::Services>,
+    services: std::sync::Arc<crate::run_core::Services>,
 }
 
 impl std::future::Future for PendingResponse {
@@ -352,7 +352,7 @@ impl Runtime {
     /// The identity that started the hook's run.
     async fn principal_of(&self, hook: &HookRow) -> Result<crate::auth::Principal, Error> {
         let record = self.journal(&hook.run).await?;
-        let started = crate::executor::core::Started::of(&record.entries[0]);
+        let started = crate::run_core::Started::of(&record.entries[0]);
         Ok(started.principal.map_or_else(crate::auth::Principal::anonymous, crate::auth::Principal::new))
     }
 

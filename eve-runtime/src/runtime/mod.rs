@@ -22,7 +22,6 @@ mod deliver;
 mod worker;
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -30,91 +29,23 @@ use serde_json::Value;
 use tokio::sync::{Semaphore, broadcast, mpsc, watch};
 
 use crate::context::ToolCtx;
-use crate::error::ToolError;
+use crate::control::RunControl;
+pub use crate::control::StartOptions;
+pub use crate::error::Error;
 use crate::events::RunEvent;
-use crate::executor::core::Started;
 use crate::executor::{Driver, Engine, Exit, Msg};
 pub use crate::journal::RunOutcome;
-use crate::journal::{Entry, RunId, RunStatus};
+use crate::journal::{Entry, Op, RunId, RunStatus};
 use crate::registry::{self, EntryPoint, ToolDescriptor};
+use crate::run_core::Started;
 use crate::store::{
     Created, Delivered, Delivery, DeliveryPayload, MemoryStore, NewRun, RunPage, RunQuery, RunRecord, RunSummary,
     Store, StoreError, Target,
 };
 use crate::time::Clock;
 
-#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(unused_imports))]
-pub(crate) use self::builder::Opening;
-pub use self::builder::RuntimeBuilder;
+pub use self::builder::{DATABASE_URL_VARIABLE, DefaultStore, Opening, RuntimeBuilder};
 pub use self::deliver::{AuthorizationStart, OpenQuestion, PendingResponse, WebhookReply};
-
-/// How to start a run: see [`Runtime::start_with`].
-#[derive(Clone, Debug)]
-pub struct StartOptions {
-    id: Option<RunId>,
-    principal: Option<String>,
-    interactive: bool,
-    parent: Option<crate::journal::ParentLink>,
-}
-
-impl StartOptions {
-    /// A fresh run id, an anonymous caller, and someone to answer questions.
-    pub fn new() -> Self {
-        StartOptions { id: None, principal: None, interactive: true, parent: None }
-    }
-
-    /// Uses this run id; a run with an existing id is returned unchanged.
-    pub fn id(mut self, id: RunId) -> Self {
-        self.id = Some(id);
-        self
-    }
-
-    /// The identity starting the run; steps' tokens resolve under it.
-    pub fn principal(mut self, principal: impl Into<String>) -> Self {
-        self.principal = Some(principal.into());
-        self
-    }
-
-    /// Makes the run a child of another, which it reports to (see `journal::ParentLink`).
-    pub(crate) fn parent(mut self, link: crate::journal::ParentLink) -> Self {
-        self.parent = Some(link);
-        self
-    }
-
-    /// The run these options start: `id` (the options' own, if they name one), of `descriptor`,
-    /// with `input`, created at `created_at`.
-    pub(crate) fn new_run(
-        &self,
-        id: RunId,
-        descriptor: &ToolDescriptor,
-        input: Value,
-        created_at: crate::time::Timestamp,
-    ) -> NewRun {
-        NewRun {
-            id,
-            workflow_id: descriptor.workflow_id.to_owned(),
-            tool: descriptor.name.to_owned(),
-            input,
-            created_at,
-            principal: self.principal.clone(),
-            interactive: self.interactive,
-            parent: self.parent.clone(),
-        }
-    }
-
-    /// Nobody can answer this run's questions (a scheduled run, say): `ctx.ask` resolves
-    /// `unavailable` at once.
-    pub fn non_interactive(mut self) -> Self {
-        self.interactive = false;
-        self
-    }
-}
-
-impl Default for StartOptions {
-    fn default() -> Self {
-        StartOptions::new()
-    }
-}
 
 /// Where a run stands in this process.
 #[derive(Clone, Debug, PartialEq)]
@@ -127,143 +58,6 @@ pub enum Phase {
     Parked,
     /// It ended.
     Finished(RunOutcome),
-}
-
-/// Errors from the [`Runtime`]'s API.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// No tool has this name.
-    #[error(
-        "no tool named `{name}`; this binary has: {}. A library's tools are in a binary only if the binary \
-         links the library: name it in the host with `eve_tools::tools!(my_tools)`",
-        .known.join(", ")
-    )]
-    UnknownTool {
-        /// The name asked for.
-        name: String,
-        /// The tools this binary has.
-        known: Vec<&'static str>,
-    },
-    /// The input does not fit the tool's JSON Schema, or does not decode into its input type;
-    /// nothing started.
-    #[error("invalid input for tool `{tool}`: {message}")]
-    InvalidInput {
-        /// The tool.
-        tool: String,
-        /// What is wrong.
-        message: String,
-        /// The field at fault, by its JSON path within the input (`quantity`, `lines[0].sku`),
-        /// when one is.
-        field: Option<String>,
-    },
-    /// A run with this id exists for another tool or with another input; nothing started. A run
-    /// id names one run of one tool with one input, so only a repeat of the same call is the same
-    /// run.
-    #[error(
-        "run id `{run}` is taken by a run of `{existing}`{}; use another id, or none for a fresh one",
-        if existing == requested { " with another input".to_owned() } else { format!(", not `{requested}`") }
-    )]
-    RunIdTaken {
-        /// The id.
-        run: RunId,
-        /// The tool of the run that has the id.
-        existing: String,
-        /// The tool the refused start asked for.
-        requested: String,
-    },
-    /// A hook payload does not decode into the type the hook receives; nothing was delivered.
-    #[error("the hook refused the payload: {message}")]
-    InvalidPayload {
-        /// What is wrong, naming the field.
-        message: String,
-        /// The field at fault, by its JSON path within the payload (`paid`, `lines[0].sku`), when
-        /// one is.
-        field: Option<String>,
-    },
-    /// The run has already ended, so there is nothing to cancel; nothing changed.
-    #[error("run {run} has already {status}; there is nothing to cancel")]
-    RunFinished {
-        /// The run.
-        run: RunId,
-        /// How it ended.
-        status: RunStatus,
-    },
-    /// A plain tool ran and returned an error of its own (the input was fine).
-    #[error("tool `{tool}` failed: {error}")]
-    ToolFailed {
-        /// The tool.
-        tool: String,
-        /// What the tool returned.
-        error: ToolError,
-    },
-    /// The tool is not of the kind the call needs.
-    #[error("tool `{tool}` is {actual}; {hint}")]
-    WrongKind {
-        /// The tool.
-        tool: String,
-        /// What kind it is.
-        actual: &'static str,
-        /// What to call instead.
-        hint: &'static str,
-    },
-    /// Two tools compiled into the binary share a name.
-    #[error(
-        "{} tools are named `{name}` ({}); give all but one another name with `name = \"…\"`",
-        .workflow_ids.len(),
-        .workflow_ids.join(", ")
-    )]
-    DuplicateTool {
-        /// The shared name.
-        name: &'static str,
-        /// The workflow ids of the tools claiming it.
-        workflow_ids: Vec<&'static str>,
-    },
-    /// A value nests deeper than the journal keeps (see [`crate::journal::depth`]); nothing changed.
-    #[error(transparent)]
-    TooDeep(#[from] crate::journal::depth::TooDeep),
-    /// No unfinished run holds a hook with this token.
-    #[error("no open hook has this token; check the token, or the run that held it may have ended")]
-    UnknownHook,
-    /// No step waits for a sign-in with this callback `state` and provider.
-    #[error("no sign-in is waiting for this callback")]
-    UnknownCallback,
-    /// An answer was refused.
-    #[error(transparent)]
-    Answer(#[from] crate::ask::AnswerError),
-    /// An auth provider failed.
-    #[error(transparent)]
-    Auth(crate::auth::AuthError),
-    /// No run has this id.
-    #[error("no run with id {0}; list runs to see the ids this store holds")]
-    RunNotFound(RunId),
-    /// The session has ended (closed, or its run finished): it takes no more messages.
-    #[error("session {0} has ended and takes no more messages; start a new session")]
-    SessionEnded(RunId),
-    /// The run with this id is not a session.
-    #[error("run {0} is not a session; sessions are started with Runtime::session")]
-    NotASession(RunId),
-    /// The runtime was built outside a Tokio runtime.
-    #[error("the eve runtime must be built inside a Tokio runtime (use #[tokio::main] or Runtime::block_on)")]
-    NoTokioRuntime,
-    /// A setting of the [`RuntimeBuilder`] cannot be used.
-    #[error("the runtime setting `{setting}` cannot be used: {reason}")]
-    InvalidConfig {
-        /// The builder method, as named in the code (`heartbeat`, `worker_id`, ...).
-        setting: &'static str,
-        /// What is wrong and what to do.
-        reason: String,
-    },
-    /// The secret key could not be read or created.
-    #[error("cannot read or create the secret key at {path}: {source}")]
-    SecretKey {
-        /// Where the key lives.
-        path: PathBuf,
-        /// What went wrong.
-        source: std::io::Error,
-    },
-    /// The store failed.
-    #[error(transparent)]
-    Store(#[from] StoreError),
 }
 
 /// What delivering to a hook did.
@@ -435,6 +229,11 @@ impl Shared {
                 Exit::Lost(error) => {
                     self.let_go(&run);
                     return self.lose(&run, error);
+                }
+                Exit::Stopped => {
+                    self.let_go(&run);
+                    self.deactivate(&run);
+                    return tracing::debug!(%run, "run let go as the runtime stops");
                 }
             }
         }
@@ -713,18 +512,6 @@ pub struct Runtime {
     pub(crate) shared: Arc<Shared>,
 }
 
-/// Checks that `input` may start a run of `descriptor`: it matches the tool's input schema (a
-/// resumable task's run starts with no input: each of its calls is checked as it is sent) and is
-/// not nested too deeply to journal.
-pub(crate) fn check_start_input(descriptor: &'static ToolDescriptor, input: &Value) -> Result<(), Error> {
-    let tool = descriptor.name;
-    if !matches!(descriptor.entry, EntryPoint::Serve(_)) {
-        registry::check_input(descriptor, input).map_err(|refusal| invalid_input(tool, refusal))?;
-    }
-    crate::journal::depth::check(input, || format!("the input of tool `{tool}`"))?;
-    Ok(())
-}
-
 impl Runtime {
     /// A runtime on an in-memory store, for tests and examples.
     pub fn in_memory() -> Result<Runtime, Error> {
@@ -750,17 +537,18 @@ impl Runtime {
     }
 
     /// Starts a run of the workflow `descriptor` describes: a tool of the manifest, a resumable
-    /// task a session calls, or one of the runtime's own workflows (a session).
-    pub(crate) async fn start_descriptor(
+    /// task a session calls, or a workflow a part registers (a session).
+    pub async fn start_descriptor(
         &self,
         descriptor: &'static ToolDescriptor,
         input: Value,
         options: StartOptions,
     ) -> Result<RunHandle, Error> {
-        check_start_input(descriptor, &input)?;
+        registry::check_start_input(descriptor, &input)?;
         let shared = &self.shared;
         let id = options.id.clone().unwrap_or_else(RunId::generate);
-        let new = options.new_run(id.clone(), descriptor, input.clone(), shared.services.clock.now());
+        let workflow = (descriptor.workflow_id, descriptor.name);
+        let new = options.new_run(id.clone(), workflow, input.clone(), shared.services.clock.now());
         let started = Started {
             principal: options.principal,
             interactive: options.interactive,
@@ -805,8 +593,7 @@ impl Runtime {
                 return Err(error.into());
             }
         }
-        let task_id =
-            matches!(descriptor.entry, EntryPoint::Task(_)).then(|| crate::executor::task_id(descriptor.name, &id));
+        let task_id = matches!(descriptor.entry, EntryPoint::Task(_)).then(|| registry::task_id(descriptor.name, &id));
         Ok(RunHandle { task_id, ..self.handle(id) })
     }
 
@@ -841,8 +628,7 @@ impl Runtime {
             }
             Created::Existing => self.same_call(&id, descriptor, &input).await?,
         }
-        let task_id =
-            matches!(descriptor.entry, EntryPoint::Task(_)).then(|| crate::executor::task_id(descriptor.name, &id));
+        let task_id = matches!(descriptor.entry, EntryPoint::Task(_)).then(|| registry::task_id(descriptor.name, &id));
         Ok(RunHandle { task_id, ..self.handle(id) })
     }
 
@@ -940,7 +726,7 @@ impl Runtime {
 
     /// Fires the run's abort signal, as [`Runtime::cancel`] does, but lets the run end with what
     /// its body returns: how a new message interrupts a call the turn waits on.
-    pub(crate) async fn interrupt(&self, run: &RunId, reason: &str) -> Result<(), Error> {
+    pub async fn interrupt(&self, run: &RunId, reason: &str) -> Result<(), Error> {
         self.abort(run, reason, true).await
     }
 
@@ -962,12 +748,12 @@ impl Runtime {
 
     /// Calls a plain `#[tool]` directly; it runs to completion and nothing is journaled.
     pub async fn call_tool(&self, tool: &str, input: Value) -> Result<Value, Error> {
-        let descriptor = registry::tool(tool).ok_or_else(|| unknown_tool(tool))?;
+        let descriptor = registry::tool(tool).ok_or_else(|| registry::unknown_tool(tool))?;
         let EntryPoint::Plain(entry) = descriptor.entry else {
             let hint = "start it as a run with Runtime::start";
             return Err(Error::WrongKind { tool: tool.to_owned(), actual: "a durable tool", hint });
         };
-        registry::check_input(descriptor, &input).map_err(|refusal| invalid_input(tool, refusal))?;
+        registry::check_input(descriptor, &input).map_err(|refusal| registry::invalid_input(tool, refusal))?;
         let ctx = ToolCtx::new(RunId::generate().to_string(), descriptor.name, self.shared.services.clone());
         entry(input, ctx).await.map_err(|error| Error::ToolFailed { tool: tool.to_owned(), error })
     }
@@ -1010,16 +796,32 @@ impl Runtime {
         &self.shared.services.clock
     }
 
-    /// The runtime that `services` belong to, if it is still alive: how a step of the runtime's
-    /// own workflows (a session's) reaches it.
-    pub(crate) fn of(services: &crate::executor::Services) -> Option<Runtime> {
-        let host = services.host.get()?.upgrade()?;
-        host.downcast::<Shared>().ok().map(|shared| Runtime { shared })
+    /// The base URL people and systems reach this runtime's HTTP server at (see
+    /// [`RuntimeBuilder::public_url`]).
+    pub fn public_url(&self) -> &str {
+        &self.shared.services.public_url
+    }
+
+    /// Where `provider` sends people back after they sign in: the runtime's callback URL.
+    pub fn sign_in_callback(&self, provider: &str) -> String {
+        self.shared.services.redirect_uri(provider)
+    }
+
+    /// A key of this runtime's own for `purpose` (HMAC-SHA256 of the purpose under the runtime's
+    /// secret key): how a part signs what it hands out (the inspector's sign-in cookies, say)
+    /// without holding the runtime's key.
+    pub fn derive_key(&self, purpose: &str) -> crate::secret::SecretKey {
+        self.shared.services.key.derive(purpose)
+    }
+
+    /// The value of type `T` the host gave the runtime with [`RuntimeBuilder::state`].
+    pub fn state<T: Send + Sync + 'static>(&self) -> Result<Arc<T>, crate::state::MissingState> {
+        self.shared.services.state.get::<T>()
     }
 
     /// Delivers `payload` to the hook at `op` of `run`, once per `delivery_id`, and wakes the run:
-    /// how a session sends a call to a resumable task.
-    pub(crate) async fn deliver_to(
+    /// how a session sends a call to a resumable task (see [`RunControl::deliver`]).
+    pub async fn deliver_to(
         &self,
         run: &RunId,
         op: crate::journal::Op,
@@ -1042,7 +844,7 @@ impl Runtime {
 }
 
 fn workflow_tool(tool: &str) -> Result<&'static ToolDescriptor, Error> {
-    let descriptor = registry::tool(tool).ok_or_else(|| unknown_tool(tool))?;
+    let descriptor = registry::tool(tool).ok_or_else(|| registry::unknown_tool(tool))?;
     match descriptor.entry {
         EntryPoint::Workflow(_) | EntryPoint::Task(_) => Ok(descriptor),
         EntryPoint::Plain(_) => {
@@ -1054,15 +856,6 @@ fn workflow_tool(tool: &str) -> Result<&'static ToolDescriptor, Error> {
             Err(Error::WrongKind { tool: tool.to_owned(), actual: "a resumable task (`#[task(serve)]`)", hint })
         }
     }
-}
-
-/// The error for an input `tool` refused.
-fn invalid_input(tool: &str, refusal: registry::InputRefusal) -> Error {
-    Error::InvalidInput { tool: tool.to_owned(), message: refusal.message, field: refusal.field }
-}
-
-pub(crate) fn unknown_tool(name: &str) -> Error {
-    Error::UnknownTool { name: name.to_owned(), known: registry::tools().iter().map(|tool| tool.name).collect() }
 }
 
 /// How often a [`RunHandle`] on a shared store reads the run again while it waits for the run to
@@ -1141,5 +934,45 @@ impl RunHandle {
 impl std::fmt::Debug for RunHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RunHandle").field("id", &self.id).finish()
+    }
+}
+
+/// The runtime as its steps reach it ([`StepCtx::control`](crate::StepCtx::control)): held weakly,
+/// since the runtime owns the services that hold this, so a dropped runtime is not kept alive.
+pub(crate) struct Control(pub(crate) std::sync::Weak<Shared>);
+
+impl Control {
+    fn runtime(&self) -> Result<Runtime, Error> {
+        self.0.upgrade().map(|shared| Runtime { shared }).ok_or(Error::ShuttingDown)
+    }
+}
+
+#[async_trait::async_trait]
+impl RunControl for Control {
+    async fn start(&self, workflow_id: &str, input: Value, options: StartOptions) -> Result<RunId, Error> {
+        let descriptor = registry::workflow(workflow_id).ok_or_else(|| registry::unknown_tool(workflow_id))?;
+        Ok(self.runtime()?.start_descriptor(descriptor, input, options).await?.id().clone())
+    }
+
+    async fn deliver(&self, run: &RunId, op: Op, delivery_id: &str, payload: Value) -> Result<(), Error> {
+        self.runtime()?.deliver_to(run, op, delivery_id, payload).await
+    }
+
+    async fn cancel(&self, run: &RunId, reason: &str) -> Result<(), Error> {
+        self.runtime()?.cancel(run, reason).await
+    }
+
+    async fn interrupt(&self, run: &RunId, reason: &str) -> Result<(), Error> {
+        self.runtime()?.interrupt(run, reason).await
+    }
+
+    fn listening(&self) -> bool {
+        self.0.upgrade().is_some_and(|shared| shared.events.listening())
+    }
+
+    fn publish(&self, event: RunEvent) {
+        if let Some(shared) = self.0.upgrade() {
+            shared.events.emit(|| event);
+        }
     }
 }

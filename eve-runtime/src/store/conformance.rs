@@ -23,8 +23,8 @@ use futures::future::join_all;
 use serde_json::{Value, json};
 
 use super::{
-    Append, Created, Delivered, Delivery, DeliveryPayload, Fence, HookMeta, InboxItem, InboxLimits, MemoryStore,
-    NewRun, RunCursor, RunPage, RunQuery, Store, StoreError, Target, TimerKind, TimerRow, WaitingSignIn, WorkerId,
+    Append, Created, Delivered, Delivery, DeliveryPayload, Fence, HookMeta, InboxItem, InboxLimits, NewRun, RunCursor,
+    RunPage, RunQuery, Store, StoreError, Target, TimerKind, TimerRow, WaitingSignIn, WorkerId,
 };
 use crate::journal::{Entry, InputHash, Op, Payload, RecordKind, RunFailure, RunId, RunStatus, StepOutcome};
 use crate::secret::TokenHash;
@@ -98,14 +98,7 @@ pub trait Fixture: Send + Sync {
     fn store(&self) -> &dyn Store;
 }
 
-impl Fixture for MemoryStore {
-    fn store(&self) -> &dyn Store {
-        self
-    }
-}
-
-#[cfg(feature = "sqlite")]
-impl Fixture for super::SqliteStore {
+impl<S: Store> Fixture for S {
     fn store(&self) -> &dyn Store {
         self
     }

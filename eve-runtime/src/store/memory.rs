@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use super::{
     Append, Claimed, Created, Delivered, Delivery, DeliveryPayload, Fence, HookMeta, HookRow, InboxItem, InboxLimits,
     IndexChanges, NewRun, Notice, Recovery, RunPage, RunQuery, RunRecord, RunSummary, Store, StoreError, Target,
-    TimerKind, TimerRow, WaitingSignIn, WorkerId, mismatched_target,
+    TimerKind, TimerRow, WaitingSignIn, WorkerId,
 };
 use crate::journal::{Entry, Op, RunId, RunStatus};
 use crate::secret::TokenHash;
@@ -446,7 +446,7 @@ impl Store for MemoryStore {
                 None => return Ok(Delivered::NotFound),
             },
             (Target::Run(run), DeliveryPayload::Run(delivery)) => (run, delivery),
-            (Target::Run(_), _) => return Err(mismatched_target()),
+            (Target::Run(_), _) => return Err(StoreError::MismatchedTarget),
         };
         let Some(run_state) = state.runs.get_mut(&run) else { return Ok(Delivered::NotFound) };
         if run_state.summary.status.is_finished() {

@@ -21,22 +21,16 @@
 //! sequence number, in both cases writing nothing. Single-process stores (memory, SQLite) hold
 //! leases that never expire; a shared store (Postgres) expires them so a dead worker's runs move on.
 
+pub mod kit;
 mod memory;
-#[cfg(feature = "postgres")]
-mod postgres;
-#[cfg(feature = "sqlite")]
-mod sqlite;
 
 #[cfg(feature = "testkit")]
 pub mod conformance;
 #[cfg(feature = "testkit")]
 pub mod shared_conformance;
 
+pub use kit::IndexChanges;
 pub use memory::MemoryStore;
-#[cfg(feature = "postgres")]
-pub use postgres::{ConnectError as PostgresConnectError, PostgresOptions, PostgresStore};
-#[cfg(feature = "sqlite")]
-pub use sqlite::{SqliteOptions, SqliteSnapshot, SqliteStore};
 
 use std::fmt;
 use std::time::Duration;
@@ -46,7 +40,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use crate::error::StoreError;
-use crate::journal::{Entry, Op, RunId, RunStatus, StepOutcome};
+use crate::journal::{Entry, Op, RunId, RunStatus};
 use crate::secret::TokenHash;
 use crate::time::Timestamp;
 
@@ -384,7 +378,7 @@ impl RunQuery {
     }
 
     /// Whether `summary` passes the filters (the cursor and the limit aside).
-    pub(crate) fn keeps(&self, summary: &RunSummary) -> bool {
+    pub fn keeps(&self, summary: &RunSummary) -> bool {
         self.status.is_none_or(|status| summary.status == status)
             && self.parked.is_none_or(|parked| summary.parked == parked)
             && self.tool.as_deref().is_none_or(|tool| summary.tool == tool)
@@ -396,7 +390,7 @@ pub const RUN_STATES: [&str; 6] = ["active", "parked", "running", "completed", "
 
 /// "unknown status `word`; use active, …, failed or cancelled": what to say to a person who gave
 /// [`RunQuery::state`] a word it does not understand.
-pub(crate) fn unknown_state(word: &str) -> String {
+pub fn unknown_state(word: &str) -> String {
     let (last, others) = RUN_STATES.split_last().expect("there are states");
     format!("unknown status `{word}`; use {} or {last}", others.join(", "))
 }
@@ -405,7 +399,21 @@ pub(crate) fn unknown_state(word: &str) -> String {
 /// store's own creation position of the last run listed, opaque to callers; it prints and parses
 /// as a decimal string so that it can travel in a URL.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct RunCursor(pub(crate) u64);
+pub struct RunCursor(u64);
+
+impl RunCursor {
+    /// The cursor after the run a store listed at `position`, its own creation position (what
+    /// [`RunPage::of`] is given).
+    pub fn at(position: u64) -> Self {
+        RunCursor(position)
+    }
+
+    /// The store's creation position of the last run listed: a page after it lists runs created
+    /// before that position.
+    pub fn position(self) -> u64 {
+        self.0
+    }
+}
 
 impl fmt::Display for RunCursor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -432,8 +440,8 @@ pub struct RunPage {
 
 impl RunPage {
     /// The page of `query.limit` runs out of `listed`, which holds up to one more run (with its
-    /// position) than the limit, so that whether there is a next page is known.
-    pub(crate) fn of(query: &RunQuery, mut listed: Vec<(RunSummary, u64)>) -> RunPage {
+    /// creation position) than the limit, so that whether there is a next page is known.
+    pub fn of(query: &RunQuery, mut listed: Vec<(RunSummary, u64)>) -> RunPage {
         let more = listed.len() > query.limit;
         listed.truncate(query.limit);
         let next = listed.last().filter(|_| more).map(|(_, position)| RunCursor(*position));
@@ -738,16 +746,10 @@ impl DeliveryPayload {
             (DeliveryPayload::Hook(payload), HookMeta::Hook)
             | (DeliveryPayload::Webhook(payload), HookMeta::Webhook { .. }) => Some(Delivery::Hook { op, payload }),
             (DeliveryPayload::AuthCompleted, HookMeta::Auth { .. }) => Some(Delivery::AuthCompleted { op }),
-            (DeliveryPayload::Run(_), _) => return Err(mismatched_target()),
+            (DeliveryPayload::Run(_), _) => return Err(StoreError::MismatchedTarget),
             _ => None,
         })
     }
-}
-
-/// The error for a payload sent to the other kind of target (a run delivery to a hook, a hook's
-/// payload to a run): a caller's mistake, not a missing hook.
-pub(crate) fn mismatched_target() -> StoreError {
-    StoreError::Backend("a hook payload needs a hook target, and a run delivery a run target".into())
 }
 
 /// What a hook index row is for.
@@ -785,57 +787,4 @@ pub struct HookRow {
     pub op: Op,
     /// What it is for.
     pub meta: HookMeta,
-}
-
-/// Applies the index changes one entry implies; shared by every store so they agree.
-#[derive(Debug, Default)]
-pub(crate) struct IndexChanges {
-    pub timers_added: Vec<(Op, Timestamp, TimerKind)>,
-    pub timers_removed: Vec<(Op, TimerKind)>,
-    pub hooks_added: Vec<(Op, String, HookMeta)>,
-    /// Hooks of the run that stop accepting deliveries (a completed sign-in's callback).
-    pub hooks_removed: Vec<Op>,
-    pub status: Option<RunStatus>,
-}
-
-impl IndexChanges {
-    /// The index changes `entries` imply.
-    pub fn of(entries: &[Entry]) -> Self {
-        let mut changes = IndexChanges::default();
-        for entry in entries {
-            match entry {
-                Entry::TimerScheduled { op, deadline } => {
-                    changes.timers_added.push((*op, *deadline, TimerKind::Sleep));
-                }
-                Entry::TimerFired { op } => changes.timers_removed.push((*op, TimerKind::Sleep)),
-                Entry::StepRetrying { op, next_attempt_at, .. } => {
-                    changes.timers_added.push((*op, *next_attempt_at, TimerKind::Retry));
-                }
-                // Only a step that waited to retry has a retry timer: it completes on a later attempt,
-                // or with an error when cancelled while waiting. The common case writes nothing.
-                Entry::StepCompleted { op, attempt, outcome, .. }
-                    if *attempt > 1 || matches!(outcome, StepOutcome::Err { .. }) =>
-                {
-                    changes.timers_removed.push((*op, TimerKind::Retry));
-                }
-                Entry::HookCreated { op, token_hash, conflict: false, webhook, .. } => {
-                    let meta = match webhook {
-                        Some(options) => {
-                            HookMeta::Webhook { respond: options.respond.clone(), redaction: options.redaction.clone() }
-                        }
-                        None => HookMeta::Hook,
-                    };
-                    changes.hooks_added.push((*op, token_hash.clone(), meta));
-                }
-                Entry::AuthRequired { op, provider, state_hash, nonce, .. } => {
-                    let meta = HookMeta::Auth { provider: provider.clone(), nonce: nonce.clone() };
-                    changes.hooks_added.push((*op, state_hash.clone(), meta));
-                }
-                Entry::AuthCompleted { op } => changes.hooks_removed.push(*op),
-                entry if entry.is_terminal() => changes.status = Some(RunStatus::after(entry)),
-                _ => {}
-            }
-        }
-        changes
-    }
 }

@@ -1,0 +1,48 @@
+//! `runs`, `inspect`, `export` and `replay --store` while another process (`serve`, say) holds the embedded store: they read
+//! it through a [`SqliteSnapshot`], which takes no lock and never writes, so they work beside
+//! its owner and show what it has committed.
+
+use std::path::Path;
+
+use super::{Command, inspect, parse_run, replay, runs};
+use eve_runtime::Error;
+use eve_runtime::store::RunQuery;
+use eve_sqlite::SqliteSnapshot;
+
+/// Runs the read-only `command` against the store at `path`.
+pub(super) fn read(path: &Path, command: &Command) -> Result<(), String> {
+    let mut snapshot = SqliteSnapshot::open(path).map_err(|error| error.to_string())?;
+    match command {
+        Command::Runs { status, limit } => {
+            let query = runs::query(status.as_deref(), *limit)?;
+            let listed = snapshot.list_runs(&query).map_err(|error| error.to_string())?;
+            runs::print(&listed.runs, status.as_deref());
+            Ok(())
+        }
+        Command::Inspect { run, at, json } => {
+            let run = parse_run(run)?;
+            let loaded = snapshot.load(&run).map_err(|error| error.to_string())?;
+            let record = loaded.ok_or_else(|| Error::RunNotFound(run.clone()).to_string())?;
+            let pending = snapshot.inbox(&run).map_err(|error| error.to_string())?;
+            inspect::print(&record, &pending, *at, *json)
+        }
+        Command::Export { run, out } => {
+            let run = parse_run(run)?;
+            let loaded = snapshot.load(&run).map_err(|error| error.to_string())?;
+            let record = loaded.ok_or_else(|| Error::RunNotFound(run.clone()).to_string())?;
+            replay::export(&record, out.as_deref())
+        }
+        Command::Replay { json, .. } => {
+            let unfinished = snapshot
+                .list_runs(&RunQuery::newest(usize::MAX).status(eve_runtime::journal::RunStatus::Active))
+                .map_err(|error| error.to_string())?
+                .runs;
+            let mut records = Vec::with_capacity(unfinished.len());
+            for run in unfinished {
+                records.extend(snapshot.load(&run.id).map_err(|error| error.to_string())?);
+            }
+            replay::records(&records, *json)
+        }
+        _ => unreachable!("only `runs`, `inspect`, `export` and `replay` read beside the store's owner"),
+    }
+}

@@ -1,0 +1,89 @@
+//! `runs`: the runs a store holds, newest first, as a table with a header and aligned columns.
+//!
+//! The store keeps four statuses (active, completed, failed, cancelled); the table splits active
+//! runs into `parked` (waiting on durable waits only, holding no task) and `running` (an activation
+//! was under way when the store was last written), which is what a person asks about.
+
+use eve_runtime::store::{RunQuery, RunSummary, unknown_state};
+
+/// The listing `runs [--status <state>] [--limit <n>]` asks for, or a sentence listing the
+/// states it could name.
+pub(super) fn query(state: Option<&str>, limit: usize) -> Result<RunQuery, String> {
+    let query = RunQuery::newest(limit);
+    let Some(state) = state else { return Ok(query) };
+    query.state(state).ok_or_else(|| unknown_state(state))
+}
+
+/// Prints `listed` as a table, or says there are no runs (in `state`, if one was asked for).
+pub(super) fn print(listed: &[RunSummary], state: Option<&str>) {
+    match (listed.is_empty(), state) {
+        (true, Some(state)) => println!("no {state} runs"),
+        (true, None) => println!("no runs"),
+        (false, _) => println!("{}", table(listed)),
+    }
+}
+
+/// The runs as a table: a header, then one line per run, each column as wide as its widest cell
+/// (entries right-aligned), times in ISO 8601.
+pub(super) fn table(runs: &[RunSummary]) -> String {
+    let header = ["RUN", "STATUS", "TOOL", "ENTRIES", "CREATED"].map(str::to_owned);
+    let rows: Vec<[String; 5]> = runs
+        .iter()
+        .map(|run| {
+            [
+                run.id.to_string(),
+                run.state().to_owned(),
+                run.tool.clone(),
+                run.entries.to_string(),
+                run.created_at.to_string(),
+            ]
+        })
+        .collect();
+    let width = |column: usize| rows.iter().chain([&header]).map(|row| row[column].chars().count()).max().unwrap_or(0);
+    let widths = [width(0), width(1), width(2), width(3)];
+    let line = |row: &[String; 5]| {
+        let [id, status, tool, entries, created] = row;
+        let [w0, w1, w2, w3] = widths;
+        format!("{id:<w0$}  {status:<w1$}  {tool:<w2$}  {entries:>w3$}  {created}")
+    };
+    std::iter::once(&header).chain(&rows).map(line).collect::<Vec<_>>().join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use eve_runtime::journal::RunStatus;
+    use eve_runtime::time::Timestamp;
+
+    fn run(id: &str, status: RunStatus, parked: bool) -> RunSummary {
+        RunSummary {
+            id: id.parse().unwrap(),
+            workflow_id: "host::greet".into(),
+            tool: "greet".into(),
+            status,
+            created_at: Timestamp::from_millis(1_500),
+            entries: 12,
+            parked,
+        }
+    }
+
+    #[test]
+    fn columns_line_up_under_their_headers() {
+        let runs = [run("run-long-id", RunStatus::Active, true), run("r", RunStatus::Completed, false)];
+        let table = table(&runs);
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines[0], "RUN          STATUS     TOOL   ENTRIES  CREATED");
+        assert_eq!(lines[1], "run-long-id  parked     greet       12  1970-01-01T00:00:01.500Z");
+        assert_eq!(lines[2], "r            completed  greet       12  1970-01-01T00:00:01.500Z");
+    }
+
+    #[test]
+    fn active_runs_are_parked_or_running() {
+        assert_eq!(run("a", RunStatus::Active, false).state(), "running");
+        let parked = query(Some("parked"), 10).unwrap();
+        assert!(parked.keeps(&run("a", RunStatus::Active, true)));
+        assert!(!parked.keeps(&run("a", RunStatus::Active, false)));
+        assert!(!query(Some("running"), 10).unwrap().keeps(&run("a", RunStatus::Active, true)));
+        assert!(query(Some("sleeping"), 10).unwrap_err().contains("use active, parked, running"));
+    }
+}

@@ -1,0 +1,11 @@
+//! The host of eve-tools: what a user's binary serves its tools with. The command line
+//! ([`cli::Host`]: `manifest`, `call`, `runs`, `inspect`, `serve`, `worker`, `chat`, `mcp`, …), the
+//! HTTP API with the web inspector ([`http`], feature `http`), and the Model Context Protocol
+//! server ([`mcp`], feature `mcp`), all over the public API of the runtime and its sessions.
+
+pub mod cli;
+#[cfg(feature = "http")]
+pub mod http;
+#[cfg(feature = "mcp")]
+pub mod mcp;
+pub mod timeline;

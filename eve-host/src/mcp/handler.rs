@@ -1,0 +1,146 @@
+//! The MCP methods: `tools/list`, `tools/call` and the tasks extension's `tasks/get`,
+//! `tasks/update` and `tasks/cancel`.
+
+use rmcp::model::{
+    CacheScope, CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, CreateTaskResult,
+    GetTaskParams, GetTaskResult, Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
+    ServerConfig, Task, TaskStatus, Tool, UpdateTaskParams,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::Value;
+
+use super::status::{Snapshot, detailed};
+use super::tools::{Entry, Kind, completed, failed};
+use super::{Inner, McpServer, call};
+use eve_runtime::journal::RunId;
+use eve_runtime::{Error, StartOptions};
+
+/// How long clients may cache the tool list: it changes only with the binary.
+const TOOLS_TTL_MS: u64 = 60 * 60 * 1000;
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder().enable_tools().enable_tasks().build();
+        ServerConfig::new(capabilities).with_server_info(Implementation::new("eve", env!("CARGO_PKG_VERSION")))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools = self.inner.catalog.tools().to_vec();
+        Ok(ListToolsResult::with_all_items(tools).with_ttl_ms(TOOLS_TTL_MS).with_cache_scope(CacheScope::Public))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.inner.catalog.get(name).map(|entry| entry.tool.clone())
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let inner = &*self.inner;
+        let entry = inner.catalog.get(&request.name).ok_or_else(|| unknown_tool(inner, &request.name))?;
+        if let Some(state) = &request.request_state {
+            return call::next_round(inner, entry, state, request.input_responses.as_ref(), &cx).await;
+        }
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        if let Err(message) = entry.check(&arguments) {
+            return Ok(failed(message).into());
+        }
+        match entry.kind {
+            Kind::Plain => call_plain(inner, entry, arguments).await,
+            Kind::Durable if cx.client_capabilities().is_some_and(|capabilities| capabilities.supports_tasks()) => {
+                create_task(inner, entry, arguments).await
+            }
+            Kind::Durable if inner.task_only.iter().any(|name| name == entry.descriptor.name) => {
+                let required = ClientCapabilities::builder().enable_tasks().build();
+                Err(ErrorData::missing_required_client_capability(required))
+            }
+            Kind::Durable => call::start(inner, entry, arguments, &cx).await,
+        }
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let inner = &*self.inner;
+        let snapshot = call::read(&inner.runtime, &task_run(&request.task_id)?).await?;
+        Ok(GetTaskResult::new(describe(inner, &snapshot)?))
+    }
+
+    async fn update_task(&self, request: UpdateTaskParams, _cx: RequestContext<RoleServer>) -> Result<(), ErrorData> {
+        let inner = &*self.inner;
+        let snapshot = call::read(&inner.runtime, &task_run(&request.task_id)?).await?;
+        if snapshot.outcome.is_none() {
+            call::deliver(inner, &snapshot, &request.input_responses, "inputResponses").await?;
+        }
+        Ok(())
+    }
+
+    async fn cancel_task(&self, request: CancelTaskParams, _cx: RequestContext<RoleServer>) -> Result<(), ErrorData> {
+        let run = task_run(&request.task_id)?;
+        match self.inner.runtime.cancel(&run, "cancelled by the MCP client (tasks/cancel)").await {
+            Ok(()) | Err(Error::RunFinished { .. }) => Ok(()),
+            Err(Error::RunNotFound(_)) => Err(unknown_task(&request.task_id)),
+            Err(error) => Err(ErrorData::internal_error(format!("cannot cancel run {run}: {error}"), None)),
+        }
+    }
+}
+
+/// Calls a plain tool. Its arguments were checked, so an error from it is the tool's own.
+async fn call_plain(inner: &Inner, entry: &Entry, arguments: Value) -> Result<CallToolResponse, ErrorData> {
+    match inner.runtime.call_tool(entry.descriptor.name, arguments).await {
+        Ok(output) => Ok(completed(&output).into()),
+        Err(Error::ToolFailed { error, .. }) => Ok(failed(error.to_string()).into()),
+        Err(error) => Ok(failed(error.to_string()).into()),
+    }
+}
+
+/// Starts a run of `entry` and answers with its task; the run is in the store before the reply.
+async fn create_task(inner: &Inner, entry: &Entry, arguments: Value) -> Result<CallToolResponse, ErrorData> {
+    let run = RunId::generate();
+    let options = StartOptions::new().id(run.clone());
+    if let Err(error) = inner.runtime.start_with(entry.descriptor.name, arguments, options).await {
+        return call::start_refused(error);
+    }
+    let created = match inner.runtime.journal(&run).await {
+        Ok(record) => record.summary.created_at,
+        Err(_) => inner.runtime.clock().now(),
+    };
+    let created = created.to_string();
+    let task =
+        Task::new(run.to_string(), TaskStatus::Working, created.clone(), created).with_poll_interval_ms(poll_ms(inner));
+    Ok(CreateTaskResult::new(task).into())
+}
+
+fn describe(inner: &Inner, snapshot: &Snapshot) -> Result<rmcp::model::DetailedTask, ErrorData> {
+    let updated = inner.seen.of(snapshot, inner.runtime.clock().now());
+    detailed(snapshot, &inner.sign_ins, updated, poll_ms(inner))
+}
+
+fn poll_ms(inner: &Inner) -> u64 {
+    u64::try_from(inner.poll_interval.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The run a task id names: task ids are run ids.
+fn task_run(task_id: &str) -> Result<RunId, ErrorData> {
+    task_id.parse().map_err(|_| unknown_task(task_id))
+}
+
+fn unknown_task(task_id: &str) -> ErrorData {
+    let shown: String = task_id.chars().take(64).collect();
+    ErrorData::invalid_params(format!("no task has the id `{shown}`; use the id a call returned"), None)
+}
+
+fn unknown_tool(inner: &Inner, name: &str) -> ErrorData {
+    let shown: String = name.chars().take(64).collect();
+    let known: Vec<&str> = inner.catalog.tools().iter().map(|tool| tool.name.as_ref()).collect();
+    ErrorData::invalid_params(format!("unknown tool `{shown}`; this server has: {}", known.join(", ")), None)
+}

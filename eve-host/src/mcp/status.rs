@@ -1,0 +1,230 @@
+//! A run as an MCP task, read from its journal.
+//!
+//! | the journal | the task |
+//! | --- | --- |
+//! | ends `RunCompleted` | `completed`, the output as the tool result |
+//! | ends `RunFailed` with a tool error | `completed`, `isError: true`, the error's message |
+//! | ends `RunFailed` otherwise (panic, divergence, history limit, unknown workflow) | `failed`, a JSON-RPC error `-32603` |
+//! | ends `RunCancelled` | `cancelled` |
+//! | has open questions or sign-ins with a known link | `input_required`, one input request each |
+//! | anything else | `working` (with a status message while a cancellation's cleanup runs) |
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Mutex;
+
+use rmcp::ErrorData;
+use rmcp::model::{CallToolResult, DetailedTask, InputRequests, JsonObject, Task, TaskPayload, TaskStatus};
+use serde_json::Value;
+
+use super::questions::{input_request, question_request, sign_in_key, sign_in_request};
+use super::signins::SignIns;
+use super::tools::{completed, failed};
+use eve_runtime::OpenQuestion;
+use eve_runtime::RunOutcome;
+use eve_runtime::journal::{Entry, RunFailure, RunId};
+use eve_runtime::store::RunRecord;
+use eve_runtime::time::Timestamp;
+
+/// What a run's journal says, as far as MCP cares.
+pub(crate) struct Snapshot {
+    pub run: RunId,
+    pub created_at: Timestamp,
+    /// How many entries the journal has: a change of state always adds one.
+    pub entries: u64,
+    pub outcome: Option<RunOutcome>,
+    /// Open questions, oldest first.
+    pub questions: Vec<OpenQuestion>,
+    /// Sign-ins steps wait for: the step's op and the provider.
+    pub sign_ins: Vec<(u32, String)>,
+    /// Whether a cancellation was requested (cleanup may be running).
+    pub cancelling: bool,
+}
+
+impl Snapshot {
+    pub fn of(record: RunRecord) -> Snapshot {
+        let outcome = record.entries.last().and_then(RunOutcome::from_terminal);
+        let mut resolved = HashSet::new();
+        let mut sign_ins: Vec<(u32, String)> = Vec::new();
+        let mut cancelling = false;
+        for entry in &record.entries {
+            match entry {
+                Entry::AskResolved { op, .. } => {
+                    resolved.insert(*op);
+                }
+                Entry::AuthRequired { op, provider, .. } => {
+                    sign_ins.retain(|(waiting, _)| *waiting != op.0);
+                    sign_ins.push((op.0, provider.clone()));
+                }
+                Entry::AuthCompleted { op } | Entry::StepCompleted { op, .. } => {
+                    sign_ins.retain(|(waiting, _)| *waiting != op.0);
+                }
+                Entry::CancelRequested { .. } => cancelling = true,
+                _ => {}
+            }
+        }
+        let questions = match outcome {
+            Some(_) => Vec::new(),
+            None => record
+                .entries
+                .into_iter()
+                .filter_map(|entry| match entry {
+                    Entry::AskCreated { op, request_id, request } if !resolved.contains(&op) => {
+                        Some(OpenQuestion { request_id, request })
+                    }
+                    _ => None,
+                })
+                .collect(),
+        };
+        if outcome.is_some() {
+            sign_ins.clear();
+        }
+        let summary = record.summary;
+        Snapshot {
+            run: summary.id,
+            created_at: summary.created_at,
+            entries: summary.entries,
+            outcome,
+            questions,
+            sign_ins,
+            cancelling,
+        }
+    }
+
+    /// The keys of every question and sign-in the run waits on, as its input requests name them.
+    pub fn request_keys(&self) -> impl Iterator<Item = String> + '_ {
+        let questions = self.questions.iter().map(|question| question.request_id.clone());
+        questions.chain(self.sign_ins.iter().map(|(op, _)| sign_in_key(*op)))
+    }
+
+    /// The input requests the run waits on, leaving out the keys in `skip` (answered or
+    /// acknowledged, but not yet taken in by the run). A sign-in whose link this server did not
+    /// hear is left out too.
+    pub fn input_requests(&self, links: &SignIns, skip: &HashSet<String>) -> Result<InputRequests, ErrorData> {
+        let mut requests = InputRequests::new();
+        for question in &self.questions {
+            if !skip.contains(&question.request_id) {
+                let request = input_request(question_request(&question.request)?);
+                requests.insert(question.request_id.clone(), request);
+            }
+        }
+        for (op, provider) in &self.sign_ins {
+            let key = sign_in_key(*op);
+            if let (false, Some(url)) = (skip.contains(&key), links.link(&self.run, *op)) {
+                requests.insert(key, input_request(sign_in_request(provider, &url, format!("{}:{op}", self.run))));
+            }
+        }
+        Ok(requests)
+    }
+
+    /// A line for people on what the run waits for, when the status alone does not say.
+    fn status_message(&self, links: &SignIns, input_required: bool) -> Option<String> {
+        if self.outcome.is_some() {
+            return None;
+        }
+        if self.cancelling {
+            return Some("cancelled; its cleanup is running".to_owned());
+        }
+        if input_required {
+            return self.questions.first().map(|question| question.request.prompt.clone());
+        }
+        let unknown = self.sign_ins.iter().find(|(op, _)| links.link(&self.run, *op).is_none());
+        unknown.map(|(_, provider)| {
+            format!("waiting for a sign-in with {provider}; its link is on the run's `authorization.required` event")
+        })
+    }
+}
+
+/// The task `snapshot` describes, last updated at `updated`.
+pub(crate) fn detailed(
+    snapshot: &Snapshot,
+    links: &SignIns,
+    updated: Timestamp,
+    poll_ms: u64,
+) -> Result<DetailedTask, ErrorData> {
+    let payload = match &snapshot.outcome {
+        Some(RunOutcome::Completed(output)) => TaskPayload::Completed { result: object(&completed(output)) },
+        Some(RunOutcome::Failed(RunFailure::Tool { message })) => {
+            TaskPayload::Completed { result: object(&failed(message.clone())) }
+        }
+        Some(RunOutcome::Failed(failure)) => TaskPayload::Failed { error: object(&failure_error(failure)) },
+        Some(RunOutcome::Cancelled) => TaskPayload::Cancelled,
+        None => match snapshot.input_requests(links, &HashSet::new())? {
+            requests if requests.is_empty() => TaskPayload::Working,
+            input_requests => TaskPayload::InputRequired { input_requests },
+        },
+    };
+    let input_required = matches!(payload, TaskPayload::InputRequired { .. });
+    let mut task =
+        Task::new(snapshot.run.to_string(), TaskStatus::Working, snapshot.created_at.to_string(), updated.to_string())
+            .with_poll_interval_ms(poll_ms);
+    task.status_message = snapshot.status_message(links, input_required);
+    Ok(DetailedTask::new(task, payload))
+}
+
+/// The answer to a call that waited for its run: the tool result, or the JSON-RPC error of a
+/// run that failed for another reason than its tool's error.
+pub(crate) fn call_result(run: &RunId, outcome: &RunOutcome) -> Result<CallToolResult, ErrorData> {
+    match outcome {
+        RunOutcome::Completed(output) => Ok(completed(output)),
+        RunOutcome::Failed(RunFailure::Tool { message }) => Ok(failed(message.clone())),
+        RunOutcome::Failed(failure) => Err(failure_error(failure)),
+        RunOutcome::Cancelled => Ok(failed(format!("run {run} was cancelled; its cleanup ran"))),
+    }
+}
+
+/// A failure that is not the tool's own error, as a JSON-RPC internal error carrying the failure.
+fn failure_error(failure: &RunFailure) -> ErrorData {
+    let message = match failure {
+        RunFailure::Tool { message } => message.clone(),
+        RunFailure::Panicked { message } => format!("the tool panicked: {message}"),
+        RunFailure::NonDeterminism { op, .. } => {
+            format!("the run diverged from its journal at op {}; see the run's journal", op.0)
+        }
+        RunFailure::UnknownWorkflow { workflow_id } => {
+            format!("this binary has no workflow `{workflow_id}`, which the run was started with")
+        }
+        RunFailure::HistoryLimit { limit } => {
+            format!("the run reached the history limit of {limit} journal entries")
+        }
+    };
+    ErrorData::internal_error(message, serde_json::to_value(failure).ok())
+}
+
+fn object<T: serde::Serialize>(value: &T) -> JsonObject {
+    match serde_json::to_value(value) {
+        Ok(Value::Object(object)) => object,
+        _ => JsonObject::new(),
+    }
+}
+
+/// The most runs whose last change is remembered; past it, the memory starts again.
+const REMEMBERED: usize = 10_000;
+
+/// When each task was last seen to change (its journal grew), for `lastUpdatedAt`: the journal
+/// does not time every entry.
+#[derive(Default)]
+pub(crate) struct LastChanges(Mutex<HashMap<RunId, (u64, Timestamp)>>);
+
+impl LastChanges {
+    /// When `snapshot`'s run last changed, as far as this server saw: now, if its journal grew
+    /// since it was last read; its creation, if it was never read and has only its first entry.
+    pub fn of(&self, snapshot: &Snapshot, now: Timestamp) -> Timestamp {
+        let mut seen =
+            self.0.lock().expect("the last-changes mutex is never poisoned: no code panics while holding it");
+        match seen.get(&snapshot.run) {
+            Some((entries, at)) if *entries == snapshot.entries => return *at,
+            _ => {}
+        }
+        let at = if snapshot.entries <= 1 && !seen.contains_key(&snapshot.run) { snapshot.created_at } else { now };
+        if seen.len() >= REMEMBERED {
+            seen.clear();
+        }
+        seen.insert(snapshot.run.clone(), (snapshot.entries, at));
+        at
+    }
+}
+
+/// The request ids among `keys` of questions still open in `snapshot`.
+pub(crate) fn still_open(snapshot: &Snapshot, keys: &BTreeSet<String>) -> bool {
+    snapshot.questions.iter().any(|question| keys.contains(&question.request_id))
+}

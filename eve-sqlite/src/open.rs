@@ -1,0 +1,116 @@
+//! Opening a store file: the directory, the one-process lock, the connections and their settings.
+//!
+//! Order matters: the lock is taken before SQLite touches the file, so a second process never
+//! changes a store another process is using (not even to clear its claims).
+
+use std::ffi::OsString;
+use std::fs::{File, OpenOptions, TryLockError};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
+
+use super::SqliteOptions;
+use super::codec::open_error;
+use eve_runtime::store::StoreError;
+
+/// How long a connection waits for SQLite's own locks (only checkpoints and recovery take them,
+/// since one process with one writer uses the file).
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Prepared statements kept per connection; comfortably more than the store uses.
+const STATEMENT_CACHE: usize = 64;
+
+/// Fails unless `path` can be a database file, creating its parent directories.
+pub(super) fn prepare_path(path: &Path) -> Result<(), StoreError> {
+    if path.is_dir() {
+        return Err(refuse(path, "it is a directory; give the path of a database file, such as `.eve/eve.db`".into()));
+    }
+    let Some(parent) = path.parent().filter(|parent| !parent.as_os_str().is_empty()) else { return Ok(()) };
+    std::fs::create_dir_all(parent).map_err(|error| {
+        let reason =
+            format!("cannot create its directory {}: {error}; check the path and permissions", parent.display());
+        refuse(path, reason)
+    })
+}
+
+/// Takes the exclusive advisory lock on `<path>.lock`, held for as long as the returned file is open.
+pub(super) fn lock(path: &Path) -> Result<File, StoreError> {
+    let lock_path = beside(path, ".lock");
+    let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&lock_path);
+    let file = file.map_err(|error| {
+        refuse(path, format!("cannot open the lock file {}: {error}; check permissions", lock_path.display()))
+    })?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(TryLockError::WouldBlock) => Err(refuse(
+            path,
+            format!(
+                "another eve process is using the store (it holds {}); stop that process or use another data_dir",
+                lock_path.display()
+            ),
+        )),
+        Err(TryLockError::Error(error)) => Err(refuse(path, format!("cannot lock {}: {error}", lock_path.display()))),
+    }
+}
+
+/// The file SQLite or the store keeps beside the store's file: its path with `suffix` appended
+/// (`.lock`, `-wal`).
+pub(super) fn beside(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = OsString::from(path.as_os_str());
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// The one write connection (the writer thread's, lent to a run's lone append): WAL,
+/// `synchronous=FULL`, and the page limit if any.
+pub(super) fn writer_connection(path: &Path, options: &SqliteOptions) -> Result<Connection, StoreError> {
+    let shown = path.display().to_string();
+    let conn = Connection::open(path).map_err(|error| open_error(&error, &shown))?;
+    let mode = configure_writer(&conn, options).map_err(|error| open_error(&error, &shown))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        let reason = format!("SQLite kept journal_mode={mode} instead of WAL; put the store on a local filesystem");
+        return Err(refuse(path, reason));
+    }
+    Ok(conn)
+}
+
+/// Applies the writer's settings and returns the journal mode SQLite actually chose.
+fn configure_writer(conn: &Connection, options: &SqliteOptions) -> rusqlite::Result<String> {
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    plan_once(conn)?;
+    let mode = conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    if let Some(pages) = options.max_page_count {
+        conn.pragma_update(None, "max_page_count", i64::try_from(pages).unwrap_or(i64::MAX))?;
+    }
+    Ok(mode)
+}
+
+/// A read-only connection for the reader threads; WAL lets it read while the writer commits.
+pub(super) fn reader_connection(path: &Path) -> Result<Connection, StoreError> {
+    let shown = path.display().to_string();
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags).map_err(|error| open_error(&error, &shown))?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(|error| open_error(&error, &shown))?;
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    plan_once(&conn).map_err(|error| open_error(&error, &shown))?;
+    Ok(conn)
+}
+
+/// Makes each cached statement keep the plan it was prepared with, whatever values are bound to
+/// it later (`SQLITE_DBCONFIG_ENABLE_QPSG`). Without it, the bundled SQLite (built with
+/// `SQLITE_ENABLE_STAT4`) lets its planner look at the values bound to a statement's parameters,
+/// and then prepares the statement again whenever another value is bound to one of them: a read
+/// of a journal was prepared again for nearly every run and range it was given, about 50,000
+/// instructions each time, for the same plan (the store never runs `ANALYZE`, so there are no
+/// statistics for a value to change it).
+fn plan_once(conn: &Connection) -> rusqlite::Result<()> {
+    conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
+    Ok(())
+}
+
+fn refuse(path: &Path, reason: String) -> StoreError {
+    StoreError::Open { path: path.display().to_string(), reason }
+}
