@@ -3,9 +3,13 @@
 //! HTTP API with the web inspector ([`http`], feature `http`), and the Model Context Protocol
 //! server ([`mcp`], feature `mcp`), all over the public API of the runtime and its sessions.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 pub mod cli;
 #[cfg(feature = "http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub mod http;
 #[cfg(feature = "mcp")]
+#[cfg_attr(docsrs, doc(cfg(feature = "mcp")))]
 pub mod mcp;
 pub mod timeline;

@@ -9,7 +9,7 @@
 //!
 //! [`PostgresStore::connect`] takes a URL (`postgres://user:password@host:port/database`), opens a
 //! pool of connections ([`PostgresOptions::pool_size`]) and prepares the schema
-//! ([`schema`]: created or migrated in one transaction under an advisory lock; a newer schema is
+//! (`schema`: created or migrated in one transaction under an advisory lock; a newer schema is
 //! refused untouched). Each request takes a connection from the pool for one transaction. A request
 //! whose connection turns out to be dead before anything was committed (the server restarted, the
 //! connection was cut) runs again on a fresh one, a few times, and the broken connection leaves
@@ -35,7 +35,7 @@
 //!
 //! A write that gives a run something to do (a delivery, a notice to a parent run, a released
 //! claim, a park with a delivery already waiting) sends `NOTIFY` in its own transaction;
-//! [`Store::wake_ups`] listens on a connection of its own ([`listen`]). See [`listen`] for the
+//! [`Store::wake_ups`] listens on a connection of its own (`listen`). See `listen` for the
 //! channel and what happens when the listening connection is lost.
 //!
 //! # Invariants
@@ -47,6 +47,8 @@
 //!   `synchronous_commit` on, the server's default, that is after the WAL is flushed); a park mark
 //!   alone is committed without waiting for the disk.
 //! - The URL's password appears nowhere: not in errors, not in `Debug`.
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod codec;
 mod connect;

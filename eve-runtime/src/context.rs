@@ -145,28 +145,21 @@ impl WorkflowCtx {
         self.core.record_only(RecordKind::Published, || value.into());
     }
 
-    /// Starts a child run of `workflow` with `input` under the id `run`, reporting to `parent`,
-    /// with `notices` delivered to it in the same commit (a resumable task's first call, say). The
-    /// child is created by the commit that journals this start, so a crash never leaves a child
-    /// without its parent's record of it, and replay does not start it again. Returns the id the
-    /// journal records here, or `None` once the body has diverged from its journal.
+    /// Starts `child`: the child run is created by the commit that journals this start, so a
+    /// crash never leaves a child without its parent's record of it, and replay does not start it
+    /// again. Returns the id the journal records here, or `None` once the body has diverged from
+    /// its journal.
     ///
-    /// The caller checks `input` first ([`Runtime::check_start_input`](crate::Runtime::check_start_input)):
-    /// a child whose input its tool refuses would fail at once.
+    /// The caller checks the input first
+    /// ([`registry::check_start_input`](crate::registry::check_start_input)): a child whose input
+    /// its tool refuses would fail at once.
     #[track_caller]
-    pub fn start_child(
-        &self,
-        workflow: &'static crate::registry::ToolDescriptor,
-        run: RunId,
-        input: Value,
-        parent: crate::journal::ParentLink,
-        notices: Vec<crate::store::Notice>,
-    ) -> Option<RunId> {
+    pub fn start_child(&self, child: ChildRun) -> Option<RunId> {
         let core = &self.core;
         core.start_run(|| {
+            let ChildRun { run, workflow_id, tool, input, parent, notices } = child;
             let options = crate::control::StartOptions::new().parent(parent);
-            let names = (workflow.workflow_id, workflow.name);
-            (options.new_run(run, names, input, core.services.clock.now()), notices)
+            (options.new_run(run, (workflow_id, tool), input, core.services.clock.now()), notices)
         })
     }
 
@@ -211,6 +204,23 @@ fn uuid_v4() -> String {
     bytes[8] = (bytes[8] & 0x3f) | 0x80;
     let hex = crate::secret::hex(&bytes);
     format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
+}
+
+/// A child run a body starts with [`WorkflowCtx::start_child`] (a session's task, say).
+#[derive(Clone, Debug)]
+pub struct ChildRun {
+    /// Its id: a parent names its children itself, so that a replay names them again.
+    pub run: RunId,
+    /// The workflow id of its body.
+    pub workflow_id: &'static str,
+    /// The tool name its summary shows.
+    pub tool: &'static str,
+    /// Its input, already checked against the tool.
+    pub input: Value,
+    /// The run and hook it reports to.
+    pub parent: crate::journal::ParentLink,
+    /// Deliveries made to it by the commit that creates it (a resumable task's first call).
+    pub notices: Vec<crate::store::Notice>,
 }
 
 /// The context of a `#[task]` body: a [`WorkflowCtx`] plus the task's identity.
@@ -534,6 +544,13 @@ impl fmt::Debug for ToolCtx {
 impl ToolCtx {
     pub(crate) fn new(call_id: String, tool: &'static str, services: Arc<crate::run_core::Services>) -> Self {
         ToolCtx { call_id, tool, services }
+    }
+
+    /// The context of a plain tool that a step runs itself, as the call `call_id` of `tool` (a
+    /// session's model step runs the plain tools its model called): it reads the runtime's state
+    /// and providers as a tool the runtime calls does. `None` outside a run.
+    pub fn for_step(step: &crate::step::StepCtx, call_id: impl Into<String>, tool: &'static str) -> Option<ToolCtx> {
+        Some(ToolCtx::new(call_id.into(), tool, step.services()?.clone()))
     }
 
     /// The value of type `T` the host gave the runtime with `RuntimeBuilder::state`.

@@ -571,7 +571,7 @@ pub enum Error {
     /// The runtime was built outside a Tokio runtime.
     #[error("the eve runtime must be built inside a Tokio runtime (use #[tokio::main] or Runtime::block_on)")]
     NoTokioRuntime,
-    /// A setting of the [`RuntimeBuilder`] cannot be used.
+    /// A setting of the [`RuntimeBuilder`](crate::RuntimeBuilder) cannot be used.
     #[error("the runtime setting `{setting}` cannot be used: {reason}")]
     InvalidConfig {
         /// The builder method, as named in the code (`heartbeat`, `worker_id`, ...).

@@ -5,6 +5,8 @@
 //! replays a run from its journal, durable timers and hooks, and the [`Runtime`] that ties them
 //! together. See `ARCHITECTURE.md` at the repository root for the map and the invariants.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 pub mod ask;
 pub mod auth;
 pub mod context;

@@ -322,7 +322,7 @@ pub fn check_input(tool: &'static ToolDescriptor, input: &Value) -> Result<(), I
 /// Checks that `input` may start a run of `descriptor`: it fits the tool's input (a resumable
 /// task's run starts with no input: each of its calls is checked as it is sent) and is not nested
 /// too deeply to journal.
-pub fn check_start_input(descriptor: &'static ToolDescriptor, input: &Value) -> Result<(), crate::Error> {
+pub fn check_start_input(descriptor: &'static ToolDescriptor, input: &Value) -> Result<(), crate::error::Error> {
     let tool = descriptor.name;
     if !matches!(descriptor.entry, EntryPoint::Serve(_)) {
         check_input(descriptor, input).map_err(|refusal| invalid_input(tool, refusal))?;
@@ -332,13 +332,13 @@ pub fn check_start_input(descriptor: &'static ToolDescriptor, input: &Value) -> 
 }
 
 /// The error for an input `tool` refused.
-pub(crate) fn invalid_input(tool: &str, refusal: InputRefusal) -> crate::Error {
-    crate::Error::InvalidInput { tool: tool.to_owned(), message: refusal.message, field: refusal.field }
+pub(crate) fn invalid_input(tool: &str, refusal: InputRefusal) -> crate::error::Error {
+    crate::error::Error::InvalidInput { tool: tool.to_owned(), message: refusal.message, field: refusal.field }
 }
 
 /// The error for a call of a tool no tool of this binary is named: it lists the tools there are.
-pub fn unknown_tool(name: &str) -> crate::Error {
-    crate::Error::UnknownTool { name: name.to_owned(), known: tools().iter().map(|tool| tool.name).collect() }
+pub fn unknown_tool(name: &str) -> crate::error::Error {
+    crate::error::Error::UnknownTool { name: name.to_owned(), known: tools().iter().map(|tool| tool.name).collect() }
 }
 
 /// Checks that `input` is a JSON object that decodes into `T`, naming the field at fault: the

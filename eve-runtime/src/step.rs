@@ -45,12 +45,9 @@ impl StepCtx {
         StepCtx { op: None, attempt: 1, key: std::sync::OnceLock::new(), core: None }
     }
 
-    /// A context for a plain tool this step runs itself, as the call `call_id` of `tool` (a
-    /// session's model step runs the plain tools its model called): it reads the runtime's state
-    /// and providers as a tool the runtime calls does. `None` outside a run.
-    pub fn tool_ctx(&self, call_id: impl Into<String>, tool: &'static str) -> Option<crate::context::ToolCtx> {
-        let services = self.core.as_ref()?.services.clone();
-        Some(crate::context::ToolCtx::new(call_id.into(), tool, services))
+    /// The runtime's services, inside a run.
+    pub(crate) fn services(&self) -> Option<&Arc<crate::run_core::Services>> {
+        self.core.as_ref().map(|core| &core.services)
     }
 
     /// What this step may ask of the runtime running its run: start, deliver to, cancel or

@@ -14,7 +14,7 @@ use eve_runtime::{Error, RuntimeBuilder};
 pub(super) const AGENT_WORKFLOW: &str = "eve_runtime::agent";
 
 /// A subagent: a name, what it is for, its instructions, the tools it may call, and optionally a
-/// model of its own. Give it to the runtime with [`RuntimeBuilder::agent`].
+/// model of its own. Give it to the runtime with [`SessionBuilderExt::agent`](crate::SessionBuilderExt::agent).
 #[derive(Clone)]
 pub struct Agent {
     pub(super) name: String,
@@ -40,7 +40,7 @@ impl Agent {
         }
     }
 
-    /// What the agent is for: the description of its tool, and what [`WorkflowCtx::agents`](eve_runtime::context::WorkflowCtx::agents)
+    /// What the agent is for: the description of its tool, and what [`WorkflowCtx::agents`](crate::AgentCtxExt::agents)
     /// lists. Required unless the agent is [hidden](Agent::hidden).
     pub fn description(mut self, text: impl Into<String>) -> Self {
         self.description = text.into();
@@ -70,7 +70,7 @@ impl Agent {
     }
 
     /// Keeps the agent out of the sessions' tool lists: only a workflow body calls it, with
-    /// [`WorkflowCtx::agent`](eve_runtime::context::WorkflowCtx::agent) (a router that picks the specialist, say).
+    /// [`WorkflowCtx::agent`](crate::AgentCtxExt::agent) (a router that picks the specialist, say).
     pub fn hidden(mut self) -> Self {
         self.hidden = true;
         self

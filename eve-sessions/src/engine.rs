@@ -36,7 +36,7 @@ use super::model::SessionModel;
 use super::model::{self, FinishReason, Message, ModelRequest, ModelResponse, ToolCall, ToolSpec};
 use super::strings;
 use super::tasks::{Settled, Task, TaskKind, TaskStatus, Tasks};
-use eve_runtime::context::{CALLS_HOOK, ServeInbound, WorkflowCtx};
+use eve_runtime::context::{CALLS_HOOK, ChildRun, ServeInbound, WorkflowCtx};
 use eve_runtime::error::{FatalError, RetryableError, StepError, ToolError};
 use eve_runtime::events::{CustomEvent, RunEvent};
 use eve_runtime::journal::{ChildReport, Entry, Op, ParentLink, Payload, RecordKind, RunId, RunOutcome};
@@ -988,7 +988,15 @@ impl<'c> Body<'c> {
             delivery_id: call_delivery_id(run, &call),
             delivery: Delivery::Hook { op: CALLS_HOOK, payload: call_payload(&call) },
         });
-        match self.ctx.start_child(tool, run.clone(), input, parent, notices.into_iter().collect()) {
+        let child = ChildRun {
+            run: run.clone(),
+            workflow_id: tool.workflow_id,
+            tool: tool.name,
+            input,
+            parent,
+            notices: notices.into_iter().collect(),
+        };
+        match self.ctx.start_child(child) {
             Some(started) if &started == run => Ok(()),
             Some(started) => Err(format!("the journal records run {started} here, not {run}")),
             // The body diverged from its journal; the run fails with that, and this is not seen.
@@ -1483,7 +1491,7 @@ async fn run_plain(ctx: &StepCtx, call: &ToolCall) -> Result<Value, String> {
     };
     let EntryPoint::Plain(entry) = tool.entry else { return Err("the tool is not a plain tool".into()) };
     (tool.validate_input)(&call.arguments).map_err(|message| format!("invalid input: {message}"))?;
-    let tool_ctx = ctx.tool_ctx(call.id.clone(), tool.name).ok_or("no run")?;
+    let tool_ctx = eve_runtime::ToolCtx::for_step(ctx, call.id.clone(), tool.name).ok_or("no run")?;
     entry(call.arguments.clone(), tool_ctx).await.map_err(|error| error.message().to_owned())
 }
 

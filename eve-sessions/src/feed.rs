@@ -18,7 +18,7 @@ use eve_runtime::Runtime;
 use eve_runtime::events::RunEvent;
 use eve_runtime::journal::{Entry, RecordKind, RunId};
 
-use crate::Error;
+use crate::error::Error;
 
 /// One event of a session's feed, such as `task.started` or `turn.completed`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -5,31 +5,31 @@
 //! - One **writer** thread serves the only write connection. Every write (creating, claiming,
 //!   releasing, appending, delivering) is a request queued to it; it commits all requests queued at
 //!   that moment in one transaction, and answers each caller after the commit is durable (group
-//!   commit; see [`writer`]). A lone request costs one commit; many
+//!   commit; see `writer`). A lone request costs one commit; many
 //!   concurrent requests share one. A run's append or parked mark made as a lone writer (nothing
 //!   queued, the last batch a single request) commits on the run's own thread instead, with the
 //!   same steps, sparing the hand-off; requests made for outside callers (deliveries over HTTP,
 //!   say) always go to the writer thread.
 //! - A few **reader** threads own read-only connections and answer loads, listings, timers, the
 //!   inbox and hook look-ups without waiting behind a write batch (WAL readers never block). A
-//!   claim of a long journal reads its two halves on two of them at once (see [`reads`]).
+//!   claim of a long journal reads its two halves on two of them at once (see `reads`).
 //! - Before the threads start, the store begins the write-ahead log (a clean close removed it) and
 //!   fills it to its working size, so the first write after a start pays one fsync rather than
-//!   three and commits rewrite the log rather than grow it (see [`wal`]).
+//!   three and commits rewrite the log rather than grow it (see `wal`).
 //! - While the fill waits on the disk, a reader thread reads what a start asks first: the
 //!   recovery, and the claims of the runs it wakes (their journals up to 16,384 entries and about
 //!   16 MB of text in all). They are answered from that read as long as nothing has been written
-//!   since the open (see [`ahead`]).
+//!   since the open (see `ahead`).
 //! - A delivery to a run not in memory (neither created nor claimed since the open, as a run
 //!   parked before a restart; or let go by the runtime's warm cache since its last claim, see
 //!   `Store::left_memory`) wakes the run, whose claim reads its journal. The writer queues that
 //!   read as soon as it finds the delivery's run, so it runs while the delivery's commit waits on
-//!   the disk, and the claim takes it (see [`ahead::OnDelivery`]).
+//!   the disk, and the claim takes it (see `ahead::OnDelivery`).
 //!
 //! # Claims and fences
 //!
 //! The file lock below means no other process writes the file while this store is open, so a
-//! fence only has to hold within this process: epochs live in memory ([`Epochs`]), a claim bumps
+//! fence only has to hold within this process: epochs live in memory (`Epochs`), a claim bumps
 //! its run's epoch and reads the journal (no commit, no fsync), and an append checks its fence
 //! against the current epoch inside its own transaction. A stale writer is refused and writes
 //! nothing, exactly as with durable epochs; after a restart no earlier fence exists to be stale.
@@ -776,7 +776,7 @@ mod tests {
         let (_dir, path, runs) = runnable_runs(&[("run-long", 600), ("run-other", 3)]).await;
         let (run, other) = (&runs[0], &runs[1]);
         let cancel =
-            || DeliveryPayload::Run(super::super::Delivery::Cancel { reason: "stop".into(), keep_output: false });
+            || DeliveryPayload::Run(eve_runtime::store::Delivery::Cancel { reason: "stop".into(), keep_output: false });
         // Written before the recovery.
         let store = SqliteStore::open(&path).unwrap();
         let created = new_run("run-created");
@@ -807,7 +807,7 @@ mod tests {
             names.iter().enumerate().map(|(index, name)| (name.as_str(), if index < 2 { 600 } else { 3 })).collect();
         let (_dir, path, runs) = runnable_runs(&lengths).await;
         let cancel =
-            || DeliveryPayload::Run(super::super::Delivery::Cancel { reason: "stop".into(), keep_output: false });
+            || DeliveryPayload::Run(eve_runtime::store::Delivery::Cancel { reason: "stop".into(), keep_output: false });
         for round in 0..6 {
             let store = Arc::new(SqliteStore::open(&path).unwrap());
             let mut calls = tokio::task::JoinSet::new();

@@ -26,7 +26,7 @@
 //! identity (principal) that started the run. When there is no token, the step attempt ends
 //! without counting as a failure, the run journals [`Entry::AuthRequired`] and parks on its own
 //! callback, and `authorization.required` carries the sign-in link. The link (served by
-//! [`http`](crate::http)) sets a short-lived cookie that ties the sign-in to the browser that
+//! `eve_tools::http`) sets a short-lived cookie that ties the sign-in to the browser that
 //! opened it, then redirects to the provider; a callback from a browser without that cookie is
 //! refused, so nobody can complete a sign-in meant for someone else (login CSRF, RFC 9700 §4.7;
 //! see [`Runtime::begin_authorization`](crate::Runtime::begin_authorization) for hosts that serve
@@ -38,9 +38,9 @@
 //! An [`AccessToken`] implements neither `Serialize` nor `Display`, so it cannot be returned from
 //! a step (whose result is journaled) or printed by accident.
 //!
-//! [`OAuth2Provider`] (cargo feature `oauth2`, on by default) is the OAuth 2.0 authorization-code
-//! provider, with PKCE and refresh tokens; it keeps tokens in a [`TokenStore`] (by default
-//! [`MemoryTokenStore`]).
+//! `OAuth2Provider` (eve-auth, the feature `oauth2` of eve-tools) is the OAuth 2.0
+//! authorization-code provider, with PKCE and refresh tokens; it keeps tokens in a [`TokenStore`]
+//! (by default [`MemoryTokenStore`]).
 //!
 //! [`Entry::AuthRequired`]: crate::journal::Entry::AuthRequired
 //! [`Entry::AuthCompleted`]: crate::journal::Entry::AuthCompleted

@@ -6,8 +6,8 @@
 //! encrypted or in a secret manager, never in the journal's database.
 //!
 //! [`MemoryTokenStore`] is the default: tokens live as long as the process, so a sign-in that
-//! completed before a restart has to be done again after it. [`FileTokenStore`](super::FileTokenStore)
-//! keeps them sealed in files, so they outlive restarts.
+//! completed before a restart has to be done again after it. `FileTokenStore` (eve-auth) keeps
+//! them sealed in files, so they outlive restarts.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -79,9 +79,9 @@ pub struct TokenStoreError(pub String);
 
 /// Keeps the tokens of one provider, by the identity they belong to.
 ///
-/// The default is [`MemoryTokenStore`]; [`FileTokenStore`](super::FileTokenStore) keeps sign-ins
-/// across restarts, or implement this over your secret manager. A store serves one provider: give
-/// each provider its own.
+/// The default is [`MemoryTokenStore`]; `FileTokenStore` (eve-auth) keeps sign-ins across
+/// restarts, or implement this over your secret manager. A store serves one provider: give each
+/// provider its own.
 #[async_trait]
 pub trait TokenStore: Send + Sync + 'static {
     /// The tokens stored for `principal`, if any.

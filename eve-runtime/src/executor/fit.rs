@@ -201,7 +201,7 @@ mod tests {
             value in bounded_payload(),
             kind in prop_oneof![
                 Just(RecordKind::Now), Just(RecordKind::Random), Just(RecordKind::Uuid),
-                Just(RecordKind::Published), Just(RecordKind::Agents), Just(RecordKind::Started),
+                Just(RecordKind::Published), Just(RecordKind::Value), Just(RecordKind::Started),
             ],
         ) {
             let step = Entry::StepCompleted {

@@ -812,7 +812,7 @@ impl Runtime {
 #[test]
 fn consecutive_ops_hash_to_consecutive_buckets_with_differing_tags() {
     use std::hash::BuildHasher;
-    let hasher = std::hash::BuildHasherDefault::<super::core::OpHasher>::default();
+    let hasher = std::hash::BuildHasherDefault::<crate::run_core::OpHasher>::default();
     let hashes: Vec<u64> = (0..10_000).map(|op| hasher.hash_one(Op(op))).collect();
     for (op, hash) in hashes.iter().enumerate() {
         // The bucket a table of up to 2^57 buckets picks is the op number itself.
@@ -822,7 +822,7 @@ fn consecutive_ops_hash_to_consecutive_buckets_with_differing_tags() {
     let tags: std::collections::HashSet<u64> = hashes.iter().map(|hash| hash >> 57).collect();
     assert!(tags.len() > 100, "only {} distinct tags", tags.len());
     // And a map keyed by ops still works as a map.
-    let mut map = super::core::OpMap::default();
+    let mut map = crate::run_core::OpMap::default();
     for op in (0..1_000).rev() {
         map.insert(Op(op), op * 2);
     }

@@ -274,7 +274,7 @@ impl Runtime {
     /// send the person's browser to, and the binding to keep in that browser.
     ///
     /// `authorization.required` publishes a sign-in link, `{public URL}{AUTH_CALLBACK_PATH}{provider}/start?state=…`.
-    /// The HTTP server ([`http`](crate::http)) serves it by calling this, setting the binding in a
+    /// The HTTP server (`eve_tools::http`) serves it by calling this, setting the binding in a
     /// cookie and redirecting to the URL; its callback then refuses a browser without the cookie.
     /// A host that serves its own sign-in pages does the same: on its start page, call this, keep
     /// [`AuthorizationStart::binding`] in a short-lived, `HttpOnly`, `SameSite=Lax` cookie (one per

@@ -25,8 +25,10 @@ pub mod kit;
 mod memory;
 
 #[cfg(feature = "testkit")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testkit")))]
 pub mod conformance;
 #[cfg(feature = "testkit")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testkit")))]
 pub mod shared_conformance;
 
 pub use kit::IndexChanges;
