@@ -2,10 +2,12 @@
 //!
 //! Everything a session learns arrives on one hook, the first op of its run: messages from
 //! people, cancellations, and the reports of the runs it started (tasks and the workflow tool
-//! calls a turn waits on; see [`ChildReport`]). Everything it does that leaves the run is a step:
-//! calling the model (plain tools run inside that step), starting a child run, sending a
-//! resumable task a call, interrupting or cancelling a run. What it tells the outside world is a
-//! published event ([`SessionEvent`](super::SessionEvent)). So a session is replayed like any
+//! calls a turn waits on; see [`ChildReport`]). Everything it does that leaves the run is a step
+//! or a record: calling the model (plain tools run inside that step), sending a resumable task a
+//! call, interrupting or cancelling a run are steps; starting a child run is a record
+//! (`WorkflowCtx::start_child`), and the commit that journals it creates the child, with a
+//! resumable task's first call, so a crash never leaves a child its session does not know. What
+//! it tells the outside world is a published event ([`SessionEvent`](super::SessionEvent)). So a session is replayed like any
 //! workflow: after a restart mid-turn it goes on where it was, without calling the model twice
 //! for one step or starting a tool twice.
 //!
