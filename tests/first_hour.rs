@@ -4,13 +4,11 @@
 //! question, a hook payload of the wrong type), errors that name a real field, and one JSON dialect (camelCase, dotted event names,
 //! ISO 8601 times) across the event stream, the manifest and the run API.
 
-mod http_support;
-
 use std::time::Duration;
 
+use eve_tests::http::{Seen, serve};
 use eve_tools::prelude::*;
 use eve_tools::{Answer, AnswerError, Error, RunId};
-use http_support::{Seen, serve};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};

@@ -3,15 +3,13 @@
 //! resumes, answers to asks and their refusals, sign-in callbacks, the run API, the event stream,
 //! and `host serve`.
 
-mod http_support;
-
 use std::time::{Duration, Instant};
 
+use eve_tests::http::{Seen, hand_over, handed_over, serve, serve_with};
 use eve_tests::oauth_server::{browser, open_sign_in_link};
 use eve_tools::http::{AUTH_CALLBACK_PATH, HOOK_PATH, WEBHOOK_PATH};
 use eve_tools::prelude::*;
 use eve_tools::{AccessToken, AuthError, AuthProvider, Principal, RunEvent, RunOutcome};
-use http_support::{Seen, hand_over, handed_over, serve, serve_with};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -393,12 +391,12 @@ async fn concurrent_answers_to_one_question_accept_exactly_one() {
     assert_eq!(outcome, RunOutcome::Completed(expected), "the run sees the answer that was accepted");
 }
 
-async fn post_answer(served: &http_support::Served, run: &str, request: &str, body: Value) -> Seen {
+async fn post_answer(served: &eve_tests::http::Served, run: &str, request: &str, body: Value) -> Seen {
     let url = served.url(&format!("/v1/runs/{run}/questions/{request}"));
     Seen::of(served.client.post(url).json(&body).send().await.unwrap()).await
 }
 
-async fn open_questions(served: &http_support::Served, run: &str) -> Vec<Value> {
+async fn open_questions(served: &eve_tests::http::Served, run: &str) -> Vec<Value> {
     let response = served.client.get(served.url(&format!("/v1/runs/{run}/questions"))).send().await.unwrap();
     let seen = Seen::of(response).await;
     assert_eq!(seen.status, 200);

@@ -3,14 +3,12 @@
 //! off at the body timeout, connections beyond the cap wait for a free slot, a canary token
 //! reaches no log line, and a keyed run API refuses requests without its key.
 
-mod http_support;
-
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use eve_tests::http::{Seen, Served, hand_over, handed_over, serve, serve_with};
 use eve_tools::http::{AUTH_CALLBACK_PATH, HOOK_PATH, WEBHOOK_PATH};
 use eve_tools::prelude::*;
-use http_support::{Seen, Served, hand_over, handed_over, serve, serve_with};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};

@@ -4,10 +4,8 @@
 //! only with the `X-Eve-UI` header). The page itself is driven in a real browser in
 //! `inspector_browser.rs`.
 
-mod http_support;
-
+use eve_tests::http::{Seen, Served, serve, serve_with};
 use eve_tools::prelude::*;
-use http_support::{Seen, Served, serve, serve_with};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};

@@ -8,15 +8,13 @@
 //! Without a browser the tests fail, with the install script's reason; they never skip. A test
 //! that fails leaves a screenshot of the page in `target/tmp/inspector-screenshots/` and names it.
 
-mod http_support;
-
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use eve_tests::http::{Served, serve_with};
 use eve_tools::prelude::*;
 use fantoccini::{Client, ClientBuilder, Locator, key::Key};
-use http_support::{Served, serve_with};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;

@@ -6,8 +6,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-mod http_support;
-
 use eve_tests::World;
 use eve_tests::faulty::Faulty;
 use eve_tests::feed::{all, find, names, read_until};
@@ -978,7 +976,7 @@ async fn the_session_api_over_http_resumes_the_feed_after_a_reconnect_and_a_rest
         }
     };
     let served =
-        http_support::serve_with(move |builder| builder.model(ScriptedModel::new(script)), |server| server).await;
+        eve_tests::http::serve_with(move |builder| builder.model(ScriptedModel::new(script)), |server| server).await;
     let client = &served.client;
     let created = client
         .post(served.url("/v1/sessions"))
@@ -1031,7 +1029,7 @@ async fn the_session_api_over_http_resumes_the_feed_after_a_reconnect_and_a_rest
         ("/v1/sessions/web-1/questions/web-1.1:ask-9", json!({ "optionId": "yes" }), 409, None),
     ];
     for (path, body, status, field) in refusals {
-        let seen = http_support::Seen::of(client.post(served.url(path)).json(&body).send().await.unwrap()).await;
+        let seen = eve_tests::http::Seen::of(client.post(served.url(path)).json(&body).send().await.unwrap()).await;
         assert_eq!(seen.status, status, "{path} {body}: {}", String::from_utf8_lossy(&seen.body));
         let (message, at) = seen.error();
         assert_eq!(at.as_str(), field, "{path} {body}: {message}");
@@ -1043,7 +1041,7 @@ async fn the_session_api_over_http_resumes_the_feed_after_a_reconnect_and_a_rest
     assert_eq!(refused.status(), 404);
 
     // A restarted server reads the same feed from the store.
-    let http_support::Served { world, runtime, server, .. } = served;
+    let eve_tests::http::Served { world, runtime, server, .. } = served;
     server.shutdown().await;
     runtime.shutdown().await;
     let runtime = world.builder(16).model(ScriptedModel::new(script)).build().unwrap();

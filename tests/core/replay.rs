@@ -63,7 +63,7 @@ async fn select_replays_to_the_same_winner_when_the_delivery_came_after_the_time
     assert_eq!(executions(&id, "note"), [1], "the recorded step was replayed, not executed again");
 }
 
-/// Which "build" of `checkout` each run is on: a test changes it between two activations of a
+/// Which "build" of `purchase` each run is on: a test changes it between two activations of a
 /// run, as a deploy changes the code while runs are in flight.
 static BUILDS: Mutex<Option<HashMap<RunId, &'static str>>> = Mutex::new(None);
 
@@ -95,7 +95,7 @@ async fn charge_card(ctx: &StepCtx, cents: u64) -> Result<String, StepError> {
 
 /// Reserves, charges, then waits for the shipping confirmation. Its steps change with the build.
 #[workflow_tool]
-pub async fn checkout(_input: Nothing, ctx: &WorkflowCtx) -> Result<Vec<String>, ToolError> {
+pub async fn purchase(_input: Nothing, ctx: &WorkflowCtx) -> Result<Vec<String>, ToolError> {
     let done = match build_of(ctx.run_id()) {
         "original" => vec![reserve(ctx, "book".into()).await?, charge(ctx, 500).await?],
         "reordered" => vec![charge(ctx, 500).await?, reserve(ctx, "book".into()).await?],
@@ -122,7 +122,7 @@ async fn changing_the_steps_of_an_in_flight_run_fails_it_with_a_divergence_error
     for (build, op, recorded, asked) in cases {
         let world = World::in_memory();
         let runtime = world.runtime(0);
-        let run = runtime.start("checkout", json!({})).await.unwrap();
+        let run = runtime.start("purchase", json!({})).await.unwrap();
         run.parked().await.unwrap();
         deploy(run.id(), build);
         runtime.resume_hook(&format!("shipped-{}", run.id()), json!("shipped")).await.unwrap();
@@ -159,7 +159,7 @@ async fn changing_the_steps_of_an_in_flight_run_fails_it_with_a_divergence_error
 async fn an_unchanged_build_replays_without_executing_recorded_steps() {
     let world = World::in_memory();
     let runtime = world.runtime(0);
-    let run = runtime.start("checkout", json!({})).await.unwrap();
+    let run = runtime.start("purchase", json!({})).await.unwrap();
     run.parked().await.unwrap();
     drop(runtime);
     let runtime = world.runtime(0);
@@ -241,4 +241,39 @@ async fn op_numbers_follow_creation_not_polling() {
     runtime.recover().await.unwrap();
     assert_eq!(replayed.outcome().await.unwrap().output().unwrap(), &json!(["first", "second"]));
     assert_eq!(executions(run.id(), "note").len(), 2, "the replay executed nothing");
+}
+
+/// How many of each thing to tally.
+#[derive(Deserialize, JsonSchema)]
+pub struct Counts {
+    counts: HashMap<String, u32>,
+}
+
+#[step]
+async fn tally(ctx: &StepCtx, counts: HashMap<String, u32>) -> Result<u32, StepError> {
+    executed(ctx, "tally");
+    Ok(counts.values().sum())
+}
+
+/// Tallies a map in a step, then sleeps.
+#[workflow_tool]
+pub async fn tally_then_nap(input: Counts, ctx: &WorkflowCtx) -> Result<u32, ToolError> {
+    let total = tally(ctx, input.counts).await?;
+    sleep(Duration::from_secs(10)).await?;
+    Ok(total)
+}
+
+/// A step taking a `HashMap` matches its own journal on a cold replay (no warm cache): the map's
+/// order does not change what the step's call recorded.
+#[tokio::test]
+async fn a_step_taking_a_hash_map_replays_without_divergence() {
+    let world = World::in_memory();
+    let runtime = world.runtime(0);
+    let counts: HashMap<String, u32> = (0..16).map(|n| (format!("item-{n}"), n)).collect();
+    let run = runtime.start("tally_then_nap", json!({ "counts": counts })).await.unwrap();
+    run.parked().await.unwrap();
+    world.clock.advance(Duration::from_secs(10));
+    runtime.settle().await;
+    assert_eq!(run.outcome().await.unwrap(), RunOutcome::Completed(json!(120)));
+    assert_eq!(executions(run.id(), "tally"), [1]);
 }

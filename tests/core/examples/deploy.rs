@@ -1,15 +1,13 @@
 //! Define a workflow tool: the `deploy` example's tool plans, asks, and deploys only when a person
 //! picks "Deploy", whether they answer through the runtime or over HTTP.
 
-mod examples_support;
-mod http_support;
-
 use eve_examples::deploy::Deployed;
 use eve_tests::World;
+use eve_tests::http::{Seen, serve};
 use eve_tools::{Answer, Display, RunOutcome, Runtime, StartOptions, Style};
-use examples_support::{drain, steps_run, steps_started};
-use http_support::{Seen, serve};
 use serde_json::{Value, json};
+
+use super::support::{drain, steps_run, steps_started};
 
 /// Starts `deploy` for `api` and returns its run once it has asked.
 async fn start(runtime: &Runtime, options: StartOptions) -> eve_tools::RunHandle {

@@ -2,19 +2,17 @@
 //! render farm, over real HTTP on loopback. The farm is in manual mode, so each test decides when
 //! it calls back.
 
-mod examples_support;
-mod http_support;
-
 use std::sync::LazyLock;
 
 use eve_examples::fakes::Mode;
 use eve_examples::fakes::render_farm::{FakeRenderFarm, Job};
 use eve_examples::render_video::use_render_farm;
+use eve_tests::http::{Served, serve};
 use eve_tools::http::WEBHOOK_PATH;
 use eve_tools::{RunFailure, RunHandle, RunOutcome};
-use examples_support::steps_run;
-use http_support::{Served, serve};
 use serde_json::json;
+
+use super::support::steps_run;
 
 /// One farm for the whole test binary, as the tool's setting is one per process.
 static FARM: LazyLock<FakeRenderFarm> = LazyLock::new(|| {

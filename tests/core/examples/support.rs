@@ -1,8 +1,6 @@
 //! Helpers for the tests of the examples' tools: what a run executed, the events it published, and
 //! "processes" over one SQLite directory that stop and start again, as a restarted binary does.
 
-#![allow(dead_code)] // Each test binary uses its own part of this module.
-
 use std::path::Path;
 
 use eve_tools::{Entry, ManualClock, RunEvent, RunId, Runtime};

@@ -2,22 +2,20 @@
 //! over real HTTP on loopback. The fake is in manual mode: each test posts the task's state
 //! changes itself, then lets the runtime settle, and reads back what the service saw.
 
-mod examples_support;
-mod http_support;
-
 use std::sync::LazyLock;
 
 use eve_examples::devbox::{APPLY_FINDINGS, DevboxOutcome, use_api};
 use eve_examples::fakes::Mode;
 use eve_examples::fakes::devbox::{FakeDevbox, FakeTask};
+use eve_tests::http::{Served, serve_with};
 use eve_tools::http::WEBHOOK_PATH;
 use eve_tools::{
     AccessToken, Answer, Display, Entry, MemoryTokenStore, OpenQuestion, Principal, RunEvent, RunFailure, RunHandle,
     RunOutcome, StartOptions, TokenSet, TokenStore,
 };
-use examples_support::{drain, steps_run};
-use http_support::{Served, serve_with};
 use serde_json::{Value, json};
+
+use super::support::{drain, steps_run};
 
 /// One service for the whole test binary, as the tool's setting is one per process. Tests keep
 /// apart by their tasks' titles.

@@ -147,14 +147,14 @@ async fn the_recording_build_replays_its_own_journal_and_runs_nothing() {
 #[tokio::test]
 async fn a_changed_order_name_or_argument_is_caught_where_it_happens() {
     let journal = recorded().await;
-    let reordered = replay(&as_if(&journal, "replay_check::checkout_reordered"));
+    let reordered = replay(&as_if(&journal, "core::replay_check::checkout_reordered"));
     assert_eq!(diverges_at(&reordered.verdict), (0, "reserve".into(), "charge".into()), "{reordered}");
-    let renamed = replay(&as_if(&journal, "replay_check::checkout_renamed"));
+    let renamed = replay(&as_if(&journal, "core::replay_check::checkout_renamed"));
     assert_eq!(diverges_at(&renamed.verdict), (1, "charge".into(), "invoice".into()), "{renamed}");
-    let argument = replay(&as_if(&journal, "replay_check::checkout_argument"));
+    let argument = replay(&as_if(&journal, "core::replay_check::checkout_argument"));
     assert_eq!(diverges_at(&argument.verdict), (1, "charge".into(), "charge".into()), "the input hash differs");
     assert!(argument.to_string().contains("DIVERGES") && argument.to_string().contains("op 1"), "{argument}");
-    let shortened = replay(&as_if(&journal, "replay_check::checkout_shortened"));
+    let shortened = replay(&as_if(&journal, "core::replay_check::checkout_shortened"));
     assert_eq!(diverges_at(&shortened.verdict), (2, "sleep".into(), "nothing".into()), "{shortened}");
 
     // Where the new build asks for the diverging step: its own line, in the report too.
@@ -172,17 +172,20 @@ async fn a_changed_order_name_or_argument_is_caught_where_it_happens() {
 #[tokio::test]
 async fn a_step_added_after_the_last_recorded_op_replays() {
     let journal = recorded().await;
-    let report = replay(&as_if(&journal, "replay_check::checkout_added"));
+    let report = replay(&as_if(&journal, "core::replay_check::checkout_added"));
     assert!(report.replays(), "{report}");
 }
 
 #[tokio::test]
 async fn a_workflow_this_build_does_not_have_is_named() {
     let journal = recorded().await;
-    let report = replay(&as_if(&journal, "replay_check::checkout_gone"));
-    assert_eq!(report.verdict, ReplayVerdict::UnknownWorkflow { workflow_id: "replay_check::checkout_gone".into() });
+    let report = replay(&as_if(&journal, "core::replay_check::checkout_gone"));
+    assert_eq!(
+        report.verdict,
+        ReplayVerdict::UnknownWorkflow { workflow_id: "core::replay_check::checkout_gone".into() }
+    );
     assert!(!report.replays());
-    assert!(report.to_string().contains("no workflow `replay_check::checkout_gone`"), "{report}");
+    assert!(report.to_string().contains("no workflow `core::replay_check::checkout_gone`"), "{report}");
 }
 
 #[tokio::test]
@@ -195,7 +198,7 @@ async fn a_finished_run_replays_to_its_end() {
     runtime.handle(run.id().clone()).outcome().await.unwrap();
     let journal = JournalFile::of(&runtime.journal(run.id()).await.unwrap(), world.clock.now());
     assert_eq!(replay(&journal).verdict, ReplayVerdict::Replays { ops: 3, finished: true });
-    let added = replay(&as_if(&journal, "replay_check::checkout_added"));
+    let added = replay(&as_if(&journal, "core::replay_check::checkout_added"));
     assert!(added.replays(), "a finished run never reaches the added step: {added}");
 }
 

@@ -1,15 +1,14 @@
 //! Remind me later: the `remind` example's task fires exactly at its deadline on a manual clock,
 //! once, across restarts, and refuses delays it cannot read before any run starts.
 
-mod examples_support;
-
 use std::time::Duration;
 
 use eve_examples::remind::Reminder;
 use eve_tests::{START, World};
 use eve_tools::{Entry, ManualClock, Phase, RunId, RunOutcome, Runtime};
-use examples_support::{process, stop};
 use serde_json::json;
+
+use super::support::{process, stop};
 
 async fn start(runtime: &Runtime, delay: &str) -> RunId {
     let run = runtime.start("remind", json!({ "note": "stand up", "delay": delay })).await.unwrap();

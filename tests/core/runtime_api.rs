@@ -70,7 +70,7 @@ async fn missing_state_fails_the_step_saying_how_to_provide_it() {
     let RunOutcome::Failed(RunFailure::Tool { message }) = run.outcome().await.unwrap() else { panic!("fails") };
     assert_eq!(
         message,
-        "the runtime has no state of type `runtime_api::Billing`; give it with Runtime::builder().state(..)"
+        "the runtime has no state of type `core::runtime_api::Billing`; give it with Runtime::builder().state(..)"
     );
 }
 

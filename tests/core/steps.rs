@@ -1,9 +1,15 @@
-//! Steps: at-least-once attempts, exactly-once recording, retry policies and idempotency keys.
+//! Steps: at-least-once attempts, exactly-once recording, retry policies and idempotency keys; a
+//! step runs once however long the store refuses its completion, and is reported succeeded only
+//! once its result is durable.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use eve_tests::{World, executed, executions};
+use eve_tests::faulty::Faulty;
+use eve_tests::{World, executed, executions, within};
 use eve_tools::prelude::*;
+use eve_tools::store::MemoryStore;
 use eve_tools::{Entry, RunEvent, RunFailure, RunOutcome};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -280,4 +286,75 @@ async fn a_step_that_panics_on_its_first_poll_is_retried_and_the_chain_goes_on()
         matches!(entry, Entry::StepRetrying { error, .. } if error.contains("the step panicked: attempt 1 of step"))
     });
     assert_eq!(panicked.count(), 3, "each panic is journaled as a failed attempt");
+}
+
+static SENT: AtomicUsize = AtomicUsize::new(0);
+
+#[step]
+async fn send_email() -> Result<(), StepError> {
+    SENT.fetch_add(1, Ordering::SeqCst);
+    Ok(())
+}
+
+/// Sends one email.
+#[workflow_tool]
+pub async fn email_once(_input: Nothing, ctx: &WorkflowCtx) -> Result<(), ToolError> {
+    let _ = ctx;
+    Ok(send_email().await?)
+}
+
+#[tokio::test]
+async fn a_step_whose_completion_the_store_refuses_for_a_while_runs_once() {
+    let faulty = Faulty::new(Arc::new(MemoryStore::new()));
+    faulty.fail_first(3, |entry| matches!(entry, Entry::StepCompleted { .. }));
+    let world = World::over(faulty.clone());
+    let runtime = world.runtime(16);
+    let run = runtime.start("email_once", json!({})).await.unwrap();
+    for _ in 0..10 {
+        runtime.settle().await;
+        if runtime.journal(run.id()).await.unwrap().summary.status.is_finished() {
+            break;
+        }
+        // Before the fix, a refused completion was retried by rebuilding the run 5 s later.
+        world.clock.advance(Duration::from_secs(5));
+    }
+    assert_eq!(run.outcome().await.unwrap(), RunOutcome::Completed(json!(null)));
+    assert_eq!(faulty.failed(), 3, "the injected failures happened");
+    assert_eq!(SENT.load(Ordering::SeqCst), 1, "the email was sent once");
+}
+
+static NOTED: AtomicUsize = AtomicUsize::new(0);
+
+#[step]
+async fn note_once() -> Result<(), StepError> {
+    NOTED.fetch_add(1, Ordering::SeqCst);
+    Ok(())
+}
+
+/// Runs one step.
+#[workflow_tool]
+pub async fn one_step(_input: Nothing, ctx: &WorkflowCtx) -> Result<(), ToolError> {
+    let _ = ctx;
+    Ok(note_once().await?)
+}
+
+#[tokio::test]
+async fn a_step_is_reported_succeeded_only_once_its_result_is_durable() {
+    let faulty = Faulty::new(Arc::new(MemoryStore::new()));
+    faulty.fail_first(2, |entry| matches!(entry, Entry::StepCompleted { .. }));
+    let world = World::over(faulty.clone());
+    let runtime = world.runtime(16);
+    let mut events = runtime.events();
+    let run = runtime.start("one_step", json!({})).await.unwrap();
+    let journaled_when_reported = loop {
+        match within("step.succeeded", events.recv()).await.unwrap() {
+            eve_tools::RunEvent::StepSucceeded { run: of, .. } if &of == run.id() => {
+                let entries = runtime.journal(run.id()).await.unwrap().entries;
+                break entries.iter().any(|entry| matches!(entry, Entry::StepCompleted { .. }));
+            }
+            _ => continue,
+        }
+    };
+    assert!(journaled_when_reported, "step.succeeded came before the result was journaled");
+    within("the run's end", run.outcome()).await.unwrap();
 }

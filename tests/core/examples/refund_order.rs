@@ -2,13 +2,12 @@
 //! `refund_order-xxxxxx` task id whose question stays open, across a restart too, and whose
 //! refund step runs only on approval.
 
-mod examples_support;
-
 use eve_examples::refund_order::{Receipt, Refund};
 use eve_tests::World;
 use eve_tools::{Answer, Entry, ManualClock, RunOutcome, Runtime, Shape, StartOptions};
-use examples_support::{drain, has_shape, process, steps_run, steps_started, stop, task_id};
 use serde_json::json;
+
+use super::support::{drain, has_shape, process, steps_run, steps_started, stop, task_id};
 
 const BASE36: &str = "0123456789abcdefghijklmnopqrstuvwxyz";
 const HEX: &str = "0123456789abcdef";

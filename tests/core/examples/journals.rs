@@ -4,8 +4,8 @@
 //! `eve_tools::testing::replay` checks them).
 //!
 //! The files under `tests/journals/` were recorded by this test itself:
-//! `EVE_RECORD_JOURNALS=1 cargo test -p eve-tests --test example_journals` writes them again (do it
-//! only on purpose: a re-recorded corpus no longer guards the runs recorded before).
+//! `EVE_RECORD_JOURNALS=1 cargo test -p eve-tests --test core examples::journals` writes them again
+//! (do it only on purpose: a re-recorded corpus no longer guards the runs recorded before).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -1,16 +1,18 @@
-//! Concurrency: many steps in flight in one run, and many runs at once.
+//! Concurrency: many steps in flight in one run, many runs at once, and every entry point that
+//! activates a run (two starts under one run id, recovery, a cancel, a hook payload, a wait for
+//! it) racing the others without running a step twice.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 
 use eve_tests::faulty::Faulty;
-use eve_tests::{World, executed, executions};
+use eve_tests::{World, executed, executions, within};
 use eve_tools::prelude::*;
-use eve_tools::{Entry, RunOutcome};
+use eve_tools::{Entry, RunId, RunOutcome};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// How wide to fan out.
 #[derive(Deserialize, JsonSchema)]
@@ -386,4 +388,92 @@ async fn a_cancellation_reaches_a_chain_of_steps_and_the_threads_watching_its_ab
     let entries = runtime.journal(run.id()).await.unwrap().entries;
     let completed = entries.iter().filter(|entry| matches!(entry, Entry::StepCompleted { .. })).count();
     assert!(completed < 1_000_000, "the body stopped at the cancellation, after {completed} steps");
+}
+
+/// A tool input with nothing in it.
+#[derive(Deserialize, JsonSchema)]
+pub struct Nothing {}
+
+static COUNTED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+#[step]
+async fn count(ctx: &StepCtx) -> Result<(), StepError> {
+    COUNTED.lock().unwrap().push(ctx.run_id().map(ToString::to_string).unwrap_or_default());
+    tokio::task::yield_now().await;
+    Ok(())
+}
+
+/// Runs one counted step, then waits for a hook named after the run.
+#[workflow_tool]
+pub async fn count_then_wait(_input: Nothing, ctx: &WorkflowCtx) -> Result<(), ToolError> {
+    count(ctx).await?;
+    let mut hook = create_hook_with_token::<Value>(format!("go-{}", ctx.run_id()));
+    hook.recv().await?;
+    Ok(())
+}
+
+fn counted(run: &RunId) -> usize {
+    COUNTED.lock().unwrap().iter().filter(|counted| *counted == run.as_str()).count()
+}
+
+fn recorded_steps(entries: &[Entry]) -> usize {
+    entries.iter().filter(|entry| matches!(entry, Entry::StepCompleted { .. })).count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_starts_of_one_run_id_execute_its_step_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let world = World::sqlite(dir.path());
+    let runtime = world.runtime(64);
+    for round in 0..200 {
+        let id: RunId = format!("twice-{round}").parse().unwrap();
+        let barrier = Arc::new(tokio::sync::Barrier::new(2));
+        let starts: Vec<_> = (0..2)
+            .map(|_| {
+                let (runtime, barrier, id) = (runtime.clone(), barrier.clone(), id.clone());
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                    runtime.start_with_id(id, "count_then_wait", json!({})).await.unwrap();
+                })
+            })
+            .collect();
+        for start in starts {
+            start.await.unwrap();
+        }
+        within("the run's parking", runtime.handle(id.clone()).parked()).await.unwrap();
+        within("the runtime's settling", runtime.settle()).await;
+        assert_eq!(counted(&id), 1, "round {round}: the step ran once");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_entry_point_that_activates_a_run_races_without_running_a_step_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let world = World::sqlite(dir.path());
+    let runtime = world.runtime(64);
+    for round in 0..100 {
+        let id: RunId = format!("race-{round}").parse().unwrap();
+        let barrier = Arc::new(tokio::sync::Barrier::new(6));
+        let mut tasks = Vec::new();
+        for entry in 0..6 {
+            let (runtime, barrier, id) = (runtime.clone(), barrier.clone(), id.clone());
+            tasks.push(tokio::spawn(async move {
+                barrier.wait().await;
+                match entry {
+                    0 | 1 => drop(runtime.start_with_id(id, "count_then_wait", json!({})).await.unwrap()),
+                    2 => drop(runtime.recover().await.unwrap()),
+                    3 => drop(runtime.cancel(&id, "racing").await),
+                    4 => drop(runtime.resume_hook(&format!("go-{id}"), json!("go")).await),
+                    _ => drop(runtime.handle(id).parked().await),
+                }
+            }));
+        }
+        for task in tasks {
+            within("every entry point's return", task).await.unwrap();
+        }
+        within("the runtime's settling", runtime.settle()).await;
+        let entries = runtime.journal(&id).await.unwrap().entries;
+        assert_eq!(counted(&id), recorded_steps(&entries), "round {round}: one execution per recorded step");
+        assert!(counted(&id) <= 1, "round {round}: the step ran {} times", counted(&id));
+    }
 }

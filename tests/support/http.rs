@@ -1,15 +1,14 @@
 //! Serving a runtime on loopback for the HTTP tests, handing webhook URLs to "the outside world",
 //! and reading responses the way the tests compare them.
 
-#![allow(dead_code)] // Each test binary uses its own part of this module.
-
 use std::sync::Mutex;
 
-use eve_tests::World;
 use eve_tools::http::{Server, ServerHandle};
 use eve_tools::prelude::*;
 use eve_tools::{RunId, RuntimeBuilder};
 use serde_json::Value;
+
+use crate::World;
 
 /// A runtime served over loopback HTTP, with a client for it.
 pub struct Served {
