@@ -1,8 +1,8 @@
 //! The inspector's API and its page, over HTTP: runs listed a page at a time with filters, a
 //! run's timeline as of any entry, the tools, and `/ui` on the run API's terms (the `Host` and
 //! `Origin` rules; on a keyed server, a sign-in whose cookie stands in for the key, and changes
-//! only with the `X-Eve-UI` header). The page itself is driven in a real browser in
-//! `inspector_browser.rs`.
+//! only with the `X-Eve-UI` header). The page itself is driven in a real browser by the `browser`
+//! test binary (`tests/browser/inspector.rs`).
 
 use eve_tests::http::{Seen, Served, serve, serve_with};
 use eve_tools::prelude::*;

@@ -1,8 +1,8 @@
-//! What a newcomer meets in their first hour, over the runtime API and HTTP: run ids that name
-//! one run of one tool with one input, inputs checked against the tool's JSON Schema before a run
-//! starts, refusals that say what was wrong (a finished run's cancel, an option for a text
-//! question, a hook payload of the wrong type), errors that name a real field, and one JSON dialect (camelCase, dotted event names,
-//! ISO 8601 times) across the event stream, the manifest and the run API.
+//! The run API and the runtime API as a caller meets them: run ids that name one run of one tool
+//! with one input, inputs checked against the tool's JSON Schema before a run starts, refusals
+//! that say what was wrong (a finished run's cancel, an option for a text question, a hook
+//! payload of the wrong type), errors that name a real field, and one JSON dialect (camelCase,
+//! dotted event names, ISO 8601 times) across the event stream, the manifest and the run API.
 
 use std::time::Duration;
 
@@ -21,6 +21,7 @@ pub struct Nothing {}
 #[derive(Deserialize, JsonSchema)]
 pub struct Line {
     /// The product.
+    #[allow(dead_code, reason = "a field of the schema inputs are checked against; the tool never reads it")]
     pub sku: String,
 }
 
