@@ -79,7 +79,7 @@ pub async fn ask_nobody(_input: Nothing, ctx: &WorkflowCtx) -> Result<String, To
 
 // ---- the model
 
-const RESEARCHER: &str = "You are the researcher.";
+const SCHOLAR: &str = "You are the scholar.";
 const REVIEWER: &str = "You review release notes.";
 const CHECKER: &str = "You check things, with permission.";
 
@@ -93,7 +93,7 @@ fn shown(request: &ModelRequest) -> String {
 /// One scripted model for the root session and both agents, told apart by their system prompts.
 fn model(request: &ModelRequest) -> ModelResponse {
     let shown = shown(request);
-    if request.system.starts_with(RESEARCHER) {
+    if request.system.starts_with(SCHOLAR) {
         return if shown.contains("<task_result id=") {
             ModelResponse::text("Rust 1.0 came out on 15 May 2015.")
         } else if shown.starts_with("Started task dig-") {
@@ -125,14 +125,15 @@ fn model(request: &ModelRequest) -> ModelResponse {
     } else if shown.contains("checker") {
         ModelResponse::call("checker", json!({ "message": "Check the build." }))
     } else {
-        ModelResponse::call("researcher", json!({ "message": "When did Rust 1.0 come out?" }))
+        ModelResponse::call("scholar", json!({ "message": "When did Rust 1.0 come out?" }))
     }
 }
 
+// An agent may not have the name of a tool of this binary: `researcher` is a tool of `scenarios.rs`.
 fn build(world: &World) -> Runtime {
-    let researcher = Agent::new("researcher")
+    let scholar = Agent::new("scholar")
         .description("Finds facts and says where each comes from.")
-        .instructions(format!("{RESEARCHER} Cite your sources."))
+        .instructions(format!("{SCHOLAR} Cite your sources."))
         .tools(["dig"]);
     let reviewer = Agent::new("reviewer").instructions(REVIEWER).hidden();
     let checker = Agent::new("checker")
@@ -140,7 +141,7 @@ fn build(world: &World) -> Runtime {
         .instructions(CHECKER)
         .tools(["check_with_person"]);
     let builder = world.builder(16).model(ScriptedModel::new(model));
-    builder.agent(researcher).agent(reviewer).agent(checker).build().unwrap()
+    builder.agent(scholar).agent(reviewer).agent(checker).build().unwrap()
 }
 
 async fn finished(runtime: &Runtime, run: &RunId) -> RunOutcome {
@@ -159,19 +160,19 @@ async fn finished(runtime: &Runtime, run: &RunId) -> RunOutcome {
 async fn an_agent_call_is_a_task_with_its_own_child_session() {
     let world = World::in_memory();
     let runtime = build(&world);
-    let session = runtime.session(SessionOptions::new().tools(["researcher"])).await.unwrap();
-    session.send("Ask the researcher").await.unwrap();
+    let session = runtime.session(SessionOptions::new().tools(["scholar"])).await.unwrap();
+    session.send("Ask the scholar").await.unwrap();
     let root = read_until(&session, 0, "agent.started").await;
     let started = find(&root, "task.started");
     assert_eq!(started.data["kind"], "agent");
-    assert_eq!(started.data["name"], "researcher");
+    assert_eq!(started.data["name"], "scholar");
     let task_id = started.data["taskId"].as_str().unwrap().to_owned();
-    assert!(task_id.starts_with("researcher-"), "{task_id}");
+    assert!(task_id.starts_with("scholar-"), "{task_id}");
     let agent = find(&root, "agent.started");
     assert_eq!(agent.data["taskId"], task_id.as_str());
     assert_eq!(agent.data["callId"], started.data["callId"]);
     assert_eq!(agent.data["turnId"], "turn-1");
-    assert_eq!(agent.data["name"], "researcher");
+    assert_eq!(agent.data["name"], "scholar");
     let child_id: RunId = agent.data["sessionId"].as_str().unwrap().parse().unwrap();
     assert_eq!(agent.data["streamPath"], format!("/v1/sessions/{child_id}/events"));
 
@@ -212,14 +213,14 @@ async fn a_second_call_with_the_task_id_continues_the_agents_session() {
     let flag = second.clone();
     let script = move |request: &ModelRequest| {
         let shown = shown(request);
-        if request.system.starts_with(RESEARCHER) {
+        if request.system.starts_with(SCHOLAR) {
             let asked = request.messages.iter().filter(|message| matches!(message, Message::User { .. })).count();
             return ModelResponse::text(format!("answer {asked}"));
         }
-        if let Some(at) = shown.find("Started task researcher-") {
+        if let Some(at) = shown.find("Started task scholar-") {
             let id: String = shown[at + "Started task ".len()..].chars().take_while(|c| *c != '.').collect();
             flag.store(true, std::sync::atomic::Ordering::SeqCst);
-            return ModelResponse::call("researcher", json!({ "message": "And then?", "taskId": id }))
+            return ModelResponse::call("scholar", json!({ "message": "And then?", "taskId": id }))
                 .and_call("task_wait", json!({}));
         }
         if shown.contains("<task_result id=") && shown.contains("answer 2") {
@@ -228,11 +229,11 @@ async fn a_second_call_with_the_task_id_continues_the_agents_session() {
         if shown.contains("<task_result id=") {
             return ModelResponse::call("task_wait", json!({}));
         }
-        ModelResponse::call("researcher", json!({ "message": "First?" }))
+        ModelResponse::call("scholar", json!({ "message": "First?" }))
     };
-    let researcher = Agent::new("researcher").description("Researches.").instructions(RESEARCHER).tools(["dig"]);
-    let runtime = world.builder(16).model(ScriptedModel::new(script)).agent(researcher).build().unwrap();
-    let session = runtime.session(SessionOptions::new().tools(["researcher"])).await.unwrap();
+    let scholar = Agent::new("scholar").description("Researches.").instructions(SCHOLAR).tools(["dig"]);
+    let runtime = world.builder(16).model(ScriptedModel::new(script)).agent(scholar).build().unwrap();
+    let session = runtime.session(SessionOptions::new().tools(["scholar"])).await.unwrap();
     session.send("Go").await.unwrap();
     let events = read_until(&session, 0, "turn.completed").await;
     assert!(second.load(std::sync::atomic::Ordering::SeqCst));
@@ -280,7 +281,7 @@ async fn an_unknown_agent_fails_the_call_and_names_the_known_ones() {
     let RunOutcome::Failed(failure) = finished(&runtime, run.id()).await else { panic!("the call fails") };
     let failure = serde_json::to_string(&failure).unwrap();
     assert!(
-        failure.contains("there is no agent named `nobody`") && failure.contains("checker, researcher, reviewer"),
+        failure.contains("there is no agent named `nobody`") && failure.contains("checker, reviewer, scholar"),
         "{failure}"
     );
 }
@@ -296,7 +297,7 @@ async fn ctx_agents_lists_names_and_descriptions() {
         output,
         json!({
             "checker": "Checks things, after asking.",
-            "researcher": "Finds facts and says where each comes from.",
+            "scholar": "Finds facts and says where each comes from.",
             "reviewer": ""
         })
     );
@@ -324,8 +325,8 @@ async fn bad_agent_settings_are_refused_when_the_runtime_is_built() {
 async fn an_agents_work_survives_a_restart_without_starting_or_sending_twice() {
     let world = World::in_memory();
     let runtime = build(&world);
-    let session = runtime.session(SessionOptions::new().tools(["researcher"])).await.unwrap();
-    session.send("Ask the researcher").await.unwrap();
+    let session = runtime.session(SessionOptions::new().tools(["scholar"])).await.unwrap();
+    session.send("Ask the scholar").await.unwrap();
     let root = read_until(&session, 0, "agent.started").await;
     let child_id: RunId = find(&root, "agent.started").data["sessionId"].as_str().unwrap().parse().unwrap();
     read_until(&runtime.open_session(&child_id).await.unwrap(), 0, "turn.waiting").await;
