@@ -15,12 +15,6 @@
 //! `EVE_CHAOS_RUNS=N` runs another number. The test starts a cluster of its own (it restarts it),
 //! with `scripts/postgres.sh`.
 
-#[path = "../eve-runtime/tests/postgres/cluster.rs"]
-#[allow(dead_code, reason = "each test binary uses part of the helper")]
-mod cluster;
-#[allow(dead_code, reason = "each test binary uses part of the helper")]
-mod processes;
-
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -31,8 +25,8 @@ use eve_tools::store::{NewRun, Store, WorkerId};
 use eve_tools::{Entry, RunId, RunStatus, Timestamp};
 use serde_json::json;
 
-use self::cluster::Cluster;
-use self::processes::{Fleet, Timing};
+use crate::cluster::Cluster;
+use crate::processes::{Fleet, Timing};
 
 /// The step's computation, as the worker binary does it.
 fn mix(round: u64, acc: u64) -> u64 {

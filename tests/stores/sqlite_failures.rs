@@ -1,13 +1,12 @@
 //! How the SQLite store fails: every failure is a typed error that says what to do, and none of
 //! them loses or half-writes anything the store acknowledged.
-#![cfg(feature = "sqlite")]
 
 use std::path::{Path, PathBuf};
 
-use eve_runtime::Timestamp;
-use eve_runtime::journal::{Entry, Op, RecordKind, RunId};
-use eve_runtime::secret::TokenHash;
-use eve_runtime::store::{
+use eve_tools::Timestamp;
+use eve_tools::journal::{Entry, Op, RecordKind, RunId};
+use eve_tools::secret::TokenHash;
+use eve_tools::store::{
     Append, Created, Delivery, DeliveryPayload, Fence, NewRun, RunQuery, SqliteOptions, SqliteStore, Store, StoreError,
     Target, WorkerId,
 };
@@ -445,15 +444,14 @@ fn assert_too_large_by(result: Result<(), StoreError>, expected: usize) {
 }
 
 /// Crash tests: a child process (this test binary, re-run) is SIGKILLed while paused at each
-/// commit boundary in turn. Run with `--features testkit,failpoints`.
-#[cfg(feature = "failpoints")]
+/// commit boundary in turn (eve-tools' `failpoints` feature, which this crate enables).
 mod crash {
     use std::io::{BufRead, BufReader};
     use std::path::Path;
     use std::process::{Command, Stdio};
 
-    use eve_runtime::journal::RunId;
-    use eve_runtime::store::{Append, SqliteStore, Store, WorkerId};
+    use eve_tools::journal::RunId;
+    use eve_tools::store::{Append, SqliteStore, Store, WorkerId};
     use serde_json::json;
 
     use super::{filler, new_run};
@@ -461,7 +459,7 @@ mod crash {
     /// Set in the child: the directory of the store it writes to.
     const CHILD_DIR: &str = "EVE_TEST_CRASH_CHILD_DIR";
     /// This test's name, for re-running it as the child.
-    const NAME: &str = "crash::a_kill_at_each_commit_boundary_keeps_exactly_the_committed_batches";
+    const NAME: &str = "sqlite_failures::crash::a_kill_at_each_commit_boundary_keeps_exactly_the_committed_batches";
     /// The child's appends after creating its run; each is one batch.
     const APPENDS: u32 = 3;
 
@@ -488,7 +486,7 @@ mod crash {
         runtime.block_on(async {
             let store = SqliteStore::open(dir.join("eve.db")).expect("the child opens the store");
             let run = new_run("run-crash", json!(null));
-            let eve_runtime::store::Created::New(fence) =
+            let eve_tools::store::Created::New(fence) =
                 store.create_run(run.clone(), &WorkerId("child".into())).await.expect("created")
             else {
                 panic!("the child's run is new")
@@ -539,7 +537,7 @@ mod crash {
             assert_eq!(loaded.entries, expected, "exactly the {committed} committed batches survive");
             let id: RunId = run.id;
             let claimed =
-                store.claim(&id, &WorkerId("after".into()), Default::default(), eve_runtime::Timestamp::EPOCH, 0).await;
+                store.claim(&id, &WorkerId("after".into()), Default::default(), eve_tools::Timestamp::EPOCH, 0).await;
             claimed.expect("the dead process's claim does not block a new one");
         });
     }

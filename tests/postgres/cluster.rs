@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::{Arc, OnceLock};
 
-use eve_runtime::store::{PostgresOptions, PostgresStore};
+use eve_tools::store::{PostgresOptions, PostgresStore};
 use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock};
 
 /// The variable naming the server the tests use.
@@ -127,7 +127,7 @@ impl Schema {
 
     fn with(turn: Turn) -> Schema {
         let mut bytes = [0u8; 8];
-        eve_runtime::secret::fill_random(&mut bytes);
+        eve_tools::secret::fill_random(&mut bytes);
         let suffix: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
         Schema { url: server_url().to_owned(), name: format!("t_{suffix}"), _turn: turn }
     }

@@ -7,11 +7,7 @@
 //! What a real process does (SIGKILL, SIGSTOP, a restarted server) is in `worker_processes.rs`.
 //!
 //! Each test has a schema of its own on the server `EVE_TEST_DATABASE_URL` names, or on a
-//! throwaway cluster started with `scripts/postgres.sh` (see `eve-runtime/tests/postgres/cluster.rs`).
-
-#[path = "../eve-runtime/tests/postgres/cluster.rs"]
-#[allow(dead_code, reason = "each test binary uses part of the helper")]
-mod cluster;
+//! throwaway cluster started with `scripts/postgres.sh` (see `cluster.rs`).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
@@ -30,7 +26,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use self::cluster::Schema;
+use crate::cluster::Schema;
 
 // ---- Workflows -----------------------------------------------------------------------------------
 
@@ -261,7 +257,7 @@ async fn runs_nobody_announces_are_found_by_polling() {
     let orphan: RunId = "orphan".parse().unwrap();
     let new = NewRun {
         id: orphan.clone(),
-        workflow_id: "workers::count_up".into(),
+        workflow_id: "postgres::workers::count_up".into(),
         tool: "count_up".into(),
         input: json!({ "n": 3 }),
         created_at: long_ago,

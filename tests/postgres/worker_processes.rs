@@ -14,12 +14,6 @@
 //!   and `inspect`, run as separate processes, work on runs the workers advance, and `worker`
 //!   refuses to start without a database.
 
-#[path = "../eve-runtime/tests/postgres/cluster.rs"]
-#[allow(dead_code, reason = "each test binary uses part of the helper")]
-mod cluster;
-#[allow(dead_code, reason = "each test binary uses part of the helper")]
-mod processes;
-
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
@@ -28,8 +22,8 @@ use eve_tools::store::{PostgresStore, Store};
 use eve_tools::{Entry, RunId, RunStatus};
 use serde_json::{Value, json};
 
-use self::cluster::Schema;
-use self::processes::{Fleet, Timing};
+use crate::cluster::Schema;
+use crate::processes::{Fleet, Timing};
 
 /// A fleet on a fresh schema of the shared test server.
 fn fleet(schema: &Schema, timing: Timing) -> Fleet {
