@@ -24,7 +24,7 @@
 //! `resume_hook` on `b` until a worker (whichever claimed the run on hearing the store's `NOTIFY`)
 //! publishes `RunEvent::HookReceived`. The delivery's own commit is part of it.
 
-#[path = "../eve-runtime/tests/postgres/cluster.rs"]
+#[path = "../tests/postgres/cluster.rs"]
 #[allow(dead_code, reason = "the bench uses part of the tests' helper")]
 mod cluster;
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Makes sure a headless browser and its WebDriver are installed, for the inspector's browser tests
-# (tests/inspector_browser.rs, which runs this script), and prints their paths:
+# (tests/browser/inspector.rs, which runs this script), and prints their paths:
 #
 #   scripts/chromium.sh        # prints `CHROMIUM=/usr/bin/chromium` and `CHROMEDRIVER=/usr/bin/chromedriver`
 #

@@ -3,7 +3,7 @@
 # (tests/bin/mcp_conformance_server.rs): every scenario the 2026-07-28 revision requires, then
 # each scenario of the tasks extension. Fails on any failure that is not in the baseline
 # (scripts/mcp-conformance/baseline.yaml, a reason on each line), and on a baseline entry that
-# now passes. Called by `cargo test` (tests/mcp_conformance.rs), which passes the server binary:
+# now passes. Called by `cargo test` (tests/mcp/conformance.rs), which passes the server binary:
 #
 #   scripts/mcp-conformance.sh target/debug/mcp-conformance-server
 #

@@ -2,7 +2,7 @@
 # Starts and stops a throwaway PostgreSQL cluster for eve's Postgres tests.
 #
 #   eval "$(scripts/postgres.sh start)"   # prints `export EVE_TEST_DATABASE_URL=...` and `export EVE_POSTGRES_DIR=...`
-#   cargo test -p eve-runtime --features postgres,testkit --test postgres
+#   cargo test -p eve-tests --test postgres
 #   scripts/postgres.sh restart           # `pg_ctl restart -m fast` (the cluster in $EVE_POSTGRES_DIR)
 #   scripts/postgres.sh restart DIR immediate   # the same after a crash-like stop (no checkpoint)
 #   scripts/postgres.sh stop              # stops it and removes its directory

@@ -8,6 +8,7 @@ use eve_tools::{ManualClock, RunId, Runtime, RuntimeBuilder, StepCtx, Timestamp}
 
 pub mod faulty;
 pub mod feed;
+pub mod http;
 pub mod oauth_server;
 
 /// The instant every test clock starts at.
@@ -81,4 +82,11 @@ pub fn executed(ctx: &StepCtx, step: &str) {
 pub fn executions(run: &RunId, step: &str) -> Vec<u32> {
     let log = EXECUTIONS.lock().unwrap();
     log.iter().filter(|(r, s, _)| r == run.as_str() && s == step).map(|(_, _, attempt)| *attempt).collect()
+}
+
+/// Waits for `future`, failing the test instead of hanging if it takes over 20 s (real time): for
+/// tests of defects that made runs stall forever.
+pub async fn within<T>(what: &str, future: impl std::future::Future<Output = T>) -> T {
+    let limit = std::time::Duration::from_secs(20);
+    tokio::time::timeout(limit, future).await.unwrap_or_else(|_| panic!("{what} did not happen within {limit:?}"))
 }

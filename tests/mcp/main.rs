@@ -1,0 +1,7 @@
+//! The Model Context Protocol server: over stdio, driven by rmcp's client as a user's agent drives
+//! it; over Streamable HTTP at `/mcp`, behind the run API's rules; and against the official
+//! conformance suite.
+
+mod conformance;
+mod http;
+mod stdio;

@@ -1,0 +1,12 @@
+//! Postgres: the store against the conformance suite and bad input, and many workers sharing its
+//! runs, as runtimes in this process, as worker processes killed and paused, and under chaos.
+//!
+//! The tests share the server in `EVE_TEST_DATABASE_URL`, or one throwaway cluster this process
+//! starts (see `cluster.rs`); a test that restarts its server starts a cluster of its own.
+
+mod chaos;
+mod cluster;
+mod processes;
+mod store;
+mod worker_processes;
+mod workers;
