@@ -150,8 +150,10 @@ fn every_crate_of_the_workspace_has_a_ladder() {
         .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
         .filter(|name| name.starts_with("eve-"))
         .collect();
-    let missing: Vec<&String> =
-        crates.iter().filter(|name| !laddered.contains(&name.as_str()) && !one_layer.contains(&name.as_str())).collect();
+    let missing: Vec<&String> = crates
+        .iter()
+        .filter(|name| !laddered.contains(&name.as_str()) && !one_layer.contains(&name.as_str()))
+        .collect();
     assert!(missing.is_empty(), "crates without a ladder in tests/layers.rs: {missing:?}");
 }
 

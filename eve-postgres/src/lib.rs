@@ -275,7 +275,7 @@ impl PostgresStore {
     /// runtime needs no `.await`.
     ///
     /// ```
-    /// # use eve_runtime::store::{PostgresOptions, PostgresStore};
+    /// # use eve_tools::store::{PostgresOptions, PostgresStore};
     /// let store = PostgresStore::connect_lazy("postgres://eve@db.internal/eve", PostgresOptions::default());
     /// assert!(store.is_ok(), "nothing is contacted yet");
     /// let refused = PostgresStore::connect_lazy("postgres://eve@db.internal:port/eve", PostgresOptions::default());

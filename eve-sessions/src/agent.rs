@@ -1,17 +1,17 @@
 //! Subagents: models with their own instructions and tools, each working in a session of its own.
 //!
 //! An [`Agent`](super::Agent) is defined in Rust and given to the runtime with
-//! [`RuntimeBuilder::agent`](eve_runtime::RuntimeBuilder::agent). A
-//! session offers every agent (unless it is [hidden](super::Agent::hidden)) as a resumable task: the
+//! [`SessionBuilderExt::agent`](crate::SessionBuilderExt::agent). A session offers every agent
+//! (unless it is [hidden](super::Agent::hidden)) as a resumable task: the
 //! model calls it with a `message`, the call answers with a receipt, and the agent works in its
 //! own child session (`agent.started` names it) until its reply comes back as a `<task_result>`.
 //! A later call with the same `taskId` continues the same conversation. A workflow body calls an
-//! agent directly with [`WorkflowCtx::agent`], and reads the agents it can call with
-//! [`WorkflowCtx::agents`].
+//! agent directly with [`AgentCtxExt::agent`], and reads the agents it can call with
+//! [`AgentCtxExt::agents`].
 //!
 //! ```no_run
+//! use eve_tools::prelude::*;
 //! use eve_tools::session::{Agent, ModelResponse, ScriptedModel};
-//! use eve_tools::Runtime;
 //!
 //! # fn demo() -> Result<(), eve_tools::Error> {
 //! let researcher = Agent::new("researcher")
@@ -25,7 +25,8 @@
 //! ```
 //!
 //! Both ways are durable: the child session is a run of its own, started and sent its message by
-//! steps, and what it reports back arrives on a hook of the calling run. So a restart in the
+//! steps (through [`StepCtx::control`](eve_runtime::StepCtx::control)), and what it reports back
+//! arrives on a hook of the calling run. So a restart in the
 //! middle of an agent's work neither starts a second session nor sends the message twice.
 
 use std::collections::BTreeMap;

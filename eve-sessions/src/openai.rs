@@ -4,10 +4,11 @@
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use eve_runtime::session::openai::OpenAiModel;
+//! use eve_tools::prelude::*;
+//! use eve_tools::session::openai::OpenAiModel;
 //! // OPENAI_BASE_URL (default https://api.openai.com/v1), OPENAI_API_KEY, EVE_MODEL.
 //! let model = OpenAiModel::from_env()?;
-//! let runtime = eve_runtime::Runtime::builder().model(model).build()?;
+//! let runtime = Runtime::builder().model(model).build()?;
 //! # let _ = runtime; Ok(()) }
 //! ```
 //!

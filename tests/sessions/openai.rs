@@ -249,7 +249,7 @@ pub async fn health(input: Service) -> Result<String, ToolError> {
 }
 
 async fn read_until(
-    events: &mut futures::stream::BoxStream<'static, Result<SessionEvent, eve_tools::Error>>,
+    events: &mut futures::stream::BoxStream<'static, Result<SessionEvent, eve_tools::session::Error>>,
     name: &str,
 ) -> Vec<SessionEvent> {
     let mut read = Vec::new();

@@ -570,12 +570,12 @@ async fn a_steering_message_ends_a_wait_and_aborts_an_execute_call_but_not_a_tas
     let second = read_until(&session, first.last().unwrap().sequence, "turn.waiting").await;
     let slept = all(&second, "action.result");
     assert_eq!(slept[0].field("name"), Some("sleep"));
-    assert_eq!(slept[0].field("output"), Some(strings::SLEEP_INTERRUPTED));
+    assert_eq!(slept[0].field("output"), Some(eve_tools::builtin::SLEEP_INTERRUPTED));
     // The model read the sleep's answer, then the steering message.
     let request = &script.seen()[1];
     assert_eq!(
         request.tool_results().values().copied().collect::<Vec<_>>(),
-        [strings::started(&task).as_str(), strings::SLEEP_INTERRUPTED]
+        [strings::started(&task).as_str(), eve_tools::builtin::SLEEP_INTERRUPTED]
     );
     assert!(shown(request).contains("Stop sleeping"));
     session.send("How is it going?").await.unwrap();
@@ -1185,7 +1185,7 @@ async fn closing_a_session_ends_its_tasks_and_its_feed() {
         eve_tools::RunOutcome::Completed(Value::Null)
     );
     let refused = session.send("anyone?").await.unwrap_err();
-    assert!(matches!(refused, eve_tools::Error::SessionEnded(_)), "a closed session takes no messages: {refused}");
+    assert!(matches!(refused, eve_tools::session::Error::Ended(_)), "a closed session takes no messages: {refused}");
 }
 
 /// The end of the session ends every task, the idle resumable ones too: none stays parked for a
