@@ -8,6 +8,7 @@ mod concurrency;
 mod crash;
 mod duplicate_names;
 mod examples;
+mod executor;
 mod hooks;
 mod journal;
 mod long_runs;

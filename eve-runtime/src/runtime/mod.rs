@@ -836,11 +836,6 @@ impl Runtime {
         }
         Ok(())
     }
-
-    #[cfg(test)]
-    pub(crate) fn shared_key(&self) -> &crate::secret::SecretKey {
-        &self.shared.services.key
-    }
 }
 
 fn workflow_tool(tool: &str) -> Result<&'static ToolDescriptor, Error> {
