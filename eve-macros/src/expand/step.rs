@@ -6,7 +6,7 @@
 //! async fn apply(plan: Plan) -> Result<String, StepError> { body }
 //! ```
 //!
-//! becomes (hand-simplified in `examples-expanded/step.rs`)
+//! becomes (hand-simplified in `examples/step-expanded.rs`)
 //!
 //! ```text
 //! #[track_caller] // a divergence names the body's line that called the step

@@ -1,7 +1,7 @@
 //! `#[task]` and `#[task(serve)]` (task / workflow): the call returns a receipt at once and the
 //! result arrives later. A plain task is entered like a workflow tool but with a `TaskCtx`; a
 //! serve task is entered with its stream of calls, typed to the user's `Receive<T>`, and a
-//! `ServeCtx`. Hand-simplified in `examples-expanded/task.rs`.
+//! `ServeCtx`. Hand-simplified in `examples/task-expanded.rs`.
 
 use proc_macro2::TokenStream;
 use quote::quote;

@@ -1,5 +1,5 @@
 //! `#[tool]`: a plain tool (step / none). The fn stays as written; it runs inside the model step
-//! with a `&ToolCtx`, and nothing is journaled. Hand-simplified in `examples-expanded/tool.rs`.
+//! with a `&ToolCtx`, and nothing is journaled. Hand-simplified in `examples/tool-expanded.rs`.
 
 use proc_macro2::TokenStream;
 

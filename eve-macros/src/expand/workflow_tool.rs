@@ -1,6 +1,6 @@
 //! `#[workflow_tool]`: a durable workflow (step / workflow). The fn stays as written; the runtime
 //! enters it with a `WorkflowCtx` and replays it from the journal. Hand-simplified in
-//! `examples-expanded/workflow_tool.rs`.
+//! `examples/workflow-tool-expanded.rs`.
 
 use proc_macro2::TokenStream;
 
