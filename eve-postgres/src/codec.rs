@@ -185,16 +185,6 @@ pub(super) fn hook_kind(meta: &HookMeta) -> &'static str {
     }
 }
 
-/// The stored kind of an inbox item, so `continue_as_new` can keep cancellations without parsing.
-pub(super) fn delivery_kind(delivery: &Delivery) -> &'static str {
-    match delivery {
-        Delivery::Hook { .. } => "hook",
-        Delivery::Cancel { .. } => "cancel",
-        Delivery::Answer { .. } => "answer",
-        Delivery::AuthCompleted { .. } => "auth",
-    }
-}
-
 /// `entry` as JSON text, refused with [`StoreError::TooLarge`] if longer than `limit` bytes.
 pub(super) fn encode_entry(entry: &Entry, limit: usize) -> Result<String, StoreError> {
     encode(entry, "a journal entry (PostgresOptions::max_entry_bytes)", limit)

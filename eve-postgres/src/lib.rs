@@ -363,7 +363,7 @@ impl PostgresStore {
                 Ok(writes::NoticeRow {
                     run: notice.run.clone(),
                     delivery_id: notice.delivery_id.clone(),
-                    kind: codec::delivery_kind(&notice.delivery),
+                    kind: notice.delivery.kind(),
                     op: notice.delivery.hook_op().map(|op| i64::from(op.0)),
                     delivery: codec::encode(&notice.delivery, what, limit)?,
                 })

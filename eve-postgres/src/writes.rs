@@ -546,7 +546,7 @@ pub(super) async fn deliver(
                ON CONFLICT (run_id, delivery_id) DO NOTHING RETURNING id";
     let (op, delivery_id) = (delivery.hook_op().map(|op| i64::from(op.0)), delivery_id.map(str::as_bytes));
     let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
-        [&run.as_str(), &delivery_id, &codec::delivery_kind(&delivery), &text, &op];
+        [&run.as_str(), &delivery_id, &delivery.kind(), &text, &op];
     let Some(row) = query_opt(&tx, sql, &params).await? else { return Ok(Delivered::Duplicate { run }) };
     let id = codec::uint(row.try_get(0)?)?;
     notify(&tx, channel, &run).await?;

@@ -610,6 +610,7 @@ impl Error {
 
 /// Why an auth provider failed. Messages never contain tokens or codes.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum AuthError {
     /// The provider refused the exchange or the token.
     #[error("{provider} refused the sign-in: {reason}")]

@@ -121,6 +121,7 @@ impl Future for Sleep {
 
 /// Why a hook yields no payload.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum HookError {
     /// The run was cancelled.
     #[error("the run was cancelled")]

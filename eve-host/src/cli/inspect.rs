@@ -97,5 +97,6 @@ fn delivery(delivery: &Delivery) -> String {
         }
         Delivery::Cancel { reason, .. } => format!("cancel: {reason}"),
         Delivery::AuthCompleted { op } => format!("{op}: sign-in completed"),
+        other => format!("a {} delivery", other.kind()),
     }
 }

@@ -178,6 +178,7 @@ fn from_answer(error: AnswerError) -> ApiError {
                 .field("optionId")
         }
         error @ AnswerError::NotOpen { .. } => ApiError::new(StatusCode::CONFLICT, error.to_string()),
+        error => unprocessable(error.to_string()),
     }
 }
 

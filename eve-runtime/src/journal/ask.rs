@@ -226,6 +226,7 @@ impl From<Answer> for AskOutcome {
 
 /// Why an answer was refused. Nothing changes when an answer is refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum AnswerError {
     /// The answer has neither an option nor text.
     #[error("the answer is empty: give `option_id`, `text`, or both")]

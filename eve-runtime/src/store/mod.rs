@@ -171,6 +171,7 @@ pub struct InboxItem {
 /// What a delivery carries.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Delivery {
     /// A payload for a hook.
     Hook {
@@ -203,6 +204,17 @@ pub enum Delivery {
 }
 
 impl Delivery {
+    /// The delivery's kind in a word (`hook`, `cancel`, `answer`, `auth`), for a store that keeps
+    /// it beside the delivery: a continue-as-new keeps the cancellations without parsing the rest.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Delivery::Hook { .. } => "hook",
+            Delivery::Cancel { .. } => "cancel",
+            Delivery::Answer { .. } => "answer",
+            Delivery::AuthCompleted { .. } => "auth",
+        }
+    }
+
     /// The op of the hook (or sign-in callback) this delivery is for; inbox limits count per hook.
     pub fn hook_op(&self) -> Option<Op> {
         match self {
@@ -223,6 +235,7 @@ pub enum Target {
 
 /// The result of [`Store::deliver`].
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum Delivered {
     /// The delivery was accepted into the inbox.
     Accepted {
@@ -722,6 +735,7 @@ pub enum WakeUp {
 
 /// What a delivery carries before the store resolves its target.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum DeliveryPayload {
     /// For a [`Target::Hook`] of a plain hook ([`HookMeta::Hook`]): a payload for the hook; the
     /// store fills in its run and op.
