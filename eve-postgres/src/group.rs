@@ -131,11 +131,11 @@ impl PostgresStore {
         let client = busy.0.as_ref().expect("set above");
         let written = match group {
             // Alone, by the simpler statement, which the server plans and runs faster.
-            [rows] => writes::advance(client, rows).await.map(|advanced| {
+            [rows] => writes::advance(client, rows, &self.channel).await.map(|advanced| {
                 let advanced = (advanced == 1).then(|| rows.run.as_str().to_owned());
                 advanced.into_iter().collect()
             }),
-            group => writes::advance_many(client, group).await,
+            group => writes::advance_many(client, group, &self.channel).await,
         };
         let advanced = match written {
             Ok(advanced) => advanced,

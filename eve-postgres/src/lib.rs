@@ -75,8 +75,9 @@ use self::writes::{AppendRows, NewRunRow};
 use eve_runtime::journal::{Entry, RunId};
 use eve_runtime::secret::TokenHash;
 use eve_runtime::store::{
-    Append, Claimed, Created, Delivered, DeliveryPayload, Fence, HookRow, InboxItem, InboxLimits, IndexChanges, NewRun,
-    Recovery, RunPage, RunQuery, RunRecord, RunSummary, Store, StoreError, Target, TimerRow, WorkerId,
+    Append, Claimed, Created, Delivered, DeliveryPayload, Fence, HookRow, InboxItem, InboxLimits, IndexChanges,
+    JournalPage, NewRun, Recovery, RunPage, RunQuery, RunRecord, RunSummary, Store, StoreError, Target, TimerRow,
+    Watch, WorkerId,
 };
 use eve_runtime::time::Timestamp;
 
@@ -554,12 +555,14 @@ impl Store for PostgresStore {
         keep_inbox: bool,
     ) -> Result<(), StoreError> {
         let text = codec::encode_entry(started, self.options.max_entry_bytes)?;
+        let continued = eve_runtime::store::kit::continued(std::slice::from_ref(started));
         with_client!(self, format!("continuing run {run} as new"), |client| writes::continue_as_new(
             &mut client,
             run,
             fence,
-            &text,
-            keep_inbox
+            (continued, &text),
+            keep_inbox,
+            &self.channel
         ))
     }
 
@@ -610,5 +613,16 @@ impl Store for PostgresStore {
 
     fn wake_ups(&self) -> Option<tokio::sync::broadcast::Receiver<eve_runtime::store::WakeUp>> {
         self.wake_ups.subscribe()
+    }
+
+    async fn read(&self, run: &RunId, from_seq: u64, limit: usize) -> Result<Option<JournalPage>, StoreError> {
+        with_client!(self, format!("reading run {run}'s journal"), |client| reads::page(&client, run, from_seq, limit))
+    }
+
+    async fn watch(&self, run: &RunId) -> Result<Option<Watch>, StoreError> {
+        // Listening first: a commit the mark makes notify is then heard.
+        let Some(commits) = self.wake_ups.subscribe_commits() else { return Ok(None) };
+        with_client!(self, format!("watching run {run}"), |client| writes::watch(&client, run))?;
+        Ok(Some(Watch::new(commits, writes::WATCH_FOR / 3)))
     }
 }

@@ -12,6 +12,11 @@
 //! connection are lost; it opens a new connection after a lost one, waiting 100 ms, doubling up to
 //! 5 s. It stops once nobody subscribes any more, and the next subscriber starts it again.
 //! Notifications are a shortcut: the workers' polls of `Store::claimable` find the same runs.
+//!
+//! The same channel carries notices for followers (`Store::watch`): a commit to a run whose
+//! `followed_until` has not passed sends `j:` and the run id, which the task broadcasts to the
+//! followers' subscribers instead. Runs nobody follows send nothing, so a worker's commits pay
+//! for `NOTIFY` (which serializes the commits that send one) only while someone watches.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -56,6 +61,8 @@ struct Inner {
     /// The server, as logs name it.
     target: String,
     sender: broadcast::Sender<WakeUp>,
+    /// Where notices of watched runs' commits go (payloads `j:` and the run id).
+    commits: broadcast::Sender<WakeUp>,
     /// Whether the listening task runs; changed only with this lock held, together with the
     /// subscriber count it depends on.
     running: Mutex<bool>,
@@ -66,21 +73,39 @@ impl WakeUps {
         // A connection that only listens sends nothing, so a silently dropped peer is found by
         // TCP keepalives; a restarted server closes it at once.
         config.keepalives(true).keepalives_idle(Duration::from_secs(10));
-        let sender = broadcast::channel(CAPACITY).0;
-        WakeUps { inner: Arc::new(Inner { config, tls, channel, target, sender, running: Mutex::new(false) }) }
+        let (sender, commits) = (broadcast::channel(CAPACITY).0, broadcast::channel(CAPACITY).0);
+        let inner = Inner { config, tls, channel, target, sender, commits, running: Mutex::new(false) };
+        WakeUps { inner: Arc::new(inner) }
     }
 
-    /// A new subscriber; starts the listening task if it is not running. `None` outside a Tokio
-    /// runtime.
+    /// A new subscriber to wake-ups; starts the listening task if it is not running. `None`
+    /// outside a Tokio runtime.
     pub(super) fn subscribe(&self) -> Option<broadcast::Receiver<WakeUp>> {
+        self.listen(&self.inner.sender)
+    }
+
+    /// A new subscriber to the notices of watched runs' commits; starts the listening task if it
+    /// is not running. `None` outside a Tokio runtime.
+    pub(super) fn subscribe_commits(&self) -> Option<broadcast::Receiver<WakeUp>> {
+        self.listen(&self.inner.commits)
+    }
+
+    fn listen(&self, sender: &broadcast::Sender<WakeUp>) -> Option<broadcast::Receiver<WakeUp>> {
         let handle = tokio::runtime::Handle::try_current().ok()?;
         let mut running = self.inner.running.lock().expect("the listener's lock is never poisoned");
-        let receiver = self.inner.sender.subscribe();
+        let receiver = sender.subscribe();
         if !*running {
             *running = true;
             handle.spawn(listen(self.inner.clone()));
         }
         Some(receiver)
+    }
+}
+
+impl Inner {
+    /// Whether nobody subscribes any more, to wake-ups or to commits.
+    fn unheard(&self) -> bool {
+        self.sender.receiver_count() == 0 && self.commits.receiver_count() == 0
     }
 }
 
@@ -111,7 +136,7 @@ async fn listen(inner: Arc<Inner>) {
 /// Marks the task stopped if nobody subscribes any more; true if it should stop.
 fn stop_if_unheard(inner: &Inner) -> bool {
     let mut running = inner.running.lock().expect("the listener's lock is never poisoned");
-    if inner.sender.receiver_count() == 0 {
+    if inner.unheard() {
         *running = false;
         return true;
     }
@@ -144,13 +169,19 @@ async fn listen_once(inner: &Inner) -> Result<(), String> {
         driver.abort();
         return Err(error.to_string());
     }
-    // Notifications sent while there was no connection are lost: have the workers look around.
+    // Notifications sent while there was no connection are lost: have the workers look around,
+    // and the followers read again.
     let _ = inner.sender.send(WakeUp::Missed);
+    let _ = inner.commits.send(WakeUp::Missed);
     loop {
         match tokio::time::timeout(IDLE_CHECK, heard.recv()).await {
             Ok(Some(AsyncMessage::Notification(notification))) => {
-                if let Ok(run) = notification.payload().parse::<RunId>() {
-                    let _ = inner.sender.send(WakeUp::Run(run));
+                let (sender, payload) = match notification.payload().strip_prefix("j:") {
+                    Some(run) => (&inner.commits, run),
+                    None => (&inner.sender, notification.payload()),
+                };
+                if let Ok(run) = payload.parse::<RunId>() {
+                    let _ = sender.send(WakeUp::Run(run));
                 }
             }
             Ok(Some(_)) => {}
@@ -159,7 +190,7 @@ async fn listen_once(inner: &Inner) -> Result<(), String> {
             }
             Err(_) => {}
         }
-        if inner.sender.receiver_count() == 0 {
+        if inner.unheard() {
             driver.abort();
             drop(client);
             return Ok(());

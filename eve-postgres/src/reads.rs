@@ -10,7 +10,8 @@ use super::codec::{self, Failure, int};
 use super::sql::{query, query_opt};
 use eve_runtime::journal::{Entry, RunId};
 use eve_runtime::store::{
-    HookMeta, HookRow, InboxItem, Recovery, RunPage, RunQuery, RunRecord, RunSummary, TimerRow, WaitingSignIn,
+    HookMeta, HookRow, InboxItem, JournalPage, Recovery, RunPage, RunQuery, RunRecord, RunSummary, TimerRow,
+    WaitingSignIn,
 };
 use eve_runtime::time::Timestamp;
 
@@ -51,6 +52,32 @@ pub(super) async fn tail(client: &Client, run: &RunId) -> Result<Option<(RunSumm
     let summary = decode_summary(&row)?;
     let entry = codec::decode_entry(run, row.try_get(7)?, row.try_get(8)?)?;
     Ok(Some((summary, entry)))
+}
+
+/// At most `limit` entries of the run's journal from `from` on, and the number of its history, in
+/// one statement (one snapshot).
+pub(super) async fn page(
+    client: &Client,
+    run: &RunId,
+    from: u64,
+    limit: usize,
+) -> Result<Option<JournalPage>, Failure> {
+    let sql = "SELECT runs.continued, page.seq, page.entry FROM runs
+               LEFT JOIN LATERAL (
+                   SELECT seq, entry FROM journal WHERE run_id = runs.id AND seq >= $2 ORDER BY seq LIMIT $3
+               ) page ON true
+               WHERE runs.id = $1 ORDER BY page.seq";
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let rows = query(client, sql, &[&run.as_str(), &int(from), &limit]).await?;
+    let Some(first) = rows.first() else { return Ok(None) };
+    let continued: i32 = first.try_get(0)?;
+    let mut entries = Vec::with_capacity(rows.len());
+    for row in &rows {
+        if let Some(seq) = row.try_get::<_, Option<i64>>(1)? {
+            entries.push(codec::decode_entry(run, seq, row.try_get(2)?)?);
+        }
+    }
+    Ok(Some(JournalPage::new(u32::try_from(continued).unwrap_or(0), entries)))
 }
 
 /// Entries `from..to` of the run's journal.

@@ -30,7 +30,7 @@ use super::codec::describe;
 use super::connect::ConnectError;
 
 /// The version of the tables this build writes and understands; older schemas are migrated.
-pub(super) const VERSION: i32 = 2;
+pub(super) const VERSION: i32 = 3;
 
 /// The SQL that brings a schema from version `n` to `n + 1`, at index `n`: index 0 creates the
 /// tables in an empty schema.
@@ -94,6 +94,15 @@ CREATE INDEX inbox_pending_by_hook ON inbox (run_id, op) WHERE NOT consumed;
     // 1 -> 2: the inspector lists runs by tool, a page at a time.
     r#"
 CREATE INDEX runs_by_tool ON runs (tool, position);
+"#,
+    // 2 -> 3: each run keeps the number of its history, which followers read with each page, and
+    // until when a follower watches it (in milliseconds of the server's clock), which its commits
+    // notify while the time lasts.
+    r#"
+ALTER TABLE runs ADD COLUMN continued integer NOT NULL DEFAULT 0, ADD COLUMN followed_until bigint;
+UPDATE runs SET continued = coalesce(
+    (SELECT (entry::jsonb #>> '{run_started,continued}')::integer FROM journal WHERE run_id = runs.id AND seq = 0), 0)
+WHERE status = 'active';
 "#,
 ];
 

@@ -43,6 +43,14 @@ use eve_runtime::store::{
 };
 use eve_runtime::time::Timestamp;
 
+/// The server's clock in milliseconds, as SQL: a follower's watch of a run (`runs.followed_until`)
+/// is set and read on it, so the workers' clocks do not matter.
+macro_rules! now_ms {
+    () => {
+        "(extract(epoch FROM statement_timestamp()) * 1000)::bigint"
+    };
+}
+
 /// How much smaller than an entry a delivery must be, as in the SQLite store: the entry recording
 /// a delivery is a few dozen bytes longer than it, so an accepted delivery always fits the journal.
 pub(super) const DELIVERY_HEADROOM: usize = 64;
@@ -236,7 +244,7 @@ pub(super) async fn renew(client: &Client, run: &RunId, fence: Fence, lease_unti
 /// statement committed on its own, one round trip; the others take a transaction.
 pub(super) async fn append(client: &mut Client, rows: &AppendRows, channel: &str) -> Result<(), Failure> {
     if rows.is_one_statement() {
-        let advanced = advance(client, rows).await.map_err(|error| {
+        let advanced = advance(client, rows, channel).await.map_err(|error| {
             // The statement is its own commit: lost midway, it may have been written.
             if codec::is_connection_loss(&error) { Failure::InDoubt(error) } else { Failure::Pg(error) }
         })?;
@@ -246,7 +254,7 @@ pub(super) async fn append(client: &mut Client, rows: &AppendRows, channel: &str
         return Ok(());
     }
     let tx = client.transaction().await?;
-    if advance(&tx, rows).await? != 1 {
+    if advance(&tx, rows, channel).await? != 1 {
         return Err(why_refused(&tx, rows).await?.into());
     }
     apply_indexes(&tx, &rows.run, &rows.changes).await?;
@@ -295,12 +303,18 @@ fn implies_nothing(changes: &IndexChanges) -> bool {
 /// The statement at the heart of an append: checks the fence, status and journal length while
 /// advancing them, inserts the entries and consumes the inbox items, or, if a check fails, changes
 /// nothing. Returns how many runs it advanced (1 or 0).
-pub(super) async fn advance<C: GenericClient>(conn: &C, rows: &AppendRows) -> Result<i64, tokio_postgres::Error> {
+pub(super) async fn advance<C: GenericClient>(
+    conn: &C,
+    rows: &AppendRows,
+    channel: &str,
+) -> Result<i64, tokio_postgres::Error> {
     let sql = "WITH advanced AS (
                    UPDATE runs SET entries = entries + cardinality($3::text[]), status = coalesce($5, status),
                                    parked = false
                    WHERE id = $1 AND epoch = $4 AND entries = $2 AND status = 'active'
-                   RETURNING id
+                   RETURNING id, followed_until
+               ), notified AS (
+                   SELECT pg_notify($7, 'j:' || id) FROM advanced WHERE followed_until > (extract(epoch FROM statement_timestamp()) * 1000)::bigint
                ), written AS (
                    INSERT INTO journal (run_id, seq, entry)
                    SELECT advanced.id, $2 + added.ordinality - 1, added.entry
@@ -309,10 +323,10 @@ pub(super) async fn advance<C: GenericClient>(conn: &C, rows: &AppendRows) -> Re
                    UPDATE inbox SET consumed = true
                    WHERE run_id IN (SELECT id FROM advanced) AND id = ANY ($6::bigint[]) AND NOT consumed
                )
-               SELECT count(*) FROM advanced";
+               SELECT (SELECT count(*) FROM advanced) + 0 * (SELECT count(*) FROM notified)";
     let (first, epoch, status) = (int(rows.first_seq), int(rows.fence.epoch), rows.changes.status.map(status_name));
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 6] =
-        [&rows.run.as_str(), &first, &rows.entries, &epoch, &status, &rows.consumed];
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 7] =
+        [&rows.run.as_str(), &first, &rows.entries, &epoch, &status, &rows.consumed, &channel];
     query_one(conn, sql, &params).await?.try_get(0)
 }
 
@@ -323,6 +337,7 @@ pub(super) async fn advance<C: GenericClient>(conn: &C, rows: &AppendRows) -> Re
 pub(super) async fn advance_many(
     client: &Client,
     group: &[&AppendRows],
+    channel: &str,
 ) -> Result<std::collections::HashSet<String>, tokio_postgres::Error> {
     let sql = "WITH batch AS (
                    SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[])
@@ -335,7 +350,9 @@ pub(super) async fn advance_many(
                    UPDATE runs SET entries = runs.entries + batch.added, parked = false
                    FROM batch
                    WHERE runs.id = batch.id AND runs.id IN (SELECT id FROM locked)
-                   RETURNING runs.id
+                   RETURNING runs.id, runs.followed_until
+               ), notified AS (
+                   SELECT pg_notify($10, 'j:' || id) FROM advanced WHERE followed_until > (extract(epoch FROM statement_timestamp()) * 1000)::bigint
                ), written AS (
                    INSERT INTO journal (run_id, seq, entry)
                    SELECT added.run_id, added.seq, added.entry
@@ -347,7 +364,7 @@ pub(super) async fn advance_many(
                    WHERE inbox.run_id = item.run_id AND inbox.id = item.id AND NOT inbox.consumed
                      AND item.run_id IN (SELECT id FROM advanced)
                )
-               SELECT id FROM advanced";
+               SELECT id FROM advanced WHERE (SELECT count(*) FROM notified) >= 0";
     let mut sorted = group.to_vec();
     sorted.sort_by(|left, right| left.run.as_str().cmp(right.run.as_str()));
     let ids: Vec<&str> = sorted.iter().map(|rows| rows.run.as_str()).collect();
@@ -367,8 +384,8 @@ pub(super) async fn advance_many(
             consumed.push(*id);
         }
     }
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 9] =
-        [&ids, &first, &epochs, &added, &entry_runs, &seqs, &entries, &consumed_runs, &consumed];
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 10] =
+        [&ids, &first, &epochs, &added, &entry_runs, &seqs, &entries, &consumed_runs, &consumed, &channel];
     let rows = query(client, sql, &params).await?;
     rows.iter().map(|row| row.try_get(0)).collect()
 }
@@ -490,18 +507,25 @@ pub(super) async fn continue_as_new(
     client: &mut Client,
     run: &RunId,
     fence: Fence,
-    started: &str,
+    (continued, started): (u32, &str),
     keep_inbox: bool,
+    channel: &str,
 ) -> Result<(), Failure> {
     let tx = client.transaction().await?;
-    let sql = "UPDATE runs SET entries = 1, parked = false WHERE id = $1 AND epoch = $2 AND status = 'active'";
-    if execute(&tx, sql, &[&run.as_str(), &int(fence.epoch)]).await? == 0 {
+    let sql = concat!(
+        "UPDATE runs SET entries = 1, parked = false, continued = $3 WHERE id = $1 AND epoch = $2 AND status = 'active' ",
+        "RETURNING followed_until > ",
+        now_ms!()
+    );
+    let continued = i32::try_from(continued).unwrap_or(i32::MAX);
+    let updated = query_opt(&tx, sql, &[&run.as_str(), &int(fence.epoch), &continued]).await?;
+    let Some(updated) = updated else {
         let Current { epoch, .. } = current(&tx, run).await?;
         if epoch != fence.epoch {
             return Err(StoreError::Fenced { run: run.clone(), held: fence.epoch, current: epoch }.into());
         }
         return Err(StoreError::RunFinished(run.clone()).into());
-    }
+    };
     let inbox = "DELETE FROM inbox WHERE run_id = $1 AND (consumed OR kind <> 'cancel')";
     let deletes = [
         "DELETE FROM journal WHERE run_id = $1",
@@ -512,8 +536,26 @@ pub(super) async fn continue_as_new(
         execute(&tx, sql, &[&run.as_str()]).await?;
     }
     execute(&tx, "INSERT INTO journal (run_id, seq, entry) VALUES ($1, 0, $2)", &[&run.as_str(), &started]).await?;
+    if updated.try_get::<_, Option<bool>>(0)? == Some(true) {
+        query_one(&tx, "SELECT pg_notify($1, 'j:' || $2)", &[&channel, &run.as_str()]).await?;
+    }
     commit(tx).await
 }
+
+/// Marks `run` watched by a follower for [`WATCH_FOR`] from now on the server's clock, so its
+/// commits notify (see [`listen`](super::listen)). False if the run does not exist.
+pub(super) async fn watch<C: GenericClient>(conn: &C, run: &RunId) -> Result<bool, Failure> {
+    let sql = concat!(
+        "UPDATE runs SET followed_until = greatest(coalesce(followed_until, 0), ",
+        now_ms!(),
+        " + $2) WHERE id = $1"
+    );
+    let watch_for = i64::try_from(WATCH_FOR.as_millis()).unwrap_or(i64::MAX);
+    Ok(execute(conn, sql, &[&run.as_str(), &watch_for]).await? == 1)
+}
+
+/// How long a follower's watch of a run lasts unless renewed.
+pub(super) const WATCH_FOR: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Accepts a delivery into the inbox of the unfinished run `target` names, if it has room, and
 /// wakes the workers for it.

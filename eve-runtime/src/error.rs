@@ -382,6 +382,7 @@ pub enum StoreError {
     /// No run has this id.
     #[error("no run with id {0}; list runs to see the ids this store holds")]
     RunNotFound(RunId),
+
     /// The run has ended, so its journal accepts no more entries.
     #[error("run {0} has already finished; its journal is closed")]
     RunFinished(RunId),
@@ -568,6 +569,21 @@ pub enum Error {
     /// No run has this id.
     #[error("no run with id {0}; list runs to see the ids this store holds")]
     RunNotFound(RunId),
+
+    /// A follower asked for a position in a history the run has not reached (see
+    /// [`Runtime::follow`](crate::Runtime::follow)).
+    #[error(
+        "position {position} is past run {run}'s journal, which is in history {history}; follow from a position \
+         the run's entries gave, or from the start"
+    )]
+    PositionAhead {
+        /// The run.
+        run: RunId,
+        /// The position asked for.
+        position: crate::journal::Position,
+        /// The run's current history.
+        history: u32,
+    },
     /// The runtime was built outside a Tokio runtime.
     #[error("the eve runtime must be built inside a Tokio runtime (use #[tokio::main] or Runtime::block_on)")]
     NoTokioRuntime,

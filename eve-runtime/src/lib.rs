@@ -15,6 +15,7 @@ pub mod error;
 pub mod events;
 mod executor;
 pub mod failpoint;
+pub mod follow;
 pub mod journal;
 pub mod progress;
 pub mod random;

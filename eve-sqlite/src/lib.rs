@@ -77,9 +77,11 @@ use self::writer::Writer;
 use self::writes::{AppendRows, NewRunRow};
 use eve_runtime::journal::{Entry, RunId};
 use eve_runtime::secret::TokenHash;
+use eve_runtime::store::kit;
 use eve_runtime::store::{
-    Append, Claimed, Created, Delivered, DeliveryPayload, Fence, HookRow, InboxItem, InboxLimits, IndexChanges, NewRun,
-    Recovery, RunPage, RunQuery, RunRecord, RunSummary, Store, StoreError, Target, TimerRow, WorkerId,
+    Append, Claimed, Created, Delivered, DeliveryPayload, Fence, HookRow, InboxItem, InboxLimits, IndexChanges,
+    JournalPage, NewRun, Recovery, RunPage, RunQuery, RunRecord, RunSummary, Store, StoreError, Target, TimerRow,
+    WorkerId,
 };
 use eve_runtime::time::Timestamp;
 
@@ -378,8 +380,10 @@ impl Store for SqliteStore {
         keep_inbox: bool,
     ) -> Result<(), StoreError> {
         let text = codec::encode_entry(started, self.options.max_entry_bytes)?;
+        let history = kit::continued(std::slice::from_ref(started));
         let (continued, epochs) = (run.clone(), self.epochs.clone());
-        let write = move |conn: &_| writes::continue_as_new(conn, &continued, fence, &text, &epochs, keep_inbox);
+        let write =
+            move |conn: &_| writes::continue_as_new(conn, &continued, fence, (history, &text), &epochs, keep_inbox);
         self.writer.submit(write).await?;
         self.epochs.continued(run, fence.epoch);
         Ok(())
@@ -438,6 +442,11 @@ impl Store for SqliteStore {
     async fn tail(&self, run: &RunId) -> Result<Option<(RunSummary, Entry)>, StoreError> {
         let run = run.clone();
         self.readers.read(move |conn| reads::tail(conn, &run)).await
+    }
+
+    async fn read(&self, run: &RunId, from_seq: u64, limit: usize) -> Result<Option<JournalPage>, StoreError> {
+        let run = run.clone();
+        self.readers.read(move |conn| reads::page(conn, &run, from_seq, limit)).await
     }
 
     fn max_entry_bytes(&self) -> Option<usize> {
@@ -967,7 +976,7 @@ mod tests {
     }
 
     /// A file of schema version 3 kept each run's journal length in its row, and advanced it on
-    /// every append. Opened by this build, it becomes version 5 (which an older build refuses, as
+    /// every append. Opened by this build, it becomes the current version (which an older build refuses, as
     /// it would trust a running run's row) and keeps its runs: a parked run takes appends, reads
     /// its length from its journal while it runs, and parks again where it was.
     #[tokio::test]

@@ -8,8 +8,8 @@ use super::codec::{self, Failure, int};
 use super::readers::{Pending, Queue};
 use eve_runtime::journal::{Entry, Op, RunId};
 use eve_runtime::store::{
-    HookMeta, HookRow, InboxItem, Recovery, RunPage, RunQuery, RunRecord, RunSummary, StoreError, TimerRow,
-    WaitingSignIn,
+    HookMeta, HookRow, InboxItem, JournalPage, Recovery, RunPage, RunQuery, RunRecord, RunSummary, StoreError,
+    TimerRow, WaitingSignIn,
 };
 
 /// The SQL of a run's journal length, in a statement on `runs`: the row keeps it while the run
@@ -82,6 +82,23 @@ pub(super) fn tail(conn: &mut Connection, run: &RunId) -> Result<Option<(RunSumm
     let last = summary.entries.saturating_sub(1);
     let entry = journal(&tx, run, last, summary.entries)?.pop();
     Ok(entry.map(|entry| (summary, entry)))
+}
+
+/// At most `limit` entries of the run's journal from `from` on, and the number of its history, in
+/// one snapshot.
+pub(super) fn page(
+    conn: &mut Connection,
+    run: &RunId,
+    from: u64,
+    limit: usize,
+) -> Result<Option<JournalPage>, Failure> {
+    let tx = conn.transaction()?;
+    let sql = concat!("SELECT continued, ", length_sql!(), " FROM runs WHERE id = ?1");
+    let row = tx.prepare_cached(sql)?.query_row([run.as_str()], |row| Ok((row.get(0)?, row.get(1)?))).optional()?;
+    let Some((continued, length)): Option<(u32, i64)> = row else { return Ok(None) };
+    let to = from.saturating_add(u64::try_from(limit).unwrap_or(u64::MAX)).min(codec::uint(length)?);
+    let entries = if from < to { journal(&tx, run, from, to)? } else { Vec::new() };
+    Ok(Some(JournalPage::new(continued, entries)))
 }
 
 /// A journal at least this long is read in two halves at once, the second on another reader

@@ -7,7 +7,7 @@
 //!
 //! Tables (all but the journal keyed by the run id first, so a run's rows sit together):
 //!
-//! - `runs`: one row per run; `parked` marks a run that waits on durable waits only (cleared by
+//! - `runs`: one row per run; `continued` numbers its current history (from version 6); `parked` marks a run that waits on durable waits only (cleared by
 //!   every append), so a restart need not load it; `entries` is the journal's length while the
 //!   run is parked or finished. While it goes on, the journal's last `seq` says its length, one
 //!   seek away (see `reads::length_sql`), so an append that changes no status writes the journal
@@ -40,7 +40,7 @@ pub(super) const APPLICATION_ID: i64 = 0x4556_4531;
 
 /// The schema version this build writes and understands. Files of an older version are migrated
 /// at open ([`MIGRATIONS`]).
-pub(super) const VERSION: i64 = 5;
+pub(super) const VERSION: i64 = 6;
 
 const CREATE: &str = "
 CREATE TABLE runs (
@@ -50,7 +50,8 @@ CREATE TABLE runs (
     status      TEXT NOT NULL CHECK (status IN ('active', 'completed', 'failed', 'cancelled')),
     created_at  INTEGER NOT NULL,
     entries     INTEGER NOT NULL,
-    parked      INTEGER NOT NULL DEFAULT 0
+    parked      INTEGER NOT NULL DEFAULT 0,
+    continued   INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX runs_by_status ON runs (status);
 CREATE INDEX runs_by_tool ON runs (tool);
@@ -125,6 +126,12 @@ DROP TABLE journal;
 ALTER TABLE journal_by_append RENAME TO journal;
 CREATE UNIQUE INDEX journal_by_run ON journal (run_id, seq);
 ",
+    // 5 -> 6: each run keeps the number of its history, which followers read with each page.
+    "
+ALTER TABLE runs ADD COLUMN continued INTEGER NOT NULL DEFAULT 0;
+UPDATE runs SET continued = coalesce(
+    (SELECT json_extract(entry, '$.run_started.continued') FROM journal WHERE run_id = runs.id AND seq = 0), 0);
+",
 ];
 
 /// What identifies the file's contents.
@@ -152,7 +159,8 @@ pub(super) fn prepare(conn: &mut Connection, path: &str) -> Result<(), StoreErro
                 path,
                 from = version,
                 to = VERSION,
-                "upgrading the eve store's schema; this copies its journal"
+                copies_journal = version < 5,
+                "upgrading the eve store's schema"
             );
             let started = std::time::Instant::now();
             migrate(conn, version).map_err(|error| migration_error(&error, path, version))?;
@@ -207,12 +215,19 @@ fn create(conn: &mut Connection) -> rusqlite::Result<()> {
     tx.commit()
 }
 
-/// Why the migration of a version `version` file failed. Every migration to version 5 copies the
-/// journal, so the file needs room for a second copy while it runs: a full disk says so, and
+/// Why the migration of a version `version` file failed. Every migration from before version 5
+/// copies the journal, so the file needs room for a second copy while it runs: a full disk says so, and
 /// that nothing changed (the migration is one transaction).
 fn migration_error(error: &rusqlite::Error, path: &str, version: i64) -> StoreError {
     if error.sqlite_error_code() != Some(rusqlite::ErrorCode::DiskFull) {
         return open_error(error, path);
+    }
+    if version >= 5 {
+        let reason = format!(
+            "upgrading it from eve schema version {version} to {VERSION} needs a little room on its disk, which \
+             has none; free some space and open it again (the file was left as it was)"
+        );
+        return refuse(path, reason);
     }
     let size = std::fs::metadata(path).map(|file| format!(" (the file is {} MB)", file.len().div_ceil(1 << 20)));
     refuse(

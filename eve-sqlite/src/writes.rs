@@ -310,16 +310,17 @@ pub(super) fn continue_as_new(
     conn: &Connection,
     run: &RunId,
     fence: Fence,
-    started: &str,
+    started: (u32, &str),
     epochs: &Epochs,
     keep_inbox: bool,
 ) -> Result<(), Failure> {
+    let (continued, started) = started;
     let current = epochs.current(run);
     if current != fence.epoch {
         return Err(fenced(conn, run, fence, current)?.into());
     }
-    let sql = "UPDATE runs SET parked = 0 WHERE id = ?1 AND status = 'active'";
-    if conn.prepare_cached(sql)?.execute([run.as_str()])? == 0 {
+    let sql = "UPDATE runs SET parked = 0, continued = ?2 WHERE id = ?1 AND status = 'active'";
+    if conn.prepare_cached(sql)?.execute(params![run.as_str(), continued])? == 0 {
         current_row(conn, run)?;
         return Err(StoreError::RunFinished(run.clone()).into());
     }

@@ -322,7 +322,7 @@ pub use eve_runtime::auth::{MemoryTokenStore, TokenSet, TokenStore, TokenStoreEr
 pub use eve_runtime::context::{Call, Receive, ServeCtx, StepCtxSource, StretchSignal, TaskCtx, ToolCtx, WorkflowCtx};
 pub use eve_runtime::error::{FatalError, NonDeterminismError, RetryableError, StepError, StoreError, ToolError};
 pub use eve_runtime::events::RunEvent;
-pub use eve_runtime::journal::{Entry, Op, RunFailure, RunId, RunStatus};
+pub use eve_runtime::journal::{Entry, Op, Position, RunFailure, RunId, RunStatus};
 pub use eve_runtime::progress::Progress;
 pub use eve_runtime::registry::{Lifetime, Manifest, Shape, Suspend};
 pub use eve_runtime::step::{Backoff, RetryPolicy, StepCall, StepCtx};
@@ -337,7 +337,7 @@ pub use eve_runtime::{
     AuthorizationStart, Clock, Error, HookDelivery, ManualClock, OpenQuestion, Phase, RunHandle, RunOutcome, Runtime,
     RuntimeBuilder, StartOptions, SystemClock, Timestamp, WebhookReply,
 };
-pub use eve_runtime::{control, journal, secret, testing};
+pub use eve_runtime::{control, follow, journal, secret, testing};
 
 // Sign-in with OAuth 2.0, and tokens sealed in files (feature `oauth2`).
 #[cfg(feature = "oauth2")]

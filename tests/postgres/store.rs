@@ -172,8 +172,8 @@ async fn a_newer_schema_is_refused_untouched() {
     admin.batch_execute("UPDATE schema_version SET version = 99, written_by = 'eve from the future'").await.unwrap();
     let error = connect_error(&schema.store_url(), schema.options()).await;
     match &error {
-        PostgresConnectError::NewerSchema { found: 99, supported: 2, .. } => {}
-        other => panic!("expected NewerSchema 99 > 2, got {other:?}"),
+        PostgresConnectError::NewerSchema { found: 99, supported: 3, .. } => {}
+        other => panic!("expected NewerSchema 99 > 3, got {other:?}"),
     }
     let message = error.to_string();
     assert!(message.contains("99") && message.contains("nothing was changed"), "{message}");
@@ -185,8 +185,9 @@ async fn a_newer_schema_is_refused_untouched() {
     );
 }
 
-/// A schema of version 1 (before the runs list was indexed by tool) is migrated when a worker
-/// opens it: its runs stay, and the index appears.
+/// A schema of version 1 (before the runs list was indexed by tool, and before runs numbered
+/// their histories) is migrated when a worker opens it: its runs stay, the index appears, and a
+/// run that had continued as new knows its history's number.
 #[tokio::test]
 async fn a_version_1_schema_is_migrated_in_place() {
     let schema = Schema::new().await;
@@ -194,12 +195,21 @@ async fn a_version_1_schema_is_migrated_in_place() {
     let Ok(Created::New(_)) = store.create_run(new_run("kept"), &WorkerId("w".into())).await else { panic!("created") };
     drop(store);
     let admin = schema.admin().await;
-    admin.batch_execute("DROP INDEX runs_by_tool; UPDATE schema_version SET version = 1").await.unwrap();
+    admin
+        .batch_execute(
+            "DROP INDEX runs_by_tool; ALTER TABLE runs DROP COLUMN continued, DROP COLUMN followed_until;
+             UPDATE journal SET entry = jsonb_set(entry::jsonb, '{run_started,continued}', '2')::text WHERE seq = 0;
+             UPDATE schema_version SET version = 1",
+        )
+        .await
+        .unwrap();
     let store = schema.store().await;
     let listed = store.list_runs(&RunQuery::newest(10).tool("postgres_tool")).await.expect("the runs list");
     assert_eq!(listed.runs.len(), 1, "the run is still there, listed by its tool");
+    let page = store.read(&listed.runs[0].id, 0, 1).await.expect("the journal reads").expect("the run exists");
+    assert_eq!(page.continued, 2, "the run's history number is read from its first entry");
     let version: i32 = admin.query_one("SELECT version FROM schema_version", &[]).await.unwrap().get(0);
-    assert_eq!(version, 2);
+    assert_eq!(version, 3);
     let index = admin
         .query_opt("SELECT 1 FROM pg_indexes WHERE schemaname = current_schema() AND indexname = 'runs_by_tool'", &[])
         .await
@@ -224,7 +234,7 @@ async fn workers_starting_at_once_create_the_schema_once() {
     assert_eq!(listed.len(), 6, "every worker sees every run");
     let admin = schema.admin().await;
     let version: i32 = admin.query_one("SELECT version FROM schema_version", &[]).await.unwrap().get(0);
-    assert_eq!(version, 2);
+    assert_eq!(version, 3);
 }
 
 /// The pid of the schema's store connection waiting for a lock, once there is one. (Each call

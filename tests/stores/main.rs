@@ -3,4 +3,5 @@
 //! acknowledged.
 
 mod conformance;
+mod follow;
 mod sqlite_failures;

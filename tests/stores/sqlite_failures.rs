@@ -209,8 +209,13 @@ async fn a_file_of_the_previous_schema_version_is_migrated_at_open() {
     let path = dir.path().join("eve.db");
     let conn = rusqlite::Connection::open(&path).expect("plain SQLite creates the file");
     conn.execute_batch(VERSION_1).expect("the version 1 schema is created");
-    let started = serde_json::to_string(&new_run("old-run", json!({"from": "v1"})).started_entry()).unwrap();
-    conn.execute("INSERT INTO journal (run_id, seq, entry) VALUES ('old-run', 0, ?1)", [started]).unwrap();
+    // A run in its third history, which the file's rows do not number: the migration reads it.
+    let mut started = new_run("old-run", json!({"from": "v1"})).started_entry();
+    if let Entry::RunStarted { continued, .. } = &mut started {
+        *continued = 2;
+    }
+    let text = serde_json::to_string(&started).unwrap();
+    conn.execute("INSERT INTO journal (run_id, seq, entry) VALUES ('old-run', 0, ?1)", [text]).unwrap();
     drop(conn);
 
     let logged = Logged::default();
@@ -218,10 +223,12 @@ async fn a_file_of_the_previous_schema_version_is_migrated_at_open() {
     let store =
         tracing::subscriber::with_default(subscriber, || SqliteStore::open(&path)).expect("a version 1 file opens");
     let logged = logged.text();
-    assert!(logged.contains("upgrading the eve store's schema") && logged.contains("from=1 to=5"), "{logged}");
+    assert!(logged.contains("upgrading the eve store's schema") && logged.contains("from=1 to=6"), "{logged}");
     assert!(logged.contains("upgraded the eve store's schema") && logged.contains("took_ms="), "{logged}");
     let record = store.load(&"old-run".parse().unwrap()).await.expect("load").expect("the run is there");
-    assert_eq!(record.entries, vec![new_run("old-run", json!({"from": "v1"})).started_entry()]);
+    assert_eq!(record.entries, vec![started]);
+    let page = store.read(&"old-run".parse().unwrap(), 0, 10).await.expect("read").expect("the run is there");
+    assert_eq!(page.continued, 2, "the run's history is numbered from its first entry");
     assert!(!record.summary.parked, "runs from before the mark count as not parked");
     assert_eq!(record.summary.entries, 1, "the run's length is its journal's");
     let recovery = store.recovery().await.expect("recovery reads");
@@ -229,7 +236,7 @@ async fn a_file_of_the_previous_schema_version_is_migrated_at_open() {
     drop(store);
     let conn = rusqlite::Connection::open(&path).expect("the file opens in plain SQLite");
     let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0)).expect("readable");
-    assert_eq!(version, 5, "the file now has the current version");
+    assert_eq!(version, 6, "the file now has the current version");
 }
 
 /// What a `tracing` subscriber wrote, to read back.

@@ -8,6 +8,7 @@ use eve_tools::{ManualClock, RunId, Runtime, RuntimeBuilder, StepCtx, Timestamp}
 
 pub mod faulty;
 pub mod feed;
+pub mod follow;
 pub mod http;
 pub mod oauth_server;
 

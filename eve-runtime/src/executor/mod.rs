@@ -97,6 +97,8 @@ pub(crate) struct Engine {
     pub hook_buffer: usize,
     /// Becomes `true` when the runtime begins to shut down.
     pub stopping: tokio::sync::watch::Sender<bool>,
+    /// The followers of runs, told after each commit.
+    pub followers: Arc<crate::follow::Followers>,
     /// Wakes another run whose inbox just received something (a child's report to its parent).
     pub wake: Box<dyn Fn(&RunId) + Send + Sync>,
 }
@@ -566,7 +568,10 @@ impl Driver {
                 rt.store.continue_as_new(&self.core.run, self.fence, started, keep_inbox).await
             };
             match continued {
-                Ok(()) => break,
+                Ok(()) => {
+                    rt.followers.committed(&self.core.run);
+                    break;
+                }
                 Err(error) if error.is_transient() => {
                     if let Err(error) = backoff.wait(rt, &self.core.run, error).await {
                         return Exit::Lost(error);
@@ -925,6 +930,7 @@ impl Driver {
             return false;
         }
         self.next_seq = after;
+        rt.followers.committed(&self.core.run);
         self.after_append(rt);
         self.publish_new_waits(rt);
         true
@@ -1082,6 +1088,7 @@ impl Driver {
                 result => {
                     result?;
                     self.next_seq += appended;
+                    rt.followers.committed(&self.core.run);
                     return Ok(());
                 }
             }

@@ -26,6 +26,7 @@ pub(crate) mod canonical;
 pub mod decode;
 pub mod depth;
 mod payload;
+mod position;
 pub mod webhook;
 
 use std::borrow::Cow;
@@ -39,6 +40,7 @@ use crate::time::Timestamp;
 
 pub use payload::Payload;
 pub(crate) use payload::string_bound;
+pub use position::{Position, PositionError};
 
 /// The identifier of one run: one call of a workflow tool or task.
 ///

@@ -343,6 +343,7 @@ impl RuntimeBuilder {
                     history: HistoryLimits { warning: self.history_limit / 5, limit: self.history_limit },
                     hook_buffer: self.hook_buffer,
                     stopping: watch::channel(false).0,
+                    followers: Arc::default(),
                     wake,
                 },
                 super::CacheLimits { runs: self.cache_capacity, idle: self.idle_capacity },

@@ -758,9 +758,52 @@ impl Runtime {
         entry(input, ctx).await.map_err(|error| Error::ToolFailed { tool: tool.to_owned(), error })
     }
 
-    /// Subscribes to the events of every run.
+    /// Subscribes to the events of every run: best-effort observations for logs and dashboards,
+    /// which a slow subscriber misses some of. To follow one run without missing anything, use
+    /// [`follow`](Runtime::follow).
     pub fn events(&self) -> broadcast::Receiver<RunEvent> {
         self.shared.events.subscribe()
+    }
+
+    /// Follows `run`'s journal from `from` on ([`Position::START`](crate::journal::Position::START)
+    /// for all of it): the entries the store holds, then each entry as it is committed, by this
+    /// process or, on a shared store, by any worker. Each entry comes once, in order, and only
+    /// once it is durable; a follower that falls behind reads on from the store, and one that
+    /// reconnects follows again from the position after the last entry it received. The stream
+    /// ends after the entry that ends the run. See [`follow`](crate::follow).
+    ///
+    /// ```
+    /// # use eve_tools::prelude::*;
+    /// # use eve_tools::{journal::{Entry, Position}, Runtime};
+    /// # use futures::StreamExt;
+    /// #[workflow_tool]
+    /// /// Counts to three.
+    /// async fn count(ctx: &WorkflowCtx, input: Count) -> Result<u32, ToolError> {
+    ///     for n in 1..=input.to {
+    ///         ctx.step(tick, n).await?;
+    ///     }
+    ///     Ok(input.to)
+    /// }
+    /// #[derive(serde::Deserialize, schemars::JsonSchema)]
+    /// struct Count { to: u32 }
+    /// #[step]
+    /// async fn tick(_ctx: &StepCtx, n: u32) -> Result<u32, StepError> { Ok(n) }
+    ///
+    /// # #[tokio::main] async fn main() -> Result<(), eve_tools::Error> {
+    /// let runtime = Runtime::builder().in_memory().build()?;
+    /// let handle = runtime.start("count", serde_json::json!({ "to": 3 })).await?;
+    /// let mut follow = runtime.follow(handle.id(), Position::START);
+    /// let mut steps = 0;
+    /// while let Some(followed) = follow.next().await {
+    ///     if matches!(followed?.entry, Entry::StepCompleted { .. }) {
+    ///         steps += 1;
+    ///     }
+    /// }
+    /// assert_eq!(steps, 3);
+    /// # Ok(()) }
+    /// ```
+    pub fn follow(&self, run: &RunId, from: crate::journal::Position) -> crate::follow::Follow {
+        crate::follow::Follow::new(self.shared.store.clone(), &self.shared.followers, run.clone(), from)
     }
 
     /// A run with its whole journal.

@@ -61,6 +61,7 @@ macro_rules! conformance_suite {
                 answers_and_sign_in_markers_reach_the_right_inbox,
                 payloads_reach_only_their_kind_of_hook,
                 tail_is_the_summary_and_the_last_entry,
+                read_returns_pages_of_the_current_history_with_its_number,
                 parked_runs_are_left_out_of_recovery_until_they_have_something_to_do,
                 continue_as_new_replaces_the_history_and_keeps_a_pending_cancel,
                 continue_as_new_can_keep_the_inbox_whole,
@@ -852,6 +853,42 @@ pub async fn tail_is_the_summary_and_the_last_entry(store: &dyn Store) {
     assert_eq!(summary.entries, 3);
     assert_eq!(last, Entry::RunCompleted { output: json!("done") });
     assert!(store.tail(&run_id("no-such-run")).await.unwrap().is_none());
+}
+
+/// `read` returns the journal a page at a time from any sequence number, empty past the end, and
+/// numbers the history: after a continue-as-new, pages come from the new history, numbered one
+/// higher, whatever the sequence number asked for.
+pub async fn read_returns_pages_of_the_current_history_with_its_number(store: &dyn Store) {
+    let run = new_run("read", json!({ "n": 1 }), 7);
+    let fence = create(store, run.clone()).await;
+    let records: Vec<Entry> = (0..9).map(|op| record(op, json!(op))).collect();
+    append(store, &run.id, fence, 1, records.clone()).await;
+    let mut journal = vec![run.started_entry()];
+    journal.extend(records);
+    let id = &run.id;
+    let page = |from: u64, limit: usize| async move { store.read(id, from, limit).await.unwrap().unwrap() };
+    assert_eq!(page(0, 4).await, super::JournalPage::new(0, journal[..4].to_vec()));
+    assert_eq!(page(4, 4).await.entries, journal[4..8]);
+    assert_eq!(page(8, 4).await.entries, journal[8..], "the last page is short");
+    assert_eq!(page(10, 4).await.entries, [], "nothing past the end");
+    assert_eq!(page(u64::MAX, usize::MAX).await.entries, []);
+    assert_eq!(page(3, usize::MAX).await.entries, journal[3..], "a limit past the end reads to the end");
+    assert!(store.read(&run_id("no-such-run"), 0, 1).await.unwrap().is_none());
+
+    let mut next = new_run("read", json!({ "n": 2 }), 8).started_entry();
+    if let Entry::RunStarted { continued, .. } = &mut next {
+        *continued = 1;
+    }
+    store.continue_as_new(&run.id, fence, &next, true).await.expect("continue as new");
+    append(store, &run.id, fence, 1, vec![record(0, json!("again")), run_completed()]).await;
+    let expected = vec![next, record(0, json!("again")), run_completed()];
+    assert_eq!(page(0, 10).await, super::JournalPage::new(1, expected.clone()));
+    assert_eq!(page(2, 10).await, super::JournalPage::new(1, expected[2..].to_vec()));
+    assert_eq!(
+        page(5, 10).await,
+        super::JournalPage::new(1, Vec::new()),
+        "the number of the history read past its end"
+    );
 }
 
 /// A run marked parked is not runnable at recovery (its timers and sign-ins are listed instead),

@@ -9,8 +9,8 @@ use async_trait::async_trait;
 
 use super::{
     Append, Claimed, Created, Delivered, Delivery, DeliveryPayload, Fence, HookMeta, HookRow, InboxItem, InboxLimits,
-    IndexChanges, NewRun, Notice, Recovery, RunPage, RunQuery, RunRecord, RunSummary, Store, StoreError, Target,
-    TimerKind, TimerRow, WaitingSignIn, WorkerId,
+    IndexChanges, JournalPage, NewRun, Notice, Recovery, RunPage, RunQuery, RunRecord, RunSummary, Store, StoreError,
+    Target, TimerKind, TimerRow, WaitingSignIn, WorkerId,
 };
 use crate::journal::{Entry, Op, RunId, RunStatus};
 use crate::secret::TokenHash;
@@ -481,6 +481,15 @@ impl Store for MemoryStore {
 
     async fn timers(&self) -> Result<Vec<TimerRow>, StoreError> {
         Ok(self.lock().timer_rows())
+    }
+
+    async fn read(&self, run: &RunId, from_seq: u64, limit: usize) -> Result<Option<JournalPage>, StoreError> {
+        let state = self.lock();
+        let Some(run_state) = state.runs.get(run) else { return Ok(None) };
+        let journal = &run_state.entries;
+        let from = usize::try_from(from_seq).unwrap_or(usize::MAX).min(journal.len());
+        let to = from.saturating_add(limit).min(journal.len());
+        Ok(Some(JournalPage::new(super::kit::continued(journal), journal[from..to].to_vec())))
     }
 
     async fn load(&self, run: &RunId) -> Result<Option<RunRecord>, StoreError> {

@@ -473,6 +473,25 @@ pub struct RunRecord {
     pub entries: Vec<Entry>,
 }
 
+/// A stretch of a run's journal, as [`Store::read`] returns it.
+#[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
+pub struct JournalPage {
+    /// How many histories of the run came before the one read (the `continued` of its
+    /// [`Entry::RunStarted`]). A reader that sees it grow knows the journal was replaced
+    /// (continue-as-new) and its sequence numbers start again at 0.
+    pub continued: u32,
+    /// The entries from the sequence number asked for on, in order, at most as many as asked for.
+    pub entries: Vec<Entry>,
+}
+
+impl JournalPage {
+    /// A page of the history that `continued` histories came before.
+    pub fn new(continued: u32, entries: Vec<Entry>) -> Self {
+        JournalPage { continued, entries }
+    }
+}
+
 /// What a runtime needs at start-up to carry on where the last process stopped, without replaying
 /// the runs that only wait: see [`Store::recovery`].
 #[derive(Clone, Debug, Default)]
@@ -656,6 +675,30 @@ pub trait Store: Send + Sync + 'static {
     /// A run and its whole journal.
     async fn load(&self, run: &RunId) -> Result<Option<RunRecord>, StoreError>;
 
+    /// At most `limit` entries of the run's journal from `from_seq` on, with the number of the
+    /// history they belong to, read in one snapshot; `None` if the run does not exist. A
+    /// `from_seq` at or past the journal's end reads no entries. This is how a run is followed
+    /// (`Runtime::follow`): by pages, never the whole journal at once. The default reads the
+    /// whole journal through [`load`](Store::load) and keeps the page; stores override it.
+    async fn read(&self, run: &RunId, from_seq: u64, limit: usize) -> Result<Option<JournalPage>, StoreError> {
+        let Some(record) = self.load(run).await? else { return Ok(None) };
+        Ok(Some(kit::page(record.entries, from_seq, limit)))
+    }
+
+    /// Subscribes to notices of the commits other processes make to `run`'s journal, for a
+    /// follower in this process (see [`Store::read`]). A shared store sends [`WakeUp::Run`] with
+    /// the run's id when an append or a continue-as-new of it commits, and [`WakeUp::Missed`] when
+    /// notices may have been lost; the receiver may also hear of other watched runs. Commits this
+    /// process makes need no notice: its runtime tells its own followers.
+    ///
+    /// The store sends notices for `run` for [`Watch::renew_within`] at least; call `watch` again
+    /// within that time to keep them coming. Returns `None` for a store no other process writes
+    /// (the default), or when called outside a Tokio runtime.
+    async fn watch(&self, run: &RunId) -> Result<Option<Watch>, StoreError> {
+        let _ = run;
+        Ok(None)
+    }
+
     /// One page of the runs `query` asks for, newest first. The listing is indexed: its cost
     /// depends on the page, not on how many runs the store holds.
     async fn list_runs(&self, query: &RunQuery) -> Result<RunPage, StoreError>;
@@ -719,6 +762,23 @@ pub trait Store: Send + Sync + 'static {
     /// Whether the store survives the process (false only for the in-memory store).
     fn is_durable(&self) -> bool {
         true
+    }
+}
+
+/// A subscription to a shared store's notices of a run's commits: see [`Store::watch`].
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Watch {
+    /// The notices.
+    pub commits: tokio::sync::broadcast::Receiver<WakeUp>,
+    /// How long the store keeps sending the run's notices unless `watch` is called again.
+    pub renew_within: Duration,
+}
+
+impl Watch {
+    /// A subscription that lasts `renew_within` unless renewed.
+    pub fn new(commits: tokio::sync::broadcast::Receiver<WakeUp>, renew_within: Duration) -> Self {
+        Watch { commits, renew_within }
     }
 }
 
