@@ -153,6 +153,30 @@ pub async fn probe(input: ProbeInput, ctx: &WorkflowCtx) -> Result<serde_json::V
     Ok(json!([first, slow, last]))
 }
 
+/// How many steps a long run takes, resting every so often so it lasts a while.
+#[derive(Deserialize, JsonSchema)]
+pub struct TicksInput {
+    steps: u32,
+    rest_every: u32,
+}
+
+#[step]
+async fn tick(_ctx: &StepCtx, n: u32, rest: bool) -> Result<u32, StepError> {
+    if rest {
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    Ok(n)
+}
+
+/// Takes `steps` steps, one journal entry each, for a follower in another process to read.
+#[workflow_tool]
+pub async fn ticks(input: TicksInput, ctx: &WorkflowCtx) -> Result<u32, ToolError> {
+    for n in 0..input.steps {
+        tick(ctx, n, n.is_multiple_of(input.rest_every)).await?;
+    }
+    Ok(input.steps)
+}
+
 /// The input of a hammered run.
 #[derive(Deserialize, JsonSchema)]
 pub struct HammerInput {

@@ -6,6 +6,7 @@
 
 mod chaos;
 mod cluster;
+mod follow;
 mod processes;
 mod store;
 mod worker_processes;
