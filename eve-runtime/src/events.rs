@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use serde::Serialize;
 use tokio::sync::broadcast;
 
-use crate::journal::{Op, RunId};
+use crate::journal::{Entry, Op, RecordKind, RunId, RunStatus, StepOutcome};
 use crate::time::Timestamp;
 
 /// Something that happened to a run.
@@ -291,6 +291,55 @@ impl RunEvent {
             | RunEvent::Finished { run, .. }
             | RunEvent::Custom(CustomEvent { run, .. }) => run,
         }
+    }
+}
+
+impl RunEvent {
+    /// The event a journaled entry of `run` stands for, if any: what a follower of the run's
+    /// journal reports as it reads (see [`Runtime::follow`](crate::Runtime::follow)). `task_id`
+    /// is the run's task id, when it is a task. A step's start is not journaled, nor are the
+    /// sign-in links (which [`Runtime::event_of`](crate::Runtime::event_of) adds), so neither comes
+    /// from here.
+    pub fn of_entry(run: &RunId, entry: &Entry, task_id: Option<&str>) -> Option<RunEvent> {
+        let run = run.clone();
+        let task_id = task_id.map(str::to_owned);
+        Some(match entry {
+            Entry::RunStarted { tool, continued: 0, .. } => RunEvent::Started { run, tool: tool.clone() },
+            Entry::RunStarted { continued, .. } => RunEvent::ContinuedAsNew { run, continued: *continued },
+            Entry::TimerScheduled { op, deadline, .. } => {
+                RunEvent::TimerScheduled { run, op: *op, deadline: *deadline }
+            }
+            Entry::AskCreated { request_id, request, .. } => {
+                RunEvent::InputRequested { run, request_id: request_id.clone(), task_id, request: request.clone() }
+            }
+            Entry::AskResolved { op, outcome } => RunEvent::InputResolved {
+                run,
+                request_id: crate::journal::ask::request_id(*op),
+                task_id,
+                outcome: outcome.clone(),
+            },
+            Entry::StepCompleted { op, name, attempt, outcome: StepOutcome::Ok { .. }, .. } => {
+                RunEvent::StepSucceeded { run, op: *op, step: name.to_string(), attempt: *attempt }
+            }
+            Entry::StepCompleted { op, name, attempt, outcome: StepOutcome::Err { message, .. }, .. } => {
+                let (op, step, attempt, error) = (*op, name.to_string(), *attempt, message.clone());
+                RunEvent::StepFailed { run, op, step, attempt, error, retry_at: None }
+            }
+            Entry::StepRetrying { op, name, attempt, error, next_attempt_at, .. } => {
+                let (op, step, attempt, error) = (*op, name.to_string(), *attempt, error.clone());
+                RunEvent::StepFailed { run, op, step, attempt, error, retry_at: Some(*next_attempt_at) }
+            }
+            Entry::TimerFired { op } => RunEvent::TimerFired { run, op: *op },
+            Entry::HookReceived { op, .. } => RunEvent::HookReceived { run, op: *op },
+            Entry::CancelRequested { .. } => RunEvent::CancelRequested { run },
+            Entry::Recorded { kind: RecordKind::Published, value, .. } => {
+                RunEvent::Published { run, value: value.to_value().into_owned() }
+            }
+            Entry::RunCompleted { .. } => RunEvent::Finished { run, status: RunStatus::Completed },
+            Entry::RunFailed { .. } => RunEvent::Finished { run, status: RunStatus::Failed },
+            Entry::RunCancelled {} => RunEvent::Finished { run, status: RunStatus::Cancelled },
+            _ => return None,
+        })
     }
 }
 

@@ -519,6 +519,8 @@ struct Events {
     buffer: String,
     /// The data of every event read so far.
     seen: Vec<Value>,
+    /// The id of the last event that had one.
+    last_id: Option<String>,
 }
 
 impl Events {
@@ -530,6 +532,9 @@ impl Events {
                 let field = |key: &str| block.lines().find_map(|line| line.strip_prefix(key)).map(str::trim);
                 let Some(data) = field("data:") else { continue }; // a keep-alive comment
                 let data: Value = serde_json::from_str(data).unwrap();
+                if let Some(id) = field("id:") {
+                    self.last_id = Some(id.to_owned());
+                }
                 self.seen.push(data.clone());
                 if field("event:") == Some(name) {
                     return data;
@@ -548,7 +553,7 @@ async fn the_event_stream_carries_input_requested_then_input_resolved() {
     let response = served.client.get(served.url("/v1/events?run=deploy-7")).send().await.unwrap();
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["content-type"], "text/event-stream");
-    let mut events = Events { response, buffer: String::new(), seen: Vec::new() };
+    let mut events = Events { response, buffer: String::new(), seen: Vec::new(), last_id: None };
     let other = served.runtime.start("ask_to_deploy", json!({})).await.unwrap();
     other.parked().await.unwrap();
     let start = served.client.post(served.url("/v1/tools/ask_to_deploy/runs"));
@@ -566,6 +571,60 @@ async fn the_event_stream_carries_input_requested_then_input_resolved() {
     assert_eq!((&finished["runId"], &finished["status"]), (&json!("deploy-7"), &json!("completed")));
     assert!(events.seen.iter().all(|event| event["runId"] == "deploy-7"), "only the run asked for: {:?}", events.seen);
     assert!(events.seen.len() > 3, "the other events of the run came too: {:?}", events.seen);
+}
+
+/// How many steps to take.
+#[derive(Deserialize, JsonSchema)]
+pub struct Steps {
+    steps: u32,
+}
+
+#[step]
+async fn numbered(_ctx: &StepCtx, n: u32) -> Result<u32, StepError> {
+    Ok(n)
+}
+
+/// Takes `steps` steps.
+#[workflow_tool]
+pub async fn many_steps(input: Steps, ctx: &WorkflowCtx) -> Result<u32, ToolError> {
+    for n in 0..input.steps {
+        numbered(ctx, n).await?;
+    }
+    Ok(input.steps)
+}
+
+/// A client of one run's event stream that reads nothing while the run takes 2,000 steps (far
+/// more events than the runtime's event channel holds), then reads half, leaves, and comes back
+/// with `Last-Event-ID`, gets each step's event once, in order, and the stream ends with the run.
+#[tokio::test]
+async fn a_run_event_stream_misses_nothing_however_slow_its_client_and_resumes_from_its_last_id() {
+    let served = serve_with(|runtime| runtime.event_capacity(16), |server| server).await;
+    let handle = served.runtime.start("many_steps", json!({ "steps": 2_000 })).await.unwrap();
+    let url = served.url(&format!("/v1/events?run={}", handle.id()));
+    let response = served.client.get(&url).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    handle.outcome().await.unwrap();
+    let mut events = Events { response, buffer: String::new(), seen: Vec::new(), last_id: None };
+    let mut steps = Vec::new();
+    while steps.len() < 1_000 {
+        steps.push(events.next("step.succeeded").await["op"].as_u64().unwrap());
+    }
+    let last_id = events.last_id.clone().expect("each event has an id");
+    drop(events);
+    let response = served.client.get(&url).header("Last-Event-ID", &last_id).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let mut events = Events { response, buffer: String::new(), seen: Vec::new(), last_id: None };
+    events.next("run.finished").await;
+    let after: Vec<u64> = events
+        .seen
+        .iter()
+        .filter(|event| event["event"] == "step.succeeded")
+        .map(|event| event["op"].as_u64().unwrap())
+        .collect();
+    steps.extend(after);
+    assert_eq!(steps, (0..2_000).collect::<Vec<u64>>(), "each step once, in order");
+    let rest = tokio::time::timeout(Duration::from_secs(10), events.response.chunk()).await;
+    assert!(matches!(rest, Ok(Ok(None))), "the stream ends after the run does: {rest:?}");
 }
 
 #[tokio::test]

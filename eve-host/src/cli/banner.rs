@@ -8,7 +8,7 @@ const ROUTES: &[(&str, &str, &str)] = &[
     ("POST", "/v1/runs/{run}/cancel", "cancel a run"),
     ("GET", "/v1/runs/{run}/questions", "a run's open questions"),
     ("POST", "/v1/runs/{run}/questions/{request}", "answer one: {\"optionId\"?, \"text\"?}"),
-    ("GET", "/v1/events", "every run's events, as server-sent events"),
+    ("GET", "/v1/events", "every run's events, or one run's (?run=), as server-sent events"),
     ("POST", "/v1/sessions", "start an agent session (and /v1/sessions/{session}/...)"),
     ("POST", "/.well-known/workflow/v1/hook/{token}", "resume a hook with a JSON payload"),
     ("ANY", "/.well-known/workflow/v1/webhook/{token}", "deliver a request to a webhook"),

@@ -32,7 +32,7 @@
 //! | `POST /v1/runs/{run}/cancel` | [`Runtime::cancel`] | `202` |
 //! | `GET /v1/runs/{run}/questions` | [`Runtime::open_questions`] | `{questions: [...]}` |
 //! | `POST /v1/runs/{run}/questions/{request}` | [`Runtime::answer`] | `204` |
-//! | `GET /v1/events` | [`Runtime::events`] | server-sent events, one per [`RunEvent`](eve_runtime::RunEvent) |
+//! | `GET /v1/events` | [`Runtime::events`], or [`Runtime::follow`] with `?run=` | server-sent events, one per [`RunEvent`](eve_runtime::RunEvent) |
 //! | `GET /ui` (and `/ui/app.js`, `/ui/app.css`) | the web inspector | HTML, or its sign-in form on a keyed server |
 //! | `POST /ui/sign-in` (form `key`), `POST /ui/sign-out` | the inspector's sign-in | `303` to `/ui` with its cookie; `401` for a wrong key |
 //!

@@ -70,7 +70,7 @@ use crate::auth::Principal;
 use crate::error::{StepError, StoreError, ToolError};
 use crate::events::RunEvent;
 use crate::journal::RunOutcome;
-use crate::journal::{Entry, Op, RunFailure, RunId, RunStatus, StepOutcome};
+use crate::journal::{Entry, Op, RunFailure, RunId, RunStatus};
 use crate::registry::{BodyFuture, EntryPoint};
 pub(crate) use crate::run_core::Services;
 use crate::run_core::{self, Mode, OpMap, ReplayIndex, RunCore, Started, signal};
@@ -937,43 +937,22 @@ impl Driver {
     }
 
     /// Publishes what a journaled entry says happened; events never run ahead of the journal.
+    /// The entries that start and end the run, and those of new waits, are published by the
+    /// code that makes them (see [`Driver::publish_new_waits`]).
     fn emit_journaled(&self, rt: &Engine, entry: &Entry) {
-        let run = || self.core.run.clone();
-        match entry {
-            Entry::StepCompleted { op, name, attempt, outcome: StepOutcome::Ok { .. }, .. } => rt
-                .events
-                .emit(|| RunEvent::StepSucceeded { run: run(), op: *op, step: name.to_string(), attempt: *attempt }),
-            Entry::StepCompleted { op, name, attempt, outcome: StepOutcome::Err { message, .. }, .. } => {
-                rt.events.emit(|| RunEvent::StepFailed {
-                    run: run(),
-                    op: *op,
-                    step: name.to_string(),
-                    attempt: *attempt,
-                    error: message.clone(),
-                    retry_at: None,
-                })
-            }
-            Entry::StepRetrying { op, name, attempt, error, next_attempt_at, .. } => {
-                rt.events.emit(|| RunEvent::StepFailed {
-                    run: run(),
-                    op: *op,
-                    step: name.to_string(),
-                    attempt: *attempt,
-                    error: error.clone(),
-                    retry_at: Some(*next_attempt_at),
-                })
-            }
-            Entry::TimerFired { op } => rt.events.emit(|| RunEvent::TimerFired { run: run(), op: *op }),
-            Entry::Recorded { kind: crate::journal::RecordKind::Published, value, .. } => {
-                rt.events.emit(|| RunEvent::Published { run: run(), value: value.to_value().into_owned() })
-            }
-            Entry::HookReceived { op, .. } => rt.events.emit(|| RunEvent::HookReceived { run: run(), op: *op }),
-            Entry::CancelRequested { .. } => rt.events.emit(|| RunEvent::CancelRequested { run: run() }),
-            Entry::AskResolved { op, outcome } => {
-                let (request_id, task_id) = (crate::ask::request_id(*op), self.core.task_id.clone());
-                rt.events.emit(|| RunEvent::InputResolved { run: run(), request_id, task_id, outcome: outcome.clone() })
-            }
-            _ => {}
+        let published = matches!(
+            entry,
+            Entry::StepCompleted { .. }
+                | Entry::StepRetrying { .. }
+                | Entry::TimerFired { .. }
+                | Entry::Recorded { kind: crate::journal::RecordKind::Published, .. }
+                | Entry::HookReceived { .. }
+                | Entry::CancelRequested { .. }
+                | Entry::AskResolved { .. }
+        );
+        if published && rt.events.listening() {
+            let event = RunEvent::of_entry(&self.core.run, entry, self.core.task_id.as_deref());
+            rt.events.emit(|| event.expect("each of these entries is an event"));
         }
     }
 
@@ -1221,18 +1200,27 @@ fn mark_hook_conflict(entries: &mut Vec<Entry>, op: Op) {
 /// Publishes the link of a sign-in a parked run waits for, from the store's index, so a restart
 /// publishes it again without replaying the run.
 pub(crate) fn announce_waiting_sign_in(rt: &Engine, sign_in: &crate::store::WaitingSignIn) {
-    let state = rt.services.auth_state(&sign_in.run, sign_in.op, &sign_in.nonce);
-    let principal = Principal::anonymous();
-    match rt.services.authorization_url(&sign_in.provider, &principal, state.expose()) {
-        Ok(url) => {
-            let task_id = crate::registry::tool(&sign_in.tool).and_then(|tool| task_of(tool, &sign_in.run));
-            let (run, op, provider) = (sign_in.run.clone(), sign_in.op, sign_in.provider.clone());
-            rt.events.emit(|| RunEvent::AuthorizationRequired { run, op, task_id, provider, url });
-        }
-        Err(error) => {
-            tracing::error!(run = %sign_in.run, provider = sign_in.provider, "cannot build the sign-in URL: {error}")
-        }
+    let crate::store::WaitingSignIn { run, op, provider, nonce, tool, .. } = sign_in;
+    match sign_in_event(rt, run, tool, *op, provider, nonce) {
+        Ok(event) => rt.events.emit(|| event),
+        Err(error) => tracing::error!(%run, provider, "cannot build the sign-in URL: {error}"),
     }
+}
+
+/// The event that asks a person to sign in with `provider` for the step at `op` of `run` (of
+/// `tool`), with the link to sign in at.
+pub(crate) fn sign_in_event(
+    rt: &Engine,
+    run: &RunId,
+    tool: &str,
+    op: Op,
+    provider: &str,
+    nonce: &str,
+) -> Result<RunEvent, crate::auth::AuthError> {
+    let state = rt.services.auth_state(run, op, nonce);
+    let url = rt.services.authorization_url(provider, &Principal::anonymous(), state.expose())?;
+    let task_id = crate::registry::tool(tool).and_then(|tool| task_of(tool, run));
+    Ok(RunEvent::AuthorizationRequired { run: run.clone(), op, task_id, provider: provider.to_owned(), url })
 }
 
 /// Creates the body future for `tool`, or `None` if the tool is not a workflow.
@@ -1254,7 +1242,7 @@ fn start_body(core: &Arc<RunCore>, tool: &'static crate::registry::ToolDescripto
 }
 
 /// The task id of a run of `tool`, if it is a task.
-fn task_of(tool: &crate::registry::ToolDescriptor, run: &RunId) -> Option<String> {
+pub(crate) fn task_of(tool: &crate::registry::ToolDescriptor, run: &RunId) -> Option<String> {
     matches!(tool.entry, EntryPoint::Task(_) | EntryPoint::Serve(_)).then(|| crate::registry::task_id(tool.name, run))
 }
 

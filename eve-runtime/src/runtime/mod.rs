@@ -806,6 +806,18 @@ impl Runtime {
         crate::follow::Follow::new(self.shared.store.clone(), &self.shared.followers, run.clone(), from)
     }
 
+    /// The event an entry of `run`'s journal stands for, as [`RunEvent::of_entry`] says, with the
+    /// run's task id and, for a step waiting for a sign-in, the link to sign in at: what a
+    /// follower of the run ([`follow`](Runtime::follow)) reports to a person. `tool` is the run's
+    /// tool.
+    pub fn event_of(&self, run: &RunId, tool: &str, entry: &Entry) -> Option<RunEvent> {
+        if let Entry::AuthRequired { op, provider, nonce, .. } = entry {
+            return crate::executor::sign_in_event(&self.shared, run, tool, *op, provider, nonce).ok();
+        }
+        let task_id = registry::tool(tool).and_then(|tool| crate::executor::task_of(tool, run));
+        RunEvent::of_entry(run, entry, task_id.as_deref())
+    }
+
     /// A run with its whole journal.
     pub async fn journal(&self, run: &RunId) -> Result<RunRecord, Error> {
         self.shared.store.load(run).await?.ok_or_else(|| Error::RunNotFound(run.clone()))
