@@ -72,7 +72,7 @@ use self::codec::Failure;
 pub use self::connect::ConnectError;
 use self::group::Grouped;
 use self::writes::{AppendRows, NewRunRow};
-use eve_runtime::journal::{Entry, RunId};
+use eve_runtime::journal::{Entry, Position, RunId};
 use eve_runtime::secret::TokenHash;
 use eve_runtime::store::{
     Append, Claimed, Created, Delivered, DeliveryPayload, Fence, HookRow, InboxItem, InboxLimits, IndexChanges,
@@ -615,8 +615,8 @@ impl Store for PostgresStore {
         self.wake_ups.subscribe()
     }
 
-    async fn read(&self, run: &RunId, from_seq: u64, limit: usize) -> Result<Option<JournalPage>, StoreError> {
-        with_client!(self, format!("reading run {run}'s journal"), |client| reads::page(&client, run, from_seq, limit))
+    async fn read(&self, run: &RunId, at: Position, limit: usize) -> Result<Option<JournalPage>, StoreError> {
+        with_client!(self, format!("reading run {run}'s journal"), |client| reads::page(&client, run, at, limit))
     }
 
     async fn watch(&self, run: &RunId) -> Result<Option<Watch>, StoreError> {

@@ -8,7 +8,7 @@ use tokio_postgres::Row;
 
 use super::codec::{self, Failure, int};
 use super::sql::{query, query_opt};
-use eve_runtime::journal::{Entry, RunId};
+use eve_runtime::journal::{Entry, Position, RunId};
 use eve_runtime::store::{
     HookMeta, HookRow, InboxItem, JournalPage, Recovery, RunPage, RunQuery, RunRecord, RunSummary, TimerRow,
     WaitingSignIn,
@@ -54,21 +54,28 @@ pub(super) async fn tail(client: &Client, run: &RunId) -> Result<Option<(RunSumm
     Ok(Some((summary, entry)))
 }
 
-/// At most `limit` entries of the run's journal from `from` on, and the number of its history, in
-/// one statement (one snapshot).
+/// At most `limit` entries of history `at.history` of the run's journal from `at.seq` on, and the
+/// number of its current history, in one statement (one snapshot): from `journal` if that history
+/// is the current one, from `journal_previous` if it is one before.
 pub(super) async fn page(
     client: &Client,
     run: &RunId,
-    from: u64,
+    at: Position,
     limit: usize,
 ) -> Result<Option<JournalPage>, Failure> {
     let sql = "SELECT runs.continued, page.seq, page.entry FROM runs
                LEFT JOIN LATERAL (
-                   SELECT seq, entry FROM journal WHERE run_id = runs.id AND seq >= $2 ORDER BY seq LIMIT $3
+                   SELECT seq, entry FROM journal
+                   WHERE run_id = runs.id AND runs.continued = $4 AND seq >= $2
+                   UNION ALL
+                   SELECT seq, entry FROM journal_previous
+                   WHERE run_id = runs.id AND runs.continued > $4 AND history = $4 AND seq >= $2
+                   ORDER BY seq LIMIT $3
                ) page ON true
                WHERE runs.id = $1 ORDER BY page.seq";
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let rows = query(client, sql, &[&run.as_str(), &int(from), &limit]).await?;
+    let history = i32::try_from(at.history).unwrap_or(i32::MAX);
+    let rows = query(client, sql, &[&run.as_str(), &int(at.seq), &limit, &history]).await?;
     let Some(first) = rows.first() else { return Ok(None) };
     let continued: i32 = first.try_get(0)?;
     let mut entries = Vec::with_capacity(rows.len());

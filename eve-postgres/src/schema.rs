@@ -95,11 +95,19 @@ CREATE INDEX inbox_pending_by_hook ON inbox (run_id, op) WHERE NOT consumed;
     r#"
 CREATE INDEX runs_by_tool ON runs (tool, position);
 "#,
-    // 2 -> 3: each run keeps the number of its history, which followers read with each page, and
-    // until when a follower watches it (in milliseconds of the server's clock), which its commits
+    // 2 -> 3: each run keeps the number of its history, which followers read with each page, the
+    // histories before it, which followers still reading one read to its end, and until when a
+    // follower watches it (in milliseconds of the server's clock), which its commits
     // notify while the time lasts.
     r#"
 ALTER TABLE runs ADD COLUMN continued integer NOT NULL DEFAULT 0, ADD COLUMN followed_until bigint;
+CREATE TABLE journal_previous (
+    run_id  text COLLATE "C" NOT NULL,
+    history integer NOT NULL,
+    seq     bigint NOT NULL,
+    entry   text NOT NULL,
+    PRIMARY KEY (run_id, history, seq)
+);
 UPDATE runs SET continued = coalesce(
     (SELECT (entry::jsonb #>> '{run_started,continued}')::integer FROM journal WHERE run_id = runs.id AND seq = 0), 0)
 WHERE status = 'active';

@@ -38,8 +38,8 @@ use super::codec::{self, Failure, int, kind_name, status_name};
 use super::sql::{execute, query, query_one, query_opt};
 use eve_runtime::journal::{Op, RunId};
 use eve_runtime::store::{
-    Claimed, Created, Delivered, Delivery, DeliveryPayload, Fence, HookMeta, InboxLimits, IndexChanges, StoreError,
-    Target, WorkerId,
+    Claimed, Created, Delivered, Delivery, DeliveryPayload, Fence, HookMeta, InboxLimits, IndexChanges, KEPT_HISTORIES,
+    StoreError, Target, WorkerId,
 };
 use eve_runtime::time::Timestamp;
 
@@ -527,12 +527,20 @@ pub(super) async fn continue_as_new(
         return Err(StoreError::RunFinished(run.clone()).into());
     };
     let inbox = "DELETE FROM inbox WHERE run_id = $1 AND (consumed OR kind <> 'cancel')";
-    let deletes = [
+    // The history that ends is set aside for followers (numbered one below the new one, which the
+    // row now holds); histories older than the store keeps go.
+    let set_aside = "INSERT INTO journal_previous (run_id, history, seq, entry)
+                     SELECT run_id, $2, seq, entry FROM journal WHERE run_id = $1";
+    let previous = continued.saturating_sub(1);
+    execute(&tx, set_aside, &[&run.as_str(), &previous]).await?;
+    let oldest = continued.saturating_sub(i32::try_from(KEPT_HISTORIES).unwrap_or(i32::MAX));
+    execute(&tx, "DELETE FROM journal_previous WHERE run_id = $1 AND history < $2", &[&run.as_str(), &oldest]).await?;
+    let statements = [
         "DELETE FROM journal WHERE run_id = $1",
         "DELETE FROM timers WHERE run_id = $1",
         "DELETE FROM hooks WHERE run_id = $1",
     ];
-    for sql in deletes.into_iter().chain((!keep_inbox).then_some(inbox)) {
+    for sql in statements.into_iter().chain((!keep_inbox).then_some(inbox)) {
         execute(&tx, sql, &[&run.as_str()]).await?;
     }
     execute(&tx, "INSERT INTO journal (run_id, seq, entry) VALUES ($1, 0, $2)", &[&run.as_str(), &started]).await?;

@@ -14,8 +14,11 @@
 //! - never falls behind for good: notices coalesce, and one it missed is the same as one it saw,
 //!   since it reads to the end either way.
 //!
-//! A continue-as-new replaces the run's journal: the follower then goes on at sequence 0 of the
-//! new history ([`Position::history`] one higher). Entries of the histories before are gone.
+//! A continue-as-new replaces the run's journal with a new history ([`Position::history`] one
+//! higher), whose sequence numbers start again at 0. The store keeps the histories it replaced
+//! ([`KEPT_HISTORIES`] of them), so a follower still reading one reads it to its end, then goes on
+//! with the next; a follower further behind misses what the store no longer keeps, and goes on
+//! with the oldest history kept.
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -31,7 +34,7 @@ use tokio::sync::{broadcast, watch};
 use crate::error::Error;
 use crate::journal::{Entry, RunId};
 pub use crate::journal::{Position, PositionError};
-use crate::store::{Store, WakeUp};
+use crate::store::{KEPT_HISTORIES, Store, WakeUp};
 
 /// How many entries a follower reads at a time.
 const PAGE: usize = 256;
@@ -198,31 +201,36 @@ impl Follower {
         }
     }
 
-    /// Reads the next page into `ready`; false if there was nothing to read.
+    /// Reads the next page into `ready`, or moves on to the next history kept; false if there was
+    /// nothing to read.
     async fn read(&mut self) -> Result<bool, Error> {
-        let page = self.store.read(&self.run, self.next.seq, PAGE).await?;
+        let page = self.store.read(&self.run, self.next, PAGE).await?;
         let page = page.ok_or_else(|| Error::RunNotFound(self.run.clone()))?;
-        if page.continued > self.next.history {
-            // The journal was replaced: read the new history from its start.
-            self.next = Position::new(page.continued, 0);
-            self.looked_for_end = false;
-            return Ok(true);
-        }
         if page.continued < self.next.history {
             return Err(Error::PositionAhead { run: self.run.clone(), position: self.next, history: page.continued });
         }
-        let read = !page.entries.is_empty();
+        if page.entries.is_empty() {
+            if page.continued == self.next.history {
+                return Ok(false);
+            }
+            // The follower read its history to the end, or the store no longer keeps it: go on
+            // with the next history, or the oldest the store keeps.
+            let history = (self.next.history + 1).max(page.continued.saturating_sub(KEPT_HISTORIES));
+            self.next = Position::new(history, 0);
+            self.looked_for_end = false;
+            return Ok(true);
+        }
         for entry in page.entries {
             self.ready.push_back(Followed { position: self.next, entry });
             self.next = self.next.next();
         }
-        Ok(read)
+        Ok(true)
     }
 
     /// Whether the journal ended before the follower's position: the entry before it ends the run.
     async fn finished_before(&self) -> Result<bool, Error> {
         let Some(last) = self.next.seq.checked_sub(1) else { return Ok(false) };
-        let page = self.store.read(&self.run, last, 1).await?;
+        let page = self.store.read(&self.run, Position::new(self.next.history, last), 1).await?;
         Ok(page.is_some_and(|page| {
             page.continued == self.next.history && page.entries.first().is_some_and(Entry::is_terminal)
         }))

@@ -7,16 +7,13 @@
 //! from the journal, then followed live as the session commits more, without loss or duplicates,
 //! across restarts of the server too.
 
-use std::collections::VecDeque;
-
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tokio::sync::broadcast;
 
 use eve_runtime::Runtime;
-use eve_runtime::events::RunEvent;
-use eve_runtime::journal::{Entry, RecordKind, RunId};
+use eve_runtime::follow::Followed;
+use eve_runtime::journal::{Entry, Position, RecordKind, RunId};
 
 use crate::error::Error;
 
@@ -33,12 +30,6 @@ pub struct SessionEvent {
 }
 
 impl SessionEvent {
-    /// The event a published value holds, if it is one.
-    pub(crate) fn from_published(value: &Value) -> Option<SessionEvent> {
-        // Read from the borrowed value: only the event's own fields are copied, not the whole map.
-        SessionEvent::deserialize(value).ok()
-    }
-
     /// A field of the event's data, as text.
     pub fn field(&self, name: &str) -> Option<&str> {
         self.data.get(name).and_then(Value::as_str)
@@ -55,59 +46,27 @@ pub(crate) fn journaled(entries: &[Entry], after: u64) -> Vec<SessionEvent> {
 }
 
 /// Follows a session's feed from `after`: what the journal holds, then what comes live, until
-/// the session's run ends.
+/// the session's run ends. The run's journal is followed ([`Runtime::follow`]), so nothing is
+/// missed however slowly the feed is read; the events are told apart by their sequence numbers,
+/// which go on across the histories of a session that continues as new.
 pub(crate) fn follow(
     runtime: Runtime,
     run: RunId,
     after: u64,
 ) -> impl Stream<Item = Result<SessionEvent, Error>> + Send + 'static {
-    struct Follow {
-        runtime: Runtime,
-        run: RunId,
-        live: broadcast::Receiver<RunEvent>,
-        ready: VecDeque<SessionEvent>,
-        last: u64,
-        caught_up: bool,
-        finished: bool,
-    }
-    // Subscribe before reading the journal, so nothing committed in between is missed; events
-    // seen twice (in the journal and live) are told apart by their sequence numbers.
-    let live = runtime.events();
-    let state = Follow { runtime, run, live, ready: VecDeque::new(), last: after, caught_up: false, finished: false };
-    futures::stream::unfold(state, |mut state| async move {
-        loop {
-            if let Some(event) = state.ready.pop_front() {
-                if event.sequence <= state.last {
-                    continue;
-                }
-                state.last = event.sequence;
-                return Some((Ok(event), state));
+    let mut last = after;
+    runtime.follow(&run, Position::START).filter_map(move |followed| {
+        let event = match followed {
+            Err(error) => Some(Err(error.into())),
+            Ok(Followed { entry: Entry::Recorded { kind: RecordKind::Published, value, .. }, .. }) => {
+                let event = value.decode::<SessionEvent>().ok().filter(|event| event.sequence > last);
+                event.map(|event| {
+                    last = event.sequence;
+                    Ok(event)
+                })
             }
-            if !state.caught_up {
-                state.caught_up = true;
-                match state.runtime.journal(&state.run).await {
-                    Ok(record) => {
-                        state.finished |= record.summary.status.is_finished();
-                        state.ready.extend(journaled(&record.entries, state.last));
-                    }
-                    Err(error) => return Some((Err(error.into()), state)),
-                }
-                continue;
-            }
-            if state.finished {
-                return None;
-            }
-            match state.live.recv().await {
-                Ok(RunEvent::Published { run, value }) if run == state.run => {
-                    state.ready.extend(SessionEvent::from_published(&value));
-                }
-                // The run ended: read what the journal holds last, then end.
-                Ok(RunEvent::Finished { run, .. }) if run == state.run => state.caught_up = false,
-                Ok(_) => {}
-                // Fell behind the live channel: read the journal again from the last event sent.
-                Err(broadcast::error::RecvError::Lagged(_)) => state.caught_up = false,
-                Err(broadcast::error::RecvError::Closed) => return None,
-            }
-        }
+            Ok(_) => None,
+        };
+        std::future::ready(event)
     })
 }

@@ -75,7 +75,7 @@ use self::readers::Readers;
 use self::reads::ClaimRead;
 use self::writer::Writer;
 use self::writes::{AppendRows, NewRunRow};
-use eve_runtime::journal::{Entry, RunId};
+use eve_runtime::journal::{Entry, Position, RunId};
 use eve_runtime::secret::TokenHash;
 use eve_runtime::store::kit;
 use eve_runtime::store::{
@@ -444,9 +444,9 @@ impl Store for SqliteStore {
         self.readers.read(move |conn| reads::tail(conn, &run)).await
     }
 
-    async fn read(&self, run: &RunId, from_seq: u64, limit: usize) -> Result<Option<JournalPage>, StoreError> {
+    async fn read(&self, run: &RunId, at: Position, limit: usize) -> Result<Option<JournalPage>, StoreError> {
         let run = run.clone();
-        self.readers.read(move |conn| reads::page(conn, &run, from_seq, limit)).await
+        self.readers.read(move |conn| reads::page(conn, &run, at, limit)).await
     }
 
     fn max_entry_bytes(&self) -> Option<usize> {
@@ -1022,7 +1022,9 @@ mod tests {
              ) WITHOUT ROWID;
              INSERT INTO journal_by_run_first SELECT run_id, seq, entry FROM journal;
              DROP TABLE journal;
-             ALTER TABLE journal_by_run_first RENAME TO journal;",
+             ALTER TABLE journal_by_run_first RENAME TO journal;
+             DROP TABLE journal_previous;
+             ALTER TABLE runs DROP COLUMN continued;",
         )
         .unwrap();
         conn.pragma_update(None, "user_version", version).unwrap();
@@ -1047,7 +1049,7 @@ mod tests {
         let Err(refused) = SqliteStore::open_with(&path, cramped) else { panic!("the migration had no room") };
         let StoreError::Open { path: named, reason } = &refused else { panic!("{refused:?}") };
         assert_eq!(named, &path.display().to_string());
-        assert!(reason.contains("from eve schema version 4 to 5") && reason.contains("no room"), "{reason}");
+        assert!(reason.contains("from eve schema version 4 to 6") && reason.contains("no room"), "{reason}");
         assert!(reason.contains("free about as much space") && reason.contains("left as it was"), "{reason}");
         let conn = Connection::open(&path).unwrap();
         let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0)).unwrap();
@@ -1061,7 +1063,7 @@ mod tests {
         assert_eq!(format!("{after:?}"), format!("{before:?}"), "the journal reads as before");
     }
 
-    /// A version 4 file, whose journal is keyed by run, opens as version 5: its journal is copied
+    /// A version 4 file, whose journal is keyed by run, opens as the current version: its journal is copied
     /// into the table kept in the order of appends, run by run, so each run's history is one range
     /// of it, and its runs go on.
     #[tokio::test]

@@ -6,7 +6,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::codec::{self, Failure, int};
 use super::readers::{Pending, Queue};
-use eve_runtime::journal::{Entry, Op, RunId};
+use eve_runtime::journal::{Entry, Op, Position, RunId};
 use eve_runtime::store::{
     HookMeta, HookRow, InboxItem, JournalPage, Recovery, RunPage, RunQuery, RunRecord, RunSummary, StoreError,
     TimerRow, WaitingSignIn,
@@ -84,20 +84,35 @@ pub(super) fn tail(conn: &mut Connection, run: &RunId) -> Result<Option<(RunSumm
     Ok(entry.map(|entry| (summary, entry)))
 }
 
-/// At most `limit` entries of the run's journal from `from` on, and the number of its history, in
-/// one snapshot.
+/// At most `limit` entries of history `at.history` of the run's journal from `at.seq` on, and the
+/// number of its current history, in one snapshot.
 pub(super) fn page(
     conn: &mut Connection,
     run: &RunId,
-    from: u64,
+    at: Position,
     limit: usize,
 ) -> Result<Option<JournalPage>, Failure> {
     let tx = conn.transaction()?;
     let sql = concat!("SELECT continued, ", length_sql!(), " FROM runs WHERE id = ?1");
     let row = tx.prepare_cached(sql)?.query_row([run.as_str()], |row| Ok((row.get(0)?, row.get(1)?))).optional()?;
     let Some((continued, length)): Option<(u32, i64)> = row else { return Ok(None) };
-    let to = from.saturating_add(u64::try_from(limit).unwrap_or(u64::MAX)).min(codec::uint(length)?);
-    let entries = if from < to { journal(&tx, run, from, to)? } else { Vec::new() };
+    let limit = u64::try_from(limit).unwrap_or(u64::MAX);
+    let entries = if at.history == continued {
+        let to = at.seq.saturating_add(limit).min(codec::uint(length)?);
+        if at.seq < to { journal(&tx, run, at.seq, to)? } else { Vec::new() }
+    } else if at.history < continued {
+        let sql = "SELECT seq, entry FROM journal_previous WHERE run_id = ?1 AND history = ?2 AND seq >= ?3 \
+                   ORDER BY seq LIMIT ?4";
+        let mut statement = tx.prepare_cached(sql)?;
+        let mut rows = statement.query(params![run.as_str(), at.history, int(at.seq), int(limit)])?;
+        let (mut entries, mut bytes) = (Vec::new(), 0);
+        while let Some(row) = rows.next()? {
+            entries.push(decode_row(run, row.get(0)?, row, &mut bytes)?);
+        }
+        entries
+    } else {
+        Vec::new()
+    };
     Ok(Some(JournalPage::new(continued, entries)))
 }
 

@@ -22,6 +22,9 @@
 //!   index per commit, where a table keyed by run wrote one page per run. A run's entries keep
 //!   ascending ids, so a history appended without others in between is one range of the table,
 //!   which a claim reads without the index (see `reads::journal_into`).
+//! - `journal_previous`: the histories a run's last continue-as-news ended (at most
+//!   `KEPT_HISTORIES`), `(run_id, history, seq) -> entry`, kept so a follower still reading one
+//!   reads it to its end (from version 6).
 //! - `timers`: pending sleeps and retries, one row per `(run_id, op, kind)`.
 //! - `hooks`: `token_hash -> (run_id, op, meta)` for unfinished runs only (meta: hook, webhook with
 //!   its response mode, or sign-in callback); never a token.
@@ -64,6 +67,14 @@ CREATE TABLE journal (
     entry  TEXT NOT NULL
 );
 CREATE UNIQUE INDEX journal_by_run ON journal (run_id, seq);
+
+CREATE TABLE journal_previous (
+    run_id  TEXT NOT NULL,
+    history INTEGER NOT NULL,
+    seq     INTEGER NOT NULL,
+    entry   TEXT NOT NULL,
+    PRIMARY KEY (run_id, history, seq)
+) WITHOUT ROWID;
 
 CREATE TABLE timers (
     run_id TEXT NOT NULL,
@@ -126,9 +137,17 @@ DROP TABLE journal;
 ALTER TABLE journal_by_append RENAME TO journal;
 CREATE UNIQUE INDEX journal_by_run ON journal (run_id, seq);
 ",
-    // 5 -> 6: each run keeps the number of its history, which followers read with each page.
+    // 5 -> 6: each run keeps the number of its history, which followers read with each page,
+    // and the histories before it, which followers still reading one read to its end.
     "
 ALTER TABLE runs ADD COLUMN continued INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE journal_previous (
+    run_id  TEXT NOT NULL,
+    history INTEGER NOT NULL,
+    seq     INTEGER NOT NULL,
+    entry   TEXT NOT NULL,
+    PRIMARY KEY (run_id, history, seq)
+) WITHOUT ROWID;
 UPDATE runs SET continued = coalesce(
     (SELECT json_extract(entry, '$.run_started.continued') FROM journal WHERE run_id = runs.id AND seq = 0), 0);
 ",

@@ -23,7 +23,8 @@ use super::epochs::{Claim, Epochs};
 use super::reads::{length_sql, run_state};
 use eve_runtime::journal::{Op, RunId};
 use eve_runtime::store::{
-    Created, Delivered, DeliveryPayload, Fence, HookMeta, HookRow, InboxLimits, IndexChanges, StoreError, Target,
+    Created, Delivered, DeliveryPayload, Fence, HookMeta, HookRow, InboxLimits, IndexChanges, KEPT_HISTORIES,
+    StoreError, Target,
 };
 
 /// How much smaller than an entry a delivery must be. The entry that records a delivery
@@ -319,19 +320,29 @@ pub(super) fn continue_as_new(
     if current != fence.epoch {
         return Err(fenced(conn, run, fence, current)?.into());
     }
-    let sql = "UPDATE runs SET parked = 0, continued = ?2 WHERE id = ?1 AND status = 'active'";
-    if conn.prepare_cached(sql)?.execute(params![run.as_str(), continued])? == 0 {
+    let sql = "UPDATE runs SET parked = 0 WHERE id = ?1 AND status = 'active'";
+    if conn.prepare_cached(sql)?.execute([run.as_str()])? == 0 {
         current_row(conn, run)?;
         return Err(StoreError::RunFinished(run.clone()).into());
     }
     let inbox =
         "DELETE FROM inbox WHERE run_id = ?1 AND (consumed = 1 OR json_extract(delivery, '$.type') <> 'cancel')";
-    let deletes = [
+    // The history that ends is set aside for followers, numbered as the row numbers it until the
+    // row takes the new number; histories older than the store keeps go.
+    let set_aside = "INSERT INTO journal_previous (run_id, history, seq, entry)
+                     SELECT journal.run_id, runs.continued, journal.seq, journal.entry
+                     FROM journal JOIN runs ON runs.id = journal.run_id WHERE journal.run_id = ?1";
+    conn.prepare_cached(set_aside)?.execute([run.as_str()])?;
+    let oldest = continued.saturating_sub(KEPT_HISTORIES);
+    let sql = "DELETE FROM journal_previous WHERE run_id = ?1 AND history < ?2";
+    conn.prepare_cached(sql)?.execute(params![run.as_str(), oldest])?;
+    conn.prepare_cached("UPDATE runs SET continued = ?2 WHERE id = ?1")?.execute(params![run.as_str(), continued])?;
+    let statements = [
         "DELETE FROM journal WHERE run_id = ?1",
         "DELETE FROM timers WHERE run_id = ?1",
         "DELETE FROM hooks WHERE run_id = ?1",
     ];
-    for sql in deletes.into_iter().chain((!keep_inbox).then_some(inbox)) {
+    for sql in statements.into_iter().chain((!keep_inbox).then_some(inbox)) {
         conn.prepare_cached(sql)?.execute([run.as_str()])?;
     }
     insert_entries(conn, run, 0, std::slice::from_ref(&started.to_owned()))

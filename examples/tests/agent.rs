@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-/// The example's binary, which `cargo test` builds beside this test.
+/// The example's binary, which `cargo test` (or `scripts/test.sh`) builds beside this test.
 fn example() -> PathBuf {
     let deps = std::env::current_exe().expect("the test knows where it runs from");
     let debug = deps.parent().and_then(|deps| deps.parent()).expect("target/<profile>/deps");
@@ -13,7 +13,14 @@ fn example() -> PathBuf {
 }
 
 fn run(dir: &tempfile::TempDir) -> String {
-    let output = Command::new(example()).current_dir(dir.path()).output().expect("the example runs");
+    let example = example();
+    let output = Command::new(&example).current_dir(dir.path()).output().unwrap_or_else(|error| {
+        panic!(
+            "cannot run {} ({error}): build it first with `cargo build --example agent`, as `cargo test` and \
+             scripts/test.sh do",
+            example.display()
+        )
+    });
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "the example failed:\n{stdout}\n{stderr}");

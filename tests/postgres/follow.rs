@@ -34,7 +34,13 @@ async fn a_slow_follower_reads_ten_thousand_entries_another_process_commits() {
     // Never recovered, this runtime claims no run: every commit it hears of is the worker's.
     let follower = Runtime::builder().postgres_with(schema.store_url(), schema.options()).build().expect("it builds");
     let run = "followed".parse().unwrap();
-    let slow = Slow { late: 2_000, lag_after: 3_000, lag: Duration::from_millis(300), reconnect_after: 6_000 };
+    let slow = Slow {
+        late: 2_000,
+        lag_after: 3_000,
+        lag: Duration::from_millis(300),
+        reconnect_after: 6_000,
+        within: Duration::from_secs(120),
+    };
     let received = follow_slowly(&follower, &run, slow).await;
     assert_eq!(received.len(), 10_002, "RunStarted, 10,000 steps and RunCompleted");
     assert_whole_journal(&follower, &run, &received).await;

@@ -197,7 +197,8 @@ async fn a_version_1_schema_is_migrated_in_place() {
     let admin = schema.admin().await;
     admin
         .batch_execute(
-            "DROP INDEX runs_by_tool; ALTER TABLE runs DROP COLUMN continued, DROP COLUMN followed_until;
+            "DROP INDEX runs_by_tool; DROP TABLE journal_previous;
+             ALTER TABLE runs DROP COLUMN continued, DROP COLUMN followed_until;
              UPDATE journal SET entry = jsonb_set(entry::jsonb, '{run_started,continued}', '2')::text WHERE seq = 0;
              UPDATE schema_version SET version = 1",
         )
@@ -206,7 +207,11 @@ async fn a_version_1_schema_is_migrated_in_place() {
     let store = schema.store().await;
     let listed = store.list_runs(&RunQuery::newest(10).tool("postgres_tool")).await.expect("the runs list");
     assert_eq!(listed.runs.len(), 1, "the run is still there, listed by its tool");
-    let page = store.read(&listed.runs[0].id, 0, 1).await.expect("the journal reads").expect("the run exists");
+    let page = store
+        .read(&listed.runs[0].id, eve_tools::journal::Position::START, 1)
+        .await
+        .expect("the journal reads")
+        .expect("the run exists");
     assert_eq!(page.continued, 2, "the run's history number is read from its first entry");
     let version: i32 = admin.query_one("SELECT version FROM schema_version", &[]).await.unwrap().get(0);
     assert_eq!(version, 3);

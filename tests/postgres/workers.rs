@@ -417,6 +417,17 @@ impl Store for Stalling {
     async fn timers(&self) -> Result<Vec<TimerRow>, StoreError> {
         self.inner.timers().await
     }
+    async fn read(
+        &self,
+        run: &RunId,
+        at: eve_tools::journal::Position,
+        limit: usize,
+    ) -> Result<Option<eve_tools::store::JournalPage>, StoreError> {
+        self.inner.read(run, at, limit).await
+    }
+    async fn watch(&self, run: &RunId) -> Result<Option<eve_tools::store::Watch>, StoreError> {
+        self.inner.watch(run).await
+    }
     async fn load(&self, run: &RunId) -> Result<Option<RunRecord>, StoreError> {
         self.inner.load(run).await
     }

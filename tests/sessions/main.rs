@@ -5,6 +5,7 @@
 mod agents;
 mod chat;
 mod crash;
+mod feed;
 mod openai;
 mod progress;
 mod scenarios;

@@ -41,7 +41,13 @@ pub async fn ticks(input: Ticks, ctx: &WorkflowCtx) -> Result<u32, ToolError> {
 
 /// The slow client of the long-run tests: it starts 2,000 entries in, sleeps 150 ms after 3,000,
 /// and reconnects after 6,000.
-const SLOW: Slow = Slow { late: 2_000, lag_after: 3_000, lag: Duration::from_millis(150), reconnect_after: 6_000 };
+const SLOW: Slow = Slow {
+    late: 2_000,
+    lag_after: 3_000,
+    lag: Duration::from_millis(150),
+    reconnect_after: 6_000,
+    within: Duration::from_secs(20),
+};
 
 async fn a_slow_follower_reads_ten_thousand_entries_exactly(runtime: Runtime) {
     let handle = runtime.start("ticks", json!({ "steps": 10_000, "rest_every": 40 })).await.unwrap();

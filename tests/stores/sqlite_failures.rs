@@ -227,7 +227,11 @@ async fn a_file_of_the_previous_schema_version_is_migrated_at_open() {
     assert!(logged.contains("upgraded the eve store's schema") && logged.contains("took_ms="), "{logged}");
     let record = store.load(&"old-run".parse().unwrap()).await.expect("load").expect("the run is there");
     assert_eq!(record.entries, vec![started]);
-    let page = store.read(&"old-run".parse().unwrap(), 0, 10).await.expect("read").expect("the run is there");
+    let page = store
+        .read(&"old-run".parse().unwrap(), eve_tools::journal::Position::START, 10)
+        .await
+        .expect("read")
+        .expect("the run is there");
     assert_eq!(page.continued, 2, "the run's history is numbered from its first entry");
     assert!(!record.summary.parked, "runs from before the mark count as not parked");
     assert_eq!(record.summary.entries, 1, "the run's length is its journal's");

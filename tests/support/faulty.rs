@@ -199,6 +199,19 @@ impl Store for Faulty {
         self.inner.timers().await
     }
 
+    async fn read(
+        &self,
+        run: &RunId,
+        at: eve_tools::journal::Position,
+        limit: usize,
+    ) -> Result<Option<eve_tools::store::JournalPage>, StoreError> {
+        self.inner.read(run, at, limit).await
+    }
+
+    async fn watch(&self, run: &RunId) -> Result<Option<eve_tools::store::Watch>, StoreError> {
+        self.inner.watch(run).await
+    }
+
     async fn load(&self, run: &RunId) -> Result<Option<RunRecord>, StoreError> {
         let delay = *self.load_delay.lock().unwrap();
         if !delay.is_zero() {

@@ -20,6 +20,8 @@ pub struct Slow {
     pub lag: Duration,
     /// After this many entries it drops its stream and follows again from the next position.
     pub reconnect_after: usize,
+    /// How long the whole run may take to read.
+    pub within: Duration,
 }
 
 /// Follows `run` as `slow` says, from the start of its journal, until the run ends; checks now and
@@ -41,15 +43,15 @@ pub async fn follow_slowly(runtime: &Runtime, run: &RunId, slow: Slow) -> Vec<Fo
     let mut received: Vec<Followed> = Vec::new();
     let mut follow = runtime.follow(run, Position::START);
     let mut reconnected = false;
-    crate::within("the follower reads the whole run", async {
+    let read = async {
         while let Some(followed) = follow.next().await {
             let followed = followed.expect("the follower reads");
             if received.len().is_multiple_of(97) || followed.entry.is_terminal() {
-                let stored = runtime.store().read(run, followed.position.seq, 1).await.expect("the store reads");
+                let stored = runtime.store().read(run, followed.position, 1).await.expect("the store reads");
                 let stored = stored.expect("the run exists");
                 assert_eq!(
-                    (stored.continued, stored.entries.first()),
-                    (followed.position.history, Some(&followed.entry)),
+                    stored.entries.first(),
+                    Some(&followed.entry),
                     "entry {} came before it was in the store",
                     followed.position
                 );
@@ -64,8 +66,10 @@ pub async fn follow_slowly(runtime: &Runtime, run: &RunId, slow: Slow) -> Vec<Fo
                 follow = runtime.follow(run, next);
             }
         }
-    })
-    .await;
+    };
+    tokio::time::timeout(slow.within, read)
+        .await
+        .unwrap_or_else(|_| panic!("the follower did not read the whole run within {:?}", slow.within));
     received
 }
 

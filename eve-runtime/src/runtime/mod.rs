@@ -773,34 +773,21 @@ impl Runtime {
     /// ends after the entry that ends the run. See [`follow`](crate::follow).
     ///
     /// ```
-    /// # use eve_tools::prelude::*;
-    /// # use eve_tools::{journal::{Entry, Position}, Runtime};
-    /// # use futures::StreamExt;
-    /// #[workflow_tool]
-    /// /// Counts to three.
-    /// async fn count(ctx: &WorkflowCtx, input: Count) -> Result<u32, ToolError> {
-    ///     for n in 1..=input.to {
-    ///         ctx.step(tick, n).await?;
-    ///     }
-    ///     Ok(input.to)
-    /// }
-    /// #[derive(serde::Deserialize, schemars::JsonSchema)]
-    /// struct Count { to: u32 }
-    /// #[step]
-    /// async fn tick(_ctx: &StepCtx, n: u32) -> Result<u32, StepError> { Ok(n) }
+    /// use eve_tools::journal::{Entry, Position};
+    /// use eve_tools::{RunId, Runtime};
+    /// use futures::StreamExt;
     ///
-    /// # #[tokio::main] async fn main() -> Result<(), eve_tools::Error> {
-    /// let runtime = Runtime::builder().in_memory().build()?;
-    /// let handle = runtime.start("count", serde_json::json!({ "to": 3 })).await?;
-    /// let mut follow = runtime.follow(handle.id(), Position::START);
-    /// let mut steps = 0;
-    /// while let Some(followed) = follow.next().await {
-    ///     if matches!(followed?.entry, Entry::StepCompleted { .. }) {
-    ///         steps += 1;
+    /// /// How many steps the run completed, once it has ended.
+    /// async fn steps_of(runtime: &Runtime, run: &RunId) -> Result<usize, eve_tools::Error> {
+    ///     let mut follow = runtime.follow(run, Position::START);
+    ///     let mut steps = 0;
+    ///     while let Some(followed) = follow.next().await {
+    ///         if matches!(followed?.entry, Entry::StepCompleted { .. }) {
+    ///             steps += 1;
+    ///         }
     ///     }
+    ///     Ok(steps)
     /// }
-    /// assert_eq!(steps, 3);
-    /// # Ok(()) }
     /// ```
     pub fn follow(&self, run: &RunId, from: crate::journal::Position) -> crate::follow::Follow {
         crate::follow::Follow::new(self.shared.store.clone(), &self.shared.followers, run.clone(), from)

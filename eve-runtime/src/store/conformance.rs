@@ -61,7 +61,7 @@ macro_rules! conformance_suite {
                 answers_and_sign_in_markers_reach_the_right_inbox,
                 payloads_reach_only_their_kind_of_hook,
                 tail_is_the_summary_and_the_last_entry,
-                read_returns_pages_of_the_current_history_with_its_number,
+                read_returns_pages_of_the_current_history_and_those_before,
                 parked_runs_are_left_out_of_recovery_until_they_have_something_to_do,
                 continue_as_new_replaces_the_history_and_keeps_a_pending_cancel,
                 continue_as_new_can_keep_the_inbox_whole,
@@ -855,40 +855,56 @@ pub async fn tail_is_the_summary_and_the_last_entry(store: &dyn Store) {
     assert!(store.tail(&run_id("no-such-run")).await.unwrap().is_none());
 }
 
-/// `read` returns the journal a page at a time from any sequence number, empty past the end, and
-/// numbers the history: after a continue-as-new, pages come from the new history, numbered one
-/// higher, whatever the sequence number asked for.
-pub async fn read_returns_pages_of_the_current_history_with_its_number(store: &dyn Store) {
+/// `read` returns a history a page at a time from any sequence number, empty past its end, with
+/// the current history's number; after a continue-as-new the history before stays readable to
+/// its end, until [`KEPT_HISTORIES`](super::KEPT_HISTORIES) newer ones came after it.
+pub async fn read_returns_pages_of_the_current_history_and_those_before(store: &dyn Store) {
+    use crate::journal::Position;
     let run = new_run("read", json!({ "n": 1 }), 7);
     let fence = create(store, run.clone()).await;
     let records: Vec<Entry> = (0..9).map(|op| record(op, json!(op))).collect();
     append(store, &run.id, fence, 1, records.clone()).await;
-    let mut journal = vec![run.started_entry()];
-    journal.extend(records);
+    let mut first = vec![run.started_entry()];
+    first.extend(records);
     let id = &run.id;
-    let page = |from: u64, limit: usize| async move { store.read(id, from, limit).await.unwrap().unwrap() };
-    assert_eq!(page(0, 4).await, super::JournalPage::new(0, journal[..4].to_vec()));
-    assert_eq!(page(4, 4).await.entries, journal[4..8]);
-    assert_eq!(page(8, 4).await.entries, journal[8..], "the last page is short");
-    assert_eq!(page(10, 4).await.entries, [], "nothing past the end");
-    assert_eq!(page(u64::MAX, usize::MAX).await.entries, []);
-    assert_eq!(page(3, usize::MAX).await.entries, journal[3..], "a limit past the end reads to the end");
-    assert!(store.read(&run_id("no-such-run"), 0, 1).await.unwrap().is_none());
+    let page = |history: u32, seq: u64, limit: usize| async move {
+        store.read(id, Position::new(history, seq), limit).await.unwrap().unwrap()
+    };
+    assert_eq!(page(0, 0, 4).await, super::JournalPage::new(0, first[..4].to_vec()));
+    assert_eq!(page(0, 4, 4).await.entries, first[4..8]);
+    assert_eq!(page(0, 8, 4).await.entries, first[8..], "the last page is short");
+    assert_eq!(page(0, 10, 4).await.entries, [], "nothing past the end");
+    assert_eq!(page(0, u64::MAX, usize::MAX).await.entries, []);
+    assert_eq!(page(0, 3, usize::MAX).await.entries, first[3..], "a limit past the end reads to the end");
+    assert_eq!(page(1, 0, 4).await, super::JournalPage::new(0, Vec::new()), "no history after the current");
+    assert!(store.read(&run_id("no-such-run"), Position::START, 1).await.unwrap().is_none());
 
-    let mut next = new_run("read", json!({ "n": 2 }), 8).started_entry();
-    if let Entry::RunStarted { continued, .. } = &mut next {
-        *continued = 1;
+    let started = |continued: u32| {
+        let mut next = new_run("read", json!({ "n": continued + 1 }), 8).started_entry();
+        if let Entry::RunStarted { continued: number, .. } = &mut next {
+            *number = continued;
+        }
+        next
+    };
+    store.continue_as_new(&run.id, fence, &started(1), true).await.expect("continue as new");
+    append(store, &run.id, fence, 1, vec![record(0, json!("again"))]).await;
+    let second = vec![started(1), record(0, json!("again"))];
+    assert_eq!(page(1, 0, 10).await, super::JournalPage::new(1, second.clone()));
+    assert_eq!(page(1, 1, 10).await, super::JournalPage::new(1, second[1..].to_vec()));
+    assert_eq!(page(0, 0, 10).await, super::JournalPage::new(1, first.clone()), "the history before is kept");
+    assert_eq!(page(0, 7, 10).await.entries, first[7..]);
+    assert_eq!(page(0, 10, 10).await, super::JournalPage::new(1, Vec::new()), "read past the end of the one before");
+
+    // Up to KEPT_HISTORIES histories before the current one stay; the first then goes.
+    let last = super::KEPT_HISTORIES + 1;
+    for history in 2..=last {
+        store.continue_as_new(&run.id, fence, &started(history), true).await.expect("continue as new again");
     }
-    store.continue_as_new(&run.id, fence, &next, true).await.expect("continue as new");
-    append(store, &run.id, fence, 1, vec![record(0, json!("again")), run_completed()]).await;
-    let expected = vec![next, record(0, json!("again")), run_completed()];
-    assert_eq!(page(0, 10).await, super::JournalPage::new(1, expected.clone()));
-    assert_eq!(page(2, 10).await, super::JournalPage::new(1, expected[2..].to_vec()));
-    assert_eq!(
-        page(5, 10).await,
-        super::JournalPage::new(1, Vec::new()),
-        "the number of the history read past its end"
-    );
+    append(store, &run.id, fence, 1, vec![run_completed()]).await;
+    assert_eq!(page(last, 0, 10).await, super::JournalPage::new(last, vec![started(last), run_completed()]));
+    assert_eq!(page(last - 1, 0, 10).await.entries, [started(last - 1)]);
+    assert_eq!(page(1, 0, 10).await.entries, second, "the oldest history kept");
+    assert_eq!(page(0, 0, 10).await, super::JournalPage::new(last, Vec::new()), "the first is gone");
 }
 
 /// A run marked parked is not runnable at recovery (its timers and sign-ins are listed instead),

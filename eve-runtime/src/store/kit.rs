@@ -4,7 +4,7 @@
 //! alone.
 //!
 //! - [`IndexChanges`]: the timer, hook and status index changes that entries imply.
-//! - [`page`] and [`continued`]: a page of a journal held as values, and a history's number.
+//! - [`continued`]: a history's number, from its first entry.
 //! - [`decode_entry`] and [`from_str`]: a journal entry or delivery read back from the JSON text a
 //!   store wrote, within the journal's depth limit; [`fits`] and [`MAX_DEPTH`] check a value
 //!   before it is written.
@@ -18,18 +18,7 @@ pub use crate::journal::depth::{MAX_DEPTH, fits, from_str};
 use crate::journal::{Entry, Op, RunStatus, StepOutcome};
 use crate::time::Timestamp;
 
-use super::{HookMeta, JournalPage, TimerKind};
-
-/// The page of `journal` (a whole history, entry 0 first) that [`Store::read`](super::Store::read)
-/// returns for `from_seq` and `limit`: for a store that holds its journals as values.
-pub fn page(mut journal: Vec<Entry>, from_seq: u64, limit: usize) -> JournalPage {
-    let continued = continued(&journal);
-    let from = usize::try_from(from_seq).unwrap_or(usize::MAX).min(journal.len());
-    let to = from.saturating_add(limit).min(journal.len());
-    journal.truncate(to);
-    journal.drain(..from);
-    JournalPage { continued, entries: journal }
-}
+use super::{HookMeta, TimerKind};
 
 /// The `continued` of a history's entry 0: how many histories came before it.
 pub fn continued(journal: &[Entry]) -> u32 {

@@ -9,10 +9,10 @@ use async_trait::async_trait;
 
 use super::{
     Append, Claimed, Created, Delivered, Delivery, DeliveryPayload, Fence, HookMeta, HookRow, InboxItem, InboxLimits,
-    IndexChanges, JournalPage, NewRun, Notice, Recovery, RunPage, RunQuery, RunRecord, RunSummary, Store, StoreError,
-    Target, TimerKind, TimerRow, WaitingSignIn, WorkerId,
+    IndexChanges, JournalPage, KEPT_HISTORIES, NewRun, Notice, Recovery, RunPage, RunQuery, RunRecord, RunSummary,
+    Store, StoreError, Target, TimerKind, TimerRow, WaitingSignIn, WorkerId,
 };
-use crate::journal::{Entry, Op, RunId, RunStatus};
+use crate::journal::{Entry, Op, Position, RunId, RunStatus};
 use crate::secret::TokenHash;
 use crate::time::Timestamp;
 
@@ -46,6 +46,9 @@ struct State {
 struct RunState {
     summary: RunSummary,
     entries: Vec<Entry>,
+    /// The histories before the current one, oldest first, each with its number, for followers
+    /// still reading them (at most [`KEPT_HISTORIES`]).
+    previous: std::collections::VecDeque<(u32, Vec<Entry>)>,
     epoch: u64,
     owner: Option<(WorkerId, Timestamp)>,
     delivery_ids: HashSet<String>,
@@ -125,8 +128,8 @@ impl Entries<'_> {
 
 impl State {
     /// [`Store::continue_as_new`] under the lock; `started` is called only once the run may
-    /// continue, so a refused call leaves the caller's entry alone. Returns the old history's
-    /// entries, for the caller to drop once the lock is released: freeing a long journal should
+    /// continue, so a refused call leaves the caller's entry alone. Returns the entries of the
+    /// history before the one that ends (which is kept as the previous one), for the caller to drop once the lock is released: freeing a long journal should
     /// not hold up every other run.
     fn continue_as_new(
         &mut self,
@@ -143,7 +146,15 @@ impl State {
         if run_state.summary.status.is_finished() {
             return Err(StoreError::RunFinished(run.clone()));
         }
-        let old = std::mem::replace(&mut run_state.entries, vec![started()]);
+        let started = started();
+        let old = std::mem::replace(&mut run_state.entries, vec![started]);
+        // The history that ends stays for followers still reading it; the oldest kept may go.
+        let now = super::kit::continued(&run_state.entries);
+        run_state.previous.push_back((super::kit::continued(&old), old));
+        let mut dropped = Vec::new();
+        while run_state.previous.front().is_some_and(|(history, _)| *history < now.saturating_sub(KEPT_HISTORIES)) {
+            dropped.extend(run_state.previous.pop_front().map(|(_, entries)| entries).into_iter().flatten());
+        }
         run_state.summary.entries = 1;
         run_state.summary.parked = false;
         if !keep_inbox {
@@ -157,7 +168,7 @@ impl State {
         if !keep_inbox {
             state.inbox.retain(|_, item| &item.run != run || matches!(item.delivery, Delivery::Cancel { .. }));
         }
-        Ok(old)
+        Ok(dropped)
     }
 
     fn run_mut(&mut self, run: &RunId) -> Result<&mut RunState, StoreError> {
@@ -286,6 +297,7 @@ impl State {
         let run_state = RunState {
             summary,
             entries: vec![run.started_entry()],
+            previous: std::collections::VecDeque::new(),
             epoch: u64::from(owner.is_some()),
             owner: owner.map(|owner| (owner.clone(), Timestamp::from_millis(u64::MAX))),
             delivery_ids: HashSet::new(),
@@ -483,13 +495,19 @@ impl Store for MemoryStore {
         Ok(self.lock().timer_rows())
     }
 
-    async fn read(&self, run: &RunId, from_seq: u64, limit: usize) -> Result<Option<JournalPage>, StoreError> {
+    async fn read(&self, run: &RunId, at: Position, limit: usize) -> Result<Option<JournalPage>, StoreError> {
         let state = self.lock();
         let Some(run_state) = state.runs.get(run) else { return Ok(None) };
-        let journal = &run_state.entries;
-        let from = usize::try_from(from_seq).unwrap_or(usize::MAX).min(journal.len());
+        let continued = super::kit::continued(&run_state.entries);
+        let journal: &[Entry] = if at.history == continued {
+            &run_state.entries
+        } else {
+            let kept = run_state.previous.iter().find(|(history, _)| *history == at.history);
+            kept.map_or(&[], |(_, entries)| entries)
+        };
+        let from = usize::try_from(at.seq).unwrap_or(usize::MAX).min(journal.len());
         let to = from.saturating_add(limit).min(journal.len());
-        Ok(Some(JournalPage::new(super::kit::continued(journal), journal[from..to].to_vec())))
+        Ok(Some(JournalPage::new(continued, journal[from..to].to_vec())))
     }
 
     async fn load(&self, run: &RunId) -> Result<Option<RunRecord>, StoreError> {

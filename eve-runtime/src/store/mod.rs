@@ -42,7 +42,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use crate::error::StoreError;
-use crate::journal::{Entry, Op, RunId, RunStatus};
+use crate::journal::{Entry, Op, Position, RunId, RunStatus};
 use crate::secret::TokenHash;
 use crate::time::Timestamp;
 
@@ -473,20 +473,25 @@ pub struct RunRecord {
     pub entries: Vec<Entry>,
 }
 
+/// How many histories before the current one a store keeps for followers (see [`Store::read`]):
+/// a follower that falls behind by less than this many continue-as-news misses nothing.
+pub const KEPT_HISTORIES: u32 = 8;
+
 /// A stretch of a run's journal, as [`Store::read`] returns it.
 #[derive(Clone, Debug, Default, PartialEq)]
 #[non_exhaustive]
 pub struct JournalPage {
-    /// How many histories of the run came before the one read (the `continued` of its
+    /// How many histories of the run came before its current one (the `continued` of its
     /// [`Entry::RunStarted`]). A reader that sees it grow knows the journal was replaced
     /// (continue-as-new) and its sequence numbers start again at 0.
     pub continued: u32,
-    /// The entries from the sequence number asked for on, in order, at most as many as asked for.
+    /// The entries of the history asked for, from the sequence number asked for on, in order, at
+    /// most as many as asked for.
     pub entries: Vec<Entry>,
 }
 
 impl JournalPage {
-    /// A page of the history that `continued` histories came before.
+    /// A page of a run whose current history `continued` histories came before.
     pub fn new(continued: u32, entries: Vec<Entry>) -> Self {
         JournalPage { continued, entries }
     }
@@ -612,7 +617,9 @@ pub trait Store: Send + Sync + 'static {
     async fn recovery(&self) -> Result<Recovery, StoreError>;
 
     /// Replaces the run's history with a new one that starts with `started` (continue-as-new),
-    /// keeping the run id: deletes its journal, releases its timers and hooks, drops its inbox
+    /// keeping the run id: sets its journal aside for followers (see [`read`](Store::read)),
+    /// dropping histories older than [`KEPT_HISTORIES`] before the new one, releases its timers
+    /// and hooks, drops its inbox
     /// but for a pending cancellation, and writes `started` at sequence 0, all at once. Refuses a
     /// stale fence ([`StoreError::Fenced`]) or a finished run, writing nothing.
     ///
@@ -675,15 +682,16 @@ pub trait Store: Send + Sync + 'static {
     /// A run and its whole journal.
     async fn load(&self, run: &RunId) -> Result<Option<RunRecord>, StoreError>;
 
-    /// At most `limit` entries of the run's journal from `from_seq` on, with the number of the
-    /// history they belong to, read in one snapshot; `None` if the run does not exist. A
-    /// `from_seq` at or past the journal's end reads no entries. This is how a run is followed
-    /// (`Runtime::follow`): by pages, never the whole journal at once. The default reads the
-    /// whole journal through [`load`](Store::load) and keeps the page; stores override it.
-    async fn read(&self, run: &RunId, from_seq: u64, limit: usize) -> Result<Option<JournalPage>, StoreError> {
-        let Some(record) = self.load(run).await? else { return Ok(None) };
-        Ok(Some(kit::page(record.entries, from_seq, limit)))
-    }
+    /// At most `limit` entries of history `at.history` of the run's journal, from sequence number
+    /// `at.seq` on, read in one snapshot, with the number of the current history
+    /// ([`JournalPage::continued`]); `None` if the run does not exist. This is how a run is
+    /// followed (`Runtime::follow`): by pages, never the whole journal at once.
+    ///
+    /// A store keeps the current history and the [`KEPT_HISTORIES`] before it:
+    /// [`continue_as_new`](Store::continue_as_new) sets the history it ends aside and drops any
+    /// older than that, so a follower still reading a history that ended reads it to its end. An
+    /// older history, or a sequence number past a history's end, reads no entries.
+    async fn read(&self, run: &RunId, at: Position, limit: usize) -> Result<Option<JournalPage>, StoreError>;
 
     /// Subscribes to notices of the commits other processes make to `run`'s journal, for a
     /// follower in this process (see [`Store::read`]). A shared store sends [`WakeUp::Run`] with
