@@ -33,10 +33,11 @@ const RUNTIME: &[(&str, u32)] = &[
     // The store trait, its driver kit and the memory store; sign-in providers' trait and tokens.
     ("store", 3),
     ("auth", 3),
-    // What the runtime reports, the timer service, and following a run's journal.
+    // What the runtime reports, the timer service, following a run's journal and the view of it.
     ("events", 4),
     ("timers", 4),
     ("follow", 4),
+    ("view", 4),
     // What a step may ask of the runtime: the seam the parts above the core use.
     ("control", 5),
     // The state a run's body shares with its executor.

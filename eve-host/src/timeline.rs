@@ -2,19 +2,19 @@
 //!
 //! The journal is a list of facts in the order they became durable; a person wants the other
 //! view: each operation the body asked for (a step, a sleep, a hook, a question, a recorded value)
-//! with where it stands, and what the run waits for now. [`Timeline::of`] folds the journal into
-//! that view, as of its end or as of entry `at` (time travel: which ops were done then, which
-//! waits were open). `host inspect` prints it; `--json` gives it to scripts.
-
-use std::collections::BTreeMap;
+//! with where it stands, and what the run waits for now. The core's [`RunView`] folds the journal
+//! into that view; [`Timeline::of`] gives it as of the journal's end or as of entry `at` (time
+//! travel: which ops were done then, which waits were open). `host inspect` prints it; `--json`
+//! gives it to scripts.
 
 use serde::Serialize;
 use serde_json::Value;
 
-use eve_runtime::ask::AskOutcome;
-use eve_runtime::journal::{Entry, Op, RecordKind, RunId, RunStatus, StepOutcome};
+use eve_runtime::journal::{Entry, RunId, RunStatus};
 use eve_runtime::store::{Delivery, InboxItem, RunRecord, RunSummary};
 use eve_runtime::time::Timestamp;
+pub use eve_runtime::view::OpView;
+use eve_runtime::view::RunView;
 
 /// A run's operations as of one entry of its journal.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -45,215 +45,33 @@ pub struct Timeline {
     pub outcome: Option<Value>,
 }
 
-/// One operation of a run.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct OpView {
-    /// Its number.
-    pub op: Op,
-    /// `step`, `sleep`, `hook`, `webhook`, `ask` or `recorded`.
-    pub kind: &'static str,
-    /// The step's name, the recorded value's kind, or the question's request id.
-    pub name: String,
-    /// `done`, `failed`, `open` (still waited on), `retrying` or `signing-in`.
-    pub state: &'static str,
-    /// The attempts a step made (failed ones included).
-    #[serde(skip_serializing_if = "is_zero")]
-    pub attempts: u32,
-    /// How long a finished step's last attempt ran, in milliseconds.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub took_ms: Option<u64>,
-    /// When a sleep ends, or a retried step's next attempt starts.
-    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "eve_runtime::time::iso_opt")]
-    pub deadline: Option<Timestamp>,
-    /// What it gave: a step's result or error, a hook's payloads, a question and its answer, a
-    /// recorded value. A sign-in's tokens are never in the journal, so never here.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub details: Vec<String>,
-    /// The entries that tell its story.
-    pub entries: Vec<u64>,
-}
-
-fn is_zero(value: &u32) -> bool {
-    *value == 0
-}
-
 impl Timeline {
     /// The timeline of `entries` as of entry `at` (the last one when `None` or past the end).
     pub fn of(entries: &[Entry], at: Option<u64>) -> Timeline {
         let last = entries.len().saturating_sub(1) as u64;
         let at = at.map_or(last, |at| at.min(last));
-        let mut timeline = Timeline {
+        let view = RunView::of(&entries[..(at as usize + 1).min(entries.len())]);
+        let waiting_for = view.waiting_for();
+        let status = match view.status() {
+            RunStatus::Active if waiting_for.is_empty() => "running",
+            RunStatus::Active => "waiting",
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
+        };
+        let outcome = view.outcome();
+        Timeline {
             at,
             entries: entries.len() as u64,
-            tool: String::new(),
-            input: Value::Null,
-            started_at: None,
-            status: "running",
-            ops: Vec::new(),
-            waiting_for: Vec::new(),
-            cancel: None,
-            outcome: None,
-        };
-        let mut ops: BTreeMap<Op, OpView> = BTreeMap::new();
-        for (seq, entry) in entries.iter().enumerate().take(at as usize + 1) {
-            timeline.take(&mut ops, seq as u64, entry);
+            tool: view.tool,
+            input: view.input,
+            started_at: view.started_at,
+            status,
+            ops: view.ops.into_values().collect(),
+            waiting_for,
+            cancel: view.cancel,
+            outcome,
         }
-        timeline.ops = ops.into_values().collect();
-        if timeline.outcome.is_none() {
-            timeline.waiting_for = timeline.ops.iter().filter_map(waits_for).collect();
-            if !timeline.waiting_for.is_empty() {
-                timeline.status = "waiting";
-            }
-        }
-        timeline
-    }
-
-    fn take(&mut self, ops: &mut BTreeMap<Op, OpView>, seq: u64, entry: &Entry) {
-        match entry {
-            Entry::RunStarted { tool, input, at, .. } => {
-                self.tool = tool.clone();
-                self.input = input.to_value().into_owned();
-                self.started_at = Some(*at);
-            }
-            Entry::Recorded { op, kind, value } => {
-                let view = view_of(ops, seq, *op, "recorded", record_name(*kind));
-                view.state = "done";
-                view.details.push(value.to_string());
-            }
-            Entry::TimerScheduled { op, deadline } => {
-                view_of(ops, seq, *op, "sleep", "sleep").deadline = Some(*deadline)
-            }
-            Entry::TimerFired { op } => view_of(ops, seq, *op, "sleep", "sleep").state = "done",
-            Entry::HookCreated { op, webhook, conflict, .. } => {
-                let view = view_of(ops, seq, *op, if webhook.is_some() { "webhook" } else { "hook" }, "hook");
-                if *conflict {
-                    view.state = "failed";
-                    view.details.push("its token is held by another run".into());
-                }
-            }
-            Entry::HookReceived { op, payload } => {
-                view_of(ops, seq, *op, "hook", "hook").details.push(format!("received {payload}"))
-            }
-            Entry::HookTokenTaken { op } => view_of(ops, seq, *op, "hook", "hook").state = "failed",
-            Entry::AskCreated { op, request_id, request } => {
-                view_of(ops, seq, *op, "ask", request_id).details.push(format!("asked {:?}", request.prompt))
-            }
-            Entry::AskResolved { op, outcome } => {
-                let view = view_of(ops, seq, *op, "ask", &eve_runtime::ask::request_id(*op));
-                view.state = "done";
-                view.details.push(answer(outcome));
-            }
-            Entry::AuthRequired { op, provider, attempt, .. } => {
-                let view = view_of(ops, seq, *op, "step", "step");
-                view.state = "signing-in";
-                view.attempts = view.attempts.max(*attempt);
-                view.details.push(format!("attempt {attempt} waits for a sign-in with {provider}"));
-            }
-            Entry::AuthCompleted { op } => {
-                let view = view_of(ops, seq, *op, "step", "step");
-                view.state = "open";
-                view.details.push("signed in; the step runs again".into());
-            }
-            Entry::StepRetrying { op, name, attempt, error, next_attempt_at, .. } => {
-                let view = view_of(ops, seq, *op, "step", name);
-                name.as_ref().clone_into(&mut view.name);
-                view.state = "retrying";
-                view.attempts = *attempt;
-                view.deadline = Some(*next_attempt_at);
-                view.details.push(format!("attempt {attempt} failed: {error}"));
-            }
-            Entry::StepCompleted { op, name, attempt, outcome, took_ms, .. } => {
-                let view = view_of(ops, seq, *op, "step", name);
-                name.as_ref().clone_into(&mut view.name);
-                view.attempts = *attempt;
-                view.took_ms = *took_ms;
-                view.deadline = None;
-                match outcome {
-                    StepOutcome::Ok { value } => {
-                        view.state = "done";
-                        view.details.push(format!("returned {value}"));
-                    }
-                    StepOutcome::Err { message, .. } => {
-                        view.state = "failed";
-                        view.details.push(format!("failed: {message}"));
-                    }
-                }
-            }
-            Entry::CancelRequested { reason, .. } => self.cancel = Some(reason.clone()),
-            Entry::RunCompleted { output } => {
-                self.status = "completed";
-                self.outcome = Some(output.clone());
-            }
-            Entry::RunFailed { failure } => {
-                self.status = "failed";
-                self.outcome = Some(serde_json::to_value(failure).unwrap_or(Value::Null));
-            }
-            Entry::RunCancelled {} => {
-                self.status = "cancelled";
-                self.outcome = Some(Value::Null);
-            }
-        }
-    }
-}
-
-/// The view of `op`, made when first seen, with entry `seq` added to its story.
-fn view_of<'a>(ops: &'a mut BTreeMap<Op, OpView>, seq: u64, op: Op, kind: &'static str, name: &str) -> &'a mut OpView {
-    let view = ops.entry(op).or_insert_with(|| OpView {
-        op,
-        kind,
-        name: name.to_owned(),
-        state: "open",
-        attempts: 0,
-        took_ms: None,
-        deadline: None,
-        details: Vec::new(),
-        entries: Vec::new(),
-    });
-    view.entries.push(seq);
-    view
-}
-
-impl OpView {
-    /// What this op makes the run wait for, in words, if it is an open wait.
-    pub fn waits_for(&self) -> Option<String> {
-        waits_for(self)
-    }
-}
-
-/// What an open op makes the run wait for, in words.
-fn waits_for(view: &OpView) -> Option<String> {
-    let op = view.op;
-    match (view.kind, view.state) {
-        ("sleep", "open") => Some(match view.deadline {
-            Some(deadline) => format!("{op}: a timer, until {deadline}"),
-            None => format!("{op}: a timer"),
-        }),
-        ("ask", "open") => Some(format!("{op}: an answer to {} ({})", view.name, view.details.first()?)),
-        ("hook" | "webhook", "open") => Some(format!("{op}: a {} delivery", view.kind)),
-        ("step", "retrying") => {
-            Some(format!("{op}: step {} again, at {}", view.name, view.deadline.map(|at| at.to_string())?))
-        }
-        ("step", "signing-in") => Some(format!("{op}: a sign-in, so step {} runs again", view.name)),
-        _ => None,
-    }
-}
-
-fn record_name(kind: RecordKind) -> &'static str {
-    match kind {
-        RecordKind::Now => "now",
-        RecordKind::Random => "random",
-        RecordKind::Uuid => "uuid",
-        RecordKind::Published => "published",
-        RecordKind::Value => "value",
-        RecordKind::Started => "started",
-    }
-}
-
-fn answer(outcome: &AskOutcome) -> String {
-    match serde_json::to_value(outcome) {
-        Ok(value) => format!("resolved {value}"),
-        Err(_) => "resolved".into(),
     }
 }
 
@@ -261,7 +79,7 @@ fn answer(outcome: &AskOutcome) -> String {
 /// asks about (`parked` or `running` for an active run).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RunView {
+pub struct RunListing {
     /// The run id.
     pub run_id: RunId,
     /// The tool.
@@ -282,10 +100,10 @@ pub struct RunView {
     pub entries: u64,
 }
 
-impl RunView {
-    /// The view of `summary`.
+impl RunListing {
+    /// The listing of `summary`.
     pub fn of(summary: &RunSummary) -> Self {
-        RunView {
+        RunListing {
             run_id: summary.id.clone(),
             tool: summary.tool.clone(),
             workflow_id: summary.workflow_id.clone(),
@@ -304,7 +122,7 @@ impl RunView {
 #[derive(Clone, Debug, Serialize)]
 pub struct Inspection<'a> {
     /// The run.
-    pub run: RunView,
+    pub run: RunListing,
     /// Its timeline as of the entry.
     pub timeline: Timeline,
     /// Its journal, entry 0 to the entry.
@@ -333,7 +151,7 @@ impl<'a> Inspection<'a> {
         let timeline = Timeline::of(&record.entries, at);
         let journal = &record.entries[..(timeline.at as usize + 1).min(record.entries.len())];
         let pending = pending.iter().filter(|_| at.is_none()).map(|item| &item.delivery).collect();
-        Ok(Inspection { run: RunView::of(&record.summary), timeline, journal, pending })
+        Ok(Inspection { run: RunListing::of(&record.summary), timeline, journal, pending })
     }
 }
 
@@ -342,7 +160,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use eve_runtime::journal::InputHash;
+    use eve_runtime::journal::{InputHash, Op, StepOutcome};
 
     fn started() -> Entry {
         Entry::RunStarted {

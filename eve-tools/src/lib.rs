@@ -337,7 +337,7 @@ pub use eve_runtime::{
     AuthorizationStart, Clock, Error, HookDelivery, ManualClock, OpenQuestion, Phase, RunHandle, RunOutcome, Runtime,
     RuntimeBuilder, StartOptions, SystemClock, Timestamp, WebhookReply,
 };
-pub use eve_runtime::{control, follow, journal, secret, testing};
+pub use eve_runtime::{control, follow, journal, secret, testing, view};
 
 // Sign-in with OAuth 2.0, and tokens sealed in files (feature `oauth2`).
 #[cfg(feature = "oauth2")]

@@ -275,3 +275,40 @@ async fn the_provided_ask_question_and_sleep_tools_work() {
     let error = runtime.start("sleep", json!({ "seconds": -1 })).await.unwrap_err();
     assert!(error.to_string().starts_with("invalid input for tool `sleep`"), "{error}");
 }
+
+/// A follower keeps the run's view current entry by entry: the two questions open as they are
+/// asked, each closed as it is answered, nothing open once the run ends; and the view it keeps is
+/// the one the whole journal folds into.
+#[tokio::test]
+async fn a_followed_view_opens_and_closes_questions_as_the_journal_does() {
+    use eve_tools::journal::Position;
+    use eve_tools::view::RunView;
+    use futures::StreamExt;
+
+    let runtime = World::in_memory().runtime(16);
+    let run = runtime.start("ask_two", json!({})).await.unwrap();
+    let mut follow = runtime.follow(run.id(), Position::START);
+    let mut view = RunView::new();
+    let mut asked = Vec::new();
+    while view.questions.len() < 2 {
+        let followed = eve_tests::within("the questions", follow.next()).await.unwrap().unwrap();
+        view.apply(followed.position, &followed.entry);
+        asked.push(view.questions.len());
+    }
+    assert!(asked.contains(&1), "the first question opened before the second: {asked:?}");
+    let ids: Vec<String> = view.questions.iter().map(|question| question.request_id.clone()).collect();
+    assert_eq!(ids, request_ids(&runtime, run.id()).await, "the run API lists the questions the view has open");
+    runtime.answer(run.id(), &ids[0], Answer::text("Ada")).await.unwrap();
+    while view.questions.len() > 1 {
+        let followed = eve_tests::within("the first answer", follow.next()).await.unwrap().unwrap();
+        view.apply(followed.position, &followed.entry);
+    }
+    assert_eq!(view.questions[0].request_id, ids[1], "the second question is still open");
+    runtime.answer(run.id(), &ids[1], Answer::option("approve")).await.unwrap();
+    while let Some(followed) = eve_tests::within("the rest", follow.next()).await {
+        let followed = followed.unwrap();
+        view.apply(followed.position, &followed.entry);
+    }
+    assert!(view.questions.is_empty() && view.status() == eve_tools::RunStatus::Completed, "{view:?}");
+    assert_eq!(view, RunView::of(&runtime.journal(run.id()).await.unwrap().entries));
+}

@@ -14,7 +14,7 @@ use super::body;
 use super::errors::{ApiError, from_runtime};
 use super::path::segment;
 use super::state::AppState;
-use crate::timeline::{Inspection, RunView};
+use crate::timeline::{Inspection, RunListing};
 use eve_runtime::ask::{Answer, Ask};
 use eve_runtime::journal::{RunId, RunStatus};
 use eve_runtime::store::{RunQuery, unknown_state};
@@ -140,7 +140,7 @@ pub(crate) async fn list(
         query = query.before(cursor);
     }
     let page = state.runtime.list_runs(&query).await.map_err(from_runtime)?;
-    let runs: Vec<_> = page.runs.iter().map(RunView::of).collect();
+    let runs: Vec<_> = page.runs.iter().map(RunListing::of).collect();
     Ok(Json(serde_json::json!({ "runs": runs, "next": page.next.map(|next| next.to_string()) })))
 }
 

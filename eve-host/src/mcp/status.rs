@@ -21,9 +21,10 @@ use super::signins::SignIns;
 use super::tools::{completed, failed};
 use eve_runtime::OpenQuestion;
 use eve_runtime::RunOutcome;
-use eve_runtime::journal::{Entry, RunFailure, RunId};
+use eve_runtime::journal::{RunFailure, RunId};
 use eve_runtime::store::RunRecord;
 use eve_runtime::time::Timestamp;
+use eve_runtime::view::RunView;
 
 /// What a run's journal says, as far as MCP cares.
 pub(crate) struct Snapshot {
@@ -42,51 +43,16 @@ pub(crate) struct Snapshot {
 
 impl Snapshot {
     pub fn of(record: RunRecord) -> Snapshot {
-        let outcome = record.entries.last().and_then(RunOutcome::from_terminal);
-        let mut resolved = HashSet::new();
-        let mut sign_ins: Vec<(u32, String)> = Vec::new();
-        let mut cancelling = false;
-        for entry in &record.entries {
-            match entry {
-                Entry::AskResolved { op, .. } => {
-                    resolved.insert(*op);
-                }
-                Entry::AuthRequired { op, provider, .. } => {
-                    sign_ins.retain(|(waiting, _)| *waiting != op.0);
-                    sign_ins.push((op.0, provider.clone()));
-                }
-                Entry::AuthCompleted { op } | Entry::StepCompleted { op, .. } => {
-                    sign_ins.retain(|(waiting, _)| *waiting != op.0);
-                }
-                Entry::CancelRequested { .. } => cancelling = true,
-                _ => {}
-            }
-        }
-        let questions = match outcome {
-            Some(_) => Vec::new(),
-            None => record
-                .entries
-                .into_iter()
-                .filter_map(|entry| match entry {
-                    Entry::AskCreated { op, request_id, request } if !resolved.contains(&op) => {
-                        Some(OpenQuestion { request_id, request })
-                    }
-                    _ => None,
-                })
-                .collect(),
-        };
-        if outcome.is_some() {
-            sign_ins.clear();
-        }
+        let view = RunView::of(&record.entries);
         let summary = record.summary;
         Snapshot {
             run: summary.id,
             created_at: summary.created_at,
             entries: summary.entries,
-            outcome,
-            questions,
-            sign_ins,
-            cancelling,
+            outcome: view.end.as_ref().and_then(RunOutcome::from_terminal),
+            questions: view.questions,
+            sign_ins: view.sign_ins.into_iter().map(|waiting| (waiting.op.0, waiting.provider)).collect(),
+            cancelling: view.cancel.is_some(),
         }
     }
 

@@ -4,29 +4,20 @@
 //! refused (changing nothing) when it targets an unknown run, a finished run, an unknown or
 //! already-answered question, or a token no unfinished run holds.
 
-use std::collections::HashSet;
-
 use secrecy::{ExposeSecret, SecretString};
 use subtle::ConstantTimeEq;
 use tokio::sync::oneshot;
 
-use crate::ask::{self, Answer, AnswerError, Ask};
+use crate::ask::{self, Answer, AnswerError};
 use crate::executor::Msg;
-use crate::journal::{Entry, RunId};
+use crate::journal::RunId;
 use crate::run_core::HookCheck;
 use crate::runtime::{Error, Runtime};
 use crate::secret::TokenHash;
 use crate::store::{Delivered, Delivery, DeliveryPayload, HookMeta, HookRow, Target};
 use crate::webhook::{Respond, WebhookRequest, WebhookResponse};
 
-/// A question a run has open.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct OpenQuestion {
-    /// The id to answer it by.
-    pub request_id: String,
-    /// The question.
-    pub request: Ask,
-}
+pub use crate::view::OpenQuestion;
 
 /// How to answer the HTTP request a webhook received.
 #[derive(Debug)]
@@ -133,24 +124,7 @@ impl Runtime {
     /// The questions `run` has open, oldest first.
     pub async fn open_questions(&self, run: &RunId) -> Result<Vec<OpenQuestion>, Error> {
         let record = self.journal(run).await?;
-        if record.summary.status.is_finished() {
-            return Ok(Vec::new());
-        }
-        let resolved: HashSet<_> = record
-            .entries
-            .iter()
-            .filter_map(|entry| match entry {
-                Entry::AskResolved { op, .. } => Some(*op),
-                _ => None,
-            })
-            .collect();
-        let open = record.entries.into_iter().filter_map(|entry| match entry {
-            Entry::AskCreated { op, request_id, request } if !resolved.contains(&op) => {
-                Some(OpenQuestion { request_id, request })
-            }
-            _ => None,
-        });
-        Ok(open.collect())
+        Ok(crate::view::RunView::of(&record.entries).questions)
     }
 
     /// Delivers a payload to the hook holding `token` (not a webhook or sign-in callback). The
