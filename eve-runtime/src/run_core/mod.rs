@@ -17,14 +17,14 @@
 //! mutex is locked once for all of them.
 
 mod definition;
+mod lending;
 mod services;
 
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::{VecDeque, hash_map};
-use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+
+use std::sync::Arc;
 use std::task::Waker;
 
 use serde_json::Value;
@@ -395,78 +395,31 @@ pub(crate) mod signal {
     pub const CANCELLED: u8 = 1 << 6;
 }
 
-/// The core's state, locked. Unlocking publishes the state's [`signal`] bits first, while the
-/// lock is still held, so no change to the state can be missed by a later look at them: every
-/// change goes through this guard.
-pub(crate) struct CoreGuard<'a> {
-    /// Taken out of its home while the guard lives, and put back by `drop`, which leaves `None`
-    /// (so there is nothing for the field's own drop to do).
-    state: std::mem::ManuallyDrop<Option<Box<CoreState>>>,
-    /// The core's mutex, which the guard holds locked; `None` for a state taken from the thread's
-    /// [`LENT`] slot, where it goes back.
-    mutex: Option<MutexGuard<'a, Option<Box<CoreState>>>>,
-    signals: &'a AtomicU8,
-}
+/// The core's state, locked: see [`lending::Held`]. Unlocking publishes the state's [`signal`]
+/// bits first, while the lock is still held, so no change to the state can be missed by a later
+/// look at them: every change goes through this guard.
+pub(crate) type CoreGuard<'a> = lending::Held<'a, CoreState>;
 
-impl Deref for CoreGuard<'_> {
-    type Target = CoreState;
+/// A run's state lent to the driver's thread: see [`RunCore::lend`].
+pub(crate) type Lending<'a> = lending::Lending<'a, CoreState>;
 
-    fn deref(&self) -> &CoreState {
-        self.state.as_deref().expect("a core guard holds its state until it drops")
-    }
-}
-
-impl DerefMut for CoreGuard<'_> {
-    fn deref_mut(&mut self) -> &mut CoreState {
-        self.state.as_deref_mut().expect("a core guard holds its state until it drops")
-    }
-}
-
-impl Drop for CoreGuard<'_> {
-    #[inline]
-    fn drop(&mut self) {
-        let Some(state) = self.state.take() else { return };
-        // A plain store, not a read-modify-write: only the holder of the lock writes the bits.
-        self.signals.store(state.signals(), Ordering::Release);
-        let stray = match &mut self.mutex {
-            Some(guard) => guard.replace(state),
-            None => LENT.replace(Some(state)),
-        };
-        if stray.is_some() {
-            stray_state();
-        }
-    }
-}
-
-/// A state put back where another already was: a bug in the lending.
-#[cold]
-#[inline(never)]
-fn stray_state() -> ! {
-    unreachable!("a run's state has one place at a time")
-}
-
-thread_local! {
+lending::lending_slots!(
     /// The state of the run whose driver lends it to this thread ([`RunCore::lend`]), while no
-    /// [`CoreGuard`] holds it.
-    static LENT: std::cell::Cell<Option<Box<CoreState>>> = const { std::cell::Cell::new(None) };
-    /// The address of the core whose state is lent to this thread, or 0.
-    static LENDER: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
+    /// [`CoreGuard`] holds it; and the address of the core it belongs to.
+    LENT, LENDER: CoreState
+);
 
-/// A run's state lent to the thread: the core's mutex stays locked until this drops, and the
-/// state goes back under it.
-pub(crate) struct Lending<'a> {
-    guard: MutexGuard<'a, Option<Box<CoreState>>>,
-    previous: (usize, Option<Box<CoreState>>),
-}
+impl lending::Lent for CoreState {
+    fn lent() -> &'static lending::Slot<Option<Box<Self>>> {
+        &LENT
+    }
 
-impl Drop for Lending<'_> {
-    fn drop(&mut self) {
-        let (lender, state) = std::mem::take(&mut self.previous);
-        LENDER.set(lender);
-        let lent = LENT.replace(state);
-        assert!(lent.is_some(), "a core guard taken from a lent state drops before the lending ends");
-        *self.guard = lent;
+    fn lender() -> &'static lending::Slot<usize> {
+        &LENDER
+    }
+
+    fn signals(&self) -> u8 {
+        CoreState::signals(self)
     }
 }
 
@@ -483,12 +436,10 @@ pub(crate) struct RunCore {
     /// What the run was started with.
     pub started: Started,
     /// The state, in its mutex except while a [`CoreGuard`] holds it or the run's driver lends it
-    /// to its thread ([`RunCore::lend`]); whoever has it away holds the mutex meanwhile.
-    state: Mutex<Option<Box<CoreState>>>,
-    /// The [`signal`] bits of `state` as its last holder left it. An uncontended lock and unlock
-    /// is two atomic read-modify-writes, about 15 ns on some machines, and most of the driver's
-    /// looks at the state between polls find nothing to take.
-    signals: AtomicU8,
+    /// to its thread ([`RunCore::lend`]), with its [`signal`] bits as its last holder left them:
+    /// an uncontended lock and unlock is two atomic read-modify-writes, about 15 ns on some
+    /// machines, and most of the driver's looks at the state between polls find nothing to take.
+    state: lending::Lendable<CoreState>,
 }
 
 impl RunCore {
@@ -524,23 +475,13 @@ impl RunCore {
         let principal =
             started.principal.clone().map_or_else(crate::auth::Principal::anonymous, crate::auth::Principal::new);
         let interactive = started.interactive;
-        let signals = AtomicU8::new(state.signals());
         let started = started.clone();
-        RunCore {
-            run,
-            services,
-            principal,
-            interactive,
-            task_id,
-            started,
-            state: Mutex::new(Some(Box::new(state))),
-            signals,
-        }
+        RunCore { run, services, principal, interactive, task_id, started, state: lending::Lendable::new(state) }
     }
 
     /// The [`signal`] bits the state's last holder left: what the executor has to look at.
     pub fn signals(&self) -> u8 {
-        self.signals.load(Ordering::Acquire)
+        self.state.signals()
     }
 
     /// Whether the body diverged from its journal, without taking the lock.
@@ -556,33 +497,7 @@ impl RunCore {
 
     #[inline]
     pub fn lock(&self) -> CoreGuard<'_> {
-        if LENDER.get() == self.address()
-            && let Some(state) = LENT.take()
-        {
-            return CoreGuard { state: std::mem::ManuallyDrop::new(Some(state)), mutex: None, signals: &self.signals };
-        }
-        self.lock_mutex()
-    }
-
-    /// [`RunCore::lock`] when the state is not lent to this thread.
-    #[inline(never)]
-    fn lock_mutex(&self) -> CoreGuard<'_> {
-        let (guard, state) = self.take_state();
-        CoreGuard { state: std::mem::ManuallyDrop::new(Some(state)), mutex: Some(guard), signals: &self.signals }
-    }
-
-    /// Locks the mutex and takes the state out of it, for a guard or a lending to hold.
-    #[inline]
-    fn take_state(&self) -> (MutexGuard<'_, Option<Box<CoreState>>>, Box<CoreState>) {
-        let mut guard = self.state.lock().expect("run core mutex is never poisoned: no code panics while holding it");
-        let state = guard.take().expect("a run's state is away from its mutex only while the mutex is held");
-        (guard, state)
-    }
-
-    /// What names this core in [`LENDER`].
-    #[inline]
-    fn address(&self) -> usize {
-        std::ptr::from_ref(self).addr()
+        self.state.lock()
     }
 
     /// Lends the run's state to this thread until the returned guard drops: [`RunCore::lock`] on
@@ -591,12 +506,9 @@ impl RunCore {
     /// attempt runs its first poll and the body takes the outcome: five looks at the state a
     /// step, for one lock of the mutex. Nothing may await while it is lent (the task could move
     /// to another thread and leave the state behind), and no lock is taken twice on one thread,
-    /// lent or not.
+    /// lent or not. See [`lending`].
     pub fn lend(&self) -> Lending<'_> {
-        debug_assert_ne!(LENDER.get(), self.address(), "the state is lent once at a time");
-        let (guard, state) = self.take_state();
-        let previous = (LENDER.replace(self.address()), LENT.replace(Some(state)));
-        Lending { guard, previous }
+        self.state.lend()
     }
 
     /// Takes the next op number for an operation with `signature`, checking it against the
