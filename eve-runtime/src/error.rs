@@ -467,8 +467,9 @@ impl StoreError {
 pub enum Error {
     /// No tool has this name.
     #[error(
-        "no tool named `{name}`; this binary has: {}. A library's tools are in a binary only if the binary \
+        "no tool named `{name}`{}; this binary has: {}. A library's tools are in a binary only if the binary \
          links the library: name it in the host with `eve_tools::tools!(my_tools)`",
+        .nearest.map(|nearest| format!(" (did you mean `{nearest}`?)")).unwrap_or_default(),
         .known.join(", ")
     )]
     UnknownTool {
@@ -476,6 +477,9 @@ pub enum Error {
         name: String,
         /// The tools this binary has.
         known: Vec<&'static str>,
+        /// The tool whose name is nearest to the one asked for, if one is near enough to be a
+        /// typing mistake.
+        nearest: Option<&'static str>,
     },
     /// The input does not fit the tool's JSON Schema, or does not decode into its input type;
     /// nothing started.

@@ -338,7 +338,17 @@ pub(crate) fn invalid_input(tool: &str, refusal: InputRefusal) -> crate::error::
 
 /// The error for a call of a tool no tool of this binary is named: it lists the tools there are.
 pub fn unknown_tool(name: &str) -> crate::error::Error {
-    crate::error::Error::UnknownTool { name: name.to_owned(), known: tools().iter().map(|tool| tool.name).collect() }
+    let known: Vec<&'static str> = tools().iter().map(|tool| tool.name).collect();
+    let nearest = nearest(name, &known);
+    crate::error::Error::UnknownTool { name: name.to_owned(), known, nearest }
+}
+
+/// The name among `known` nearest to `name`, if a few edits (a third of its length, at least two)
+/// make one into the other: a mistyped tool name.
+fn nearest(name: &str, known: &[&'static str]) -> Option<&'static str> {
+    let within = (name.chars().count() / 3).max(2);
+    let distances = known.iter().map(|candidate| (strsim::damerau_levenshtein(name, candidate), *candidate));
+    distances.filter(|(distance, _)| *distance <= within).min().map(|(_, candidate)| candidate)
 }
 
 /// Checks that `input` is a JSON object that decodes into `T`, naming the field at fault: the

@@ -118,3 +118,23 @@ async fn a_plain_tools_own_error_is_a_tool_failure_not_invalid_input() {
     let refused = runtime.call_tool("always_refuses", json!([])).await.unwrap_err();
     assert!(matches!(refused, eve_tools::Error::InvalidInput { .. }), "{refused:?}");
 }
+
+/// The data folder a runtime makes carries a `.gitignore` that keeps it (and its secret key) out
+/// of the user's repository; a folder that existed before is left as it was.
+#[tokio::test]
+async fn a_new_data_folder_keeps_itself_out_of_git() {
+    let dir = tempfile::tempdir().unwrap();
+    let fresh = dir.path().join(".eve");
+    let runtime = Runtime::builder().data_dir(&fresh).build().unwrap();
+    assert!(fresh.join("eve.key").exists(), "the key is made in the new folder");
+    let ignore = std::fs::read_to_string(fresh.join(".gitignore")).expect("the folder has a .gitignore");
+    assert!(ignore.lines().any(|line| line == "*"), "it ignores everything in the folder: {ignore}");
+    drop(runtime);
+
+    let existing = dir.path().join("mine");
+    std::fs::create_dir(&existing).unwrap();
+    let runtime = Runtime::builder().data_dir(&existing).build().unwrap();
+    assert!(existing.join("eve.key").exists());
+    assert!(!existing.join(".gitignore").exists(), "a folder the user made is theirs");
+    drop(runtime);
+}

@@ -112,7 +112,8 @@ fn mistakes_get_one_clear_sentence_and_a_failing_exit_code() {
     let dir = tempfile::tempdir().unwrap();
     let (ok, _, stderr) = host(dir.path(), &["call", "greet_durably", r#"{"name":"Ada"}"#, "--id", "taken"]);
     assert!(ok, "{stderr}");
-    let cases: [(&[&str], &str); 8] = [
+    let cases: [(&[&str], &str); 9] = [
+        (&["call", "greet_latr"], "error: no tool named `greet_latr` (did you mean `greet_later`?); this binary has: "),
         (
             &["call", "nope"],
             "error: no tool named `nope`; this binary has: ask_question, await_approval, fail_on_purpose, greet, \
@@ -288,9 +289,19 @@ fn serve_says_what_it_serves_and_read_only_commands_work_meanwhile() {
         "{banner}"
     );
     assert!(banner.contains("serving http://127.0.0.1:"), "{banner}");
-    for route in ["/v1/tools/{tool}/runs", "/v1/events", "/.well-known/workflow/v1/webhook/{token}"] {
+    for route in [
+        "GET /ui ",
+        "/v1/tools ",
+        "/v1/tools/{tool}/runs",
+        "GET /v1/runs ",
+        "/v1/runs/{run}/timeline",
+        "/v1/events",
+        "/.well-known/workflow/v1/webhook/{token}",
+    ] {
         assert!(banner.contains(route), "{route} in {banner}");
     }
+    let first = banner.lines().nth(banner.lines().position(|line| line.starts_with("serving")).unwrap() + 1);
+    assert!(first.is_some_and(|line| line.contains("/ui")), "the inspector is listed first: {banner}");
     assert!(banner.contains("no key is required"), "{banner}");
 
     let (ok, stdout, stderr) = host(dir.path(), &["runs"]);
@@ -378,4 +389,29 @@ fn inspect_shows_a_timeline_and_travels_back_in_time() {
 
     let (ok, _, stderr) = host(dir.path(), &["inspect", "later-2", "--at", "99"]);
     assert!(!ok && stderr.contains("give --at one of them"), "{stderr}");
+}
+
+/// `call` follows a run that waits only on its own timer to its end and prints the result; given
+/// less `--wait` than the timer needs, or a run that waits on a person, it reports the run parked
+/// with what moves it.
+#[test]
+fn call_waits_out_a_runs_own_timers_within_its_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
+    let (ok, stdout, stderr) = host(dir.path(), &["call", "sleep", r#"{"seconds":1}"#]);
+    assert!(ok, "{stderr}");
+    assert!(started.elapsed() >= std::time::Duration::from_secs(1), "the sleep ran its course");
+    assert!(stdout.contains("Slept 1 second."), "the result is printed: {stdout}");
+    assert!(!stdout.contains("parked"), "{stdout}");
+
+    let (ok, stdout, stderr) = host(dir.path(), &["call", "sleep", r#"{"seconds":30}"#, "--wait", "1s"]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("is parked on a durable wait"), "30 s is past the wait: {stdout}");
+
+    let question = r#"{"prompt":"Ship it?","options":[{"id":"ship","label":"Ship"}]}"#;
+    let started = std::time::Instant::now();
+    let (ok, stdout, stderr) = host(dir.path(), &["call", "ask_question", question]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("is parked on a durable wait") && stdout.contains("Ship it?"), "{stdout}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(30), "a question is not waited for");
 }

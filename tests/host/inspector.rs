@@ -273,3 +273,18 @@ async fn a_sign_in_holds_on_every_server_with_the_same_secret_key() {
     let tampered = format!("{name}=1{value}");
     assert_eq!(status(&first, tampered).await, 401, "a cookie whose expiry was pushed back");
 }
+
+/// A person who opens the server's address, or `/ui/`, lands on the inspector.
+#[tokio::test]
+async fn the_root_and_ui_slash_lead_to_the_inspector() {
+    let served = serve().await;
+    let client = reqwest::Client::builder().no_proxy().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    for path in ["/", "/ui/"] {
+        let response = client.get(served.url(path)).send().await.unwrap();
+        assert_eq!(response.status(), 307, "{path}");
+        assert_eq!(response.headers()["location"], "/ui", "{path}");
+    }
+    let page = served.client.get(served.url("/")).send().await.unwrap();
+    assert_eq!(page.status(), 200, "followed, the redirect shows the inspector's page");
+    assert!(page.text().await.unwrap().contains("<html"), "an HTML page");
+}

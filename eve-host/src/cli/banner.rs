@@ -3,8 +3,12 @@
 
 /// The routes `serve` offers, grouped as a person looks for them: (method, path, what it does).
 const ROUTES: &[(&str, &str, &str)] = &[
+    ("GET", "/ui", "the inspector: runs, their timelines and questions, in a browser (/ leads there)"),
+    ("GET", "/v1/tools", "the tools, with their input schemas"),
     ("POST", "/v1/tools/{tool}/runs", "start a run: {\"input\": {...}, \"runId\"?}"),
+    ("GET", "/v1/runs", "runs, newest first (?status=, ?tool=, ?before=)"),
     ("GET", "/v1/runs/{run}", "a run's status and outcome"),
+    ("GET", "/v1/runs/{run}/timeline", "a run's timeline, op by op (?at= for an earlier entry)"),
     ("POST", "/v1/runs/{run}/cancel", "cancel a run"),
     ("GET", "/v1/runs/{run}/questions", "a run's open questions"),
     ("POST", "/v1/runs/{run}/questions/{request}", "answer one: {\"optionId\"?, \"text\"?}"),

@@ -83,6 +83,11 @@ enum Command {
         /// Use this run id (a run with this id is created once).
         #[arg(long)]
         id: Option<String>,
+        /// How long to wait for a run that waits only on its own timers (a durable sleep, a
+        /// step's next attempt) before leaving it parked; a run that waits on a person or a
+        /// webhook is left parked at once.
+        #[arg(long, value_parser = humantime::parse_duration, default_value = "1m")]
+        wait: Duration,
     },
     /// List runs, newest first.
     Runs {
@@ -281,7 +286,7 @@ impl Host {
         };
         match self.command {
             Command::Manifest => unreachable!("handled without a runtime"),
-            Command::Call { tool, input, id } => call(&runtime, &tool, &input, id.as_deref()).await,
+            Command::Call { tool, input, id, wait } => call(&runtime, &tool, &input, id.as_deref(), wait).await,
             Command::Runs { status, limit } => runs(&runtime, status.as_deref(), limit).await,
             Command::Inspect { run, at, json } => inspect(&runtime, &run, at, json).await,
             Command::Export { run, out } => {
@@ -461,7 +466,7 @@ fn parse_json(text: &str, what: &str) -> Result<Value, String> {
         .map_err(|error| format!("the {what} is not valid JSON ({error}); quote it for your shell"))
 }
 
-async fn call(runtime: &Runtime, tool: &str, input: &str, id: Option<&str>) -> Result<(), String> {
+async fn call(runtime: &Runtime, tool: &str, input: &str, id: Option<&str>, wait: Duration) -> Result<(), String> {
     let input = parse_json(input, "input")?;
     let plain = registry::tool(tool).is_some_and(|descriptor| matches!(descriptor.entry, EntryPoint::Plain(_)));
     if plain {
@@ -482,11 +487,66 @@ async fn call(runtime: &Runtime, tool: &str, input: &str, id: Option<&str>) -> R
         }
         error => error.to_string(),
     })?;
-    follow_run(runtime, &handle).await
+    follow_run(runtime, &handle, wait).await
 }
 
-/// Waits until the run parks or ends, and prints its output or what it waits for.
-async fn follow_run(runtime: &Runtime, handle: &eve_runtime::RunHandle) -> Result<(), String> {
+/// Waits until the run ends, or parks on more than its own timers due within `wait`, and prints
+/// its output or what it waits for.
+async fn follow_run(runtime: &Runtime, handle: &eve_runtime::RunHandle, wait: Duration) -> Result<(), String> {
+    let until = tokio::time::Instant::now() + wait;
+    loop {
+        let phase = parked_or_finished(runtime, handle).await?;
+        if let Phase::Finished(outcome) = phase {
+            return print_outcome(handle.id(), &outcome);
+        }
+        // On a shared store the workers keep the run moving; this process only reports it.
+        let due = if runtime.store().is_shared() { None } else { own_timers_due(runtime, handle.id()).await? };
+        let Some(due) = due.filter(|due| *due <= until) else { return report_parked(runtime, handle.id()).await };
+        // The run's timer fires in this process; a moment after it, the run is moving or parked again.
+        tokio::select! {
+            outcome = handle.outcome() => return print_outcome(handle.id(), &outcome.map_err(|error| error.to_string())?),
+            () = tokio::time::sleep_until(due + TIMER_SLACK) => {}
+        }
+    }
+}
+
+/// How long after a timer's deadline `call` looks at its run again.
+const TIMER_SLACK: Duration = Duration::from_millis(50);
+
+/// When the next of the run's timers is due, if the run waits on its own timers only (a durable
+/// sleep, a step's next attempt), not on a person, a webhook or a sign-in.
+async fn own_timers_due(runtime: &Runtime, run: &RunId) -> Result<Option<tokio::time::Instant>, String> {
+    let journal = runtime.journal(run).await.map_err(|error| error.to_string())?;
+    let view = eve_runtime::view::RunView::of(&journal.entries);
+    let mut next: Option<eve_runtime::time::Timestamp> = None;
+    for op in view.ops.values().filter(|op| op.waits_for().is_some()) {
+        match (op.kind, op.state, op.deadline) {
+            ("sleep", "open", Some(deadline)) | ("step", "retrying", Some(deadline)) => {
+                next = Some(next.map_or(deadline, |next| next.min(deadline)));
+            }
+            _ => return Ok(None),
+        }
+    }
+    let Some(next) = next else { return Ok(None) };
+    let now = runtime.clock().now();
+    let ahead = Duration::from_millis(next.as_millis().saturating_sub(now.as_millis()));
+    Ok(Some(tokio::time::Instant::now() + ahead))
+}
+
+/// Prints that the run is parked, with what moves it and the questions it asks.
+async fn report_parked(runtime: &Runtime, run: &RunId) -> Result<(), String> {
+    println!("run {run} is parked on a durable wait; {} keeps it moving", mover(runtime));
+    let open = runtime.open_questions(run).await.map_err(|error| error.to_string())?;
+    if !open.is_empty() {
+        println!();
+        print_questions(run, &open);
+    }
+    Ok(())
+}
+
+/// Waits until the run parks or ends; on a shared store, says after a moment that the workers
+/// run it.
+async fn parked_or_finished(runtime: &Runtime, handle: &eve_runtime::RunHandle) -> Result<Phase, String> {
     let parked = handle.parked();
     let phase = if runtime.store().is_shared() {
         tokio::pin!(parked);
@@ -500,18 +560,7 @@ async fn follow_run(runtime: &Runtime, handle: &eve_runtime::RunHandle) -> Resul
     } else {
         parked.await
     };
-    match phase.map_err(|error| error.to_string())? {
-        Phase::Finished(outcome) => print_outcome(handle.id(), &outcome),
-        _ => {
-            println!("run {} is parked on a durable wait; {} keeps it moving", handle.id(), mover(runtime));
-            let open = runtime.open_questions(handle.id()).await.map_err(|error| error.to_string())?;
-            if !open.is_empty() {
-                println!();
-                print_questions(handle.id(), &open);
-            }
-            Ok(())
-        }
-    }
+    phase.map_err(|error| error.to_string())
 }
 
 async fn questions(runtime: &Runtime, run: &RunId) -> Result<(), String> {
@@ -556,7 +605,7 @@ async fn answer(runtime: &Runtime, run: &RunId, request: &str, answer: Answer) -
         error => error.to_string(),
     })?;
     carried_on(runtime, run, before).await?;
-    follow_run(runtime, &runtime.handle(run.clone())).await
+    follow_run(runtime, &runtime.handle(run.clone()), Duration::ZERO).await
 }
 
 /// A refused answer in the words of the command line's flags.
@@ -584,7 +633,7 @@ async fn resume_hook(runtime: &Runtime, token: &str, payload: &str) -> Result<()
         HookDelivery::Accepted(run) => {
             // The delivery woke the run in this process; let it go as far as it can.
             runtime.settle().await;
-            follow_run(runtime, &runtime.handle(run)).await
+            follow_run(runtime, &runtime.handle(run), Duration::ZERO).await
         }
         HookDelivery::Duplicate(run) => {
             println!("run {run} had this delivery already; nothing changed");

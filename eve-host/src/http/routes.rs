@@ -19,6 +19,11 @@ use eve_runtime::auth::AUTH_CALLBACK_PATH;
 use eve_runtime::secret::TokenHash;
 use eve_runtime::webhook::WEBHOOK_PATH;
 
+/// `/` and `/ui/` lead to the inspector, which a person opening the server's address looks for.
+async fn to_the_inspector() -> axum::response::Redirect {
+    axum::response::Redirect::temporary(UI_PATH)
+}
+
 /// Every route, with the layers that log requests (by route template only) and harden responses.
 pub(crate) fn router(state: AppState) -> Router {
     let run_api = Router::new()
@@ -46,6 +51,8 @@ pub(crate) fn router(state: AppState) -> Router {
         .route_layer(middleware::from_fn_with_state(state.clone(), only_own_origin));
     // The inspector checks its own sign-in, on the same `Host` and `Origin` terms as the run API.
     let inspector = Router::new()
+        .route("/", get(to_the_inspector))
+        .route(&format!("{UI_PATH}/"), get(to_the_inspector))
         .route(UI_PATH, get(ui::page))
         .route(&format!("{UI_PATH}/app.js"), get(ui::script))
         .route(&format!("{UI_PATH}/app.css"), get(ui::style))

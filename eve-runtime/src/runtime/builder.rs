@@ -302,6 +302,8 @@ impl RuntimeBuilder {
         }
         registry::learn_step_names();
         self.check()?;
+        // Only a folder this build makes is told to git to keep out: it holds the secret key.
+        let new_folder = !self.path.exists();
         let store = match (self.store, self.open_store) {
             (Some(store), _) => store,
             (None, Some(open)) => open(&Opening { dir: &self.path, lease: self.lease })?,
@@ -317,6 +319,9 @@ impl RuntimeBuilder {
             }
             None => SecretKey::generate(),
         };
+        if new_folder && self.path.is_dir() {
+            keep_out_of_git(&self.path);
+        }
         let services = Arc::new(Services::new(self.clock.clone(), key, self.providers, self.public_url, self.state));
         let shared = Arc::new_cyclic(|weak: &Weak<Shared>| {
             // The timer task and the executors hold the runtime weakly: they stop once it is dropped.
@@ -352,6 +357,15 @@ impl RuntimeBuilder {
             )
         });
         Ok(Runtime { shared })
+    }
+}
+
+/// Writes a `.gitignore` that ignores everything into the data folder this build just made: the
+/// folder holds the secret key and the store, neither of which belongs in a repository.
+fn keep_out_of_git(folder: &Path) {
+    let text = "# Made by eve: this folder holds the secret key (eve.key) and the run store.\n*\n";
+    if let Err(error) = std::fs::write(folder.join(".gitignore"), text) {
+        tracing::warn!(folder = %folder.display(), "cannot write the data folder's .gitignore: {error}");
     }
 }
 
