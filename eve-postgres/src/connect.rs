@@ -169,6 +169,13 @@ impl From<ConnectError> for StoreError {
 /// server as errors name it.
 pub(super) fn config(url: &str, options: &PostgresOptions) -> Result<(tokio_postgres::Config, String), ConnectError> {
     check_schema_name(&options.schema)?;
+    if let Some((scheme, _)) = url.split_once("://")
+        && !matches!(scheme, "postgres" | "postgresql")
+    {
+        // Only the scheme is quoted: the rest of the URL may hold a password.
+        let reason = format!("it is a `{scheme}://` URL, and eve's shared store is PostgreSQL");
+        return Err(ConnectError::InvalidUrl { reason });
+    }
     let mut config: tokio_postgres::Config = url.parse().map_err(|error: tokio_postgres::Error| {
         // The parser's messages name the offending key or value, never the password.
         ConnectError::InvalidUrl { reason: describe(&error) }

@@ -394,6 +394,16 @@ pub enum StoreError {
         /// What went wrong and what to do.
         reason: String,
     },
+    /// Another process holds the store (an embedded store is one process's at a time).
+    #[error(
+        "cannot open the eve store at {path}: another eve process is using the store (it holds {lock}); stop that process or use another data_dir"
+    )]
+    InUse {
+        /// Where the store lives.
+        path: String,
+        /// The lock file the other process holds.
+        lock: String,
+    },
     /// The disk is full. Nothing from the failed write was kept; what was acknowledged before is intact.
     #[error("the disk holding the eve store is full; free space and retry (nothing already acknowledged was lost)")]
     DiskFull,

@@ -27,11 +27,23 @@ pub(super) fn prepare_path(path: &Path) -> Result<(), StoreError> {
         return Err(refuse(path, "it is a directory; give the path of a database file, such as `.eve/eve.db`".into()));
     }
     let Some(parent) = path.parent().filter(|parent| !parent.as_os_str().is_empty()) else { return Ok(()) };
+    if let Some(file) = parent.ancestors().find(|folder| folder.is_file()) {
+        return Err(refuse(path, not_a_folder(file)));
+    }
     std::fs::create_dir_all(parent).map_err(|error| {
         let reason =
             format!("cannot create its directory {}: {error}; check the path and permissions", parent.display());
         refuse(path, reason)
     })
+}
+
+/// Why a store cannot live under `file`, a file where its data folder should be.
+pub(super) fn not_a_folder(file: &Path) -> String {
+    format!(
+        "{} is a file, not a folder; the data folder (`--data-dir`, `EVE_DATA_DIR` or `data_dir`) must be a folder, \
+         or a path eve can create one at",
+        file.display()
+    )
 }
 
 /// Takes the exclusive advisory lock on `<path>.lock`, held for as long as the returned file is open.
@@ -43,13 +55,9 @@ pub(super) fn lock(path: &Path) -> Result<File, StoreError> {
     })?;
     match file.try_lock() {
         Ok(()) => Ok(file),
-        Err(TryLockError::WouldBlock) => Err(refuse(
-            path,
-            format!(
-                "another eve process is using the store (it holds {}); stop that process or use another data_dir",
-                lock_path.display()
-            ),
-        )),
+        Err(TryLockError::WouldBlock) => {
+            Err(StoreError::InUse { path: path.display().to_string(), lock: lock_path.display().to_string() })
+        }
         Err(TryLockError::Error(error)) => Err(refuse(path, format!("cannot lock {}: {error}", lock_path.display()))),
     }
 }

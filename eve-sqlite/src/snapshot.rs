@@ -42,7 +42,10 @@ impl SqliteSnapshot {
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
         let path = path.as_ref();
         if !path.exists() {
-            let reason = "there is no store there".to_owned();
+            let reason = match path.ancestors().skip(1).find(|folder| folder.is_file()) {
+                Some(file) => open::not_a_folder(file),
+                None => "there is no store there yet: it is made by the first command that starts a run".to_owned(),
+            };
             return Err(StoreError::Open { path: path.display().to_string(), reason });
         }
         Ok(SqliteSnapshot { conn: open::reader_connection(path)?, path: path.display().to_string() })

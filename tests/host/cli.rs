@@ -415,3 +415,18 @@ fn call_waits_out_a_runs_own_timers_within_its_wait() {
     assert!(stdout.contains("is parked on a durable wait") && stdout.contains("Ship it?"), "{stdout}");
     assert!(started.elapsed() < std::time::Duration::from_secs(30), "a question is not waited for");
 }
+
+/// A data folder that is a file is named as the problem, with no advice about `serve`, which has
+/// nothing to do with it.
+#[test]
+fn a_data_folder_that_is_a_file_is_named_as_the_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("notes.txt");
+    std::fs::write(&file, "not a folder").unwrap();
+    for args in [&["runs"][..], &["call", "sleep", r#"{"seconds":1}"#]] {
+        let (ok, _, stderr) = host(&file, args);
+        assert!(!ok, "{args:?}");
+        assert!(stderr.contains(&format!("{} is a file, not a folder", file.display())), "{args:?}: {stderr}");
+        assert!(!stderr.contains("serve"), "{args:?}: no advice about serve: {stderr}");
+    }
+}

@@ -88,6 +88,14 @@ async fn a_malformed_url_is_refused_without_repeating_it() {
         assert!(matches!(error, PostgresConnectError::InvalidUrl { .. }), "{url:?}: got {error:?}");
         assert!(!error.to_string().contains("hunter2"), "the password is not repeated: {error}");
     }
+    // Another database's URL is named as such, not as a parse error deep inside it.
+    let error = connect_error("mysql://eve:hunter2@localhost/eve", PostgresOptions::default()).await;
+    let message = error.to_string();
+    assert!(message.contains("it is a `mysql://` URL, and eve's shared store is PostgreSQL"), "{message}");
+    assert!(
+        message.contains("postgres://user:password@host:port/database") && !message.contains("hunter2"),
+        "{message}"
+    );
     let options = PostgresOptions { schema: "Robert'); DROP TABLE students;--".into(), ..PostgresOptions::default() };
     let error = connect_error("postgres://eve@localhost/eve", options).await;
     assert!(matches!(error, PostgresConnectError::InvalidUrl { ref reason } if reason.contains("schema")), "{error}");

@@ -64,7 +64,7 @@ fn a_directory_cannot_be_opened_as_a_store() {
 }
 
 /// A store whose directory cannot be created (its parent is a regular file, which stops root too)
-/// fails to open with the path and the reason.
+/// fails to open with the path, the file in the way, and what the data folder must be.
 #[test]
 fn a_store_whose_directory_cannot_be_created_fails_to_open() {
     let dir = tempfile::tempdir().expect("a temporary directory");
@@ -73,7 +73,8 @@ fn a_store_whose_directory_cannot_be_created_fails_to_open() {
     let target = file.join("data").join("eve.db");
     let (path, reason) = open_error(&target);
     assert_eq!(path, target.display().to_string());
-    assert!(reason.contains("cannot create its directory"), "the reason says why: {reason}");
+    assert!(reason.contains(&format!("{} is a file, not a folder", file.display())), "the reason says why: {reason}");
+    assert!(reason.contains("EVE_DATA_DIR"), "and what to give instead: {reason}");
 }
 
 /// While one store holds the file, a second open is refused and says to stop the other process or
@@ -83,9 +84,12 @@ fn a_store_in_use_cannot_be_opened_again() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let path = dir.path().join("eve.db");
     let first = SqliteStore::open(&path).expect("the first open succeeds");
-    let (_, reason) = open_error(&path);
-    assert!(reason.contains("another eve process is using the store"), "{reason}");
-    assert!(reason.contains("data_dir"), "the reason says what to do: {reason}");
+    let refused = SqliteStore::open(&path).expect_err("a second open is refused");
+    let StoreError::InUse { path: named, lock } = &refused else { panic!("{refused:?}") };
+    assert_eq!((named, lock), (&path.display().to_string(), &format!("{}.lock", path.display())));
+    let message = refused.to_string();
+    assert!(message.contains("another eve process is using the store"), "{message}");
+    assert!(message.contains("data_dir"), "the message says what to do: {message}");
     drop(first);
     SqliteStore::open(&path).expect("the store opens once the first one is dropped");
 }

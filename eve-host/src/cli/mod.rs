@@ -270,7 +270,7 @@ impl Host {
             Ok(runtime) => runtime,
             // `serve` (or another command) holds the embedded store: read it beside its owner.
             #[cfg(feature = "sqlite")]
-            Err(Error::Store(eve_runtime::error::StoreError::Open { .. }))
+            Err(Error::Store(eve_runtime::error::StoreError::InUse { .. }))
                 if self.database_url.is_none()
                     && matches!(
                         self.command,
@@ -646,7 +646,8 @@ async fn resume_hook(runtime: &Runtime, token: &str, payload: &str) -> Result<()
 /// holds it.
 fn in_use(error: Error, command: &Command) -> String {
     let message = error.to_string();
-    if !matches!(error, Error::Store(eve_runtime::error::StoreError::Open { .. }))
+    // Only a store another process holds: any other failure to open has its own remedy.
+    if !matches!(error, Error::Store(eve_runtime::error::StoreError::InUse { .. }))
         || matches!(command, Command::Serve { .. })
     {
         return message;
