@@ -385,3 +385,83 @@ async fn the_host_commands_work_beside_running_workers() {
     assert!(!stderr.contains("hunter2"), "the password is not shown: {stderr}");
     fleet.stop();
 }
+
+/// A worker started before its database can be reached waits for it, saying what it waits for,
+/// and goes to work once it can be: here the database's port answers only two seconds after the
+/// worker starts (a forwarder to the test server opens then).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_started_before_its_database_waits_for_it() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+
+    let schema = Schema::new().await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    // postgres://user:password@host:port/database?…: the same URL with the forwarder's port.
+    let url = schema.store_url();
+    let (credentials, rest) = url.split_once('@').expect("the test server's URL names its user");
+    let (upstream, database) = rest.split_once('/').expect("and its database");
+    let upstream = upstream.to_owned();
+    let later = format!("{credentials}@127.0.0.1:{port}/{database}");
+    let fleet = Fleet::new(
+        &later,
+        &schema.name,
+        Timing {
+            lease: Duration::from_secs(5),
+            heartbeat: Duration::from_millis(500),
+            poll: Duration::from_millis(200),
+        },
+    );
+    let mut worker = fleet
+        .command("early")
+        .args(["worker", "--addr", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the worker starts");
+    let (stdout, stderr) = (worker.stdout.take().unwrap(), worker.stderr.take().unwrap());
+    let lines = |reader: Box<dyn std::io::Read + Send>| {
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(reader).lines().map_while(Result::ok) {
+                let _ = sender.send(line);
+            }
+        });
+        receiver
+    };
+    let (out, err) = (lines(Box::new(stdout)), lines(Box::new(stderr)));
+
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(worker.try_wait().unwrap().is_none(), "the worker did not give up on its database");
+    let forwarder = tokio::net::TcpListener::bind(("127.0.0.1", port)).await.expect("the port is still free");
+    tokio::spawn(async move {
+        while let Ok((mut client, _)) = forwarder.accept().await {
+            let upstream = upstream.clone();
+            tokio::spawn(async move {
+                if let Ok(mut server) = tokio::net::TcpStream::connect(upstream).await {
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                }
+            });
+        }
+    });
+    let sharing = tokio::task::spawn_blocking(move || {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match out.recv_timeout(left) {
+                Ok(line) if line.starts_with("worker early sharing") => return Some(line),
+                Ok(_) => {}
+                Err(_) => return None,
+            }
+        }
+        None
+    })
+    .await
+    .unwrap();
+    let _ = worker.kill();
+    let _ = worker.wait();
+    let said: Vec<String> = err.try_iter().collect();
+    assert!(sharing.is_some(), "the worker went to work once its database answered; it said: {said:#?}");
+    let waited = said.iter().find(|line| line.starts_with("waiting for the database: "));
+    assert!(waited.is_some_and(|line| line.contains("trying again in")), "it said what it waited for: {said:#?}");
+    assert!(!said.iter().any(|line| line.contains("password")), "no password in what it said: {said:#?}");
+}

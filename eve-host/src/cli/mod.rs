@@ -821,8 +821,15 @@ async fn work(runtime: &Runtime, listener: Listener) -> Result<(), String> {
             .to_owned());
     }
     let stop = stop_signal();
+    tokio::pin!(stop);
     let mut events = runtime.events();
-    let unfinished = runtime.recover().await.map_err(|error| error.to_string())?;
+    let unfinished = tokio::select! {
+        unfinished = recover_patiently(runtime) => unfinished?,
+        () = &mut stop => {
+            runtime.clone().shutdown().await;
+            return Ok(());
+        }
+    };
     let serving = listener.start(runtime)?;
     println!(
         "worker {} sharing {unfinished} unfinished runs; press Ctrl-C to stop (runs under way park and are given back)",
@@ -832,6 +839,29 @@ async fn work(runtime: &Runtime, listener: Listener) -> Result<(), String> {
     serving.stop().await;
     runtime.clone().shutdown().await;
     result
+}
+
+/// How long a worker waits for its database at start-up before it gives up.
+const START_PATIENCE: Duration = Duration::from_secs(120);
+
+/// Recovers, waiting out a database that cannot be reached yet (still starting, restarting, or
+/// not up yet beside the worker) with a growing pause, and saying what it waits for; gives up
+/// after [`START_PATIENCE`], or at once on an error waiting will not cure.
+async fn recover_patiently(runtime: &Runtime) -> Result<usize, String> {
+    let started = tokio::time::Instant::now();
+    let mut pause = Duration::from_millis(200);
+    loop {
+        match runtime.recover().await {
+            Ok(unfinished) => return Ok(unfinished),
+            Err(error) if error.is_transient() && started.elapsed() + pause < START_PATIENCE => {
+                let next = humantime::format_duration(pause);
+                eprintln!("waiting for the database: {error}; trying again in {next}");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(5));
+            }
+            Err(error) => return Err(error.to_string()),
+        }
+    }
 }
 
 /// Prints each run that finishes until `stop` resolves (Ctrl-C or SIGTERM).
