@@ -25,9 +25,21 @@ if cargo nextest --version >/dev/null 2>&1; then
     # Of the examples, only the one a test runs (the README's main job) is linked: clippy has
     # checked the others, and linking a dozen of them takes a minute and 750 MB of `target/`.
     cargo build --locked -p eve-examples --example agent
+    cargo test --no-run --workspace --locked --tests
+    # The model check builds while the tests run, much of which waits on timers, servers and
+    # child processes rather than on the CPU; its output follows theirs.
+    model_log="$(mktemp)"
+    model_check >"$model_log" 2>&1 &
+    model=$!
+    trap 'kill "$model" 2>/dev/null || true; rm -f "$model_log"' EXIT
     cargo nextest run --workspace --locked --tests "$@"
     cargo test --workspace --doc --locked
-    model_check
+    if ! wait "$model"; then
+        cat "$model_log" >&2
+        echo "test: the model check of the run core's lending failed (above)" >&2
+        exit 1
+    fi
+    cat "$model_log"
 else
     echo "test: cargo-nextest is not installed, so cargo test runs the test binaries one after another" \
         "(cargo install cargo-nextest --locked runs them side by side)" >&2
