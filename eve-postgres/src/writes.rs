@@ -308,13 +308,16 @@ pub(super) async fn advance<C: GenericClient>(
     rows: &AppendRows,
     channel: &str,
 ) -> Result<i64, tokio_postgres::Error> {
-    let sql = "WITH advanced AS (
+    let sql = concat!(
+        "WITH advanced AS (
                    UPDATE runs SET entries = entries + cardinality($3::text[]), status = coalesce($5, status),
                                    parked = false
                    WHERE id = $1 AND epoch = $4 AND entries = $2 AND status = 'active'
                    RETURNING id, followed_until
                ), notified AS (
-                   SELECT pg_notify($7, 'j:' || id) FROM advanced WHERE followed_until > (extract(epoch FROM statement_timestamp()) * 1000)::bigint
+                   SELECT pg_notify($7, 'j:' || id) FROM advanced WHERE followed_until > ",
+        now_ms!(),
+        "
                ), written AS (
                    INSERT INTO journal (run_id, seq, entry)
                    SELECT advanced.id, $2 + added.ordinality - 1, added.entry
@@ -323,7 +326,8 @@ pub(super) async fn advance<C: GenericClient>(
                    UPDATE inbox SET consumed = true
                    WHERE run_id IN (SELECT id FROM advanced) AND id = ANY ($6::bigint[]) AND NOT consumed
                )
-               SELECT (SELECT count(*) FROM advanced) + 0 * (SELECT count(*) FROM notified)";
+               SELECT (SELECT count(*) FROM advanced) + 0 * (SELECT count(*) FROM notified)"
+    );
     let (first, epoch, status) = (int(rows.first_seq), int(rows.fence.epoch), rows.changes.status.map(status_name));
     let params: [&(dyn tokio_postgres::types::ToSql + Sync); 7] =
         [&rows.run.as_str(), &first, &rows.entries, &epoch, &status, &rows.consumed, &channel];
@@ -339,7 +343,8 @@ pub(super) async fn advance_many(
     group: &[&AppendRows],
     channel: &str,
 ) -> Result<std::collections::HashSet<String>, tokio_postgres::Error> {
-    let sql = "WITH batch AS (
+    let sql = concat!(
+        "WITH batch AS (
                    SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[])
                        AS batch (id, first_seq, epoch, added)
                ), locked AS (
@@ -352,7 +357,9 @@ pub(super) async fn advance_many(
                    WHERE runs.id = batch.id AND runs.id IN (SELECT id FROM locked)
                    RETURNING runs.id, runs.followed_until
                ), notified AS (
-                   SELECT pg_notify($10, 'j:' || id) FROM advanced WHERE followed_until > (extract(epoch FROM statement_timestamp()) * 1000)::bigint
+                   SELECT pg_notify($10, 'j:' || id) FROM advanced WHERE followed_until > ",
+        now_ms!(),
+        "
                ), written AS (
                    INSERT INTO journal (run_id, seq, entry)
                    SELECT added.run_id, added.seq, added.entry
@@ -364,7 +371,8 @@ pub(super) async fn advance_many(
                    WHERE inbox.run_id = item.run_id AND inbox.id = item.id AND NOT inbox.consumed
                      AND item.run_id IN (SELECT id FROM advanced)
                )
-               SELECT id FROM advanced WHERE (SELECT count(*) FROM notified) >= 0";
+               SELECT id FROM advanced WHERE (SELECT count(*) FROM notified) >= 0"
+    );
     let mut sorted = group.to_vec();
     sorted.sort_by(|left, right| left.run.as_str().cmp(right.run.as_str()));
     let ids: Vec<&str> = sorted.iter().map(|rows| rows.run.as_str()).collect();
@@ -551,15 +559,17 @@ pub(super) async fn continue_as_new(
 }
 
 /// Marks `run` watched by a follower for [`WATCH_FOR`] from now on the server's clock, so its
-/// commits notify (see [`listen`](super::listen)). False if the run does not exist.
-pub(super) async fn watch<C: GenericClient>(conn: &C, run: &RunId) -> Result<bool, Failure> {
+/// commits notify (see [`listen`](super::listen)). A run that does not exist is left alone: its
+/// follower finds it missing when it reads.
+pub(super) async fn watch<C: GenericClient>(conn: &C, run: &RunId) -> Result<(), Failure> {
     let sql = concat!(
         "UPDATE runs SET followed_until = greatest(coalesce(followed_until, 0), ",
         now_ms!(),
         " + $2) WHERE id = $1"
     );
     let watch_for = i64::try_from(WATCH_FOR.as_millis()).unwrap_or(i64::MAX);
-    Ok(execute(conn, sql, &[&run.as_str(), &watch_for]).await? == 1)
+    execute(conn, sql, &[&run.as_str(), &watch_for]).await?;
+    Ok(())
 }
 
 /// How long a follower's watch of a run lasts unless renewed.

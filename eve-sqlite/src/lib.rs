@@ -976,9 +976,9 @@ mod tests {
     }
 
     /// A file of schema version 3 kept each run's journal length in its row, and advanced it on
-    /// every append. Opened by this build, it becomes the current version (which an older build refuses, as
-    /// it would trust a running run's row) and keeps its runs: a parked run takes appends, reads
-    /// its length from its journal while it runs, and parks again where it was.
+    /// every append. Opened by this build, it becomes the current version (which an older build
+    /// refuses, as it would trust a running run's row) and keeps its runs: a parked run takes
+    /// appends, reads its length from its journal while it runs, and parks again where it was.
     #[tokio::test]
     async fn a_version_3_file_is_migrated_and_its_runs_go_on() {
         let (_dir, path, store, run) = store_with_long_run(7).await;
@@ -1063,9 +1063,9 @@ mod tests {
         assert_eq!(format!("{after:?}"), format!("{before:?}"), "the journal reads as before");
     }
 
-    /// A version 4 file, whose journal is keyed by run, opens as the current version: its journal is copied
-    /// into the table kept in the order of appends, run by run, so each run's history is one range
-    /// of it, and its runs go on.
+    /// A version 4 file, whose journal is keyed by run, opens as the current version: its journal
+    /// is copied into the table kept in the order of appends, run by run, so each run's history is
+    /// one range of it, and its runs go on.
     #[tokio::test]
     async fn a_version_4_file_is_migrated_and_its_runs_go_on() {
         let (_dir, path, store, run) = store_with_long_run(150).await;

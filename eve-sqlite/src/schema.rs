@@ -7,15 +7,15 @@
 //!
 //! Tables (all but the journal keyed by the run id first, so a run's rows sit together):
 //!
-//! - `runs`: one row per run; `continued` numbers its current history (from version 6); `parked` marks a run that waits on durable waits only (cleared by
-//!   every append), so a restart need not load it; `entries` is the journal's length while the
-//!   run is parked or finished. While it goes on, the journal's last `seq` says its length, one
-//!   seek away (see `reads::length_sql`), so an append that changes no status writes the journal
-//!   alone (from version 4; before, every append advanced `entries`). Claims are not
-//!   stored: one process uses a file at a time, so they live in memory (see the module
-//!   documentation of the store). Listings order by `rowid`, which grows with creation since runs
-//!   are never deleted, and page by it; `runs_by_status` and `runs_by_tool` (each holding the
-//!   `rowid`) serve their filters in that order.
+//! - `runs`: one row per run; `continued` numbers its current history (from version 6); `parked`
+//!   marks a run that waits on durable waits only (cleared by every append), so a restart need not
+//!   load it; `entries` is the journal's length while the run is parked or finished. While it goes
+//!   on, the journal's last `seq` says its length, one seek away (see `reads::length_sql`), so an
+//!   append that changes no status writes the journal alone (from version 4; before, every append
+//!   advanced `entries`). Claims are not stored: one process uses a file at a time, so they live in
+//!   memory (see the module documentation of the store). Listings order by `rowid`, which grows
+//!   with creation since runs are never deleted, and page by it; `runs_by_status` and
+//!   `runs_by_tool` (each holding the `rowid`) serve their filters in that order.
 //! - `journal`: `(run_id, seq) -> entry` JSON, dense from 0, stored in the order the entries were
 //!   appended (`id`), with the unique index `journal_by_run` on `(run_id, seq)` (from version 5).
 //!   Many runs appending at once then write the table's last page and a few pages of the small

@@ -320,23 +320,20 @@ pub(super) fn continue_as_new(
     if current != fence.epoch {
         return Err(fenced(conn, run, fence, current)?.into());
     }
-    let sql = "UPDATE runs SET parked = 0 WHERE id = ?1 AND status = 'active'";
-    if conn.prepare_cached(sql)?.execute([run.as_str()])? == 0 {
+    let sql = "UPDATE runs SET parked = 0, continued = ?2 WHERE id = ?1 AND status = 'active'";
+    if conn.prepare_cached(sql)?.execute(params![run.as_str(), continued])? == 0 {
         current_row(conn, run)?;
         return Err(StoreError::RunFinished(run.clone()).into());
     }
     let inbox =
         "DELETE FROM inbox WHERE run_id = ?1 AND (consumed = 1 OR json_extract(delivery, '$.type') <> 'cancel')";
-    // The history that ends is set aside for followers, numbered as the row numbers it until the
-    // row takes the new number; histories older than the store keeps go.
-    let set_aside = "INSERT INTO journal_previous (run_id, history, seq, entry)
-                     SELECT journal.run_id, runs.continued, journal.seq, journal.entry
-                     FROM journal JOIN runs ON runs.id = journal.run_id WHERE journal.run_id = ?1";
-    conn.prepare_cached(set_aside)?.execute([run.as_str()])?;
-    let oldest = continued.saturating_sub(KEPT_HISTORIES);
+    // The history that ends is set aside for followers, numbered one below the new one; histories
+    // older than the store keeps go.
+    let set_aside = "INSERT INTO journal_previous (run_id, history, seq, entry) \
+                     SELECT run_id, ?2, seq, entry FROM journal WHERE run_id = ?1";
+    conn.prepare_cached(set_aside)?.execute(params![run.as_str(), continued.saturating_sub(1)])?;
     let sql = "DELETE FROM journal_previous WHERE run_id = ?1 AND history < ?2";
-    conn.prepare_cached(sql)?.execute(params![run.as_str(), oldest])?;
-    conn.prepare_cached("UPDATE runs SET continued = ?2 WHERE id = ?1")?.execute(params![run.as_str(), continued])?;
+    conn.prepare_cached(sql)?.execute(params![run.as_str(), continued.saturating_sub(KEPT_HISTORIES)])?;
     let statements = [
         "DELETE FROM journal WHERE run_id = ?1",
         "DELETE FROM timers WHERE run_id = ?1",

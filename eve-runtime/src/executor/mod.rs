@@ -885,8 +885,10 @@ impl Driver {
             (rt.wake)(&new.id);
         }
         self.after_append(rt);
-        for entry in &batch.entries {
-            self.emit_journaled(rt, entry);
+        if rt.events.listening() {
+            for entry in &batch.entries {
+                self.emit_journaled(rt, entry);
+            }
         }
         self.publish_new_waits(rt);
         for entry in batch.entries.iter().filter(|entry| matches!(entry, Entry::HookTokenTaken { .. })) {
@@ -950,9 +952,8 @@ impl Driver {
                 | Entry::CancelRequested { .. }
                 | Entry::AskResolved { .. }
         );
-        if published && rt.events.listening() {
-            let event = RunEvent::of_entry(&self.core.run, entry, self.core.task_id.as_deref());
-            rt.events.emit(|| event.expect("each of these entries is an event"));
+        if published && let Some(event) = RunEvent::of_entry(&self.core.run, entry, self.core.task_id.as_deref()) {
+            rt.events.emit(|| event);
         }
     }
 

@@ -128,9 +128,9 @@ impl Entries<'_> {
 
 impl State {
     /// [`Store::continue_as_new`] under the lock; `started` is called only once the run may
-    /// continue, so a refused call leaves the caller's entry alone. Returns the entries of the
-    /// history before the one that ends (which is kept as the previous one), for the caller to drop once the lock is released: freeing a long journal should
-    /// not hold up every other run.
+    /// continue, so a refused call leaves the caller's entry alone. The history that ends is kept
+    /// for followers; returns the entries of the histories no longer kept, for the caller to drop
+    /// once the lock is released: freeing a long journal should not hold up every other run.
     fn continue_as_new(
         &mut self,
         run: &RunId,
@@ -147,12 +147,12 @@ impl State {
             return Err(StoreError::RunFinished(run.clone()));
         }
         let started = started();
+        let keep_from = super::kit::continued(std::slice::from_ref(&started)).saturating_sub(KEPT_HISTORIES);
         let old = std::mem::replace(&mut run_state.entries, vec![started]);
         // The history that ends stays for followers still reading it; the oldest kept may go.
-        let now = super::kit::continued(&run_state.entries);
         run_state.previous.push_back((super::kit::continued(&old), old));
         let mut dropped = Vec::new();
-        while run_state.previous.front().is_some_and(|(history, _)| *history < now.saturating_sub(KEPT_HISTORIES)) {
+        while run_state.previous.front().is_some_and(|(history, _)| *history < keep_from) {
             dropped.extend(run_state.previous.pop_front().map(|(_, entries)| entries).into_iter().flatten());
         }
         run_state.summary.entries = 1;

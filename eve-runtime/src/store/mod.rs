@@ -619,9 +619,9 @@ pub trait Store: Send + Sync + 'static {
     /// Replaces the run's history with a new one that starts with `started` (continue-as-new),
     /// keeping the run id: sets its journal aside for followers (see [`read`](Store::read)),
     /// dropping histories older than [`KEPT_HISTORIES`] before the new one, releases its timers
-    /// and hooks, drops its inbox
-    /// but for a pending cancellation, and writes `started` at sequence 0, all at once. Refuses a
-    /// stale fence ([`StoreError::Fenced`]) or a finished run, writing nothing.
+    /// and hooks, drops its inbox but for a pending cancellation, and writes `started` at
+    /// sequence 0, all at once. Refuses a stale fence ([`StoreError::Fenced`]) or a finished run,
+    /// writing nothing.
     ///
     /// With `keep_inbox`, the inbox stays whole instead: the deliveries still waiting reach the
     /// new history, and the delivery ids seen so far stay duplicates. That is for a body whose new
