@@ -68,9 +68,15 @@ impl Followers {
     /// Tells `run`'s followers, if it has any, that its journal grew.
     #[inline]
     pub fn committed(&self, run: &RunId) {
-        if self.count.load(Ordering::SeqCst) == 0 {
-            return;
+        if self.count.load(Ordering::SeqCst) != 0 {
+            self.tell(run);
         }
+    }
+
+    /// [`Followers::committed`] when someone follows a run: kept out of the commit's code.
+    #[cold]
+    #[inline(never)]
+    fn tell(&self, run: &RunId) {
         if let Some(sender) = self.lock().get(run) {
             sender.send_replace(());
         }
