@@ -23,7 +23,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -124,6 +124,7 @@ impl Drop for Subscription {
 #[must_use = "a stream does nothing unless polled"]
 pub struct Follow {
     inner: Pin<Box<dyn Stream<Item = Result<Followed, Error>> + Send>>,
+    caught_up: Arc<AtomicBool>,
 }
 
 impl fmt::Debug for Follow {
@@ -149,6 +150,10 @@ struct Follower {
     /// Notices of other processes' commits, on a shared store.
     shared: Option<Shared>,
     ready: VecDeque<Followed>,
+    /// Whether the last read reached the end of the journal.
+    at_end: bool,
+    /// Whether every entry that read found has been yielded: see [`Follow::is_caught_up`].
+    caught_up: Arc<AtomicBool>,
     /// Whether the follower has looked for the run's end at the end of the journal.
     looked_for_end: bool,
     ended: bool,
@@ -158,6 +163,7 @@ impl Follow {
     /// Follows `run` in `store` from `from`, told of this process's commits by `followers`.
     pub(crate) fn new(store: Arc<dyn Store>, followers: &Arc<Followers>, run: RunId, from: Position) -> Follow {
         let local = followers.subscribe(&run);
+        let caught_up = Arc::new(AtomicBool::new(false));
         let follower = Follower {
             store,
             run,
@@ -165,6 +171,8 @@ impl Follow {
             local,
             shared: None,
             ready: VecDeque::new(),
+            at_end: false,
+            caught_up: caught_up.clone(),
             looked_for_end: false,
             ended: false,
         };
@@ -177,15 +185,31 @@ impl Follow {
                 Err(error) => Some((Err(error), None)),
             }
         });
-        Follow { inner: Box::pin(stream) }
+        Follow { inner: Box::pin(stream), caught_up }
+    }
+
+    /// Whether the entries yielded so far are all the journal held when the follower last read
+    /// it: true once the last entry that read found is yielded, until the next read finds more.
+    ///
+    /// A follower that acts on where the run stands (puts a question the run has open to a
+    /// person, say) waits until it is caught up, so it does not act on a state the journal has
+    /// already left behind in entries it has not yet taken.
+    pub fn is_caught_up(&self) -> bool {
+        self.caught_up.load(Ordering::Relaxed)
     }
 }
 
 impl Follower {
     async fn next_entry(&mut self) -> Result<Option<Followed>, Error> {
         loop {
+            if self.ready.len() == 1 && !self.at_end && !self.ready[0].entry.is_terminal() {
+                // The last entry of a full page: read past it first, so that yielding it says
+                // whether the follower is caught up.
+                self.read().await?;
+            }
             if let Some(followed) = self.ready.pop_front() {
                 self.ended = followed.entry.is_terminal();
+                self.caught_up.store(self.at_end && self.ready.is_empty(), Ordering::Relaxed);
                 return Ok(Some(followed));
             }
             if self.ended {
@@ -212,6 +236,7 @@ impl Follower {
     async fn read(&mut self) -> Result<bool, Error> {
         let page = self.store.read(&self.run, self.next, PAGE).await?;
         let page = page.ok_or_else(|| Error::RunNotFound(self.run.clone()))?;
+        self.at_end = page.entries.len() < PAGE && page.continued == self.next.history;
         if page.continued < self.next.history {
             return Err(Error::PositionAhead { run: self.run.clone(), position: self.next, history: page.continued });
         }

@@ -1,7 +1,8 @@
 //! Following a run on each single-process store: a run of 10,000 entries read by a follower that
 //! starts late, falls behind on purpose and reconnects gets every entry exactly once, in order,
 //! and none before it is durable; a follower of a run that continues as new goes on with each new
-//! history; a follower of a finished run reads it and ends.
+//! history; a follower of a finished run reads it and ends; a follower knows when it has caught
+//! up with the journal.
 
 use std::time::Duration;
 
@@ -128,4 +129,53 @@ async fn a_follower_of_a_finished_run_reads_it_and_ends_and_a_bad_position_is_re
     let unknown = "no-such-run".parse().unwrap();
     let error = runtime.follow(&unknown, Position::START).next().await.expect("an error").unwrap_err();
     assert!(matches!(error, eve_tools::Error::RunNotFound(_)), "{error}");
+}
+
+/// How many steps to take before waiting a minute.
+#[derive(Deserialize, JsonSchema)]
+pub struct Steps {
+    steps: u32,
+}
+
+/// Takes `steps` steps, then sleeps a minute.
+#[workflow_tool]
+pub async fn steps_then_sleep(input: Steps, ctx: &WorkflowCtx) -> Result<u32, ToolError> {
+    for n in 0..input.steps {
+        tick(ctx, n, false).await?;
+    }
+    sleep(Duration::from_secs(60)).await?;
+    Ok(input.steps)
+}
+
+/// A follower says it is caught up only with the last entry of the journal, also when that entry
+/// ends a page of the store's reads exactly (the run's 256 entries here, a page being 256); with
+/// a run that goes on, it is not caught up until it has read what was added.
+#[tokio::test]
+async fn a_follower_is_caught_up_with_the_last_entry_only() {
+    for steps in [3u32, 254, 300] {
+        let dir = tempfile::tempdir().unwrap();
+        let world = World::sqlite(dir.path());
+        let runtime = world.runtime(16);
+        let handle = runtime.start("steps_then_sleep", json!({ "steps": steps })).await.unwrap();
+        let entries = u64::from(steps) + 2;
+        eve_tests::within("the run's sleep", async {
+            while runtime.journal(handle.id()).await.unwrap().entries.len() as u64 != entries {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+        let mut follow = runtime.follow(handle.id(), Position::START);
+        assert!(!follow.is_caught_up(), "nothing read yet");
+        for seq in 0..entries {
+            let followed = eve_tests::within("an entry", follow.next()).await.unwrap().unwrap();
+            assert_eq!(followed.position, Position::new(0, seq));
+            let last = seq + 1 == entries;
+            assert_eq!(follow.is_caught_up(), last, "{steps} steps: caught up after entry {seq}");
+        }
+        world.clock.advance(Duration::from_secs(60));
+        let fired = eve_tests::within("the timer's entry", follow.next()).await.unwrap().unwrap();
+        assert!(matches!(fired.entry, Entry::TimerFired { .. }), "{fired:?}");
+        let end = eve_tests::within("the end", follow.next()).await.unwrap().unwrap();
+        assert!(end.entry.is_terminal(), "{end:?}");
+    }
 }
