@@ -35,6 +35,12 @@ pub struct WaitingSignIn {
     pub op: Op,
     /// The provider to sign in with.
     pub provider: String,
+    /// What the callback's `state` is derived from (see [`Runtime::sign_in_url`]); not for
+    /// people, so not shown.
+    ///
+    /// [`Runtime::sign_in_url`]: crate::Runtime::sign_in_url
+    #[serde(skip)]
+    pub nonce: String,
 }
 
 /// One operation of a run, as its entries so far tell it.
@@ -175,9 +181,9 @@ impl RunView {
                 view.state = "done";
                 view.details.push(answer(outcome));
             }
-            Entry::AuthRequired { op, provider, attempt, .. } => {
+            Entry::AuthRequired { op, provider, attempt, nonce, .. } => {
                 self.sign_ins.retain(|waiting| waiting.op != *op);
-                self.sign_ins.push(WaitingSignIn { op: *op, provider: provider.clone() });
+                self.sign_ins.push(WaitingSignIn { op: *op, provider: provider.clone(), nonce: nonce.clone() });
                 let view = self.op(seq, *op, "step", "step");
                 view.state = "signing-in";
                 view.attempts = view.attempts.max(*attempt);

@@ -70,8 +70,8 @@ impl Faulty {
         *self.claims_to_fail.lock().unwrap() = times;
     }
 
-    /// Makes every later read of a whole run (`load`, as `Runtime::journal` reads it) wait
-    /// `delay` first, as a store far away or under load does: the runs themselves move on
+    /// Makes every later read of a run's journal (`load`, as `Runtime::journal` reads it, and
+    /// each page a follower reads) wait `delay` first, as a store far away or under load does: the runs themselves move on
     /// meanwhile.
     pub fn delay_loads(&self, delay: Duration) {
         *self.load_delay.lock().unwrap() = delay;
@@ -205,6 +205,10 @@ impl Store for Faulty {
         at: eve_tools::journal::Position,
         limit: usize,
     ) -> Result<Option<eve_tools::store::JournalPage>, StoreError> {
+        let delay = *self.load_delay.lock().unwrap();
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
         self.inner.read(run, at, limit).await
     }
 

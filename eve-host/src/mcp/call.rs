@@ -16,6 +16,8 @@
 use std::collections::{BTreeSet, HashSet};
 use std::time::Duration;
 
+use futures::StreamExt;
+
 use rmcp::model::{
     CallToolResponse, ClientCapabilities, ElicitRequestParams, InputRequest, InputRequests, InputRequiredResult,
     InputResponses, ProgressNotificationParam, ProgressToken, ProtocolVersion,
@@ -24,27 +26,21 @@ use rmcp::model::{RequestStateCodec, SealOptions};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 use serde::{Deserialize, Serialize};
-use tokio::sync::broadcast;
-use tokio::sync::broadcast::error::RecvError;
 
 use super::Inner;
 use super::questions::{Response, question_response, sign_in_key, sign_in_response};
-use super::status::{Snapshot, call_result, still_open};
+use super::status::{Snapshot, call_result};
 use super::tools::{Entry, failed};
 use eve_runtime::ask::AnswerError;
 use eve_runtime::events::RunEvent;
-use eve_runtime::journal::Op;
-use eve_runtime::journal::RunId;
+use eve_runtime::follow::Follow;
+use eve_runtime::journal::{self, Op, Position, RunId};
 use eve_runtime::secret::SecretKey;
+use eve_runtime::view::RunView;
 use eve_runtime::{Error, Runtime, StartOptions};
 
-/// How long a call waiting for its run goes without reading the journal when no event says the
-/// run changed (events are best effort: a slow listener misses some).
-const RECHECK: Duration = Duration::from_secs(1);
-
-/// How long a call that read an end or a question in the journal waits for the run's next event,
-/// to report the run's steps up to there before it answers.
-const LAST_EVENTS: Duration = Duration::from_millis(500);
+/// How long a call whose following of its run failed (the store did) waits before it follows on.
+const FOLLOW_AGAIN: Duration = Duration::from_secs(1);
 
 /// How long a multi round-trip state stays valid: rounds follow each other at once, but a person
 /// may take their time to answer.
@@ -57,6 +53,11 @@ pub(crate) struct States(RequestStateCodec);
 #[derive(Serialize, Deserialize)]
 struct State {
     run: RunId,
+    /// Where in the run's journal the round that issued it stopped reporting progress; the next
+    /// round reports from there. Absent in states issued before positions were kept: those
+    /// rounds report from where the run stands when they begin.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    at: Option<Position>,
 }
 
 impl States {
@@ -69,14 +70,14 @@ impl States {
         States(codec)
     }
 
-    fn seal(&self, run: &RunId, tool: &str) -> Result<String, ErrorData> {
+    fn seal(&self, run: &RunId, at: Position, tool: &str) -> Result<String, ErrorData> {
         let options = SealOptions::new().associated_data(tool.as_bytes()).ttl(STATE_TTL);
         self.0
-            .seal_json_with(&State { run: run.clone() }, &options)
+            .seal_json_with(&State { run: run.clone(), at: Some(at) }, &options)
             .map_err(|error| ErrorData::internal_error(format!("cannot seal the request state: {error}"), None))
     }
 
-    fn open(&self, state: &str, tool: &str) -> Result<RunId, ErrorData> {
+    fn open(&self, state: &str, tool: &str) -> Result<State, ErrorData> {
         let state: State = self.0.open_json_with(state, tool.as_bytes()).map_err(|error| {
             ErrorData::invalid_params(
                 format!(
@@ -86,7 +87,7 @@ impl States {
                 None,
             )
         })?;
-        Ok(state.run)
+        Ok(state)
     }
 }
 
@@ -97,14 +98,12 @@ pub(crate) async fn start(
     arguments: serde_json::Value,
     cx: &RequestContext<RoleServer>,
 ) -> Result<CallToolResponse, ErrorData> {
-    // Subscribed before the start, so no step of the run goes unreported.
-    let events = inner.runtime.events();
     let run = RunId::generate();
     let options = StartOptions::new().id(run.clone());
     if let Err(error) = inner.runtime.start_with(entry.descriptor.name, arguments, options).await {
         return start_refused(error);
     }
-    follow(inner, entry, run, events, HashSet::new(), HashSet::new(), cx).await
+    follow(inner, entry, run, Position::START, HashSet::new(), cx).await
 }
 
 /// A start the runtime refused: input it does not take is the caller's to fix (an `isError`
@@ -124,20 +123,17 @@ pub(crate) async fn next_round(
     responses: Option<&InputResponses>,
     cx: &RequestContext<RoleServer>,
 ) -> Result<CallToolResponse, ErrorData> {
-    let run = inner.states.open(state, entry.descriptor.name)?;
-    let events = inner.runtime.events();
+    let State { run, at } = inner.states.open(state, entry.descriptor.name)?;
     let snapshot = read(&inner.runtime, &run).await?;
     let empty = InputResponses::new();
     let taken = deliver(inner, &snapshot, responses.unwrap_or(&empty), "inputResponses").await?;
-    // What was open when this round began was announced before `events` was subscribed to.
-    let seen = snapshot.request_keys().collect();
-    follow(inner, entry, run, events, taken, seen, cx).await
+    follow(inner, entry, run, at.unwrap_or(snapshot.next), taken, cx).await
 }
 
 /// The run's journal, as a snapshot; an unknown run is the caller's mistake (`-32602`).
 pub(crate) async fn read(runtime: &Runtime, run: &RunId) -> Result<Snapshot, ErrorData> {
     match runtime.journal(run).await {
-        Ok(record) => Ok(Snapshot::of(record)),
+        Ok(record) => Ok(Snapshot::of(runtime, record)),
         Err(Error::RunNotFound(_)) => Err(ErrorData::invalid_params(
             format!("no task or run has the id `{run}`; use the id a call returned"),
             None,
@@ -164,7 +160,7 @@ pub(crate) async fn deliver(
         let field = format!("{field}.{key}");
         let response = if let Some(question) = snapshot.questions.iter().find(|open| open.request_id == *key) {
             question_response(&question.request, value, &field)
-        } else if snapshot.sign_ins.iter().any(|(op, _)| sign_in_key(*op) == *key) {
+        } else if snapshot.sign_ins.iter().any(|sign_in| sign_in_key(sign_in.op) == *key) {
             sign_in_response(value, &field)
         } else {
             continue;
@@ -189,7 +185,6 @@ pub(crate) async fn deliver(
         }
         return Ok(taken);
     }
-    let events = runtime.events();
     let mut answered = BTreeSet::new();
     for (key, answer) in answers {
         match runtime.answer(run, &key, answer).await {
@@ -205,87 +200,77 @@ pub(crate) async fn deliver(
             Err(error) => return Err(internal(run, error)),
         }
     }
-    taken_in(runtime, run, &answered, events).await;
+    taken_in(runtime, snapshot, &answered).await;
     Ok(taken)
 }
 
 /// Waits until the run's journal no longer lists `answered` as open, for at most
 /// [`TAKE_IN_ANSWERS`](super::TAKE_IN_ANSWERS), so the next read of the task shows them gone.
-async fn taken_in(
-    runtime: &Runtime,
-    run: &RunId,
-    answered: &BTreeSet<String>,
-    mut events: broadcast::Receiver<RunEvent>,
-) {
+async fn taken_in(runtime: &Runtime, snapshot: &Snapshot, answered: &BTreeSet<String>) {
     if answered.is_empty() {
         return;
     }
+    let mut open: BTreeSet<&String> = answered.iter().collect();
+    // Each question is resolved by an entry after the snapshot's end.
+    let mut follow = runtime.follow(&snapshot.run, snapshot.next);
     let wait = async {
-        loop {
-            match read(runtime, run).await {
-                Ok(snapshot) if snapshot.outcome.is_none() && still_open(&snapshot, answered) => {}
-                _ => return,
-            }
-            let resolved = async {
-                loop {
-                    match events.recv().await {
-                        Ok(RunEvent::InputResolved { run: of, .. } | RunEvent::Finished { run: of, .. })
-                            if of == *run =>
-                        {
-                            return;
-                        }
-                        Ok(_) => {}
-                        Err(RecvError::Lagged(_)) => return,
-                        Err(RecvError::Closed) => std::future::pending::<()>().await,
-                    }
+        while let Some(Ok(followed)) = follow.next().await {
+            match &followed.entry {
+                journal::Entry::AskResolved { op, .. } => {
+                    open.remove(&eve_runtime::ask::request_id(*op));
                 }
-            };
-            let _ = tokio::time::timeout(Duration::from_millis(100), resolved).await;
+                journal::Entry::RunStarted { .. } => return,
+                entry if entry.is_terminal() => return,
+                _ => {}
+            }
+            if open.is_empty() {
+                return;
+            }
         }
     };
     let _ = tokio::time::timeout(super::TAKE_IN_ANSWERS, wait).await;
 }
 
-/// Follows `run` until it ends or asks something, sending its steps as progress. `events` was
-/// subscribed to before anything the call waits for happened; `seen` are the keys of the input
-/// requests whose events came before it.
+/// Follows `run` until it ends or asks something, sending its steps as progress: those from
+/// `from` on (an earlier round of the call reported those before). `skip` are the keys of input
+/// requests this call delivered responses to, which the run may not have taken in yet.
 async fn follow(
     inner: &Inner,
     entry: &Entry,
     run: RunId,
-    mut events: broadcast::Receiver<RunEvent>,
+    from: Position,
     mut skip: HashSet<String>,
-    seen: HashSet<String>,
     cx: &RequestContext<RoleServer>,
 ) -> Result<CallToolResponse, ErrorData> {
-    let mut progress = Progress { token: cx.meta.get_progress_token(), sent: 0, seen };
+    let mut following = Following::new(&inner.runtime, run.clone(), from, cx);
     let modern = cx.protocol_version().is_some_and(|version| version >= ProtocolVersion::V_2026_07_28);
     let mut announced = HashSet::new();
     loop {
-        let snapshot = read(&inner.runtime, &run).await?;
+        tokio::select! {
+            biased;
+            () = cx.ct.cancelled() => {
+                if let Err(error) = inner.runtime.cancel(&run, "the MCP client cancelled the call").await {
+                    tracing::warn!(%run, "cannot cancel the run of a cancelled call: {error}");
+                }
+                return Err(ErrorData::internal_error("the call was cancelled, and so was its run", None));
+            }
+            caught_up = following.catch_up() => caught_up?,
+        }
+        let snapshot = following.snapshot();
         if let Some(outcome) = &snapshot.outcome {
-            let end = |event: &RunEvent| matches!(event, RunEvent::Finished { .. });
-            report_until(&mut events, &run, &mut progress, cx, end).await;
             return call_result(&run, outcome).map(Into::into);
         }
-        let requests = snapshot.input_requests(&inner.sign_ins, &skip)?;
-        // The journal can show a question before this call has reported the steps the run took
-        // on its way to it: report them first, up to the question's own event.
-        let unseen: HashSet<&String> = requests.keys().filter(|key| !progress.seen.contains(*key)).collect();
-        if !unseen.is_empty() {
-            let end = |event: &RunEvent| announces(event).is_some_and(|key| unseen.contains(&key));
-            report_until(&mut events, &run, &mut progress, cx, end).await;
-        }
+        let requests = snapshot.input_requests(&skip)?;
         let capabilities = cx.client_capabilities().unwrap_or_default();
         let (requests, links) = askable(requests, &capabilities, modern, cx);
         for link in links {
             if announced.insert(link.clone()) {
-                progress.say(cx, format!("sign in to continue: {link}")).await;
+                following.progress.say(format!("sign in to continue: {link}")).await;
             }
         }
         if !requests.is_empty() {
             if modern {
-                let state = inner.states.seal(&run, entry.descriptor.name)?;
+                let state = inner.states.seal(&run, following.next, entry.descriptor.name)?;
                 return Ok(InputRequiredResult::new(Some(requests), Some(state)).into());
             }
             let responses = elicit(cx, requests).await?;
@@ -295,16 +280,79 @@ async fn follow(
         if !snapshot.questions.iter().all(|question| skip.contains(&question.request_id)) {
             return Ok(cannot_ask(entry, &snapshot).into());
         }
-        tokio::select! {
-            biased;
-            () = cx.ct.cancelled() => {
-                if let Err(error) = inner.runtime.cancel(&run, "the MCP client cancelled the call").await {
-                    tracing::warn!(%run, "cannot cancel the run of a cancelled call: {error}");
-                }
-                return Err(ErrorData::internal_error("the call was cancelled, and so was its run", None));
-            }
-            () = changed(&mut events, &run, &mut progress, cx) => {}
+    }
+}
+
+/// A call's following of its run: the journal as it grows, what it says of the run so far, and
+/// the progress reported from it.
+struct Following<'a> {
+    runtime: &'a Runtime,
+    run: RunId,
+    follow: Follow,
+    view: RunView,
+    /// The position of the next entry to read.
+    next: Position,
+    /// Entries before it were reported by an earlier round of the call.
+    report_from: Position,
+    progress: Progress<'a>,
+}
+
+impl<'a> Following<'a> {
+    /// Follows `run` from the start of the history holding `from`: the view needs the whole
+    /// history, the progress only what comes from `from` on.
+    fn new(runtime: &'a Runtime, run: RunId, from: Position, cx: &'a RequestContext<RoleServer>) -> Self {
+        let next = Position::new(from.history, 0);
+        let progress = Progress { cx, token: cx.meta.get_progress_token(), sent: 0 };
+        Following {
+            follow: runtime.follow(&run, next),
+            runtime,
+            run,
+            view: RunView::new(),
+            next,
+            report_from: from,
+            progress,
         }
+    }
+
+    /// Reads the journal on, reporting each new entry, until the run has ended or this call has
+    /// caught up with what the journal held when last read: what the run waits for then is what
+    /// it waits for, not a state later entries already left.
+    async fn catch_up(&mut self) -> Result<(), ErrorData> {
+        loop {
+            let followed = match self.follow.next().await {
+                Some(Ok(followed)) => followed,
+                // The stream ends after the run's end, which the view then holds.
+                None if self.view.end.is_some() => return Ok(()),
+                None => {
+                    let message = format!("run {} ended, and its journal says no end", self.run);
+                    return Err(ErrorData::internal_error(message, None));
+                }
+                Some(Err(Error::RunNotFound(_))) => {
+                    let message = format!("run {} is gone from the store", self.run);
+                    return Err(ErrorData::internal_error(message, None));
+                }
+                Some(Err(error)) => {
+                    tracing::warn!(run = %self.run, "cannot follow the run of a call, trying again: {error}");
+                    tokio::time::sleep(FOLLOW_AGAIN).await;
+                    self.follow = self.runtime.follow(&self.run, self.next);
+                    continue;
+                }
+            };
+            self.view.apply(followed.position, &followed.entry);
+            self.next = followed.position.next();
+            if followed.position >= self.report_from {
+                self.progress.report(&self.run, &followed.entry).await;
+            }
+            if self.view.end.is_some() || self.follow.is_caught_up() {
+                return Ok(());
+            }
+        }
+    }
+
+    /// What the entries read so far say of the run.
+    fn snapshot(&self) -> Snapshot {
+        let created_at = self.view.started_at.unwrap_or_else(|| self.runtime.clock().now());
+        Snapshot::new(self.runtime, self.run.clone(), &self.view, created_at, self.next.seq)
     }
 }
 
@@ -373,116 +421,39 @@ async fn elicit(cx: &RequestContext<RoleServer>, requests: InputRequests) -> Res
 }
 
 /// Progress notifications for a call, if the client asked for them.
-struct Progress {
+struct Progress<'a> {
+    cx: &'a RequestContext<RoleServer>,
     token: Option<ProgressToken>,
     sent: u32,
-    /// The keys of the input requests whose events this call has seen.
-    seen: HashSet<String>,
 }
 
-impl Progress {
-    /// Sends what `event` says of the run's steps, if anything; returns whether the event may
-    /// have changed what the run waits for.
-    async fn report(&mut self, cx: &RequestContext<RoleServer>, event: RunEvent) -> bool {
-        if let Some(key) = announces(&event) {
-            self.seen.insert(key);
+impl Progress<'_> {
+    /// Sends what a journal entry of `run` says of its steps, if anything: a step done, failed
+    /// or to be tried again, or a workflow tool's `progress.report(snapshot)` (the snapshot, as
+    /// JSON text).
+    async fn report(&mut self, run: &RunId, entry: &journal::Entry) {
+        if self.token.is_none() {
+            return;
         }
-        match event {
-            RunEvent::StepStarted { step, attempt, .. } => {
-                self.say(cx, format!("step {step}: attempt {attempt} started")).await
+        let message = match RunEvent::of_entry(run, entry, None) {
+            Some(RunEvent::StepSucceeded { step, .. }) => format!("step {step}: done"),
+            Some(RunEvent::StepFailed { step, error, retry_at: None, .. }) => format!("step {step}: failed: {error}"),
+            Some(RunEvent::StepFailed { step, attempt, error, retry_at: Some(at), .. }) => {
+                format!("step {step}: attempt {attempt} failed: {error}; the next starts at {at}")
             }
-            RunEvent::StepSucceeded { step, .. } => self.say(cx, format!("step {step}: done")).await,
-            RunEvent::StepFailed { step, error, .. } => self.say(cx, format!("step {step}: failed: {error}")).await,
-            // A workflow tool's `progress.report(snapshot)`: the snapshot, as JSON text.
-            RunEvent::Published { value, .. } if value.get("partial").is_some() => {
-                self.say(cx, value["partial"].to_string()).await
-            }
-            RunEvent::InputRequested { .. }
-            | RunEvent::InputResolved { .. }
-            | RunEvent::AuthorizationRequired { .. }
-            | RunEvent::AuthorizationCompleted { .. }
-            | RunEvent::Parked { .. }
-            | RunEvent::Finished { .. } => return true,
-            _ => {}
-        }
-        false
+            Some(RunEvent::Published { value, .. }) if value.get("partial").is_some() => value["partial"].to_string(),
+            _ => return,
+        };
+        self.say(message).await;
     }
 
-    async fn say(&mut self, cx: &RequestContext<RoleServer>, message: String) {
+    async fn say(&mut self, message: String) {
         let Some(token) = &self.token else { return };
         self.sent += 1;
         let notification = ProgressNotificationParam::new(token.clone(), f64::from(self.sent)).with_message(message);
-        if let Err(error) = cx.peer.notify_progress(notification).await {
+        if let Err(error) = self.cx.peer.notify_progress(notification).await {
             tracing::debug!("cannot send a progress notification: {error}");
         }
-    }
-}
-
-/// Resolves when an event says `run` may have changed what it waits for (or after [`RECHECK`]),
-/// reporting its steps as progress meanwhile.
-async fn changed(
-    events: &mut broadcast::Receiver<RunEvent>,
-    run: &RunId,
-    progress: &mut Progress,
-    cx: &RequestContext<RoleServer>,
-) {
-    let deadline = tokio::time::sleep(RECHECK);
-    tokio::pin!(deadline);
-    loop {
-        let event = tokio::select! {
-            event = events.recv() => event,
-            () = &mut deadline => return,
-        };
-        let event = match event {
-            Ok(event) if event.run() == run => event,
-            Ok(_) => continue,
-            Err(RecvError::Lagged(_)) => return,
-            Err(RecvError::Closed) => return deadline.await,
-        };
-        if progress.report(cx, event).await {
-            return;
-        }
-    }
-}
-
-/// The key of the input request `event` announces: a question asked, or a sign-in required.
-fn announces(event: &RunEvent) -> Option<String> {
-    match event {
-        RunEvent::InputRequested { request_id, .. } => Some(request_id.clone()),
-        RunEvent::AuthorizationRequired { op, .. } => Some(sign_in_key(op.0)),
-        _ => None,
-    }
-}
-
-/// Reports the run's events up to the one `last` picks, once a read of the journal found what
-/// that event announces: the journal runs ahead of the events, so a call that answered from its
-/// read alone would drop the progress of the steps its events have not reported yet (all of
-/// them, when the run got there before the call's first read). Gives up when the run sends no
-/// event for [`LAST_EVENTS`]: a call that subscribed after the event, or whose run moves on
-/// another worker, never sees it.
-async fn report_until(
-    events: &mut broadcast::Receiver<RunEvent>,
-    run: &RunId,
-    progress: &mut Progress,
-    cx: &RequestContext<RoleServer>,
-    last: impl Fn(&RunEvent) -> bool,
-) {
-    if progress.token.is_none() {
-        return;
-    }
-    let mut quiet_until = tokio::time::Instant::now() + LAST_EVENTS;
-    loop {
-        let event = match tokio::time::timeout_at(quiet_until, events.recv()).await {
-            Ok(Ok(event)) if event.run() == run => event,
-            Ok(Ok(_)) => continue,
-            Ok(Err(RecvError::Lagged(_) | RecvError::Closed)) | Err(_) => return,
-        };
-        let done = last(&event);
-        progress.report(cx, event).await;
-        if done {
-            return;
-        }
-        quiet_until = tokio::time::Instant::now() + LAST_EVENTS;
     }
 }
 

@@ -122,7 +122,7 @@ async fn create_task(inner: &Inner, entry: &Entry, arguments: Value) -> Result<C
 
 fn describe(inner: &Inner, snapshot: &Snapshot) -> Result<rmcp::model::DetailedTask, ErrorData> {
     let updated = inner.seen.of(snapshot, inner.runtime.clock().now());
-    detailed(snapshot, &inner.sign_ins, updated, poll_ms(inner))
+    detailed(snapshot, updated, poll_ms(inner))
 }
 
 fn poll_ms(inner: &Inner) -> u64 {

@@ -18,7 +18,7 @@
 //! | a tool in the manifest | a tool: its name, its description (the doc comment), its input JSON Schema (without `$schema`) |
 //! | a call of a `#[tool]` | `tools/call`, answered at once ([`Runtime::call_tool`]) |
 //! | a call of a `#[workflow_tool]` or `#[task]` from a client that declares the tasks extension | a task (`resultType: "task"`) whose task id is the run's id, created durably by [`Runtime::start_with`] before the reply |
-//! | the same call from a client without the extension | the result once the run ends, with its steps as progress notifications while it works |
+//! | the same call from a client without the extension | the result once the run ends, with its steps as progress notifications while it works (read from the run's journal as it grows, [`Runtime::follow`]) |
 //! | an open question (`ctx.ask`) | a form elicitation keyed by the question's request id (`ask-3`): in `tasks/get` (`input_required`), as an `InputRequiredResult` (protocol 2026-07-28) or as an `elicitation/create` request (older revisions) |
 //! | a sign-in a step waits for | a URL elicitation carrying the sign-in link, keyed `sign-in-{op}` |
 //! | `tasks/update` | [`Runtime::answer`] for each answered question |
@@ -33,10 +33,10 @@
 //! A task is a run, and everything said about it is read from the run's journal, so `tasks/get`
 //! answers the same after a restart of the server, from any process on the same store. The
 //! server holds nothing per task: a task parked on a question costs what a parked run costs (no
-//! Tokio task). Two things live in memory only, both optional conveniences: the time each task
-//! was last seen to change (`lastUpdatedAt`; after a restart, the first time it is read), and the
-//! sign-in links runs publish (after a restart, those republished by [`Runtime::recover`] once
-//! this server listens; a sign-in whose link is unknown shows as `working` with a status message).
+//! Tokio task). One thing lives in memory only, an optional convenience: the time each task was
+//! last seen to change (`lastUpdatedAt`; after a restart, the first time it is read). A sign-in's
+//! link is rebuilt from the journal with the runtime's secret key ([`Runtime::sign_in_url`]); one
+//! whose provider this runtime lacks shows as `working`, with a status message saying so.
 //!
 //! # Bad input
 //!
@@ -52,7 +52,6 @@ mod handler;
 #[cfg(feature = "http")]
 pub(crate) mod http;
 mod questions;
-mod signins;
 mod status;
 mod stdio;
 mod tools;
@@ -97,24 +96,17 @@ struct Inner {
     poll_interval: Duration,
     states: Arc<call::States>,
     seen: Arc<status::LastChanges>,
-    sign_ins: Arc<signins::SignIns>,
 }
 
 impl McpServer {
     /// A server over every tool compiled into this binary, run by `runtime`.
-    ///
-    /// Create it before calling [`Runtime::recover`], so that it hears the sign-in links that
-    /// recovery publishes again. Must be called inside a Tokio runtime (it listens to the
-    /// runtime's events in a task of its own, one per server, not per run).
     pub fn new(runtime: Runtime) -> Self {
-        let sign_ins = signins::SignIns::listen(&runtime);
         let inner = Inner {
             catalog: Arc::new(tools::Catalog::from_registry()),
             task_only: Vec::new(),
             poll_interval: Duration::from_millis(500),
             states: Arc::new(call::States::new(&SecretKey::generate())),
             seen: Arc::new(status::LastChanges::default()),
-            sign_ins,
             runtime,
         };
         McpServer { inner: Arc::new(inner) }

@@ -9,7 +9,7 @@
 //! | has open questions or sign-ins with a known link | `input_required`, one input request each |
 //! | anything else | `working` (with a status message while a cancellation's cleanup runs) |
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use rmcp::ErrorData;
@@ -17,14 +17,13 @@ use rmcp::model::{CallToolResult, DetailedTask, InputRequests, JsonObject, Task,
 use serde_json::Value;
 
 use super::questions::{input_request, question_request, sign_in_key, sign_in_request};
-use super::signins::SignIns;
 use super::tools::{completed, failed};
 use eve_runtime::OpenQuestion;
-use eve_runtime::RunOutcome;
-use eve_runtime::journal::{RunFailure, RunId};
+use eve_runtime::journal::{Position, RunFailure, RunId};
 use eve_runtime::store::RunRecord;
 use eve_runtime::time::Timestamp;
 use eve_runtime::view::RunView;
+use eve_runtime::{RunOutcome, Runtime};
 
 /// What a run's journal says, as far as MCP cares.
 pub(crate) struct Snapshot {
@@ -32,40 +31,57 @@ pub(crate) struct Snapshot {
     pub created_at: Timestamp,
     /// How many entries the journal has: a change of state always adds one.
     pub entries: u64,
+    /// Where the journal it was read from ends.
+    pub next: Position,
     pub outcome: Option<RunOutcome>,
     /// Open questions, oldest first.
     pub questions: Vec<OpenQuestion>,
-    /// Sign-ins steps wait for: the step's op and the provider.
-    pub sign_ins: Vec<(u32, String)>,
+    /// Sign-ins steps wait for.
+    pub sign_ins: Vec<SignIn>,
     /// Whether a cancellation was requested (cleanup may be running).
     pub cancelling: bool,
 }
 
+/// A sign-in a step of the run waits for.
+pub(crate) struct SignIn {
+    /// The step's op.
+    pub op: u32,
+    pub provider: String,
+    /// Where to sign in, or why this server cannot say.
+    pub link: Result<String, String>,
+}
+
 impl Snapshot {
-    pub fn of(record: RunRecord) -> Snapshot {
+    /// The snapshot of a run's whole journal, as the store holds it.
+    pub fn of(runtime: &Runtime, record: RunRecord) -> Snapshot {
         let view = RunView::of(&record.entries);
         let summary = record.summary;
+        Snapshot::new(runtime, summary.id, &view, summary.created_at, summary.entries)
+    }
+
+    /// The snapshot `view` shows of `run`, created at `created_at` with `entries` entries.
+    pub fn new(runtime: &Runtime, run: RunId, view: &RunView, created_at: Timestamp, entries: u64) -> Snapshot {
+        let sign_ins = view.sign_ins.iter().map(|waiting| SignIn {
+            op: waiting.op.0,
+            provider: waiting.provider.clone(),
+            link: runtime.sign_in_url(&run, waiting).map_err(|error| error.to_string()),
+        });
         Snapshot {
-            run: summary.id,
-            created_at: summary.created_at,
-            entries: summary.entries,
+            created_at,
+            entries,
+            next: view.next,
             outcome: view.end.as_ref().and_then(RunOutcome::from_terminal),
-            questions: view.questions,
-            sign_ins: view.sign_ins.into_iter().map(|waiting| (waiting.op.0, waiting.provider)).collect(),
+            questions: view.questions.clone(),
+            sign_ins: sign_ins.collect(),
             cancelling: view.cancel.is_some(),
+            run,
         }
     }
 
-    /// The keys of every question and sign-in the run waits on, as its input requests name them.
-    pub fn request_keys(&self) -> impl Iterator<Item = String> + '_ {
-        let questions = self.questions.iter().map(|question| question.request_id.clone());
-        questions.chain(self.sign_ins.iter().map(|(op, _)| sign_in_key(*op)))
-    }
-
     /// The input requests the run waits on, leaving out the keys in `skip` (answered or
-    /// acknowledged, but not yet taken in by the run). A sign-in whose link this server did not
-    /// hear is left out too.
-    pub fn input_requests(&self, links: &SignIns, skip: &HashSet<String>) -> Result<InputRequests, ErrorData> {
+    /// acknowledged, but not yet taken in by the run). A sign-in whose link this server cannot
+    /// build is left out too.
+    pub fn input_requests(&self, skip: &HashSet<String>) -> Result<InputRequests, ErrorData> {
         let mut requests = InputRequests::new();
         for question in &self.questions {
             if !skip.contains(&question.request_id) {
@@ -73,17 +89,17 @@ impl Snapshot {
                 requests.insert(question.request_id.clone(), request);
             }
         }
-        for (op, provider) in &self.sign_ins {
+        for SignIn { op, provider, link } in &self.sign_ins {
             let key = sign_in_key(*op);
-            if let (false, Some(url)) = (skip.contains(&key), links.link(&self.run, *op)) {
-                requests.insert(key, input_request(sign_in_request(provider, &url, format!("{}:{op}", self.run))));
+            if let (false, Ok(url)) = (skip.contains(&key), link) {
+                requests.insert(key, input_request(sign_in_request(provider, url, format!("{}:{op}", self.run))));
             }
         }
         Ok(requests)
     }
 
     /// A line for people on what the run waits for, when the status alone does not say.
-    fn status_message(&self, links: &SignIns, input_required: bool) -> Option<String> {
+    fn status_message(&self, input_required: bool) -> Option<String> {
         if self.outcome.is_some() {
             return None;
         }
@@ -93,20 +109,15 @@ impl Snapshot {
         if input_required {
             return self.questions.first().map(|question| question.request.prompt.clone());
         }
-        let unknown = self.sign_ins.iter().find(|(op, _)| links.link(&self.run, *op).is_none());
-        unknown.map(|(_, provider)| {
-            format!("waiting for a sign-in with {provider}; its link is on the run's `authorization.required` event")
+        let unknown = self.sign_ins.iter().find_map(|sign_in| Some((&sign_in.provider, sign_in.link.as_ref().err()?)));
+        unknown.map(|(provider, error)| {
+            format!("waiting for a sign-in with {provider}, whose link cannot be made: {error}")
         })
     }
 }
 
 /// The task `snapshot` describes, last updated at `updated`.
-pub(crate) fn detailed(
-    snapshot: &Snapshot,
-    links: &SignIns,
-    updated: Timestamp,
-    poll_ms: u64,
-) -> Result<DetailedTask, ErrorData> {
+pub(crate) fn detailed(snapshot: &Snapshot, updated: Timestamp, poll_ms: u64) -> Result<DetailedTask, ErrorData> {
     let payload = match &snapshot.outcome {
         Some(RunOutcome::Completed(output)) => TaskPayload::Completed { result: object(&completed(output)) },
         Some(RunOutcome::Failed(RunFailure::Tool { message })) => {
@@ -114,7 +125,7 @@ pub(crate) fn detailed(
         }
         Some(RunOutcome::Failed(failure)) => TaskPayload::Failed { error: object(&failure_error(failure)) },
         Some(RunOutcome::Cancelled) => TaskPayload::Cancelled,
-        None => match snapshot.input_requests(links, &HashSet::new())? {
+        None => match snapshot.input_requests(&HashSet::new())? {
             requests if requests.is_empty() => TaskPayload::Working,
             input_requests => TaskPayload::InputRequired { input_requests },
         },
@@ -123,7 +134,7 @@ pub(crate) fn detailed(
     let mut task =
         Task::new(snapshot.run.to_string(), TaskStatus::Working, snapshot.created_at.to_string(), updated.to_string())
             .with_poll_interval_ms(poll_ms);
-    task.status_message = snapshot.status_message(links, input_required);
+    task.status_message = snapshot.status_message(input_required);
     Ok(DetailedTask::new(task, payload))
 }
 
@@ -188,9 +199,4 @@ impl LastChanges {
         seen.insert(snapshot.run.clone(), (snapshot.entries, at));
         at
     }
-}
-
-/// The request ids among `keys` of questions still open in `snapshot`.
-pub(crate) fn still_open(snapshot: &Snapshot, keys: &BTreeSet<String>) -> bool {
-    snapshot.questions.iter().any(|question| keys.contains(&question.request_id))
 }

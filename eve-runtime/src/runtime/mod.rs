@@ -805,6 +805,23 @@ impl Runtime {
         RunEvent::of_entry(run, entry, task_id.as_deref())
     }
 
+    /// The link a person signs in at for the sign-in a step of `run` waits for (one of a
+    /// [`RunView`](crate::view::RunView)'s `sign_ins`): the provider's authorization URL, with
+    /// the callback `state` derived from this runtime's secret key. The journal keeps only what
+    /// the `state` is derived from, so any process with the key can rebuild the link.
+    ///
+    /// # Errors
+    ///
+    /// This runtime has no such provider, or cannot build its URL.
+    pub fn sign_in_url(
+        &self,
+        run: &RunId,
+        sign_in: &crate::view::WaitingSignIn,
+    ) -> Result<String, crate::auth::AuthError> {
+        let state = self.shared.services.auth_state(run, sign_in.op, &sign_in.nonce);
+        self.shared.services.authorization_url(&sign_in.provider, &crate::auth::Principal::anonymous(), state.expose())
+    }
+
     /// A run with its whole journal.
     pub async fn journal(&self, run: &RunId) -> Result<RunRecord, Error> {
         self.shared.store.load(run).await?.ok_or_else(|| Error::RunNotFound(run.clone()))
