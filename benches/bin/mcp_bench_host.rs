@@ -1,5 +1,5 @@
-//! The MCP host the `mcp` bench spawns (`mcp-bench-host mcp`): a plain tool to call, and a
-//! workflow tool that parks on a question. `mcp-bench-host raw` serves the same `echo` with a
+//! The MCP host the `mcp` and `mcp_follow` benches spawn (`mcp-bench-host mcp`): a plain tool to
+//! call, a workflow tool that parks on a question, and one that takes many steps. `mcp-bench-host raw` serves the same `echo` with a
 //! bare rmcp handler instead, so the bench can tell eve's share of the latency from rmcp's and
 //! the pipes'.
 
@@ -28,6 +28,28 @@ pub async fn echo(input: Text) -> Result<String, ToolError> {
 pub async fn ask_once(input: Text, ctx: &WorkflowCtx) -> Result<String, ToolError> {
     let answer = ctx.ask(Ask::confirmation(input.text).option("yes", "Yes").primary().option("no", "No")).await;
     Ok(answer.status().to_owned())
+}
+
+/// How many steps to take.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+pub struct Count {
+    /// The number of steps.
+    pub steps: u32,
+}
+
+#[step]
+async fn one(n: u32) -> Result<u32, StepError> {
+    Ok(n)
+}
+
+/// Take `steps` steps, one after another.
+#[workflow_tool]
+pub async fn count_steps(input: Count, ctx: &WorkflowCtx) -> Result<u32, ToolError> {
+    let _ = ctx;
+    for n in 0..input.steps {
+        one(n).await?;
+    }
+    Ok(input.steps)
 }
 
 /// `echo` on a bare rmcp handler, for comparison.
