@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use tokio::sync::{broadcast, watch};
 
 use crate::error::Error;
@@ -120,10 +120,11 @@ impl Drop for Subscription {
 /// A stream of [`Followed`] entries in journal order, each exactly once. It ends after the entry
 /// that ends the run, or with an error if the store fails (follow again from the position after
 /// the last entry received to go on). It does not end while the run goes on, parked for a day or
-/// not: drop it to stop following.
+/// not: drop it to stop following. Once ended, it stays ended: polled again, it says so again
+/// ([`FusedStream`](futures::stream::FusedStream)).
 #[must_use = "a stream does nothing unless polled"]
 pub struct Follow {
-    inner: Pin<Box<dyn Stream<Item = Result<Followed, Error>> + Send>>,
+    inner: futures::stream::Fuse<BoxedFollow>,
     caught_up: Arc<AtomicBool>,
 }
 
@@ -133,13 +134,22 @@ impl fmt::Debug for Follow {
     }
 }
 
+impl futures::stream::FusedStream for Follow {
+    fn is_terminated(&self) -> bool {
+        self.inner.is_terminated()
+    }
+}
+
 impl Stream for Follow {
     type Item = Result<Followed, Error>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.inner.as_mut().poll_next(cx)
+        self.inner.poll_next_unpin(cx)
     }
 }
+
+/// The stream of a follower's entries, before it is fused.
+type BoxedFollow = Pin<Box<dyn Stream<Item = Result<Followed, Error>> + Send>>;
 
 /// What a follower holds between entries.
 struct Follower {
@@ -185,7 +195,9 @@ impl Follow {
                 Err(error) => Some((Err(error), None)),
             }
         });
-        Follow { inner: Box::pin(stream), caught_up }
+        // Fused: a caller may poll again after the end, and gets the end again.
+        let boxed: BoxedFollow = Box::pin(stream);
+        Follow { inner: boxed.fuse(), caught_up }
     }
 
     /// Whether the entries yielded so far are all the journal held when the follower last read

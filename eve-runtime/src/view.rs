@@ -277,6 +277,26 @@ impl RunView {
     }
 }
 
+/// What a person following a run is told of `entry`, as one line, if anything: a step done, failed
+/// or to be tried again, or a workflow tool's progress report (`progress.report(snapshot)`, the
+/// snapshot as JSON text). MCP's progress notifications and `host call` say these lines.
+pub fn progress_line(entry: &Entry) -> Option<String> {
+    match entry {
+        Entry::StepCompleted { name, outcome: StepOutcome::Ok { .. }, .. } => Some(format!("step {name}: done")),
+        Entry::StepCompleted { name, outcome: StepOutcome::Err { message, .. }, .. } => {
+            Some(format!("step {name}: failed: {message}"))
+        }
+        Entry::StepRetrying { name, attempt, error, next_attempt_at, .. } => {
+            Some(format!("step {name}: attempt {attempt} failed: {error}; the next starts at {next_attempt_at}"))
+        }
+        Entry::Recorded { kind: RecordKind::Published, value, .. } => {
+            let value = value.to_value();
+            value.get("partial").map(Value::to_string)
+        }
+        _ => None,
+    }
+}
+
 fn record_name(kind: RecordKind) -> &'static str {
     match kind {
         RecordKind::Now => "now",

@@ -67,9 +67,10 @@ fn calls_runs_and_journals_survive_between_invocations() {
     assert!(ok);
     assert_eq!(stdout.trim(), r#""hello, Ada""#);
 
-    let (ok, stdout, _) = host(dir.path(), &["call", "greet_durably", r#"{"name":"Grace"}"#, "--id", "run-1"]);
+    let (ok, stdout, stderr) = host(dir.path(), &["call", "greet_durably", r#"{"name":"Grace"}"#, "--id", "run-1"]);
     assert!(ok);
     assert_eq!(stdout.trim(), r#""hello, Grace""#);
+    assert_eq!(stderr, "  step compose: done\n", "each step as the journal records it, on stderr");
 
     let (ok, stdout, _) = host(dir.path(), &["call", "greet_later", r#"{"name":"Alan"}"#, "--id", "run-2"]);
     assert!(ok);

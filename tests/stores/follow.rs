@@ -121,8 +121,9 @@ async fn a_follower_of_a_finished_run_reads_it_and_ends_and_a_bad_position_is_re
     handle.outcome().await.unwrap();
     let whole: Vec<_> = runtime.follow(handle.id(), Position::START).collect().await;
     assert_eq!(whole.len(), 5, "RunStarted, three steps, RunCompleted: {whole:?}");
-    let past_the_end: Vec<_> = runtime.follow(handle.id(), Position::new(0, 5)).collect().await;
-    assert!(past_the_end.is_empty(), "following after the last entry of a finished run ends at once");
+    let mut past_the_end = runtime.follow(handle.id(), Position::new(0, 5));
+    assert!(past_the_end.next().await.is_none(), "following after the last entry of a finished run ends at once");
+    assert!(past_the_end.next().await.is_none(), "and stays ended when polled again");
     let ahead: Vec<_> = runtime.follow(handle.id(), Position::new(3, 0)).collect().await;
     let error = ahead.into_iter().next().expect("an error").unwrap_err();
     assert!(error.to_string().contains("is past run"), "{error}");

@@ -25,12 +25,14 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use futures::StreamExt;
 use serde_json::Value;
 
 use eve_runtime::ask::{Answer, AskOutcome};
 use eve_runtime::events::RunEvent;
-use eve_runtime::journal::{Entry, RunId, StepOutcome};
+use eve_runtime::journal::{Entry, Position, RunId, StepOutcome};
 use eve_runtime::registry::{self, EntryPoint};
+use eve_runtime::view::progress_line;
 use eve_runtime::{Error, HookDelivery, Phase, RunOutcome, Runtime};
 
 #[cfg(feature = "http")]
@@ -487,7 +489,46 @@ async fn call(runtime: &Runtime, tool: &str, input: &str, id: Option<&str>, wait
         }
         error => error.to_string(),
     })?;
-    follow_run(runtime, &handle, wait).await
+    with_steps(runtime, handle.id(), Position::START, follow_run(runtime, &handle, wait)).await
+}
+
+/// How long a command waits for the last of a run's step lines once the run has parked or ended.
+const LAST_LINES: Duration = Duration::from_millis(500);
+
+/// Runs `until`, printing to stderr each step `run` takes from `from` on, as its journal records
+/// them (see [`progress_line`]); then prints those the journal holds up to its end.
+async fn with_steps<T>(runtime: &Runtime, run: &RunId, from: Position, until: impl Future<Output = T>) -> T {
+    let mut follow = runtime.follow(run, from);
+    let print = |entry: &Entry| {
+        if let Some(line) = progress_line(entry) {
+            eprintln!("  {line}");
+        }
+    };
+    let output = {
+        let steps = async {
+            while let Some(Ok(followed)) = follow.next().await {
+                print(&followed.entry);
+            }
+            std::future::pending().await
+        };
+        tokio::select! {
+            output = until => output,
+            never = steps => never,
+        }
+    };
+    while let Ok(Some(Ok(followed))) = tokio::time::timeout(LAST_LINES, follow.next()).await {
+        print(&followed.entry);
+        if follow.is_caught_up() {
+            break;
+        }
+    }
+    output
+}
+
+/// Where `run`'s journal ends now.
+async fn journal_end(runtime: &Runtime, run: &RunId) -> Result<Position, String> {
+    let record = runtime.journal(run).await.map_err(|error| error.to_string())?;
+    Ok(eve_runtime::view::RunView::of(&record.entries).next)
 }
 
 /// Waits until the run ends, or parks on more than its own timers due within `wait`, and prints
@@ -600,12 +641,16 @@ async fn answer(runtime: &Runtime, run: &RunId, request: &str, answer: Answer) -
         return Err("the answer is empty: give --option <id>, --text '...', or both".to_owned());
     }
     let before = journal_length(runtime, run).await?;
+    let end = journal_end(runtime, run).await?;
     runtime.answer(run, request, answer).await.map_err(|error| match error {
         Error::Answer(refusal) => answer_refusal(refusal),
         error => error.to_string(),
     })?;
-    carried_on(runtime, run, before).await?;
-    follow_run(runtime, &runtime.handle(run.clone()), Duration::ZERO).await
+    let carried_on = async {
+        carried_on(runtime, run, before).await?;
+        follow_run(runtime, &runtime.handle(run.clone()), Duration::ZERO).await
+    };
+    with_steps(runtime, run, end, carried_on).await
 }
 
 /// A refused answer in the words of the command line's flags.
@@ -624,6 +669,12 @@ fn answer_refusal(refusal: eve_runtime::ask::AnswerError) -> String {
 /// Delivers a payload to a hook, then follows the run it woke as `answer` does.
 async fn resume_hook(runtime: &Runtime, token: &str, payload: &str) -> Result<(), String> {
     let payload = parse_json(payload, "payload")?;
+    // Where the run the delivery wakes stands before it, to print its steps from there.
+    let hook = eve_runtime::secret::TokenHash::of(token);
+    let end = match runtime.store().find_hook(&hook).await.map_err(|error| error.to_string())? {
+        Some(hook) if !runtime.store().is_shared() => Some(journal_end(runtime, &hook.run).await?),
+        _ => None,
+    };
     match runtime.resume_hook(token, payload).await.map_err(|error| error.to_string())? {
         // On a shared store a worker takes the delivery in; this process does not follow it.
         HookDelivery::Accepted(run) if runtime.store().is_shared() => {
@@ -632,8 +683,11 @@ async fn resume_hook(runtime: &Runtime, token: &str, payload: &str) -> Result<()
         }
         HookDelivery::Accepted(run) => {
             // The delivery woke the run in this process; let it go as far as it can.
-            runtime.settle().await;
-            follow_run(runtime, &runtime.handle(run), Duration::ZERO).await
+            let carried_on = async {
+                runtime.settle().await;
+                follow_run(runtime, &runtime.handle(run.clone()), Duration::ZERO).await
+            };
+            with_steps(runtime, &run, end.unwrap_or(Position::START), carried_on).await
         }
         HookDelivery::Duplicate(run) => {
             println!("run {run} had this delivery already; nothing changed");

@@ -32,11 +32,10 @@ use super::questions::{Response, question_response, sign_in_key, sign_in_respons
 use super::status::{Snapshot, call_result};
 use super::tools::{Entry, failed};
 use eve_runtime::ask::AnswerError;
-use eve_runtime::events::RunEvent;
 use eve_runtime::follow::Follow;
 use eve_runtime::journal::{self, Op, Position, RunId};
 use eve_runtime::secret::SecretKey;
-use eve_runtime::view::RunView;
+use eve_runtime::view::{RunView, progress_line};
 use eve_runtime::{Error, Runtime, StartOptions};
 
 /// How long a call whose following of its run failed (the store did) waits before it follows on.
@@ -341,7 +340,7 @@ impl<'a> Following<'a> {
             self.view.apply(followed.position, &followed.entry);
             self.next = followed.position.next();
             if followed.position >= self.report_from {
-                self.progress.report(&self.run, &followed.entry).await;
+                self.progress.report(&followed.entry).await;
             }
             if self.view.end.is_some() || self.follow.is_caught_up() {
                 return Ok(());
@@ -428,23 +427,12 @@ struct Progress<'a> {
 }
 
 impl Progress<'_> {
-    /// Sends what a journal entry of `run` says of its steps, if anything: a step done, failed
-    /// or to be tried again, or a workflow tool's `progress.report(snapshot)` (the snapshot, as
-    /// JSON text).
-    async fn report(&mut self, run: &RunId, entry: &journal::Entry) {
-        if self.token.is_none() {
-            return;
+    /// Sends what a journal entry says of the run's steps, if anything (see
+    /// [`progress_line`]).
+    async fn report(&mut self, entry: &journal::Entry) {
+        if let (Some(_), Some(line)) = (&self.token, progress_line(entry)) {
+            self.say(line).await;
         }
-        let message = match RunEvent::of_entry(run, entry, None) {
-            Some(RunEvent::StepSucceeded { step, .. }) => format!("step {step}: done"),
-            Some(RunEvent::StepFailed { step, error, retry_at: None, .. }) => format!("step {step}: failed: {error}"),
-            Some(RunEvent::StepFailed { step, attempt, error, retry_at: Some(at), .. }) => {
-                format!("step {step}: attempt {attempt} failed: {error}; the next starts at {at}")
-            }
-            Some(RunEvent::Published { value, .. }) if value.get("partial").is_some() => value["partial"].to_string(),
-            _ => return,
-        };
-        self.say(message).await;
     }
 
     async fn say(&mut self, message: String) {
