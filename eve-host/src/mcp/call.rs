@@ -351,7 +351,7 @@ impl<'a> Following<'a> {
     /// What the entries read so far say of the run.
     fn snapshot(&self) -> Snapshot {
         let created_at = self.view.started_at.unwrap_or_else(|| self.runtime.clock().now());
-        Snapshot::new(self.runtime, self.run.clone(), &self.view, created_at, self.next.seq)
+        Snapshot::new(self.runtime, self.run.clone(), &self.view, created_at)
     }
 }
 
@@ -430,7 +430,9 @@ impl Progress<'_> {
     /// Sends what a journal entry says of the run's steps, if anything (see
     /// [`progress_line`]).
     async fn report(&mut self, entry: &journal::Entry) {
-        if let (Some(_), Some(line)) = (&self.token, progress_line(entry)) {
+        if self.token.is_some()
+            && let Some(line) = progress_line(entry)
+        {
             self.say(line).await;
         }
     }

@@ -29,9 +29,7 @@ use eve_runtime::{RunOutcome, Runtime};
 pub(crate) struct Snapshot {
     pub run: RunId,
     pub created_at: Timestamp,
-    /// How many entries the journal has: a change of state always adds one.
-    pub entries: u64,
-    /// Where the journal it was read from ends.
+    /// Where the journal it was read from ends: a change of state always adds an entry.
     pub next: Position,
     pub outcome: Option<RunOutcome>,
     /// Open questions, oldest first.
@@ -56,11 +54,11 @@ impl Snapshot {
     pub fn of(runtime: &Runtime, record: RunRecord) -> Snapshot {
         let view = RunView::of(&record.entries);
         let summary = record.summary;
-        Snapshot::new(runtime, summary.id, &view, summary.created_at, summary.entries)
+        Snapshot::new(runtime, summary.id, &view, summary.created_at)
     }
 
-    /// The snapshot `view` shows of `run`, created at `created_at` with `entries` entries.
-    pub fn new(runtime: &Runtime, run: RunId, view: &RunView, created_at: Timestamp, entries: u64) -> Snapshot {
+    /// The snapshot `view` shows of `run`, created at `created_at`.
+    pub fn new(runtime: &Runtime, run: RunId, view: &RunView, created_at: Timestamp) -> Snapshot {
         let sign_ins = view.sign_ins.iter().map(|waiting| SignIn {
             op: waiting.op.0,
             provider: waiting.provider.clone(),
@@ -68,7 +66,6 @@ impl Snapshot {
         });
         Snapshot {
             created_at,
-            entries,
             next: view.next,
             outcome: view.end.as_ref().and_then(RunOutcome::from_terminal),
             questions: view.questions.clone(),
@@ -180,7 +177,7 @@ const REMEMBERED: usize = 10_000;
 /// When each task was last seen to change (its journal grew), for `lastUpdatedAt`: the journal
 /// does not time every entry.
 #[derive(Default)]
-pub(crate) struct LastChanges(Mutex<HashMap<RunId, (u64, Timestamp)>>);
+pub(crate) struct LastChanges(Mutex<HashMap<RunId, (Position, Timestamp)>>);
 
 impl LastChanges {
     /// When `snapshot`'s run last changed, as far as this server saw: now, if its journal grew
@@ -189,14 +186,15 @@ impl LastChanges {
         let mut seen =
             self.0.lock().expect("the last-changes mutex is never poisoned: no code panics while holding it");
         match seen.get(&snapshot.run) {
-            Some((entries, at)) if *entries == snapshot.entries => return *at,
+            Some((next, at)) if *next == snapshot.next => return *at,
             _ => {}
         }
-        let at = if snapshot.entries <= 1 && !seen.contains_key(&snapshot.run) { snapshot.created_at } else { now };
+        let first = snapshot.next <= Position::new(0, 1);
+        let at = if first && !seen.contains_key(&snapshot.run) { snapshot.created_at } else { now };
         if seen.len() >= REMEMBERED {
             seen.clear();
         }
-        seen.insert(snapshot.run.clone(), (snapshot.entries, at));
+        seen.insert(snapshot.run.clone(), (snapshot.next, at));
         at
     }
 }
