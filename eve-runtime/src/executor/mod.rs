@@ -866,6 +866,8 @@ impl Driver {
     }
 
     /// Drops what is pending, keeping its buffers: it was journaled, or it never will be.
+    // Inlined into `commit`, which a chain of steps makes once a step: as calls, this and three
+    // other helpers of it cost a step 0.8 % of its instructions (callgrind).
     #[inline]
     fn clear_pending(&mut self) {
         let Append { first_seq: _, entries, consumed, notices, runs } = &mut self.pending;
@@ -891,10 +893,17 @@ impl Driver {
             // Read now: the store may keep the entries themselves.
             let events = self.journaled_events(rt);
             let appended = self.pending.entries.len() as u64;
-            // A store that does no I/O answers at once, and nothing is awaited.
-            let result = match rt.store.append(&self.core.run, self.fence, &mut self.pending) {
-                Commit::Done(result) => result,
-                Commit::Pending(write) => write.await,
+            let result = loop {
+                // A store that does no I/O answers at once, and nothing is awaited.
+                let result = match rt.store.append(&self.core.run, self.fence, &mut self.pending) {
+                    Commit::Done(result) => result,
+                    Commit::Pending(write) => write.await,
+                };
+                match result {
+                    // The batch, whole again, waits in memory while the store recovers.
+                    Err(error) if error.is_transient() => backoff.wait(rt, &self.core.run, error).await?,
+                    result => break result,
+                }
             };
             match result {
                 Ok(()) => {
@@ -908,8 +917,6 @@ impl Driver {
                     self.pending.notices.truncate(own_notices);
                     taken.push(op);
                 }
-                // The batch waits in memory while the store recovers.
-                Err(error) if error.is_transient() => backoff.wait(rt, &self.core.run, error).await?,
                 Err(error @ StoreError::TooLarge { .. }) => return Err(fit::store_bug(error)),
                 Err(error) => return Err(error),
             }
@@ -918,6 +925,8 @@ impl Driver {
 
     /// Lets out what waited for the batch just appended: see [`Driver::commit`]. `events` are
     /// the batch's, read before the append, and `taken` the hooks whose token another run holds.
+    // Inlined into `commit`, which a chain of steps makes once a step: as calls, this and three
+    // other helpers of it cost a step 0.8 % of its instructions (callgrind).
     #[inline]
     fn committed(&mut self, rt: &Engine, events: Vec<RunEvent>, taken: Vec<Op>) {
         rt.followers.committed(&self.core.run);
@@ -951,6 +960,8 @@ impl Driver {
     /// records to the store's limit on one entry ([`fit::fit_records`]) and adds the reports to
     /// the parent. Fails, before anything is written, if the journal would pass its limit or the
     /// batch cannot be made to fit ([`fit::check_sent`]).
+    // Inlined into `commit`, which a chain of steps makes once a step: as calls, this and three
+    // other helpers of it cost a step 0.8 % of its instructions (callgrind).
     #[inline]
     fn prepare(&mut self, rt: &Engine) -> Result<(), StoreError> {
         let (next_seq, entries) = (self.next_seq(), &self.pending.entries);
@@ -984,6 +995,8 @@ impl Driver {
     /// The events the pending entries publish once durable; none, and nothing built, when nobody
     /// listens. A listener that subscribes during the append misses them, as it would had the
     /// append ended a moment before.
+    // Inlined into `commit`, which a chain of steps makes once a step: as calls, this and three
+    // other helpers of it cost a step 0.8 % of its instructions (callgrind).
     #[inline]
     fn journaled_events(&self, rt: &Engine) -> Vec<RunEvent> {
         if !rt.events.listening() {
