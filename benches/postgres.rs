@@ -183,8 +183,8 @@ fn store_appends(c: &mut Criterion, tokio: &tokio::runtime::Runtime, setup: &Set
                         let op = Op(u32::try_from(next_seq).expect("fewer than 4 billion appends"));
                         let entries =
                             vec![eve_tools::Entry::Recorded { op, kind: RecordKind::Random, value: json!(1).into() }];
-                        let append = Append { first_seq: next_seq, entries, ..Append::default() };
-                        store.append(&run.id, fence, &append).await.expect("the append commits");
+                        let mut append = Append { first_seq: next_seq, entries, ..Append::default() };
+                        store.append(&run.id, fence, &mut append).await.expect("the append commits");
                         next_seq += 1;
                     }
                 });

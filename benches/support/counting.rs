@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use eve_tools::secret::TokenHash;
 use eve_tools::store::{
-    Append, Claimed, Created, Delivered, DeliveryPayload, Fence, HookRow, InboxItem, NewRun, Recovery, RunPage,
+    Append, Claimed, Commit, Created, Delivered, DeliveryPayload, Fence, HookRow, InboxItem, NewRun, Recovery, RunPage,
     RunQuery, RunRecord, RunSummary, Store, StoreError, Target, TimerRow, WorkerId,
 };
 use eve_tools::{Entry, RunId, Timestamp};
@@ -118,10 +118,15 @@ impl Store for Counting {
         self.inner.release(run, fence).await
     }
 
-    async fn append(&self, run: &RunId, fence: Fence, append: &Append) -> Result<(), StoreError> {
-        self.inner.append(run, fence, append).await?;
-        self.note(run, WriteKind::Append(append.entries.iter().map(describe).collect()));
-        Ok(())
+    fn append<'a>(&'a self, run: &'a RunId, fence: Fence, append: &'a mut Append) -> Commit<'a> {
+        // Described before the append: the store may keep the entries.
+        let described = append.entries.iter().map(describe).collect();
+        let appending = self.inner.append(run, fence, append);
+        Commit::pending(async move {
+            appending.await?;
+            self.note(run, WriteKind::Append(described));
+            Ok(())
+        })
     }
 
     async fn park(&self, run: &RunId, fence: Fence, next_seq: u64) -> Result<(), StoreError> {
@@ -134,16 +139,19 @@ impl Store for Counting {
         self.inner.recovery().await
     }
 
-    async fn continue_as_new(
-        &self,
-        run: &RunId,
+    fn continue_as_new<'a>(
+        &'a self,
+        run: &'a RunId,
         fence: Fence,
-        started: &Entry,
+        started: &'a mut Option<Entry>,
         keep_inbox: bool,
-    ) -> Result<(), StoreError> {
-        self.inner.continue_as_new(run, fence, started, keep_inbox).await?;
-        self.note(run, WriteKind::ContinueAsNew);
-        Ok(())
+    ) -> Commit<'a> {
+        let continuing = self.inner.continue_as_new(run, fence, started, keep_inbox);
+        Commit::pending(async move {
+            continuing.await?;
+            self.note(run, WriteKind::ContinueAsNew);
+            Ok(())
+        })
     }
 
     async fn deliver(

@@ -75,7 +75,7 @@ use self::writes::{AppendRows, NewRunRow};
 use eve_runtime::journal::{Entry, Position, RunId};
 use eve_runtime::secret::TokenHash;
 use eve_runtime::store::{
-    Append, Claimed, Created, Delivered, DeliveryPayload, Fence, HookRow, InboxItem, InboxLimits, IndexChanges,
+    Append, Claimed, Commit, Created, Delivered, DeliveryPayload, Fence, HookRow, InboxItem, InboxLimits, IndexChanges,
     JournalPage, NewRun, Recovery, RunPage, RunQuery, RunRecord, RunSummary, Store, StoreError, Target, TimerRow,
     Watch, WorkerId,
 };
@@ -382,6 +382,53 @@ impl PostgresStore {
         })
     }
 
+    /// Writes an append's encoded rows: in a group commit if it is one statement, on a client of
+    /// its own otherwise, tried again after a lost connection.
+    async fn write_append(&self, rows: Arc<AppendRows>) -> Result<(), StoreError> {
+        let what = format!("an append to run {}", rows.run);
+        // An append is guarded by its first sequence number, so running it again after a lost
+        // connection can never write it twice: the second try is refused if the first got through.
+        let (mut lost, mut tries) = (None, RETRIES + 1);
+        if rows.is_one_statement() {
+            match self.append_grouped(&rows).await {
+                Grouped::Written => return Ok(()),
+                Grouped::Refused(failure) => return Err(failure.into_store_error(&what, &self.target)),
+                Grouped::NotWritten => {}
+                Grouped::InDoubt(reason) => {
+                    // The group's statement was this append's first try.
+                    tries -= 1;
+                    let target = &self.target;
+                    lost = Some(Failure::Store(StoreError::Backend(format!(
+                        "lost the connection to Postgres at {target} while committing {what} ({reason}); it may \
+                         or may not have been written: read the run back before trying again"
+                    ))));
+                }
+            }
+        }
+        for _ in 0..tries {
+            let result = match self.client().await {
+                Ok(mut client) => {
+                    let result = writes::append(&mut client, &rows, &self.channel).await;
+                    discard_if_broken(client, &result);
+                    result
+                }
+                Err(failure) => Err(failure),
+            };
+            match (result, lost.take()) {
+                (Ok(()), _) => return Ok(()),
+                (Err(failure), _) if failure.broke_connection() => lost = Some(failure),
+                (Err(Failure::Store(conflict @ StoreError::SeqConflict { .. })), Some(earlier)) => {
+                    return self.settle(&rows, earlier, Some(conflict)).await;
+                }
+                (Err(failure), _) => return Err(failure.into_store_error(&what, &self.target)),
+            }
+        }
+        match lost {
+            Some(failure) => self.settle(&rows, failure, None).await,
+            None => Err(StoreError::Backend(format!("{what} was tried {} times", RETRIES + 1))),
+        }
+    }
+
     /// Settles an append that may have been written before its connection was lost, by reading
     /// the journal back: "ok" if its entries are there, else `refusal` if there is one (the journal
     /// moved on without them), else an error naming the lost connection.
@@ -483,49 +530,11 @@ impl Store for PostgresStore {
         ))
     }
 
-    async fn append(&self, run: &RunId, fence: Fence, append: &Append) -> Result<(), StoreError> {
-        let rows = Arc::new(self.encode_append(run, fence, append)?);
-        let what = format!("an append to run {run}");
-        // An append is guarded by its first sequence number, so running it again after a lost
-        // connection can never write it twice: the second try is refused if the first got through.
-        let (mut lost, mut tries) = (None, RETRIES + 1);
-        if rows.is_one_statement() {
-            match self.append_grouped(&rows).await {
-                Grouped::Written => return Ok(()),
-                Grouped::Refused(failure) => return Err(failure.into_store_error(&what, &self.target)),
-                Grouped::NotWritten => {}
-                Grouped::InDoubt(reason) => {
-                    // The group's statement was this append's first try.
-                    tries -= 1;
-                    let target = &self.target;
-                    lost = Some(Failure::Store(StoreError::Backend(format!(
-                        "lost the connection to Postgres at {target} while committing {what} ({reason}); it may \
-                         or may not have been written: read the run back before trying again"
-                    ))));
-                }
-            }
-        }
-        for _ in 0..tries {
-            let result = match self.client().await {
-                Ok(mut client) => {
-                    let result = writes::append(&mut client, &rows, &self.channel).await;
-                    discard_if_broken(client, &result);
-                    result
-                }
-                Err(failure) => Err(failure),
-            };
-            match (result, lost.take()) {
-                (Ok(()), _) => return Ok(()),
-                (Err(failure), _) if failure.broke_connection() => lost = Some(failure),
-                (Err(Failure::Store(conflict @ StoreError::SeqConflict { .. })), Some(earlier)) => {
-                    return self.settle(&rows, earlier, Some(conflict)).await;
-                }
-                (Err(failure), _) => return Err(failure.into_store_error(&what, &self.target)),
-            }
-        }
-        match lost {
-            Some(failure) => self.settle(&rows, failure, None).await,
-            None => Err(StoreError::Backend(format!("{what} was tried {} times", RETRIES + 1))),
+    fn append<'a>(&'a self, run: &'a RunId, fence: Fence, append: &'a mut Append) -> Commit<'a> {
+        // Encoded now: the write needs nothing more of the batch, which stays the caller's.
+        match self.encode_append(run, fence, append) {
+            Ok(rows) => Commit::pending(self.write_append(Arc::new(rows))),
+            Err(refused) => Commit::Done(Err(refused)),
         }
     }
 
@@ -547,23 +556,29 @@ impl Store for PostgresStore {
         with_client!(self, "listing claimable runs", |client| reads::claimable(&mut client, now, limit))
     }
 
-    async fn continue_as_new(
-        &self,
-        run: &RunId,
+    fn continue_as_new<'a>(
+        &'a self,
+        run: &'a RunId,
         fence: Fence,
-        started: &Entry,
+        started: &'a mut Option<Entry>,
         keep_inbox: bool,
-    ) -> Result<(), StoreError> {
-        let text = codec::encode_entry(started, self.options.max_entry_bytes)?;
+    ) -> Commit<'a> {
+        let started = started.as_ref().expect("Store::continue_as_new is given the entry to continue with");
+        let text = match codec::encode_entry(started, self.options.max_entry_bytes) {
+            Ok(text) => text,
+            Err(refused) => return Commit::Done(Err(refused)),
+        };
         let continued = eve_runtime::store::kit::continued(std::slice::from_ref(started));
-        with_client!(self, format!("continuing run {run} as new"), |client| writes::continue_as_new(
-            &mut client,
-            run,
-            fence,
-            (continued, &text),
-            keep_inbox,
-            &self.channel
-        ))
+        Commit::pending(async move {
+            with_client!(self, format!("continuing run {run} as new"), |client| writes::continue_as_new(
+                &mut client,
+                run,
+                fence,
+                (continued, &text),
+                keep_inbox,
+                &self.channel
+            ))
+        })
     }
 
     async fn deliver(

@@ -79,7 +79,7 @@ use eve_runtime::journal::{Entry, Position, RunId};
 use eve_runtime::secret::TokenHash;
 use eve_runtime::store::kit;
 use eve_runtime::store::{
-    Append, Claimed, Created, Delivered, DeliveryPayload, Fence, HookRow, InboxItem, InboxLimits, IndexChanges,
+    Append, Claimed, Commit, Created, Delivered, DeliveryPayload, Fence, HookRow, InboxItem, InboxLimits, IndexChanges,
     JournalPage, NewRun, Recovery, RunPage, RunQuery, RunRecord, RunSummary, Store, StoreError, Target, TimerRow,
     WorkerId,
 };
@@ -330,18 +330,24 @@ impl Store for SqliteStore {
         self.readers.read(move |conn| reads::exists(conn, &run)).await
     }
 
-    async fn append(&self, run: &RunId, fence: Fence, append: &Append) -> Result<(), StoreError> {
-        let rows = self.encode_append(run, fence, append)?;
+    fn append<'a>(&'a self, run: &'a RunId, fence: Fence, append: &'a mut Append) -> Commit<'a> {
+        // Encoded now: the write needs nothing more of the batch, which stays the caller's.
+        let rows = match self.encode_append(run, fence, append) {
+            Ok(rows) => rows,
+            Err(refused) => return Commit::Done(Err(refused)),
+        };
         let (finishes, length) = (rows.changes.status.is_some(), append.first_seq + append.entries.len() as u64);
-        let epochs = self.epochs.clone();
-        self.writer.submit_from_run(move |conn| writes::append(conn, &rows, &epochs)).await?;
-        if finishes {
-            // A finished run refuses appends whatever the fence, so its epoch is no longer needed.
-            self.epochs.forget(run);
-        } else {
-            self.epochs.appended(run, fence.epoch, length);
-        }
-        Ok(())
+        Commit::pending(async move {
+            let epochs = self.epochs.clone();
+            self.writer.submit_from_run(move |conn| writes::append(conn, &rows, &epochs)).await?;
+            if finishes {
+                // A finished run refuses appends whatever the fence, so its epoch is no longer needed.
+                self.epochs.forget(run);
+            } else {
+                self.epochs.appended(run, fence.epoch, length);
+            }
+            Ok(())
+        })
     }
 
     fn left_memory(&self, run: &RunId) {
@@ -372,21 +378,27 @@ impl Store for SqliteStore {
         self.readers.read(reads::recovery).await
     }
 
-    async fn continue_as_new(
-        &self,
-        run: &RunId,
+    fn continue_as_new<'a>(
+        &'a self,
+        run: &'a RunId,
         fence: Fence,
-        started: &Entry,
+        started: &'a mut Option<Entry>,
         keep_inbox: bool,
-    ) -> Result<(), StoreError> {
-        let text = codec::encode_entry(started, self.options.max_entry_bytes)?;
+    ) -> Commit<'a> {
+        let started = started.as_ref().expect("Store::continue_as_new is given the entry to continue with");
+        let text = match codec::encode_entry(started, self.options.max_entry_bytes) {
+            Ok(text) => text,
+            Err(refused) => return Commit::Done(Err(refused)),
+        };
         let history = kit::continued(std::slice::from_ref(started));
-        let (continued, epochs) = (run.clone(), self.epochs.clone());
-        let write =
-            move |conn: &_| writes::continue_as_new(conn, &continued, fence, (history, &text), &epochs, keep_inbox);
-        self.writer.submit(write).await?;
-        self.epochs.continued(run, fence.epoch);
-        Ok(())
+        Commit::pending(async move {
+            let (continued, epochs) = (run.clone(), self.epochs.clone());
+            let write =
+                move |conn: &_| writes::continue_as_new(conn, &continued, fence, (history, &text), &epochs, keep_inbox);
+            self.writer.submit(write).await?;
+            self.epochs.continued(run, fence.epoch);
+            Ok(())
+        })
     }
 
     async fn deliver(
@@ -486,7 +498,7 @@ mod tests {
                 .append(
                     &run.id,
                     claimed.fence,
-                    &Append { first_seq: 1, entries, consumed: vec![], notices: vec![], runs: vec![] },
+                    &mut Append { first_seq: 1, entries, consumed: vec![], notices: vec![], runs: vec![] },
                 )
                 .await
                 .unwrap();
@@ -521,29 +533,29 @@ mod tests {
 
         let store = SqliteStore::open(&path).unwrap();
         let Created::New(fence) = store.create_run(run.clone(), &owner).await.unwrap() else { unreachable!() };
-        store.append(&run.id, fence, &append(1)).await.unwrap();
+        store.append(&run.id, fence, &mut append(1)).await.unwrap();
         store.park(&run.id, fence, 2).await.unwrap();
         assert!(is_parked(&store, &run.id).await);
-        store.append(&run.id, fence, &append(2)).await.unwrap();
+        store.append(&run.id, fence, &mut append(2)).await.unwrap();
         assert!(!is_parked(&store, &run.id).await, "the append after a park clears the mark");
-        store.append(&run.id, fence, &append(3)).await.unwrap();
+        store.append(&run.id, fence, &mut append(3)).await.unwrap();
         store.park(&run.id, fence, 4).await.unwrap();
         drop(store);
 
         let store = SqliteStore::open(&path).unwrap();
         assert!(is_parked(&store, &run.id).await, "the mark is in the file after a reopen");
         let claimed = store.claim(&run.id, &owner, Duration::ZERO, Timestamp::from_millis(2), 0).await.unwrap();
-        store.append(&run.id, claimed.fence, &append(4)).await.unwrap();
+        store.append(&run.id, claimed.fence, &mut append(4)).await.unwrap();
         assert!(!is_parked(&store, &run.id).await, "the first append after a reopen clears the mark the file holds");
 
         // A stale writer's append commits, a newer claim parks the run, then the stale writer
         // records its append: the newer claim's next append must still clear the mark.
-        store.append(&run.id, claimed.fence, &append(5)).await.unwrap();
+        store.append(&run.id, claimed.fence, &mut append(5)).await.unwrap();
         let newer = store.claim(&run.id, &owner, Duration::ZERO, Timestamp::from_millis(3), 0).await.unwrap();
         store.park(&run.id, newer.fence, 6).await.unwrap();
         store.epochs.appended(&run.id, claimed.fence.epoch, 6);
         assert!(is_parked(&store, &run.id).await);
-        store.append(&run.id, newer.fence, &append(6)).await.unwrap();
+        store.append(&run.id, newer.fence, &mut append(6)).await.unwrap();
         assert!(!is_parked(&store, &run.id).await, "a stale writer's append does not vouch for the newer claim");
     }
 
@@ -569,8 +581,8 @@ mod tests {
         let mut fence = store.claim(&run.id, &owner, Duration::ZERO, Timestamp::from_millis(2), 0).await.unwrap().fence;
         for first_seq in (1..length).step_by(100) {
             let entries = (first_seq..length.min(first_seq + 100)).map(recorded).collect();
-            let append = Append { first_seq, entries, consumed: vec![], notices: vec![], runs: vec![] };
-            store.append(&run.id, fence, &append).await.unwrap();
+            let mut append = Append { first_seq, entries, consumed: vec![], notices: vec![], runs: vec![] };
+            store.append(&run.id, fence, &mut append).await.unwrap();
         }
         fence = store.claim(&run.id, &owner, Duration::ZERO, Timestamp::from_millis(3), length).await.unwrap().fence;
         store.park(&run.id, fence, length).await.unwrap();
@@ -706,7 +718,7 @@ mod tests {
         assert_eq!(store.on_delivery.kept(), 1);
         // The reader thread may be slow to start: the append must come after the read.
         store.on_delivery.made(&run).await;
-        store.append(&run, claimed.fence, &appending(700, vec![recorded(700)])).await.unwrap();
+        store.append(&run, claimed.fence, &mut appending(700, vec![recorded(700)])).await.unwrap();
         let claimed = claim_from_start(&store, &run).await;
         assert_eq!(store.on_delivery.answered(), 1, "the read was stale, so the claim read again");
         assert_eq!((claimed.entries.len(), claimed.next_seq), (701, 701));
@@ -993,11 +1005,11 @@ mod tests {
         assert_eq!((summary.entries, summary.parked), (7, true));
         let owner = WorkerId("test".into());
         let fence = store.claim(&run, &owner, Duration::ZERO, Timestamp::from_millis(5), 7).await.unwrap().fence;
-        let stale = appending(6, vec![recorded(6)]);
-        let refused = store.append(&run, fence, &stale).await.unwrap_err();
+        let mut stale = appending(6, vec![recorded(6)]);
+        let refused = store.append(&run, fence, &mut stale).await.unwrap_err();
         assert!(matches!(refused, StoreError::SeqConflict { expected: 6, actual: 7, .. }), "{refused:?}");
-        let append = appending(7, vec![recorded(7)]);
-        store.append(&run, fence, &append).await.unwrap();
+        let mut append = appending(7, vec![recorded(7)]);
+        store.append(&run, fence, &mut append).await.unwrap();
         let running = store.load(&run).await.unwrap().unwrap().summary;
         assert_eq!((running.entries, running.parked), (8, false), "a running run's length is its journal's");
         store.park(&run, fence, 8).await.unwrap();
@@ -1079,10 +1091,10 @@ mod tests {
         assert_eq!(format!("{after:?}"), format!("{before:?}"), "the journals read as before");
         let owner = WorkerId("test".into());
         let fence = store.claim(&run, &owner, Duration::ZERO, Timestamp::from_millis(5), 0).await.unwrap().fence;
-        let stale = appending(149, vec![recorded(149)]);
-        let refused = store.append(&run, fence, &stale).await.unwrap_err();
+        let mut stale = appending(149, vec![recorded(149)]);
+        let refused = store.append(&run, fence, &mut stale).await.unwrap_err();
         assert!(matches!(refused, StoreError::SeqConflict { expected: 149, actual: 150, .. }), "{refused:?}");
-        store.append(&run, fence, &appending(150, vec![recorded(150)])).await.unwrap();
+        store.append(&run, fence, &mut appending(150, vec![recorded(150)])).await.unwrap();
         assert_eq!(store.load(&run).await.unwrap().unwrap().entries.len(), 151);
         drop(store);
 
@@ -1126,8 +1138,8 @@ mod tests {
         let theirs = |seq| (other.id.clone(), fences[1], appending(seq, vec![recorded(seq + 1_000)]));
         let appends =
             (1..80).flat_map(|seq| [mine(seq), theirs(seq)]).chain((80..180).map(mine)).chain((80..130).map(theirs));
-        for (id, fence, append) in appends {
-            store.append(&id, fence, &append).await.unwrap();
+        for (id, fence, mut append) in appends {
+            store.append(&id, fence, &mut append).await.unwrap();
         }
         reads_whole(&store, &run.id, 180).await;
         drop(store);
@@ -1181,11 +1193,11 @@ mod tests {
         assert_eq!(store.epochs.known(&run).length, Some(5));
         // The claim's knowledge one entry behind the file, as the race above leaves it.
         store.epochs.claimed(&run, fence.epoch, Some(4));
-        let behind = appending(4, vec![recorded(4)]);
-        let refused = store.append(&run, fence, &behind).await.unwrap_err();
+        let mut behind = appending(4, vec![recorded(4)]);
+        let refused = store.append(&run, fence, &mut behind).await.unwrap_err();
         assert!(matches!(refused, StoreError::SeqConflict { expected: 4, actual: 5, .. }), "{refused:?}");
-        let at_end = appending(5, vec![recorded(5)]);
-        store.append(&run, fence, &at_end).await.unwrap();
+        let mut at_end = appending(5, vec![recorded(5)]);
+        store.append(&run, fence, &mut at_end).await.unwrap();
         assert_eq!(store.epochs.known(&run).length, Some(6));
         let record = store.load(&run).await.unwrap().unwrap();
         assert_eq!(record.summary.entries, 6);
@@ -1193,12 +1205,12 @@ mod tests {
 
         // A finished run is refused whatever the claim knows of it.
         let done = Entry::RunCompleted { output: serde_json::json!(null) };
-        let finish = appending(6, vec![done]);
-        store.append(&run, fence, &finish).await.unwrap();
+        let mut finish = appending(6, vec![done]);
+        store.append(&run, fence, &mut finish).await.unwrap();
         let claimed = store.claim(&run, &owner, Duration::ZERO, Timestamp::from_millis(6), 7).await.unwrap();
         assert_eq!(store.epochs.known(&run).length, None, "a finished run's length is not kept");
-        let after = appending(7, vec![recorded(7)]);
-        let refused = store.append(&run, claimed.fence, &after).await.unwrap_err();
+        let mut after = appending(7, vec![recorded(7)]);
+        let refused = store.append(&run, claimed.fence, &mut after).await.unwrap_err();
         assert!(matches!(refused, StoreError::RunFinished(_)), "{refused:?}");
     }
 
@@ -1266,7 +1278,7 @@ mod tests {
                     kind: eve_runtime::journal::RecordKind::Now,
                     value: serde_json::Value::from(value).into(),
                 };
-                match store.append(&run, claimed.fence, &appending(next, vec![entry])).await {
+                match store.append(&run, claimed.fence, &mut appending(next, vec![entry])).await {
                     Ok(()) => acknowledged.push((next, value)),
                     Err(StoreError::Fenced { .. } | StoreError::SeqConflict { .. }) => break,
                     Err(other) => panic!("an append refused otherwise: {other:?}"),
@@ -1352,8 +1364,8 @@ mod tests {
         // The rewrite changed nothing: the store reads as before and takes writes.
         assert_eq!(store.load(&run).await.unwrap().unwrap().entries.len(), 3);
         let fence = store.claim(&run, &WorkerId("test".into()), Duration::ZERO, Timestamp::from_millis(5), 3).await;
-        let append = appending(3, vec![recorded(3)]);
-        store.append(&run, fence.unwrap().fence, &append).await.unwrap();
+        let mut append = appending(3, vec![recorded(3)]);
+        store.append(&run, fence.unwrap().fence, &mut append).await.unwrap();
         drop(store);
         let conn = Connection::open(&path).unwrap();
         let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0)).unwrap();
@@ -1380,8 +1392,8 @@ mod tests {
                 let fence = claimed.unwrap().fence;
                 for seq in 1..=ENTRIES {
                     let entries = vec![recorded(seq)];
-                    let append = appending(seq, entries);
-                    store.append(&run.id, fence, &append).await.unwrap();
+                    let mut append = appending(seq, entries);
+                    store.append(&run.id, fence, &mut append).await.unwrap();
                 }
             });
         }

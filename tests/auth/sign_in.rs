@@ -610,12 +610,15 @@ mod url_race {
         async fn release(&self, run: &RunId, fence: Fence) -> Result<(), StoreError> {
             self.inner.release(run, fence).await
         }
-        async fn append(&self, run: &RunId, fence: Fence, append: &Append) -> Result<(), StoreError> {
-            if append.entries.iter().any(|entry| matches!(entry, Entry::AuthRequired { .. })) {
+        fn append<'a>(&'a self, run: &'a RunId, fence: Fence, append: &'a mut Append) -> Commit<'a> {
+            if !append.entries.iter().any(|entry| matches!(entry, Entry::AuthRequired { .. })) {
+                return self.inner.append(run, fence, append);
+            }
+            Commit::pending(async move {
                 self.held.add_permits(1);
                 let _permit = self.gate.acquire().await.unwrap();
-            }
-            self.inner.append(run, fence, append).await
+                self.inner.append(run, fence, append).await
+            })
         }
         async fn park(&self, run: &RunId, fence: Fence, next_seq: u64) -> Result<(), StoreError> {
             self.inner.park(run, fence, next_seq).await
@@ -625,14 +628,14 @@ mod url_race {
             self.inner.recovery().await
         }
 
-        async fn continue_as_new(
-            &self,
-            run: &RunId,
+        fn continue_as_new<'a>(
+            &'a self,
+            run: &'a RunId,
             fence: Fence,
-            started: &Entry,
+            started: &'a mut Option<Entry>,
             keep_inbox: bool,
-        ) -> Result<(), StoreError> {
-            self.inner.continue_as_new(run, fence, started, keep_inbox).await
+        ) -> Commit<'a> {
+            self.inner.continue_as_new(run, fence, started, keep_inbox)
         }
 
         async fn deliver(

@@ -307,8 +307,8 @@ impl Harness {
         let Created::New(fence) = self.store.create_run(new, &WorkerId::generate()).await.unwrap() else {
             unreachable!("fresh id")
         };
-        let append = Append { first_seq: 1, entries, consumed: Vec::new(), notices: Vec::new(), runs: Vec::new() };
-        self.store.append(&id, fence, &append).await.unwrap();
+        let mut append = Append { first_seq: 1, entries, consumed: Vec::new(), notices: Vec::new(), runs: Vec::new() };
+        self.store.append(&id, fence, &mut append).await.unwrap();
         id
     }
 

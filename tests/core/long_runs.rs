@@ -151,6 +151,43 @@ async fn continuing_with_an_input_the_tool_does_not_take_fails_the_run_saying_wh
     assert_eq!(runtime.journal(run.id()).await.unwrap().entries.len(), 2, "no new history was started");
 }
 
+/// A note to carry into the next history.
+#[derive(Deserialize, Serialize, JsonSchema)]
+pub struct Note {
+    note: String,
+}
+
+/// Continues with a note longer than one journal entry may be.
+#[workflow_tool]
+pub async fn continue_too_long(_input: Note, ctx: &WorkflowCtx) -> Result<u32, ToolError> {
+    ctx.continue_as_new(Note { note: "n".repeat(4_096) })
+}
+
+/// The new history's first entry is fitted to the store's limit before the store sees it: an
+/// input too large to journal fails the run, saying why, and the old history is left as it was.
+#[tokio::test]
+async fn continuing_with_an_input_too_large_to_journal_fails_the_run_saying_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = eve_tools::store::SqliteOptions { max_entry_bytes: 1_024, ..Default::default() };
+    let store = eve_tools::store::SqliteStore::open_with(dir.path().join("eve.db"), options).unwrap();
+    let runtime = World::over(Arc::new(store)).runtime(16);
+    let run = runtime.start("continue_too_long", json!({ "note": "short" })).await.unwrap();
+    let RunOutcome::Failed(RunFailure::Tool { message }) = run.outcome().await.unwrap() else {
+        panic!("the run fails")
+    };
+    assert!(
+        message.starts_with(
+            "`continue_as_new` was given an input tool `continue_too_long` cannot journal: the new history's \
+             first entry, with the input, is"
+        ),
+        "{message}"
+    );
+    assert!(message.contains("over the 1024-byte limit"), "{message}");
+    let journal = runtime.journal(run.id()).await.unwrap().entries;
+    assert_eq!(started_continued(&journal), Some(0), "no new history was started");
+    assert!(matches!(journal.last(), Some(Entry::RunFailed { .. })), "the failure is journaled");
+}
+
 /// The first history leaves a long sleep unawaited behind; the second sleeps longer at the same op.
 #[derive(Deserialize, Serialize, JsonSchema)]
 pub struct Stage {

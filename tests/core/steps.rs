@@ -230,6 +230,26 @@ async fn a_tool_output_over_the_entry_limit_fails_the_run_and_says_why() {
     assert!(matches!(journal.entries.last(), Some(Entry::RunFailed { .. })), "the failure is journaled");
 }
 
+/// The executor fits every batch to the limit the store declares; a store that keeps a smaller
+/// limit than it declares refuses what was fitted, and the run fails naming that as the store's
+/// bug, instead of retrying an append the store would refuse forever.
+#[tokio::test]
+async fn a_store_that_refuses_what_fits_the_limit_it_declares_fails_the_run_naming_its_bug() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = eve_tools::store::SqliteOptions { max_entry_bytes: 1_024, ..Default::default() };
+    let sqlite = eve_tools::store::SqliteStore::open_with(dir.path().join("eve.db"), options).unwrap();
+    let lying = Faulty::new(Arc::new(sqlite));
+    lying.declare_max_entry_bytes(1 << 20);
+    let runtime = World::over(lying).runtime(16);
+    let (run, message) = tool_failure(&runtime, "oversized_step").await;
+    assert!(
+        message.starts_with("the run could not journal what it did next: a bug in the store: it refused as too large"),
+        "{message}"
+    );
+    assert!(message.contains("over the 1024-byte limit"), "{message}");
+    assert_eq!(executions(run.id(), "produce_a_lot"), [1], "the step ran once and is not retried");
+}
+
 /// Asks a question whose prompt is too large to journal.
 #[workflow_tool]
 pub async fn oversized_question(_input: Nothing, ctx: &WorkflowCtx) -> Result<String, ToolError> {

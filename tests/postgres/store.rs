@@ -274,7 +274,7 @@ async fn a_connection_lost_mid_transaction_commits_nothing() {
     let worker = WorkerId("w".into());
     let run = new_run("cut-off");
     let fence = created(&store, &run, &worker).await;
-    store.append(&run.id, fence, &append_of(1, vec![record(0)])).await.expect("the first append is acknowledged");
+    store.append(&run.id, fence, &mut append_of(1, vec![record(0)])).await.expect("the first append is acknowledged");
 
     let (mut admin, watcher) = (schema.admin().await, schema.admin().await);
     for kills in [1, 4] {
@@ -284,8 +284,8 @@ async fn a_connection_lost_mid_transaction_commits_nothing() {
             .await
             .expect("the row locks");
         // The first round's append lands at 2; the second's, at 3, never does.
-        let second = if kills == 1 { append_of(2, vec![record(1)]) } else { append_of(3, vec![record(9)]) };
-        let appending = store.append(&run.id, fence, &second);
+        let mut second = if kills == 1 { append_of(2, vec![record(1)]) } else { append_of(3, vec![record(9)]) };
+        let appending = store.append(&run.id, fence, &mut second);
         let killing = async {
             for _ in 0..kills {
                 let pid = waiting_backend(&watcher, &schema).await;
@@ -315,7 +315,7 @@ async fn a_connection_lost_mid_transaction_commits_nothing() {
     }
     let entries = store.load(&run.id).await.expect("load succeeds").expect("the run exists").entries;
     assert_eq!(entries, vec![run.started_entry(), record(0), record(1)], "each acknowledged entry once, nothing else");
-    store.append(&run.id, fence, &append_of(3, vec![record(2)])).await.expect("the store goes on");
+    store.append(&run.id, fence, &mut append_of(3, vec![record(2)])).await.expect("the store goes on");
 }
 
 /// A statement that waits past `PostgresOptions::statement_timeout` (here on a row lock another
@@ -331,12 +331,13 @@ async fn a_statement_past_its_timeout_is_cancelled_and_writes_nothing() {
     let mut admin = schema.admin().await;
     let holder = admin.transaction().await.expect("a transaction");
     holder.execute("SELECT 1 FROM runs WHERE id = $1 FOR UPDATE", &[&run.id.as_str()]).await.expect("the row locks");
-    let error = store.append(&run.id, fence, &append_of(1, vec![record(0)])).await.expect_err("the append times out");
+    let error =
+        store.append(&run.id, fence, &mut append_of(1, vec![record(0)])).await.expect_err("the append times out");
     holder.rollback().await.expect("the lock is let go");
     assert!(error.is_transient(), "{error:?}");
     assert!(error.to_string().contains("statement timeout"), "the message names the timeout: {error}");
     assert_eq!(store.load(&run.id).await.unwrap().unwrap().entries.len(), 1, "nothing was written");
-    store.append(&run.id, fence, &append_of(1, vec![record(0)])).await.expect("the store goes on");
+    store.append(&run.id, fence, &mut append_of(1, vec![record(0)])).await.expect("the store goes on");
 }
 
 /// After the server crashes and restarts (`pg_ctl restart -m immediate`: no checkpoint, recovery
@@ -363,7 +364,7 @@ async fn acknowledged_writes_survive_a_server_crash() {
             webhook: None,
         };
         let added = vec![record(0), hook, Entry::TimerScheduled { op: Op(2), deadline: Timestamp::from_millis(9_000) }];
-        store.append(&run.id, fence, &append_of(1, added.clone())).await.expect("acknowledged");
+        store.append(&run.id, fence, &mut append_of(1, added.clone())).await.expect("acknowledged");
         let delivered = store
             .deliver(
                 Target::Run(run.id.clone()),
@@ -381,7 +382,10 @@ async fn acknowledged_writes_survive_a_server_crash() {
         let loaded = store.load(run).await.expect("the store reconnects").expect("the run survived");
         assert_eq!(&loaded.entries, journal, "run {run}'s journal survived whole");
         assert_eq!(store.inbox(run).await.expect("inbox reads").len(), 1, "its delivery survived");
-        store.append(run, *fence, &append_of(4, vec![Entry::TimerFired { op: Op(2) }])).await.expect("appends go on");
+        store
+            .append(run, *fence, &mut append_of(4, vec![Entry::TimerFired { op: Op(2) }]))
+            .await
+            .expect("appends go on");
     }
     assert_eq!(store.timers().await.expect("timers read").len(), 0, "every timer fired");
 }
@@ -441,7 +445,7 @@ async fn appends_made_at_once_share_commits_and_each_is_checked_on_its_own() {
                 append.consumed = vec![*item];
             }
             let (id, fence, expect) = (run.id.clone(), *fence, *expect);
-            tokio::spawn(async move { (expect, store.append(&id, fence, &append).await) })
+            tokio::spawn(async move { (expect, store.append(&id, fence, &mut append).await) })
         });
         futures::future::join_all(appends.collect::<Vec<_>>())
     };
@@ -514,7 +518,7 @@ async fn grouped_appends_race_claims_and_deliveries() {
             let mut answers = Vec::new();
             let mut next = 1;
             for round in 0..30_u32 {
-                let answer = store.append(&id, fence, &append_of(next, vec![record(round)])).await;
+                let answer = store.append(&id, fence, &mut append_of(next, vec![record(round)])).await;
                 if answer.is_ok() {
                     next += 1;
                 }
@@ -580,14 +584,14 @@ async fn a_leader_dropped_midway_hands_the_lead_on() {
     holder.execute("SELECT 1 FROM runs WHERE id = $1 FOR UPDATE", &[&stuck.id.as_str()]).await.expect("the row locks");
     let leader = {
         let store = std::sync::Arc::clone(&store);
-        tokio::spawn(async move { store.append(&stuck.id, stuck_fence, &append_of(1, vec![record(0)])).await })
+        tokio::spawn(async move { store.append(&stuck.id, stuck_fence, &mut append_of(1, vec![record(0)])).await })
     };
     tokio::time::sleep(Duration::from_millis(200)).await;
     let queued: Vec<_> = fences[1..]
         .iter()
         .map(|(run, fence)| {
             let (store, id, fence) = (std::sync::Arc::clone(&store), run.id.clone(), *fence);
-            tokio::spawn(async move { store.append(&id, fence, &append_of(1, vec![record(1)])).await })
+            tokio::spawn(async move { store.append(&id, fence, &mut append_of(1, vec![record(1)])).await })
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -652,8 +656,8 @@ async fn writes_that_give_a_run_work_wake_the_listeners() {
         delivery_id: "child:1".into(),
         delivery: Delivery::Hook { op: Op(3), payload: json!("done") },
     };
-    let append = Append { notices: vec![notice], ..append_of(1, vec![record(0)]) };
-    writer.append(&child.id, child_fence, &append).await.expect("the child appends");
+    let mut append = Append { notices: vec![notice], ..append_of(1, vec![record(0)]) };
+    writer.append(&child.id, child_fence, &mut append).await.expect("the child appends");
     assert_eq!(heard(&mut wake_ups).await, WakeUp::Run(parent.id.clone()), "a notice wakes the parent");
 
     writer.park(&child.id, child_fence, 2).await.expect("parks");

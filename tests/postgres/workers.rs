@@ -17,7 +17,7 @@ use async_trait::async_trait;
 use eve_tools::prelude::*;
 use eve_tools::secret::{SecretKey, TokenHash};
 use eve_tools::store::{
-    Append, Claimed, Created, Delivered, DeliveryPayload, Fence, HookRow, InboxItem, NewRun, PostgresOptions,
+    Append, Claimed, Commit, Created, Delivered, DeliveryPayload, Fence, HookRow, InboxItem, NewRun, PostgresOptions,
     PostgresStore, Recovery, RunPage, RunQuery, RunRecord, RunSummary, Store, StoreError, Target, TimerRow, WakeUp,
     WorkerId,
 };
@@ -382,8 +382,8 @@ impl Store for Stalling {
     async fn release(&self, run: &RunId, fence: Fence) -> Result<(), StoreError> {
         self.inner.release(run, fence).await
     }
-    async fn append(&self, run: &RunId, fence: Fence, append: &Append) -> Result<(), StoreError> {
-        self.inner.append(run, fence, append).await
+    fn append<'a>(&'a self, run: &'a RunId, fence: Fence, append: &'a mut Append) -> Commit<'a> {
+        self.inner.append(run, fence, append)
     }
     async fn park(&self, run: &RunId, fence: Fence, next_seq: u64) -> Result<(), StoreError> {
         self.inner.park(run, fence, next_seq).await
@@ -391,14 +391,14 @@ impl Store for Stalling {
     async fn recovery(&self) -> Result<Recovery, StoreError> {
         self.inner.recovery().await
     }
-    async fn continue_as_new(
-        &self,
-        run: &RunId,
+    fn continue_as_new<'a>(
+        &'a self,
+        run: &'a RunId,
         fence: Fence,
-        started: &Entry,
+        started: &'a mut Option<Entry>,
         keep_inbox: bool,
-    ) -> Result<(), StoreError> {
-        self.inner.continue_as_new(run, fence, started, keep_inbox).await
+    ) -> Commit<'a> {
+        self.inner.continue_as_new(run, fence, started, keep_inbox)
     }
     async fn deliver(
         &self,

@@ -67,25 +67,25 @@ mod sqlite_reopen {
                     webhook: None,
                 },
             ];
-            let append = Append {
+            let mut append = Append {
                 first_seq: 1,
                 entries: entries.clone(),
                 consumed: Vec::new(),
                 notices: Vec::new(),
                 runs: Vec::new(),
             };
-            store.append(&active.id, fence, &append).await.expect("the append is acknowledged");
+            store.append(&active.id, fence, &mut append).await.expect("the append is acknowledged");
             let delivered = store.deliver(Target::Hook(hash.clone()), Some("d1"), DeliveryPayload::Hook(json!("hi")));
             let Ok(Delivered::Accepted { id, .. }) = delivered.await else { panic!("the delivery is accepted") };
             let Ok(Created::New(done)) = store.create_run(finished.clone(), &worker).await else { panic!("a new run") };
-            let end = Append {
+            let mut end = Append {
                 first_seq: 1,
                 entries: vec![Entry::RunCompleted { output: json!(1) }],
                 consumed: vec![],
                 notices: vec![],
                 runs: vec![],
             };
-            store.append(&finished.id, done, &end).await.expect("the final append is acknowledged");
+            store.append(&finished.id, done, &mut end).await.expect("the final append is acknowledged");
             let mut journal = vec![active.started_entry()];
             journal.extend(entries);
             (journal, id)
@@ -119,13 +119,13 @@ mod sqlite_reopen {
         let claimed = store.claim(&active.id, &worker, Duration::from_secs(30), Timestamp::from_millis(2_000), 0);
         let claimed = claimed.await.expect("the run can be claimed by the new process");
         assert_eq!(claimed.next_seq, 3);
-        let append = Append {
+        let mut append = Append {
             first_seq: 3,
             entries: vec![Entry::TimerFired { op: Op(0) }],
             consumed: vec![],
             notices: vec![],
             runs: vec![],
         };
-        store.append(&active.id, claimed.fence, &append).await.expect("the new claim can append");
+        store.append(&active.id, claimed.fence, &mut append).await.expect("the new claim can append");
     }
 }

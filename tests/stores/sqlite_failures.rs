@@ -333,7 +333,7 @@ async fn a_full_disk_loses_nothing_acknowledged() {
             .append(
                 run,
                 fences[0],
-                &Append { first_seq: seq, entries: mixed, consumed: vec![], notices: vec![], runs: vec![] },
+                &mut Append { first_seq: seq, entries: mixed, consumed: vec![], notices: vec![], runs: vec![] },
             )
             .await;
         assert!(matches!(refused, Err(StoreError::DiskFull)), "got {refused:?}");
@@ -347,14 +347,14 @@ async fn a_full_disk_loses_nothing_acknowledged() {
     }
     let claimed = store.claim(&runs[0].id, &WorkerId("after".into()), Default::default(), Timestamp::EPOCH, 0).await;
     let fence = claimed.expect("the run can be claimed").fence;
-    let next = Append {
+    let mut next = Append {
         first_seq: acknowledged[0].len() as u64,
         entries: vec![filler(1, 100)],
         consumed: vec![],
         notices: vec![],
         runs: vec![],
     };
-    store.append(&runs[0].id, fence, &next).await.expect("with space again, appends resume");
+    store.append(&runs[0].id, fence, &mut next).await.expect("with space again, appends resume");
 }
 
 /// Appends 3 KB entries to every run at once, round after round, recording those acknowledged,
@@ -367,7 +367,7 @@ async fn fill(store: &SqliteStore, runs: &[NewRun], fences: &[Fence], acknowledg
         }
         let open: Vec<usize> = (0..runs.len()).filter(|index| !full[*index]).collect();
         let appends = open.iter().map(|&index| {
-            let append = Append {
+            let mut append = Append {
                 first_seq: acknowledged[index].len() as u64,
                 entries: vec![filler(op, 3_000)],
                 consumed: vec![],
@@ -375,7 +375,7 @@ async fn fill(store: &SqliteStore, runs: &[NewRun], fences: &[Fence], acknowledg
                 runs: vec![],
             };
             let (store, run, fence) = (&store, &runs[index].id, fences[index]);
-            async move { store.append(run, fence, &append).await }
+            async move { store.append(run, fence, &mut append).await }
         });
         for (index, result) in open.iter().zip(futures::future::join_all(appends).await) {
             match result {
@@ -406,7 +406,7 @@ async fn an_oversized_entry_is_refused_and_nothing_is_written() {
         Entry::HookCreated { op: Op(0), token_hash: hash.as_str().into(), nonce: None, conflict: false, webhook: None };
     let entries = vec![hook.clone(), filler(1, 2_000)];
     let appended = store
-        .append(&run.id, fence, &Append { first_seq: 1, entries, consumed: vec![], notices: vec![], runs: vec![] })
+        .append(&run.id, fence, &mut Append { first_seq: 1, entries, consumed: vec![], notices: vec![], runs: vec![] })
         .await;
     assert_too_large(appended);
     assert_eq!(journal(&store, &run.id).await.len(), 1, "no entry of the oversized append was written");
@@ -415,7 +415,7 @@ async fn an_oversized_entry_is_refused_and_nothing_is_written() {
         .append(
             &run.id,
             fence,
-            &Append { first_seq: 1, entries: vec![hook], consumed: vec![], notices: vec![], runs: vec![] },
+            &mut Append { first_seq: 1, entries: vec![hook], consumed: vec![], notices: vec![], runs: vec![] },
         )
         .await
         .expect("fits");
@@ -436,7 +436,7 @@ async fn an_oversized_entry_is_refused_and_nothing_is_written() {
         .append(
             &run.id,
             fence,
-            &Append { first_seq: 2, entries, consumed: vec![item.id], notices: vec![], runs: vec![] },
+            &mut Append { first_seq: 2, entries, consumed: vec![item.id], notices: vec![], runs: vec![] },
         )
         .await;
     recorded.expect("the entry recording an accepted delivery fits");
@@ -507,14 +507,14 @@ mod crash {
                 panic!("the child's run is new")
             };
             for op in 0..APPENDS {
-                let append = Append {
+                let mut append = Append {
                     first_seq: u64::from(op) + 1,
                     entries: vec![filler(op, 60)],
                     consumed: vec![],
                     notices: vec![],
                     runs: vec![],
                 };
-                store.append(&run.id, fence, &append).await.expect("appended");
+                store.append(&run.id, fence, &mut append).await.expect("appended");
             }
         });
     }

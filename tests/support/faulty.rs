@@ -10,7 +10,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use eve_tools::secret::TokenHash;
 use eve_tools::store::{
-    Append, Claimed, Created, Delivered, DeliveryPayload, Fence, HookRow, InboxItem, NewRun, Recovery, RunPage,
+    Append, Claimed, Commit, Created, Delivered, DeliveryPayload, Fence, HookRow, InboxItem, NewRun, Recovery, RunPage,
     RunQuery, RunRecord, RunSummary, Store, StoreError, Target, TimerRow, WorkerId,
 };
 use eve_tools::{Entry, RunId, Timestamp};
@@ -30,6 +30,7 @@ pub struct Faulty {
     load_delay: Mutex<Duration>,
     let_go: Mutex<Vec<RunId>>,
     let_go_delay: Mutex<Duration>,
+    declared_limit: Mutex<Option<usize>>,
 }
 
 impl Faulty {
@@ -46,6 +47,7 @@ impl Faulty {
             load_delay: Mutex::new(Duration::ZERO),
             let_go: Mutex::new(Vec::new()),
             let_go_delay: Mutex::new(Duration::ZERO),
+            declared_limit: Mutex::new(None),
         })
     }
 
@@ -81,6 +83,13 @@ impl Faulty {
     /// a hint that should return at once, slowed so that what happens while it runs shows.
     pub fn delay_let_go(&self, delay: Duration) {
         *self.let_go_delay.lock().unwrap() = delay;
+    }
+
+    /// Declares `limit` as the store's limit on one journal entry (`max_entry_bytes`), whatever
+    /// limit the store it wraps keeps: a store that lies about its limit. A runtime reads the limit
+    /// as it is built, so this is said before.
+    pub fn declare_max_entry_bytes(&self, limit: usize) {
+        *self.declared_limit.lock().unwrap() = Some(limit);
     }
 
     /// How many appends and claims failed on purpose so far.
@@ -149,13 +158,13 @@ impl Store for Faulty {
         self.inner.left_memory(run);
     }
 
-    async fn append(&self, run: &RunId, fence: Fence, append: &Append) -> Result<(), StoreError> {
+    fn append<'a>(&'a self, run: &'a RunId, fence: Fence, append: &'a mut Append) -> Commit<'a> {
         let fail = self.picker.lock().unwrap().as_mut().is_some_and(|picker| picker(&append.entries));
         if fail {
             *self.failed.lock().unwrap() += 1;
-            return Err(StoreError::Backend("injected failure: the store is unreachable".into()));
+            return Commit::Done(Err(StoreError::Backend("injected failure: the store is unreachable".into())));
         }
-        self.inner.append(run, fence, append).await
+        self.inner.append(run, fence, append)
     }
 
     async fn park(&self, run: &RunId, fence: Fence, next_seq: u64) -> Result<(), StoreError> {
@@ -166,14 +175,14 @@ impl Store for Faulty {
         self.inner.recovery().await
     }
 
-    async fn continue_as_new(
-        &self,
-        run: &RunId,
+    fn continue_as_new<'a>(
+        &'a self,
+        run: &'a RunId,
         fence: Fence,
-        started: &Entry,
+        started: &'a mut Option<Entry>,
         keep_inbox: bool,
-    ) -> Result<(), StoreError> {
-        self.inner.continue_as_new(run, fence, started, keep_inbox).await
+    ) -> Commit<'a> {
+        self.inner.continue_as_new(run, fence, started, keep_inbox)
     }
 
     async fn deliver(
@@ -233,7 +242,7 @@ impl Store for Faulty {
     }
 
     fn max_entry_bytes(&self) -> Option<usize> {
-        self.inner.max_entry_bytes()
+        self.declared_limit.lock().unwrap().or_else(|| self.inner.max_entry_bytes())
     }
 
     fn is_durable(&self) -> bool {

@@ -1,46 +1,99 @@
-//! What the executor journals instead of an entry the store refuses as too large.
+//! What the executor journals instead of an entry too large for the store.
 //!
-//! A store may cap the size of one journal entry (`SqliteOptions::max_entry_bytes`). A refusal
-//! there is not transient: appending the same entry again fails again, and because a step's
-//! completion is journaled before the body sees it, retrying the activation would run the step
-//! again, and again. So each entry over the limit is replaced by one that records why it could not
-//! be kept: a delivery before the body sees it (against the limit the store declares,
-//! `Store::max_entry_bytes`), a record when an append is refused with [`StoreError::TooLarge`]:
+//! A store may cap the size of one journal entry (`SqliteOptions::max_entry_bytes`), and declares
+//! the cap (`Store::max_entry_bytes`, read once as the runtime is built). A refusal there would
+//! not be transient: appending the same entry again fails again, and because a step's completion
+//! is journaled before the body sees it, retrying the activation would run the step again, and
+//! again. So the executor fits every batch to the cap before the store sees it: a delivery before
+//! the body sees it ([`fit_entries`]), a record before its commit ([`fit_records`]). Each entry
+//! over the cap is replaced by one that records why it could not be kept:
 //!
 //! - a step's result becomes a fatal failure of that step, naming the sizes, so the body decides
 //!   what to do and the step is not rerun;
 //! - the tool's output becomes a failure of the run;
 //! - an error message (a step failure or retry, a run failure) is cut to fit.
 //!
-//! The body only ever observes the replacement, live and on replay alike. A refused entry that cannot be shrunk (an `ask` with a
-//! huge prompt) fails the run instead (`Driver::fail_unrecordable`).
-//!
-//! [`StoreError::TooLarge`]: crate::store::StoreError::TooLarge
+//! The body only ever observes the replacement, live and on replay alike. What cannot be made to
+//! fit (a record with nothing to cut, such as an `ask` with a huge prompt; a delivery to another
+//! run or a run the batch starts, [`check_sent`]) fails the run instead
+//! (`Driver::fail_unrecordable`), before the store sees the batch. So a store that refuses a
+//! fitted batch as [`StoreError::TooLarge`] holds a limit it does not declare: a bug in the store
+//! ([`store_bug`]), which fails the run too rather than be retried.
 
+use crate::error::StoreError;
 use crate::journal::string_bound;
 use crate::journal::{Entry, RunFailure, StepOutcome};
+use crate::store::Append;
 
 /// The longest error message kept when one has to be cut, in bytes.
 const MAX_MESSAGE: usize = 512;
 
 /// Replaces each entry over `limit` bytes of JSON; returns whether any changed.
 pub(super) fn fit_entries(entries: &mut [Entry], limit: usize) -> bool {
-    fit_where(entries, limit, |_| true)
-}
-
-/// Replaces each record (not a delivery, which the body may have seen) over `limit` bytes.
-pub(super) fn fit_records(entries: &mut [Entry], limit: usize) -> bool {
-    fit_where(entries, limit, |entry| !entry.is_delivery())
-}
-
-fn fit_where(entries: &mut [Entry], limit: usize, fittable: impl Fn(&Entry) -> bool) -> bool {
     let mut changed = false;
-    for entry in entries.iter_mut().filter(|entry| fittable(entry)) {
-        if size_bound(entry).is_none_or(|bound| bound > limit) && json_size(entry) > limit {
+    for entry in entries.iter_mut() {
+        if over(entry, limit).is_some() {
             changed |= fit(entry, limit);
         }
     }
     changed
+}
+
+/// Replaces each record (not a delivery, which was fitted before the body saw it) over `limit`
+/// bytes; fails with the first that cannot be made to fit.
+pub(super) fn fit_records(entries: &mut [Entry], limit: usize) -> Result<(), StoreError> {
+    for entry in entries.iter_mut().filter(|entry| !entry.is_delivery()) {
+        if over(entry, limit).is_some() {
+            fit(entry, limit);
+            check(entry, limit, "a journal entry")?;
+        }
+    }
+    Ok(())
+}
+
+/// Fails if `entry` is over `limit` bytes of JSON, saying it is `what`.
+pub(super) fn check(entry: &Entry, limit: usize, what: &'static str) -> Result<(), StoreError> {
+    match over(entry, limit) {
+        Some(size) => Err(StoreError::TooLarge { what, size, limit }),
+        None => Ok(()),
+    }
+}
+
+/// Fails if what `batch` sends beside its journal entries is over `limit` bytes of JSON, as the
+/// stores encode it: each delivery to another run (a child's report to its parent, a call to a
+/// task) and the first entry of each run the batch starts. Neither can be cut to fit.
+pub(super) fn check_sent(batch: &Append, limit: usize) -> Result<(), StoreError> {
+    for notice in &batch.notices {
+        let size = json_size(&notice.delivery);
+        if size > limit {
+            return Err(StoreError::TooLarge { what: "a delivery to another run", size, limit });
+        }
+    }
+    for run in &batch.runs {
+        check(&run.started_entry(), limit, "the first entry of a run it starts, with the run's input,")?;
+    }
+    Ok(())
+}
+
+/// A store's refusal, as too large, of a batch fitted to the limit the store declares, named for
+/// what it is: a bug in the store. The run fails with it rather than retry an append that the store
+/// would refuse forever. Any other error is returned as it is.
+pub(super) fn store_bug(error: StoreError) -> StoreError {
+    let StoreError::TooLarge { size, limit, .. } = error else { return error };
+    tracing::error!(size, limit, "the store refused as too large a batch fitted to the limit it declares");
+    let what = "a bug in the store: it refused as too large a batch the runtime fitted to the limit the store \
+                declares (Store::max_entry_bytes); what it refused";
+    StoreError::TooLarge { what, size, limit }
+}
+
+/// The size of `entry` as JSON if it is over `limit`, or `None` if it fits: found without
+/// serializing the entry when its size is bounded (see [`size_bound`]).
+fn over(entry: &Entry, limit: usize) -> Option<usize> {
+    if size_bound(entry).is_some_and(|bound| bound <= limit) {
+        return None;
+    }
+    let size = json_size(entry);
+    (size > limit).then_some(size)
 }
 
 /// Room for all of an entry but its strings and values: its kind, its field names, its numbers
@@ -49,14 +102,19 @@ const FRAME: usize = 256;
 
 /// The size at most of `entry` as JSON, found without serializing it, for the entries a run
 /// journals most: a step's result, and a recorded value, whose value is a scalar or JSON text
-/// already. `None` for any other entry, which is then measured. So the store alone encodes these
-/// entries, once.
+/// already; a retry, a sleep and the small entries of fixed shape. `None` for any other entry,
+/// which is then measured. So the store alone encodes these entries, once.
 fn size_bound(entry: &Entry) -> Option<usize> {
     match entry {
         Entry::StepCompleted { name, outcome: StepOutcome::Ok { value }, .. } => {
             Some(FRAME + string_bound(name) + value.json_size_bound()?)
         }
         Entry::Recorded { value, .. } => Some(FRAME + value.json_size_bound()?),
+        Entry::StepRetrying { name, error, .. } => Some(FRAME + string_bound(name) + string_bound(error)),
+        Entry::TimerScheduled { .. }
+        | Entry::TimerFired { .. }
+        | Entry::HookTokenTaken { .. }
+        | Entry::RunCancelled {} => Some(FRAME),
         _ => None,
     }
 }
@@ -132,6 +190,7 @@ mod tests {
 
     use super::*;
     use crate::journal::{InputHash, Op, Payload, RecordKind};
+    use crate::time::Timestamp;
 
     thread_local! {
         /// How many times this thread serialized something to measure it.
@@ -203,18 +262,34 @@ mod tests {
                 Just(RecordKind::Now), Just(RecordKind::Random), Just(RecordKind::Uuid),
                 Just(RecordKind::Published), Just(RecordKind::Value), Just(RecordKind::Started),
             ],
+            error in prop::collection::vec(any::<char>(), 0..60).prop_map(String::from_iter),
+            at in any::<u64>(),
         ) {
             let step = Entry::StepCompleted {
                 op: Op(op),
-                name: name.into(),
+                name: name.clone().into(),
                 input_hash: InputHash(hash),
                 attempt,
                 outcome: StepOutcome::Ok { value: value.clone() },
                 took_ms,
             };
+            let retrying = Entry::StepRetrying {
+                op: Op(op),
+                name: name.into(),
+                input_hash: InputHash(hash),
+                attempt,
+                error,
+                next_attempt_at: Timestamp::from_millis(at),
+            };
             let recorded = Entry::Recorded { op: Op(op), kind, value };
-            for entry in [step, recorded] {
-                let bound = size_bound(&entry).expect("both entries hold a bounded value");
+            let fixed = [
+                Entry::TimerScheduled { op: Op(op), deadline: Timestamp::from_millis(at) },
+                Entry::TimerFired { op: Op(op) },
+                Entry::HookTokenTaken { op: Op(op) },
+                Entry::RunCancelled {},
+            ];
+            for entry in [step, retrying, recorded].into_iter().chain(fixed) {
+                let bound = size_bound(&entry).expect("each entry is bounded");
                 prop_assert!(json_size(&entry) <= bound, "{} > {bound}: {entry:?}", json_size(&entry));
             }
         }

@@ -338,6 +338,7 @@ impl RuntimeBuilder {
             let _ = services.control.set(Arc::new(super::Control(weak.clone())));
             Shared::new(
                 Engine {
+                    max_entry_bytes: store.max_entry_bytes(),
                     store,
                     services,
                     events: EventBus::new(self.event_capacity),

@@ -68,9 +68,8 @@ macro_rules! conformance_suite {
                 inboxes_refuse_deliveries_beyond_their_limits,
                 notices_reach_other_runs_with_the_append_that_implies_them,
                 appends_create_the_runs_they_start,
-                append_taking_writes_like_append_and_leaves_a_refused_batch_whole,
-                append_at_once_answers_as_append_taking_would,
-                continue_as_new_taking_writes_like_continue_as_new_and_leaves_a_refused_entry,
+                append_writes_a_batch_as_given_and_leaves_a_refused_one_whole,
+                continue_as_new_starts_the_history_as_given_and_leaves_a_refused_entry,
                 payloads_held_as_text_read_back_as_the_values_they_hold,
             );
         }
@@ -150,7 +149,11 @@ async fn claim(store: &dyn Store, run: &RunId, from_seq: u64) -> super::Claimed 
 
 async fn append(store: &dyn Store, run: &RunId, fence: Fence, first_seq: u64, entries: Vec<Entry>) {
     let result = store
-        .append(run, fence, &Append { first_seq, entries, consumed: Vec::new(), notices: Vec::new(), runs: Vec::new() })
+        .append(
+            run,
+            fence,
+            &mut Append { first_seq, entries, consumed: Vec::new(), notices: Vec::new(), runs: Vec::new() },
+        )
         .await;
     result.unwrap_or_else(|error| panic!("appending to run {run} at {first_seq} should succeed, got {error}"));
 }
@@ -312,14 +315,14 @@ pub async fn append_at_the_wrong_seq_is_refused(store: &dyn Store) {
     let fence = create(store, run.clone()).await;
     append(store, &run.id, fence, 1, vec![record(0, json!(0))]).await;
     for first_seq in [0, 1, 3, 100] {
-        let refused = Append {
+        let mut refused = Append {
             first_seq,
             entries: vec![sleep(1, 5_000)],
             consumed: Vec::new(),
             notices: Vec::new(),
             runs: Vec::new(),
         };
-        let result = store.append(&run.id, fence, &refused).await;
+        let result = store.append(&run.id, fence, &mut refused).await;
         assert!(
             matches!(&result, Err(StoreError::SeqConflict { expected, actual: 2, .. }) if *expected == first_seq),
             "an append at {first_seq} to a journal of 2 should be a SeqConflict, got {result:?}"
@@ -344,7 +347,7 @@ pub async fn stale_fence_is_refused_and_allocates_nothing(store: &dyn Store) {
         .append(
             &run.id,
             stale,
-            &Append { first_seq: 1, entries: doomed, consumed: vec![item], notices: Vec::new(), runs: Vec::new() },
+            &mut Append { first_seq: 1, entries: doomed, consumed: vec![item], notices: Vec::new(), runs: Vec::new() },
         )
         .await;
     assert!(
@@ -394,7 +397,7 @@ pub async fn concurrent_claims_leave_exactly_one_writer(store: &dyn Store) {
     epochs.dedup();
     assert_eq!(epochs.len(), 8, "every claim gets its own epoch");
     let attempts = claims.iter().enumerate().map(|(index, claimed)| {
-        let append = Append {
+        let mut append = Append {
             first_seq: 1,
             entries: vec![record(0, json!(index))],
             consumed: Vec::new(),
@@ -402,7 +405,7 @@ pub async fn concurrent_claims_leave_exactly_one_writer(store: &dyn Store) {
             runs: Vec::new(),
         };
         let run = &run.id;
-        async move { store.append(run, claimed.fence, &append).await }
+        async move { store.append(run, claimed.fence, &mut append).await }
     });
     let results = join_all(attempts).await;
     let winners: Vec<usize> = (0..results.len()).filter(|index| results[*index].is_ok()).collect();
@@ -428,7 +431,7 @@ pub async fn hook_tokens_are_unique_until_their_run_ends(store: &dyn Store) {
         .append(
             &other.id,
             other_fence,
-            &Append { first_seq: 1, entries: clash, consumed: Vec::new(), notices: Vec::new(), runs: Vec::new() },
+            &mut Append { first_seq: 1, entries: clash, consumed: Vec::new(), notices: Vec::new(), runs: Vec::new() },
         )
         .await;
     assert!(
@@ -476,14 +479,14 @@ pub async fn deliveries_are_deduplicated_and_refused_after_the_end(store: &dyn S
     let (anonymous_a, anonymous_b) =
         (accepted_id(to_hook(None, json!(2)).await), accepted_id(to_hook(None, json!(2)).await));
     assert!(first < anonymous_a && anonymous_a < anonymous_b, "deliveries without an id are never duplicates");
-    let consumed = Append {
+    let mut consumed = Append {
         first_seq: 2,
         entries: vec![Entry::HookReceived { op: Op(0), payload: json!(1) }],
         consumed: vec![first],
         notices: Vec::new(),
         runs: Vec::new(),
     };
-    store.append(&run.id, fence, &consumed).await.expect("consuming an inbox item succeeds");
+    store.append(&run.id, fence, &mut consumed).await.expect("consuming an inbox item succeeds");
     assert_eq!(
         to_hook(Some("d1"), json!(1)).await,
         Delivered::Duplicate { run: run.id.clone() },
@@ -516,14 +519,14 @@ pub async fn appends_consume_inbox_items_of_their_own_run(store: &dyn Store) {
     }
     let foreign = accepted_id(deliver(store, Target::Hook(other_hash), None, hook_payload(json!("b"))).await);
     let received = |value| Entry::HookReceived { op: Op(0), payload: json!(value) };
-    let consume = Append {
+    let mut consume = Append {
         first_seq: 2,
         entries: vec![received(1), received(3)],
         consumed: vec![ids[0], ids[2], foreign],
         notices: Vec::new(),
         runs: Vec::new(),
     };
-    store.append(&run.id, fence, &consume).await.expect("consuming inbox items succeeds");
+    store.append(&run.id, fence, &mut consume).await.expect("consuming inbox items succeeds");
     let pending: Vec<u64> = inbox(store, &run.id).await.iter().map(|item| item.id).collect();
     assert_eq!(pending, vec![ids[1]], "consumed items leave the inbox, the rest stay in order");
     let untouched: Vec<u64> = inbox(store, &other.id).await.iter().map(|item| item.id).collect();
@@ -614,9 +617,9 @@ pub async fn the_deepest_accepted_values_round_trip(store: &dyn Store) {
     let received = Entry::HookReceived { op: Op(2), payload: deep.clone() };
     let output = Entry::RunCompleted { output: deep.clone() };
     let consumed = vec![items[0].id];
-    let batch =
+    let mut batch =
         Append { first_seq: 4, entries: vec![received, output], consumed, notices: Vec::new(), runs: Vec::new() };
-    store.append(&run.id, fence, &batch).await.expect("the deepest values are accepted");
+    store.append(&run.id, fence, &mut batch).await.expect("the deepest values are accepted");
     let loaded = entries(store, &run.id).await;
     assert_eq!(loaded.len(), 6);
     assert_eq!(loaded[0], run.started_entry(), "the deepest input reads back");
@@ -712,7 +715,7 @@ pub async fn finished_runs_refuse_appends(store: &dyn Store) {
         .append(
             &run.id,
             fence,
-            &Append {
+            &mut Append {
                 first_seq: 2,
                 entries: vec![record(0, json!(0))],
                 consumed: Vec::new(),
@@ -728,7 +731,7 @@ pub async fn finished_runs_refuse_appends(store: &dyn Store) {
         .append(
             &run.id,
             reclaimed.fence,
-            &Append {
+            &mut Append {
                 first_seq: 2,
                 entries: vec![sleep(0, 1)],
                 consumed: Vec::new(),
@@ -750,7 +753,7 @@ pub async fn unknown_runs_are_reported(store: &dyn Store) {
     assert!(matches!(&claimed, Err(StoreError::RunNotFound(id)) if *id == ghost), "claim: got {:?}", claimed.err());
     let released = store.release(&ghost, Fence { epoch: 1 }).await;
     assert!(matches!(&released, Err(StoreError::RunNotFound(_))), "release: got {released:?}");
-    let appended = store.append(&ghost, Fence { epoch: 1 }, &Append { first_seq: 1, ..Append::default() }).await;
+    let appended = store.append(&ghost, Fence { epoch: 1 }, &mut Append { first_seq: 1, ..Append::default() }).await;
     assert!(matches!(&appended, Err(StoreError::RunNotFound(_))), "append: got {appended:?}");
     let run = new_run("run-known", json!(null), 1_000);
     let fence = create(store, run.clone()).await;
@@ -886,7 +889,7 @@ pub async fn read_returns_pages_of_the_current_history_and_those_before(store: &
         }
         next
     };
-    store.continue_as_new(&run.id, fence, &started(1), true).await.expect("continue as new");
+    store.continue_as_new(&run.id, fence, &mut Some(started(1)), true).await.expect("continue as new");
     append(store, &run.id, fence, 1, vec![record(0, json!("again"))]).await;
     let second = vec![started(1), record(0, json!("again"))];
     assert_eq!(page(1, 0, 10).await, super::JournalPage::new(1, second.clone()));
@@ -898,7 +901,7 @@ pub async fn read_returns_pages_of_the_current_history_and_those_before(store: &
     // Up to KEPT_HISTORIES histories before the current one stay; the first then goes.
     let last = super::KEPT_HISTORIES + 1;
     for history in 2..=last {
-        store.continue_as_new(&run.id, fence, &started(history), true).await.expect("continue as new again");
+        store.continue_as_new(&run.id, fence, &mut Some(started(history)), true).await.expect("continue as new again");
     }
     append(store, &run.id, fence, 1, vec![run_completed()]).await;
     assert_eq!(page(last, 0, 10).await, super::JournalPage::new(last, vec![started(last), run_completed()]));
@@ -973,10 +976,10 @@ pub async fn continue_as_new_replaces_the_history_and_keeps_a_pending_cancel(sto
         *continued = 1;
     }
     let stale = Fence { epoch: fence.epoch + 100 };
-    let refused = store.continue_as_new(&run, stale, &next, false).await;
+    let refused = store.continue_as_new(&run, stale, &mut Some(next.clone()), false).await;
     assert!(matches!(refused, Err(StoreError::Fenced { .. })), "a stale fence is refused: {refused:?}");
     assert_eq!(entries(store, &run).await.len(), 4, "nothing was written");
-    store.continue_as_new(&run, fence, &next, false).await.expect("continue as new");
+    store.continue_as_new(&run, fence, &mut Some(next.clone()), false).await.expect("continue as new");
     assert_eq!(entries(store, &run).await, vec![next.clone()], "the new history starts at sequence 0");
     assert_eq!(store.load(&run).await.unwrap().unwrap().summary.entries, 1);
     assert!(timers(store).await.is_empty(), "the old history's timers are released");
@@ -985,7 +988,7 @@ pub async fn continue_as_new_replaces_the_history_and_keeps_a_pending_cancel(sto
     assert!(matches!(&waiting[..], [InboxItem { delivery: Delivery::Cancel { .. }, .. }]), "{waiting:?}");
     // The new history appends from sequence 1 and may take the same token again.
     append(store, &run, fence, 1, vec![hook(0, &held), run_completed()]).await;
-    let finished = store.continue_as_new(&run, fence, &next, false).await;
+    let finished = store.continue_as_new(&run, fence, &mut Some(next.clone()), false).await;
     assert!(matches!(finished, Err(StoreError::RunFinished(_))), "{finished:?}");
 }
 
@@ -998,7 +1001,7 @@ pub async fn continue_as_new_can_keep_the_inbox_whole(store: &dyn Store) {
     let message = |text: &str| DeliveryPayload::Run(Delivery::Hook { op: Op(0), payload: json!(text) });
     deliver(store, Target::Run(run.clone()), Some("message:1"), message("waiting")).await;
     let next = new_run("conversing", json!({"round": 2}), 2).started_entry();
-    store.continue_as_new(&run, fence, &next, true).await.expect("continue as new");
+    store.continue_as_new(&run, fence, &mut Some(next.clone()), true).await.expect("continue as new");
     assert_eq!(entries(store, &run).await, vec![next], "the new history starts at sequence 0");
     assert!(timers(store).await.is_empty(), "the old history's timers are released");
     let waiting = inbox(store, &run).await;
@@ -1043,7 +1046,7 @@ pub async fn inboxes_refuse_deliveries_beyond_their_limits(store: &dyn Store) {
         .append(
             &run,
             fence,
-            &Append { first_seq: next, entries: received, consumed: taken, notices: Vec::new(), runs: Vec::new() },
+            &mut Append { first_seq: next, entries: received, consumed: taken, notices: Vec::new(), runs: Vec::new() },
         )
         .await
         .unwrap();
@@ -1064,28 +1067,28 @@ pub async fn notices_reach_other_runs_with_the_append_that_implies_them(store: &
         delivery: Delivery::Hook { op: Op(0), payload: json!({ "from": "child", "id": id }) },
     };
     let stale = Fence { epoch: child_fence.epoch + 100 };
-    let refused = Append {
+    let mut refused = Append {
         first_seq: 1,
         entries: vec![record(0, json!(1))],
         consumed: Vec::new(),
         notices: vec![notice(&parent, "n0")],
         runs: Vec::new(),
     };
-    assert!(store.append(&child, stale, &refused).await.is_err(), "a stale fence is refused");
+    assert!(store.append(&child, stale, &mut refused).await.is_err(), "a stale fence is refused");
     assert!(inbox(store, &parent).await.is_empty(), "a refused append sends nothing");
     let notices = vec![notice(&parent, "n1"), notice(&done, "n1")];
-    let batch =
+    let mut batch =
         Append { first_seq: 1, entries: vec![record(0, json!(1))], consumed: Vec::new(), notices, runs: Vec::new() };
-    store.append(&child, child_fence, &batch).await.expect("the append succeeds");
+    store.append(&child, child_fence, &mut batch).await.expect("the append succeeds");
     let again = vec![notice(&parent, "n1"), notice(&parent, "n2")];
-    let batch = Append {
+    let mut batch = Append {
         first_seq: 2,
         entries: vec![record(1, json!(2))],
         consumed: Vec::new(),
         notices: again,
         runs: Vec::new(),
     };
-    store.append(&child, child_fence, &batch).await.expect("the append succeeds");
+    store.append(&child, child_fence, &mut batch).await.expect("the append succeeds");
     let received: Vec<Value> = inbox(store, &parent)
         .await
         .into_iter()
@@ -1117,10 +1120,13 @@ pub async fn appends_create_the_runs_they_start(store: &dyn Store) {
         runs: vec![new_run("parent.1", input, 5)],
     };
     let stale = Fence { epoch: fence.epoch + 100 };
-    assert!(store.append(&parent, stale, &starts(1, 0, json!({ "n": 1 }))).await.is_err(), "a stale fence is refused");
+    assert!(
+        store.append(&parent, stale, &mut starts(1, 0, json!({ "n": 1 }))).await.is_err(),
+        "a stale fence is refused"
+    );
     assert!(store.load(&child).await.unwrap().is_none(), "a refused append creates no run");
 
-    store.append(&parent, fence, &starts(1, 0, json!({ "n": 1 }))).await.expect("the append succeeds");
+    store.append(&parent, fence, &mut starts(1, 0, json!({ "n": 1 }))).await.expect("the append succeeds");
     let created = store.load(&child).await.unwrap().expect("the append created the run");
     assert_eq!(created.entries, [new_run("parent.1", json!({ "n": 1 }), 5).started_entry()]);
     assert_eq!(created.summary.status, RunStatus::Active);
@@ -1131,110 +1137,94 @@ pub async fn appends_create_the_runs_they_start(store: &dyn Store) {
     assert_eq!(delivered, std::slice::from_ref(&first.delivery), "the notice to the new run is in its inbox");
     append(store, &child, claimed.fence, 1, vec![record(0, json!(1))]).await;
 
-    store.append(&parent, fence, &starts(2, 1, json!({ "n": 2 }))).await.expect("an existing id is no error");
+    store.append(&parent, fence, &mut starts(2, 1, json!({ "n": 2 }))).await.expect("an existing id is no error");
     let again = store.load(&child).await.unwrap().expect("the run is still there");
     assert_eq!(again.entries.len(), 2, "the existing run is left as it is");
     assert!(matches!(&again.entries[0], Entry::RunStarted { input, .. } if input == &json!({ "n": 1 })));
 }
 
-/// `append_taking` journals and indexes a batch exactly as `append` does, whether or not the store
-/// takes the entries; a batch it refuses (a wrong sequence number, a stale fence) is left whole,
-/// entries included, to be retried, and writes nothing.
-pub async fn append_taking_writes_like_append_and_leaves_a_refused_batch_whole(store: &dyn Store) {
-    appends_taking(store, Taking::Awaited, "run-taking").await;
-}
-
-/// `append_at_once`, where a store answers it, answers as `append_taking` would (see
-/// [`append_taking_writes_like_append_and_leaves_a_refused_batch_whole`]). A store that cannot
-/// answer at once says so every time, writing nothing.
-pub async fn append_at_once_answers_as_append_taking_would(store: &dyn Store) {
-    let run = new_run("run-at-once-or-not", json!(null), 1_000);
-    let fence = create(store, run.clone()).await;
-    let batch = vec![record(0, json!(0))];
-    let mut probe =
-        Append { first_seq: 1, entries: batch.clone(), consumed: Vec::new(), notices: Vec::new(), runs: Vec::new() };
-    if store.append_at_once(&run.id, fence, &mut probe).is_none() {
-        assert!(store.append_at_once(&run.id, fence, &mut probe).is_none(), "a store that cannot, never can");
-        assert_eq!(probe.entries, batch, "a store that cannot answer at once keeps the batch");
-        assert_eq!(entries(store, &run.id).await.len(), 1, "and writes nothing");
-        return;
-    }
-    appends_taking(store, Taking::AtOnce, "run-at-once").await;
-}
-
-/// Which of a store's methods that may take a batch's entries [`appends_taking`] appends with.
-#[derive(Clone, Copy)]
-enum Taking {
-    Awaited,
-    AtOnce,
-}
-
-impl Taking {
-    async fn append(self, store: &dyn Store, run: &RunId, fence: Fence, batch: &mut Append) -> Result<(), StoreError> {
-        match self {
-            Taking::Awaited => store.append_taking(run, fence, batch).await,
-            Taking::AtOnce => store.append_at_once(run, fence, batch).expect("a store that can, always can"),
-        }
-    }
-}
-
-/// A batch appended `how` is journaled and indexed as given at the journal's length; one with a
-/// wrong sequence number or a stale fence is refused, left whole and writes nothing.
-async fn appends_taking(store: &dyn Store, how: Taking, name: &str) {
-    let run = new_run(name, json!(null), 1_000);
-    let fence = create(store, run.clone()).await;
-    let batch = vec![record(0, json!({ "kept": "whole" })), sleep(1, 5_000)];
-    let mut wrong_seq =
-        Append { first_seq: 3, entries: batch.clone(), consumed: Vec::new(), notices: Vec::new(), runs: Vec::new() };
-    let result = how.append(store, &run.id, fence, &mut wrong_seq).await;
-    assert!(
-        matches!(result, Err(StoreError::SeqConflict { .. })),
-        "a wrong sequence number is refused, got {result:?}"
-    );
-    assert_eq!(wrong_seq.entries, batch, "a refused batch keeps its entries");
-    assert_eq!(entries(store, &run.id).await.len(), 1, "a refused batch writes nothing");
-    let mut retried = Append { first_seq: 1, ..wrong_seq };
-    how.append(store, &run.id, fence, &mut retried).await.expect("the batch appends at the journal's length");
-    let journal = entries(store, &run.id).await;
-    assert_eq!(journal[1..], batch[..], "the entries are journaled as given, in order");
-    let timers = timers(store).await;
-    assert_eq!(timers, vec![(name.to_owned(), 1, "sleep", 5_000)], "the sleep's timer is indexed");
-
-    let current = claim(store, &run.id, 0).await.fence;
-    let mut stale = Append {
+/// `append` may take its batch's entries. One it refuses (a wrong sequence number, a stale fence) writes
+/// nothing and is left exactly as it was, its entries, consumed items, notices and runs included,
+/// to be retried. One it accepts is journaled and indexed as given, whether the store took its
+/// entries (leaving `entries` empty) or kept them (leaving them as they were); the rest of the
+/// batch is left as it was.
+pub async fn append_writes_a_batch_as_given_and_leaves_a_refused_one_whole(store: &dyn Store) {
+    let (run, other) = (run_id("given"), run_id("given-other"));
+    let fence = create(store, new_run("given", json!(null), 1_000)).await;
+    create(store, new_run("given-other", json!(null), 1_001)).await;
+    let cancel = Delivery::Cancel { reason: "enough".into(), keep_output: false };
+    let item = accepted_id(deliver(store, Target::Run(run.clone()), Some("c1"), DeliveryPayload::Run(cancel)).await);
+    let given = Append {
         first_seq: 3,
-        entries: vec![record(2, json!(2))],
-        consumed: Vec::new(),
-        notices: Vec::new(),
-        runs: Vec::new(),
+        entries: vec![record(0, json!({ "kept": "whole" })), sleep(1, 5_000)],
+        consumed: vec![item],
+        notices: vec![super::Notice {
+            run: other.clone(),
+            delivery_id: "given:1".into(),
+            delivery: Delivery::Hook { op: Op(0), payload: json!({ "from": "given" }) },
+        }],
+        runs: vec![new_run("given.1", json!({ "n": 1 }), 1_002)],
     };
-    let result = how.append(store, &run.id, fence, &mut stale).await;
-    assert!(matches!(result, Err(StoreError::Fenced { .. })), "a stale fence is refused, got {result:?}");
-    assert_eq!(stale.entries, vec![record(2, json!(2))], "a fenced batch keeps its entries");
-    how.append(store, &run.id, current, &mut stale).await.expect("the current fence appends");
-    assert_eq!(entries(store, &run.id).await.len(), 4, "run started, two entries, then one more");
+    let left_whole = |batch: &Append, why: &str| {
+        assert_eq!(batch.first_seq, given.first_seq, "{why}: its sequence number");
+        assert_eq!(batch.entries, given.entries, "{why}: its entries");
+        assert_eq!(batch.consumed, given.consumed, "{why}: its consumed items");
+        assert_eq!(batch.notices, given.notices, "{why}: its notices");
+        let runs = |batch: &Append| batch.runs.iter().map(|run| run.started_entry()).collect::<Vec<_>>();
+        assert_eq!(runs(batch), runs(&given), "{why}: its runs");
+    };
+    let nothing_written = async |why: &str| {
+        assert_eq!(entries(store, &run).await.len(), 1, "{why} writes no entries");
+        assert!(timers(store).await.is_empty(), "{why} writes no timers");
+        assert_eq!(inbox(store, &run).await.len(), 1, "{why} consumes nothing");
+        assert!(inbox(store, &other).await.is_empty(), "{why} sends no notice");
+        assert!(store.load(&run_id("given.1")).await.unwrap().is_none(), "{why} starts no run");
+    };
+
+    let mut batch = given.clone();
+    let result = store.append(&run, fence, &mut batch).await;
+    assert!(matches!(result, Err(StoreError::SeqConflict { .. })), "a wrong sequence number is refused: {result:?}");
+    left_whole(&batch, "a batch at the wrong sequence number is left whole");
+    nothing_written("a batch at the wrong sequence number").await;
+
+    batch.first_seq = 1;
+    let current = claim(store, &run, 0).await.fence;
+    let result = store.append(&run, fence, &mut batch).await;
+    assert!(matches!(result, Err(StoreError::Fenced { .. })), "a stale fence is refused: {result:?}");
+    left_whole(&Append { first_seq: 3, ..batch.clone() }, "a fenced batch is left whole");
+    nothing_written("a fenced batch").await;
+
+    store.append(&run, current, &mut batch).await.expect("the batch appends at the journal's length");
+    assert!(batch.entries.is_empty() || batch.entries == given.entries, "the entries are taken or left as they were");
+    left_whole(&Append { first_seq: 3, entries: given.entries.clone(), ..batch }, "the rest of an accepted batch");
+    assert_eq!(entries(store, &run).await[1..], given.entries[..], "the entries are journaled as given, in order");
+    assert_eq!(timers(store).await, vec![("given".to_owned(), 1, "sleep", 5_000)], "the sleep's timer is indexed");
+    assert!(inbox(store, &run).await.is_empty(), "the inbox item is consumed");
+    assert_eq!(inbox(store, &other).await.len(), 1, "the notice is sent");
+    assert!(store.load(&run_id("given.1")).await.unwrap().is_some(), "the run is started");
 }
 
-/// `continue_as_new_taking` starts the new history exactly as `continue_as_new` does, whether or
-/// not the store takes the entry; an entry it refuses (a stale fence, a finished run) is left to
-/// the caller, and nothing is written.
-pub async fn continue_as_new_taking_writes_like_continue_as_new_and_leaves_a_refused_entry(store: &dyn Store) {
+/// `continue_as_new` may take its entry. One it refuses (a stale fence, a finished run) writes
+/// nothing and is left to the caller, to be retried; one it accepts starts the new history as
+/// given, whether the store took it (leaving `None`) or kept it.
+pub async fn continue_as_new_starts_the_history_as_given_and_leaves_a_refused_entry(store: &dyn Store) {
     let run = run_id("taken-on");
     let fence = create(store, new_run("taken-on", json!({"round": 1}), 1)).await;
     append(store, &run, fence, 1, vec![sleep(0, 9_000), record(1, json!(7))]).await;
     let next = new_run("taken-on", json!({"round": 2}), 2).started_entry();
     let stale = Fence { epoch: fence.epoch + 100 };
     let mut started = Some(next.clone());
-    let refused = store.continue_as_new_taking(&run, stale, &mut started, true).await;
+    let refused = store.continue_as_new(&run, stale, &mut started, true).await;
     assert!(matches!(refused, Err(StoreError::Fenced { .. })), "a stale fence is refused: {refused:?}");
     assert_eq!(started.as_ref(), Some(&next), "a refused entry is left to the caller");
     assert_eq!(entries(store, &run).await.len(), 3, "nothing was written");
-    store.continue_as_new_taking(&run, fence, &mut started, true).await.expect("continue as new");
+    store.continue_as_new(&run, fence, &mut started, true).await.expect("continue as new");
+    assert!(started.is_none() || started.as_ref() == Some(&next), "the entry is taken or left as it was");
     assert_eq!(entries(store, &run).await, vec![next.clone()], "the new history starts at sequence 0");
     assert!(timers(store).await.is_empty(), "the old history's timers are released");
     append(store, &run, fence, 1, vec![run_completed()]).await;
     let mut again = Some(next.clone());
-    let finished = store.continue_as_new_taking(&run, fence, &mut again, true).await;
+    let finished = store.continue_as_new(&run, fence, &mut again, true).await;
     assert!(matches!(finished, Err(StoreError::RunFinished(_))), "{finished:?}");
     assert_eq!(again, Some(next), "an entry a finished run refused is left to the caller");
 }
@@ -1260,7 +1250,7 @@ pub async fn payloads_held_as_text_read_back_as_the_values_they_hold(store: &dyn
         *continued = 1;
     }
     let mut started = Some(next.clone());
-    store.continue_as_new_taking(&run, fence, &mut started, true).await.expect("continue as new");
+    store.continue_as_new(&run, fence, &mut started, true).await.expect("continue as new");
     let read = entries(store, &run).await;
     assert_eq!(read, vec![next], "the new history's input reads back as the value it holds");
     assert!(matches!(&read[0], Entry::RunStarted { input, .. } if *input == carried));

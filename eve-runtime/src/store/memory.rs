@@ -8,8 +8,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::{
-    Append, Claimed, Created, Delivered, Delivery, DeliveryPayload, Fence, HookMeta, HookRow, InboxItem, InboxLimits,
-    IndexChanges, JournalPage, KEPT_HISTORIES, NewRun, Notice, Recovery, RunPage, RunQuery, RunRecord, RunSummary,
+    Append, Claimed, Commit, Created, Delivered, Delivery, DeliveryPayload, Fence, HookMeta, HookRow, InboxItem,
+    InboxLimits, IndexChanges, JournalPage, KEPT_HISTORIES, NewRun, Recovery, RunPage, RunQuery, RunRecord, RunSummary,
     Store, StoreError, Target, TimerKind, TimerRow, WaitingSignIn, WorkerId,
 };
 use crate::journal::{Entry, Op, Position, RunId, RunStatus};
@@ -85,45 +85,6 @@ impl MemoryStore {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().expect("memory store mutex is never poisoned: no code panics while holding it")
     }
-
-    /// [`Store::append_taking`]: the entries are moved into the journal.
-    fn append_moved(&self, run: &RunId, fence: Fence, append: &mut Append) -> Result<(), StoreError> {
-        let Append { first_seq, entries, consumed, notices, runs } = append;
-        let batch = Batch { first_seq: *first_seq, entries: Entries::Moved(entries), consumed, notices, runs };
-        self.lock().append(run, fence, batch)
-    }
-}
-
-/// One append's parts, its entries copied or moved into the journal.
-struct Batch<'a> {
-    first_seq: u64,
-    entries: Entries<'a>,
-    consumed: &'a [u64],
-    notices: &'a [Notice],
-    runs: &'a [NewRun],
-}
-
-/// A batch's entries: [`Store::append`] copies them, [`Store::append_taking`] moves them.
-enum Entries<'a> {
-    Copied(&'a [Entry]),
-    Moved(&'a mut Vec<Entry>),
-}
-
-impl Entries<'_> {
-    fn as_slice(&self) -> &[Entry] {
-        match self {
-            Entries::Copied(entries) => entries,
-            Entries::Moved(entries) => entries,
-        }
-    }
-
-    /// Puts the entries at the end of `journal`; moved ones leave the batch empty.
-    fn append_to(self, journal: &mut Vec<Entry>) {
-        match self {
-            Entries::Copied(entries) => journal.extend_from_slice(entries),
-            Entries::Moved(entries) => journal.append(entries),
-        }
-    }
 }
 
 impl State {
@@ -175,8 +136,9 @@ impl State {
         self.runs.get_mut(run).ok_or_else(|| StoreError::RunNotFound(run.clone()))
     }
 
-    /// Appends `batch` to `run`'s journal and updates the indexes it implies, or refuses it whole.
-    fn append(&mut self, run: &RunId, fence: Fence, batch: Batch<'_>) -> Result<(), StoreError> {
+    /// Appends `batch` to `run`'s journal, moving its entries in, and updates the indexes it
+    /// implies; or refuses it whole, leaving it as it was.
+    fn append(&mut self, run: &RunId, fence: Fence, batch: &mut Append) -> Result<(), StoreError> {
         // One lookup of the run for the checks and the write: split borrows of the state.
         let State { runs, hooks, .. } = self;
         let run_state = runs.get_mut(run).ok_or_else(|| StoreError::RunNotFound(run.clone()))?;
@@ -190,26 +152,26 @@ impl State {
         if batch.first_seq != actual {
             return Err(StoreError::SeqConflict { run: run.clone(), expected: batch.first_seq, actual });
         }
-        let changes = IndexChanges::of(batch.entries.as_slice());
+        let changes = IndexChanges::of(&batch.entries);
         for (op, hash, _) in &changes.hooks_added {
             if hooks.get(hash).is_some_and(|holder| &holder.run != run) {
                 return Err(StoreError::HookTokenInUse { run: run.clone(), op: *op });
             }
         }
-        batch.entries.append_to(&mut run_state.entries);
+        run_state.entries.append(&mut batch.entries);
         run_state.summary.entries = run_state.entries.len() as u64;
         run_state.summary.parked = false;
-        for &id in batch.consumed {
+        for &id in &batch.consumed {
             // Only this run's items: an id naming another run's delivery must not drop it.
             if self.inbox.get(&id).is_some_and(|item| &item.run == run) {
                 self.inbox.remove(&id);
             }
         }
         self.apply_indexes(run, changes);
-        for new in batch.runs {
+        for new in &batch.runs {
             self.create(new, None);
         }
-        for notice in batch.notices {
+        for notice in &batch.notices {
             self.accept_notice(notice);
         }
         Ok(())
@@ -364,18 +326,9 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    async fn append(&self, run: &RunId, fence: Fence, append: &Append) -> Result<(), StoreError> {
-        let Append { first_seq, entries, consumed, notices, runs } = append;
-        let batch = Batch { first_seq: *first_seq, entries: Entries::Copied(entries), consumed, notices, runs };
-        self.lock().append(run, fence, batch)
-    }
-
-    async fn append_taking(&self, run: &RunId, fence: Fence, append: &mut Append) -> Result<(), StoreError> {
-        self.append_moved(run, fence, append)
-    }
-
-    fn append_at_once(&self, run: &RunId, fence: Fence, append: &mut Append) -> Option<Result<(), StoreError>> {
-        Some(self.append_moved(run, fence, append))
+    fn append<'a>(&'a self, run: &'a RunId, fence: Fence, append: &'a mut Append) -> Commit<'a> {
+        // No I/O: the append is made, or refused, before this returns.
+        Commit::Done(self.lock().append(run, fence, append))
     }
 
     async fn park(&self, run: &RunId, fence: Fence, next_seq: u64) -> Result<(), StoreError> {
@@ -416,30 +369,17 @@ impl Store for MemoryStore {
         Ok(Recovery { unfinished: unfinished.len(), runnable, timers: state.timer_rows(), sign_ins })
     }
 
-    async fn continue_as_new(
-        &self,
-        run: &RunId,
+    fn continue_as_new<'a>(
+        &'a self,
+        run: &'a RunId,
         fence: Fence,
-        started: &Entry,
+        started: &'a mut Option<Entry>,
         keep_inbox: bool,
-    ) -> Result<(), StoreError> {
-        // The guard goes at the end of the statement; the old history after it.
-        let old = self.lock().continue_as_new(run, fence, || started.clone(), keep_inbox)?;
-        drop(old);
-        Ok(())
-    }
-
-    async fn continue_as_new_taking(
-        &self,
-        run: &RunId,
-        fence: Fence,
-        started: &mut Option<Entry>,
-        keep_inbox: bool,
-    ) -> Result<(), StoreError> {
-        let take = || started.take().expect("continue_as_new_taking is given the entry to continue with");
-        let old = self.lock().continue_as_new(run, fence, take, keep_inbox)?;
-        drop(old);
-        Ok(())
+    ) -> Commit<'a> {
+        let take = || started.take().expect("Store::continue_as_new is given the entry to continue with");
+        // The guard goes at the end of the statement; the old histories after it.
+        let continued = self.lock().continue_as_new(run, fence, take, keep_inbox);
+        Commit::Done(continued.map(drop))
     }
 
     async fn deliver(

@@ -21,6 +21,7 @@
 //! sequence number, in both cases writing nothing. Single-process stores (memory, SQLite) hold
 //! leases that never expire; a shared store (Postgres) expires them so a dead worker's runs move on.
 
+mod commit;
 pub mod kit;
 mod memory;
 
@@ -31,6 +32,7 @@ pub mod conformance;
 #[cfg_attr(docsrs, doc(cfg(feature = "testkit")))]
 pub mod shared_conformance;
 
+pub use commit::Commit;
 pub use kit::IndexChanges;
 pub use memory::MemoryStore;
 
@@ -572,30 +574,26 @@ pub trait Store: Send + Sync + 'static {
     /// Gives up a claim so another worker may take the run at once. A stale fence is ignored.
     async fn release(&self, run: &RunId, fence: Fence) -> Result<(), StoreError>;
 
-    /// Appends entries atomically and updates the indexes they imply. Refuses, writing nothing,
-    /// a stale fence ([`StoreError::Fenced`]), an append not starting at the journal's length
-    /// ([`StoreError::SeqConflict`]) or an append to a finished run ([`StoreError::RunFinished`]).
-    async fn append(&self, run: &RunId, fence: Fence, append: &Append) -> Result<(), StoreError>;
-
-    /// Appends like [`append`](Store::append), and may take the batch's entries to keep them: a
-    /// store that holds entries as values (the in-memory store) moves them in instead of copying
-    /// them. When it returns `Ok`, `append.entries` may be empty; when it returns an error, the
-    /// batch is as it was, to be retried. The default appends through `append` and takes nothing,
-    /// which suits every store that encodes entries.
-    async fn append_taking(&self, run: &RunId, fence: Fence, append: &mut Append) -> Result<(), StoreError> {
-        self.append(run, fence, append).await
-    }
-
-    /// Appends like [`append_taking`](Store::append_taking) without a future, if the store can
-    /// answer at once because it does no I/O (the in-memory store): `None` if it cannot, and the
-    /// caller awaits `append_taking` instead. A store that answers must answer exactly as
-    /// `append_taking` would. The default cannot, which suits every store that writes to a disk
-    /// or a server. (An `async` method of this trait allocates its future; a chain of steps on
-    /// the in-memory store appends once a step, so it is spared that.)
-    fn append_at_once(&self, run: &RunId, fence: Fence, append: &mut Append) -> Option<Result<(), StoreError>> {
-        let _ = (run, fence, append);
-        None
-    }
+    /// Appends `append.entries` atomically at sequence number `append.first_seq`, and makes in
+    /// the same transaction every change they imply: the indexes, the inbox items consumed, the
+    /// runs started and the notices to other runs. Refuses, writing nothing, a stale fence
+    /// ([`StoreError::Fenced`]), an append not starting at the journal's length
+    /// ([`StoreError::SeqConflict`]), an append to a finished run ([`StoreError::RunFinished`]) and
+    /// a hook whose token another unfinished run holds ([`StoreError::HookTokenInUse`]).
+    ///
+    /// The store may take the batch's entries to keep them (a store that holds entries as values
+    /// moves them in instead of copying them):
+    ///
+    /// - on `Ok`, `append.entries` may be empty, its buffer kept for the caller's next batch or
+    ///   not; the rest of the batch is as it was. A caller that needs anything of the entries after
+    ///   the append reads it before.
+    /// - on an error, the batch is exactly as it was, to be retried.
+    ///
+    /// A store that can answer without waiting (the in-memory store, which does no I/O) returns
+    /// [`Commit::Done`], so a chain of steps, one append a step, allocates no future for its
+    /// commits; one that writes to a disk or a server returns [`Commit::Pending`]. The runtime
+    /// fits every batch to [`max_entry_bytes`](Store::max_entry_bytes) before appending it.
+    fn append<'a>(&'a self, run: &'a RunId, fence: Fence, append: &'a mut Append) -> Commit<'a>;
 
     /// Marks the run parked at `next_seq`: it waits on durable waits only, so a new process need
     /// not load it until one of them resolves (a timer falls due, a delivery arrives). Does
@@ -627,33 +625,21 @@ pub trait Store: Send + Sync + 'static {
     /// new history, and the delivery ids seen so far stay duplicates. That is for a body whose new
     /// history creates the same hooks first (a session's: its hook is op 0 in every history), so
     /// nothing sent while it continued is lost or taken twice.
-    async fn continue_as_new(
-        &self,
-        run: &RunId,
-        fence: Fence,
-        started: &Entry,
-        keep_inbox: bool,
-    ) -> Result<(), StoreError>;
-
-    /// Continues the run as new like [`continue_as_new`](Store::continue_as_new), and may take
-    /// `started` to keep it: a store that holds entries as values (the in-memory store) moves it
-    /// in instead of copying it. When it returns `Ok`, `started` may be `None`; when it returns an
-    /// error, `started` is as it was, to be retried. The default continues through
-    /// `continue_as_new` and takes nothing, which suits every store that encodes entries.
+    ///
+    /// The store may take the entry as [`append`](Store::append) may take a batch's entries: on
+    /// `Ok` it may have taken it (`started` is then `None`); on an error it is as it was, to be
+    /// retried. Like `append`, a store that can answer without waiting returns [`Commit::Done`].
     ///
     /// # Panics
     ///
-    /// The default panics if `started` is `None`: the caller passes the entry it continues with.
-    async fn continue_as_new_taking(
-        &self,
-        run: &RunId,
+    /// A store may panic if `started` is `None`: the caller gives the entry it continues with.
+    fn continue_as_new<'a>(
+        &'a self,
+        run: &'a RunId,
         fence: Fence,
-        started: &mut Option<Entry>,
+        started: &'a mut Option<Entry>,
         keep_inbox: bool,
-    ) -> Result<(), StoreError> {
-        let entry = started.as_ref().expect("continue_as_new_taking is given the entry to continue with");
-        self.continue_as_new(run, fence, entry, keep_inbox).await
-    }
+    ) -> Commit<'a>;
 
     /// Accepts a delivery into the inbox of the run `target` names. A `delivery_id` seen before
     /// for the same run is reported as [`Delivered::Duplicate`] and changes nothing. A delivery
@@ -718,9 +704,14 @@ pub trait Store: Send + Sync + 'static {
         Ok(record.and_then(|record| Some((record.summary, record.entries.last()?.clone()))))
     }
 
-    /// The largest journal entry the store keeps, in bytes of JSON, if it has a limit. The
-    /// executor fits a delivery to it before the body sees the delivery; a store that refuses an
-    /// entry as [`StoreError::TooLarge`] without declaring its limit fails the run instead.
+    /// The largest journal entry the store keeps, in bytes of JSON, if it has a limit; the same
+    /// limit holds for each notice to another run (its delivery) and each run an append starts
+    /// (its first entry). The runtime reads it once, as it is built, and fits every batch to it
+    /// before appending it: a delivery before the body sees it, a record (a step's error, the
+    /// tool's output) before its commit. What cannot be made to fit (an `ask` with a huge prompt)
+    /// fails the run without reaching the store. So a store that refuses a batch as
+    /// [`StoreError::TooLarge`] holds a limit it does not declare here: the runtime reports that as
+    /// a bug in the store, and fails the run.
     fn max_entry_bytes(&self) -> Option<usize> {
         None
     }

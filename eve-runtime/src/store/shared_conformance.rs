@@ -131,7 +131,11 @@ fn record(op: u32) -> Entry {
 
 async fn append(store: &dyn Store, run: &RunId, fence: Fence, first_seq: u64, entries: Vec<Entry>) {
     let result = store
-        .append(run, fence, &Append { first_seq, entries, consumed: Vec::new(), notices: Vec::new(), runs: Vec::new() })
+        .append(
+            run,
+            fence,
+            &mut Append { first_seq, entries, consumed: Vec::new(), notices: Vec::new(), runs: Vec::new() },
+        )
         .await;
     result.unwrap_or_else(|error| panic!("appending to run {run} at {first_seq} should succeed, got {error}"));
 }
@@ -233,7 +237,7 @@ pub async fn a_stale_workers_writes_are_refused_and_write_nothing(store: &dyn St
         .append(
             &run,
             stale,
-            &Append { first_seq: 1, entries: doomed, consumed: vec![item], notices: vec![], runs: vec![] },
+            &mut Append { first_seq: 1, entries: doomed, consumed: vec![item], notices: vec![], runs: vec![] },
         )
         .await;
     assert!(
@@ -241,7 +245,7 @@ pub async fn a_stale_workers_writes_are_refused_and_write_nothing(store: &dyn St
         "the stale worker's append should be Fenced, got {result:?}"
     );
     let started = store.load(&run).await.expect("load succeeds").expect("the run exists").entries[0].clone();
-    let result = store.continue_as_new(&run, stale, &started, false).await;
+    let result = store.continue_as_new(&run, stale, &mut Some(started.clone()), false).await;
     assert!(matches!(result, Err(StoreError::Fenced { .. })), "continue-as-new should be Fenced, got {result:?}");
     assert_eq!(journal_length(store, &run).await, 1, "nothing was appended");
     assert!(store.timers().await.expect("timers succeed").is_empty(), "no timer was written");
