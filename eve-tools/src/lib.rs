@@ -77,6 +77,7 @@
 #[doc(hidden)]
 pub mod __private;
 pub mod builtin;
+pub mod guide;
 
 /// Makes an `async fn` a step: a side effect whose result is journaled, so that replay after a
 /// crash hands the recorded result back instead of running it again.
