@@ -48,6 +48,8 @@
 //! - A file is checked (`PRAGMA quick_check`) and its schema version verified at open, so a damaged
 //!   or foreign file is refused before anything is written to it.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod ahead;
 mod codec;
 mod epochs;
