@@ -18,6 +18,7 @@
 pub mod approve_with_deadline;
 #[path = "scenarios/deploy.rs"]
 pub mod deploy;
+#[cfg(feature = "devbox")]
 #[path = "scenarios/devbox.rs"]
 pub mod devbox;
 #[path = "fakes/mod.rs"]

@@ -11,6 +11,7 @@
 //! behaves like the real service on its own, with short pauses, and narrates what it does (for
 //! the runnable examples).
 
+#[cfg(feature = "devbox")]
 pub mod devbox;
 pub mod render_farm;
 
