@@ -31,7 +31,8 @@ pub struct Timeline {
     /// When the run started.
     #[serde(serialize_with = "eve_runtime::time::iso_opt")]
     pub started_at: Option<Timestamp>,
-    /// Where the run stands: `running`, `waiting`, `completed`, `failed` or `cancelled`.
+    /// Where the run stood as of `at`, in the words of [`RunSummary::state`]: `running`, `parked`
+    /// (waiting on durable waits), `completed`, `failed` or `cancelled`.
     pub status: &'static str,
     /// Every operation the body asked for, by op number.
     pub ops: Vec<OpView>,
@@ -54,7 +55,7 @@ impl Timeline {
         let waiting_for = view.waiting_for();
         let status = match view.status() {
             RunStatus::Active if waiting_for.is_empty() => "running",
-            RunStatus::Active => "waiting",
+            RunStatus::Active => "parked",
             RunStatus::Completed => "completed",
             RunStatus::Failed => "failed",
             RunStatus::Cancelled => "cancelled",
@@ -75,8 +76,7 @@ impl Timeline {
     }
 }
 
-/// A run as the inspector and `host runs` show it: its stored status, and the state a person
-/// asks about (`parked` or `running` for an active run).
+/// A run as the inspector and `host runs` show it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunListing {
@@ -86,11 +86,10 @@ pub struct RunListing {
     pub tool: String,
     /// The workflow id of its body.
     pub workflow_id: String,
-    /// The stored status: `active`, `completed`, `failed` or `cancelled`.
-    pub status: RunStatus,
-    /// The status, with an active run told as `parked` (waiting on durable waits only) or
-    /// `running`.
-    pub state: &'static str,
+    /// Where it stands, in the one vocabulary the CLI, HTTP and the inspector share
+    /// ([`RunSummary::state`]): `parked` (waiting on durable waits only), `running`,
+    /// `completed`, `failed` or `cancelled`.
+    pub status: &'static str,
     /// Whether it waits on durable waits only.
     pub parked: bool,
     /// When it was created.
@@ -107,8 +106,7 @@ impl RunListing {
             run_id: summary.id.clone(),
             tool: summary.tool.clone(),
             workflow_id: summary.workflow_id.clone(),
-            status: summary.status,
-            state: summary.state(),
+            status: summary.state(),
             parked: summary.parked,
             created_at: summary.created_at,
             entries: summary.entries,
@@ -198,7 +196,7 @@ mod tests {
             Entry::RunCompleted { output: json!("done") },
         ];
         let then = Timeline::of(&entries, Some(2));
-        assert_eq!(then.status, "waiting");
+        assert_eq!(then.status, "parked");
         assert_eq!(
             then.ops.iter().map(|op| (op.name.as_str(), op.state)).collect::<Vec<_>>(),
             [("plan", "done"), ("sleep", "open")]

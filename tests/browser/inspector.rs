@@ -312,7 +312,7 @@ async fn a_person_answers_a_parked_run_in_the_inspector_and_sees_it_complete_liv
         text_of(&browser, "h2#view-title", |text| text.contains(&parked[0]), "the run's heading").await?;
         let focused = browser.active_element().await.map_err(fail)?;
         assert_eq!(attribute(&focused, "id").await?, "view-title", "focus moves to the new view's heading");
-        text_of(&browser, "#run-status", |text| text.starts_with("waiting"), "the run waits").await?;
+        text_of(&browser, "#run-status", |text| text.starts_with("parked"), "the run waits").await?;
         text_of(&browser, "#timeline", |text| text.contains("ask"), "the timeline shows the question").await?;
         accessible(&browser, "run view").await?;
 
@@ -363,7 +363,7 @@ async fn a_person_cancels_a_run_from_the_inspector() {
 
     with_screenshot_on_failure(browser.clone(), "cancel", async {
         browser.goto(&served.url(&format!("/ui#/runs/{}", parked[0]))).await.map_err(fail)?;
-        text_of(&browser, "#run-status", |text| text.starts_with("waiting"), "the run waits").await?;
+        text_of(&browser, "#run-status", |text| text.starts_with("parked"), "the run waits").await?;
         let cancel = browser.find(Locator::Css("#cancel-run")).await.map_err(fail)?;
         cancel.click().await.map_err(fail)?;
         text_of(&browser, "#cancel-run", |text| text == "Confirm cancel", "a second click is asked for").await?;

@@ -383,8 +383,8 @@ fn inspect_shows_a_timeline_and_travels_back_in_time() {
     let (ok, stdout, _) = host(dir.path(), &["inspect", "later-2", "--json"]);
     assert!(ok);
     let view: Value = serde_json::from_str(&stdout).unwrap();
-    assert_eq!(view["timeline"]["status"], "waiting");
-    assert_eq!((view["run"]["runId"].as_str(), view["run"]["state"].as_str()), (Some("later-2"), Some("parked")));
+    assert_eq!(view["timeline"]["status"], "parked");
+    assert_eq!((view["run"]["runId"].as_str(), view["run"]["status"].as_str()), (Some("later-2"), Some("parked")));
     let deadline = view["timeline"]["ops"][0]["deadline"].as_str().unwrap();
     assert!(deadline.ends_with('Z') && deadline.contains('T'), "ISO 8601: {deadline}");
 

@@ -466,7 +466,8 @@ async fn runs_start_report_their_status_and_cancel_over_http() {
     let active = Seen::of(status("greeting-1").send().await.unwrap()).await.json();
     assert_eq!(
         (&active["runId"], &active["tool"], &active["status"]),
-        (&json!("greeting-1"), &json!("greet_tomorrow"), &json!("active"))
+        (&json!("greeting-1"), &json!("greet_tomorrow"), &json!("parked")),
+        "a run's status is told in the words `host runs` uses"
     );
     assert!(
         active.get("outcome").is_none()

@@ -16,7 +16,7 @@ use super::path::segment;
 use super::state::AppState;
 use crate::timeline::{Inspection, RunListing};
 use eve_runtime::ask::{Answer, Ask};
-use eve_runtime::journal::{RunId, RunStatus};
+use eve_runtime::journal::RunId;
 use eve_runtime::store::{RunQuery, unknown_state};
 use eve_runtime::time::Timestamp;
 use eve_runtime::{RunOutcome, StartOptions};
@@ -71,7 +71,8 @@ pub(crate) async fn start(
 struct StatusView {
     run_id: RunId,
     tool: String,
-    status: RunStatus,
+    /// [`RunSummary::state`](eve_runtime::store::RunSummary::state)'s word, as everywhere.
+    status: &'static str,
     #[serde(serialize_with = "eve_runtime::time::iso")]
     created_at: Timestamp,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -84,13 +85,8 @@ pub(crate) async fn status(State(state): State<AppState>, uri: Uri) -> Result<Js
     let record = state.runtime.journal(&run).await.map_err(from_runtime)?;
     let outcome = record.entries.last().and_then(RunOutcome::from_terminal);
     let summary = record.summary;
-    let view = StatusView {
-        run_id: summary.id,
-        tool: summary.tool,
-        status: summary.status,
-        created_at: summary.created_at,
-        outcome,
-    };
+    let status = summary.state();
+    let view = StatusView { run_id: summary.id, tool: summary.tool, status, created_at: summary.created_at, outcome };
     Ok(Json(serde_json::to_value(view).expect("a run view always serializes")))
 }
 

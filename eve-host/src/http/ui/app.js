@@ -75,12 +75,6 @@
 
   const pretty = (value) => JSON.stringify(value, null, 2) ?? String(value);
 
-  /** A run's status as `host runs` says it: an active run is `parked` or `running`. */
-  function runStatus(run) {
-    if (run.status !== 'active') return run.status;
-    return run.parked ? 'parked' : 'running';
-  }
-
   /** A text badge; the colour only repeats what the text says. */
   function badge(kind, word) {
     return h('span', { class: `badge ${kind}-${token(word)}` }, String(word ?? ''));
@@ -426,7 +420,7 @@
       return h('tr', { dataset: { runId: run.runId } },
         h('td', {}, h('a', { href: runHash(run.runId, null) }, run.runId)),
         h('td', {}, run.tool),
-        h('td', {}, badge('status', runStatus(run))),
+        h('td', {}, badge('status', run.status)),
         h('td', {}, localTime(run.createdAt)),
         h('td', { class: 'num' }, String(run.entries ?? '')));
     }
@@ -548,12 +542,12 @@
     function render({ run, timeline, journal: lines, pending }) {
       entries = timeline.entries ?? (lines || []).length;
       renderSummary(run, timeline);
-      cancel.show(run.status === 'active');
+      cancel.show(run.status === 'running' || run.status === 'parked');
       renderScrubber(timeline);
       renderTimeline(timeline.ops || []);
       renderJournal(lines || []);
       renderPending(pending || []);
-      const now = runStatus(run);
+      const now = run.status;
       if (lastStatus !== null && now !== lastStatus) {
         announce(now === 'running' || now === 'parked' ? `Run is ${now}` : `Run ${now}`);
       }
@@ -562,7 +556,7 @@
 
     function renderSummary(run, t) {
       const status = [h('span', { id: 'run-status', class: `badge status-${token(t.status)}` }, t.status)];
-      if (at !== null) status.push(' ', h('span', { class: 'muted' }, `(now ${runStatus(run)})`));
+      if (at !== null) status.push(' ', h('span', { class: 'muted' }, `(now ${run.status})`));
       const rows = [
         ['Tool', t.tool || run.tool],
         ['Status', status],
