@@ -13,9 +13,9 @@ use syn::{Expr, ExprLit, Lit, LitInt, LitStr, Meta};
 /// The arguments `#[step]` knows, in the order messages list them.
 pub const STEP: &[&str] = &["name", "max_attempts", "backoff", "crate"];
 /// The arguments `#[tool]` and `#[workflow_tool]` know.
-pub const TOOL: &[&str] = &["name", "crate"];
+pub const TOOL: &[&str] = &["name", "allow_unknown_fields", "crate"];
 /// The arguments `#[task]` knows.
-pub const TASK: &[&str] = &["name", "serve", "crate"];
+pub const TASK: &[&str] = &["name", "serve", "allow_unknown_fields", "crate"];
 
 /// `#[step(…)]`.
 #[derive(Default, FromMeta)]
@@ -38,6 +38,8 @@ pub struct ToolArgs {
     pub name: Option<Meta>,
     /// `serve` (`#[task]` only): a resumable task that receives a stream of calls.
     pub serve: Option<Meta>,
+    /// `allow_unknown_fields`: the input takes fields its type does not list (and ignores them).
+    pub allow_unknown_fields: Option<Meta>,
     /// `crate = "path"`: where `eve_tools` is.
     #[darling(rename = "crate")]
     pub krate: Option<Meta>,

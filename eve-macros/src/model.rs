@@ -315,6 +315,9 @@ pub struct ToolModel<'a> {
     pub name: Option<syn::Result<LitStr>>,
     /// `serve`, on `#[task]`.
     pub serve: Option<syn::Result<()>>,
+    /// `allow_unknown_fields`: the published schema stays as the input type gives it, so the
+    /// runtime does not refuse fields the type does not list.
+    pub allow_unknown_fields: Option<syn::Result<()>>,
     /// `crate = "…"`, checked to be a path by `validate`.
     pub krate: Option<syn::Result<LitStr>>,
     /// The doc comment, which becomes the model-facing description.
@@ -336,6 +339,7 @@ impl<'a> ToolModel<'a> {
         let values = &args.values;
         let name = values.name.as_ref().map(|meta| args::string(attr, meta, "name = \"deploy\""));
         let serve = values.serve.as_ref().map(|meta| args::flag(attr, meta));
+        let allow_unknown_fields = values.allow_unknown_fields.as_ref().map(|meta| args::flag(attr, meta));
         let krate = values.krate.as_ref().map(|meta| krate(attr, meta));
         let cell = match attr {
             Macro::Tool => Cell::Tool,
@@ -345,7 +349,7 @@ impl<'a> ToolModel<'a> {
             Macro::Step => unreachable!("`#[step]` has its own model"),
         };
         let description = item.attrs.iter().filter_map(doc_line).collect();
-        ToolModel { func: FnModel::new(item), cell, args, name, serve, krate, description }
+        ToolModel { func: FnModel::new(item), cell, args, name, serve, allow_unknown_fields, krate, description }
     }
 
     /// The model-facing name: `name = "…"` or the fn name.

@@ -49,7 +49,8 @@ pub fn tool(model: &ToolModel) -> syn::Result<()> {
     let mut errors = Errors::default();
     let (func, cell, attr) = (&model.func, model.cell, model.cell.attr());
     check_arguments(&mut errors, &model.args);
-    argument_values_are_well_formed(&mut errors, &[err(&model.name), err(&model.serve)]);
+    let values = [err(&model.name), err(&model.serve), err(&model.allow_unknown_fields)];
+    argument_values_are_well_formed(&mut errors, &values);
     crate_is_a_path(&mut errors, model.args.attr, model.krate.as_ref());
     tool_name_is_valid(&mut errors, model);
     check_signature(&mut errors, func, attr);

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use serde::Serialize;
 use serde_json::Value;
@@ -310,13 +311,59 @@ pub struct InputRefusal {
     pub field: Option<String>,
 }
 
-/// Checks `input` against the tool's JSON Schema (with the `schema-validation` feature), then
-/// against its input type, so that a run starts only with an input its body can take, and a
-/// refusal names the field.
+/// Checks `input` for fields the tool does not take, against the tool's JSON Schema (with the
+/// `schema-validation` feature), then against its input type, so that a run starts only with an
+/// input its body can take, and a refusal names the field. Every way in (a run's start, a plain
+/// tool's call, MCP, a session's tool call) checks here.
 pub fn check_input(tool: &'static ToolDescriptor, input: &Value) -> Result<(), InputRefusal> {
+    check_fields(tool, input)?;
     #[cfg(feature = "schema-validation")]
     schema::check(tool, input)?;
     (tool.validate_input)(input)
+}
+
+/// Refuses the fields of `input` that the tool's schema does not take at its top (it says
+/// `"additionalProperties": false` and does not list them). Decoding would drop such a field
+/// silently, so this runs with or without `schema-validation`; that feature's check refuses one
+/// in a nested object too.
+fn check_fields(tool: &'static ToolDescriptor, input: &Value) -> Result<(), InputRefusal> {
+    let (Some(takes), Value::Object(input)) = (closed_fields(tool), input) else { return Ok(()) };
+    let unknown: Vec<&str> =
+        input.keys().map(String::as_str).filter(|name| !takes.iter().any(|taken| taken == name)).collect();
+    let Some(first) = unknown.first() else { return Ok(()) };
+    let takes = match takes.is_empty() {
+        true => "the tool takes no fields".to_owned(),
+        false => format!("the tool takes {}", quoted(takes.iter().map(String::as_str))),
+    };
+    let message = format!("{} ({takes})", unknown_fields("the input", &unknown));
+    Err(InputRefusal { message, field: Some((*first).to_owned()) })
+}
+
+/// ``{whose} has a field `extra` that the tool does not take; remove it``, and so for several.
+fn unknown_fields(whose: &str, unknown: &[&str]) -> String {
+    let (fields, them) = if unknown.len() == 1 { ("a field", "it") } else { ("fields", "them") };
+    format!("{whose} has {fields} {} that the tool does not take; remove {them}", quoted(unknown.iter().copied()))
+}
+
+/// ``names`` as `` `a`, `b` ``.
+fn quoted<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    names.map(|name| format!("`{name}`")).collect::<Vec<_>>().join(", ")
+}
+
+/// The fields `tool` takes when its schema takes no others at its top (`"additionalProperties":
+/// false`, no `patternProperties`), from a cache keyed by workflow id: a schema is built once.
+fn closed_fields(tool: &'static ToolDescriptor) -> Option<Arc<[String]>> {
+    type Cache = Mutex<BTreeMap<&'static str, Option<Arc<[String]>>>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let mut cache = CACHE.get_or_init(Cache::default).lock().unwrap_or_else(PoisonError::into_inner);
+    let fields = cache.entry(tool.workflow_id).or_insert_with(|| {
+        let schema = (tool.input_schema)();
+        let closed = schema.get("additionalProperties") == Some(&Value::Bool(false))
+            && schema.get("patternProperties").is_none();
+        let listed = schema.get("properties").and_then(Value::as_object).into_iter().flat_map(|fields| fields.keys());
+        closed.then(|| listed.cloned().collect())
+    });
+    fields.clone()
 }
 
 /// Checks that `input` may start a run of `descriptor`: it fits the tool's input (a resumable
@@ -418,10 +465,20 @@ mod schema {
                 jsonschema::paths::LocationSegment::Index(index) => path.push_str(&format!("[{index}]")),
             }
         }
-        if let jsonschema::error::ValidationErrorKind::Required { property } = error.kind() {
-            let property = property.as_str().map_or_else(|| property.to_string(), str::to_owned);
-            let field = if path.is_empty() { property } else { format!("{path}.{property}") };
-            return InputRefusal { message: format!("field `{field}` is required"), field: Some(field) };
+        let within = |field: &str| if path.is_empty() { field.to_owned() } else { format!("{path}.{field}") };
+        match error.kind() {
+            jsonschema::error::ValidationErrorKind::Required { property } => {
+                let field = within(&property.as_str().map_or_else(|| property.to_string(), str::to_owned));
+                return InputRefusal { message: format!("field `{field}` is required"), field: Some(field) };
+            }
+            jsonschema::error::ValidationErrorKind::AdditionalProperties { unexpected }
+            | jsonschema::error::ValidationErrorKind::UnevaluatedProperties { unexpected } => {
+                let whose = if path.is_empty() { "the input".to_owned() } else { format!("field `{path}`") };
+                let unknown: Vec<&str> = unexpected.iter().map(String::as_str).collect();
+                let field = unknown.first().map(|first| within(first));
+                return InputRefusal { message: super::unknown_fields(&whose, &unknown), field };
+            }
+            _ => {}
         }
         match path.is_empty() {
             true => InputRefusal { message: format!("the input: {error}"), field: None },
@@ -455,5 +512,54 @@ mod schema {
             );
             assert_eq!(first(json!({"name": "a", "items": [{"n": 1}, {}]})), "field `items[1].n` is required");
         }
+
+        #[test]
+        fn a_nested_field_the_schema_does_not_take_is_named_by_its_path() {
+            let line =
+                json!({"type": "object", "properties": {"n": {"type": "integer"}}, "additionalProperties": false});
+            let schema = json!({"type": "object", "properties": {"lines": {"type": "array", "items": line}}});
+            let validator = jsonschema::validator_for(&schema).unwrap();
+            let first = |value: Value| describe(&validator.iter_errors(&value).next().unwrap());
+            let refusal = first(json!({"lines": [{"n": 1}, {"n": 2, "m": 3}]}));
+            assert_eq!(refusal.field.as_deref(), Some("lines[1].m"));
+            assert_eq!(refusal.message, "field `lines[1]` has a field `m` that the tool does not take; remove it");
+            let refusal = first(json!({"lines": [{"m": 3, "o": 4}]}));
+            assert_eq!(
+                refusal.message,
+                "field `lines[0]` has fields `m`, `o` that the tool does not take; remove them"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// A tool whose schema takes `order_id` and `amount` and no other field; its body never runs.
+    static CLOSED: ToolDescriptor = ToolDescriptor {
+        name: "t.closed",
+        description: "",
+        workflow_id: "registry::tests::closed",
+        shape: Shape::TOOL,
+        input_schema: || json!({ "type": "object", "properties": { "order_id": {}, "amount": {} }, "additionalProperties": false }),
+        validate_input: |_| Ok(()),
+        output_schema: || None,
+        entry: EntryPoint::Plain(|_, _| Box::pin(async { Ok(Value::Null) })),
+    };
+
+    #[test]
+    fn a_field_a_closed_schema_does_not_list_is_refused_with_or_without_schema_validation() {
+        let refusal = check_input(&CLOSED, &json!({ "order_id": "A-1", "amount": 5, "extra": true })).unwrap_err();
+        assert_eq!(refusal.field.as_deref(), Some("extra"));
+        assert_eq!(
+            refusal.message,
+            "the input has a field `extra` that the tool does not take; remove it (the tool takes `amount`, `order_id`)"
+        );
+        let refusal = check_input(&CLOSED, &json!({ "a": 1, "b": 2 })).unwrap_err();
+        assert!(refusal.message.starts_with("the input has fields `a`, `b` that the tool does not take; remove them"));
+        assert_eq!(check_input(&CLOSED, &json!({ "order_id": "A-1" })), Ok(()));
     }
 }

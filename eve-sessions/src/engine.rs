@@ -42,7 +42,7 @@ use eve_runtime::context::{CALLS_HOOK, ChildRun, ServeInbound, WorkflowCtx};
 use eve_runtime::error::{FatalError, RetryableError, StepError, ToolError};
 use eve_runtime::events::{CustomEvent, RunEvent};
 use eve_runtime::journal::{ChildReport, Entry, Op, ParentLink, Payload, RecordKind, RunId, RunOutcome};
-use eve_runtime::registry::{BodyFuture, EntryPoint, InternalWorkflow, Shape, ToolDescriptor};
+use eve_runtime::registry::{BodyFuture, EntryPoint, InputRefusal, InternalWorkflow, Shape, ToolDescriptor};
 use eve_runtime::step::{Backoff, RetryPolicy, StepCall, StepCtx, StepDef};
 use eve_runtime::store::{Delivery, Notice};
 use eve_runtime::time::Timestamp;
@@ -717,10 +717,10 @@ impl<'c> Body<'c> {
         if self.tasks.working_count() >= strings::MAX_WORKING_TASKS {
             return Ok(Err(strings::too_many_tasks(self.tasks.working_count())));
         }
-        let input = call_input(call, tool, name);
-        if let Err(message) = (tool.validate_input)(&input) {
-            return Ok(Err(format!("invalid input for {name}: {message}")));
-        }
+        let input = match call_input(call, tool, name) {
+            Ok(input) => input,
+            Err(message) => return Ok(Err(format!("invalid input for {name}: {message}"))),
+        };
         let run = self.child_run();
         let task_id = eve_runtime::registry::task_id(name, &run);
         let first =
@@ -756,10 +756,10 @@ impl<'c> Body<'c> {
         let Some(task_id) = call.arguments.get("taskId").and_then(Value::as_str).map(str::to_owned) else {
             return self.start_task(call, tool, TaskKind::Serve, name).await;
         };
-        let input = call_input(call, tool, name);
-        if let Err(message) = (tool.validate_input)(&input) {
-            return Ok(Err(format!("invalid input for {name}: {message}")));
-        }
+        let input = match call_input(call, tool, name) {
+            Ok(input) => input,
+            Err(message) => return Ok(Err(format!("invalid input for {name}: {message}"))),
+        };
         let Some(task) = self.tasks.resumable(&task_id, name) else {
             return Ok(Err(strings::unknown_task(&task_id, name)));
         };
@@ -1280,16 +1280,18 @@ fn add_task_id(schema: &mut Value) {
     }
 }
 
-/// What a task's call gets as its input: the call's arguments without `taskId`, and for an
-/// agent the agent's name.
-fn call_input(call: &ToolCall, tool: &'static ToolDescriptor, name: &str) -> Value {
+/// What a task's call gets as its input, once checked: the call's arguments without `taskId`,
+/// and for an agent the agent's name, added after the check because the model does not write it
+/// (an agent's schema takes no field but `message`).
+fn call_input(call: &ToolCall, tool: &'static ToolDescriptor, name: &str) -> Result<Value, InputRefusal> {
     let mut input = without_task_id(&call.arguments);
+    eve_runtime::registry::check_input(tool, &input)?;
     if tool.workflow_id == AGENT_WORKFLOW
         && let Some(object) = input.as_object_mut()
     {
         object.insert("agent".into(), Value::from(name));
     }
-    input
+    Ok(input)
 }
 
 fn without_task_id(arguments: &Value) -> Value {
@@ -1492,7 +1494,7 @@ async fn run_plain(ctx: &StepCtx, call: &ToolCall) -> Result<Value, String> {
         return Err(format!("there is no tool named `{}`", call.name));
     };
     let EntryPoint::Plain(entry) = tool.entry else { return Err("the tool is not a plain tool".into()) };
-    (tool.validate_input)(&call.arguments).map_err(|message| format!("invalid input: {message}"))?;
+    eve_runtime::registry::check_input(tool, &call.arguments).map_err(|message| format!("invalid input: {message}"))?;
     let tool_ctx = eve_runtime::ToolCtx::for_step(ctx, call.id.clone(), tool.name).ok_or("no run")?;
     entry(call.arguments.clone(), tool_ctx).await.map_err(|error| error.message().to_owned())
 }

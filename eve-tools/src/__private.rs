@@ -28,9 +28,57 @@ pub fn validate_input<T: DeserializeOwned>(input: &Value) -> ::core::result::Res
     eve_runtime::registry::check_decodes::<T>(input)
 }
 
-/// The JSON Schema of a tool's input type.
+/// The JSON Schema of a tool's input type, closed: each object that lists its fields takes no
+/// others (`"additionalProperties": false`), so a model is told, and the runtime checks, that a
+/// field it made up is refused (see [`CloseObjects`]).
 pub fn schema_for<T: schemars::JsonSchema>() -> Value {
+    let generator = schemars::generate::SchemaSettings::default().with_transform(CloseObjects).into_generator();
+    serde_json::to_value(generator.into_root_schema_for::<T>()).expect("a JSON Schema always serializes to JSON")
+}
+
+/// The JSON Schema of a tool's input type as the type gives it: the schema of a tool written
+/// with `allow_unknown_fields`, and of an output.
+pub fn open_schema_for<T: schemars::JsonSchema>() -> Value {
     serde_json::to_value(schemars::schema_for!(T)).expect("a JSON Schema always serializes to JSON")
+}
+
+/// Says `"additionalProperties": false` on each object schema that lists its `properties` and says
+/// nothing itself of other fields, so what the type's own schema says (`deny_unknown_fields`, a
+/// flattened map, `#[schemars(extend(…))]`) stands. An object merged with subschemas (a flattened
+/// enum's `allOf` or `oneOf`) is left open, as are those subschemas: in JSON Schema each would
+/// refuse the fields the others list.
+#[derive(Clone, Copy)]
+struct CloseObjects;
+
+/// The keywords by which an object schema takes its fields from subschemas as well.
+const COMPOSED: [&str; 5] = ["allOf", "anyOf", "oneOf", "if", "$ref"];
+
+/// The keywords by which an object schema already says what it does with other fields.
+const SAYS_OTHERS: [&str; 3] = ["additionalProperties", "unevaluatedProperties", "patternProperties"];
+
+impl schemars::transform::Transform for CloseObjects {
+    fn transform(&mut self, schema: &mut schemars::Schema) {
+        let Some(object) = schema.as_object_mut() else { return };
+        let lists = object.contains_key("properties");
+        let composed = COMPOSED.iter().any(|key| object.contains_key(*key));
+        if lists && !composed && !SAYS_OTHERS.iter().any(|key| object.contains_key(*key)) {
+            object.insert("additionalProperties".to_owned(), Value::Bool(false));
+        }
+        if !(lists && composed) {
+            schemars::transform::transform_subschemas(self, schema);
+            return;
+        }
+        // The subschemas are parts of this object, not objects of their own: only its fields'
+        // schemas and the definitions are closed.
+        for key in ["properties", "$defs"] {
+            let Some(Value::Object(children)) = object.get_mut(key) else { continue };
+            for child in children.values_mut() {
+                if let Ok(child) = <&mut schemars::Schema>::try_from(child) {
+                    self.transform(child);
+                }
+            }
+        }
+    }
 }
 
 /// Asks whether a tool's output type `T` has a JSON Schema, by autoref specialization: written
@@ -61,7 +109,7 @@ pub trait OutputSchema {
 
 impl<T: schemars::JsonSchema> OutputSchema for &OutputProbe<T> {
     fn output_schema(&self) -> Option<Value> {
-        object_schema(schema_for::<T>())
+        object_schema(open_schema_for::<T>())
     }
 }
 
@@ -210,6 +258,54 @@ mod tests {
     #[allow(dead_code)]
     struct Receipt {
         id: String,
+    }
+
+    /// A payment method, flattened into [`Payment`].
+    #[derive(schemars::JsonSchema)]
+    #[serde(tag = "method")]
+    #[allow(dead_code)]
+    enum Method {
+        Card { last4: String },
+        Invoice { days: u32 },
+    }
+
+    /// A payment: its own fields, a flattened enum's and a nested object's.
+    #[derive(schemars::JsonSchema)]
+    #[allow(dead_code)]
+    struct Payment {
+        amount: u32,
+        #[serde(flatten)]
+        method: Method,
+        receipt: Option<Receipt>,
+    }
+
+    /// What a type already says of other fields.
+    #[derive(schemars::JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Strict {
+        id: String,
+        #[schemars(extend("additionalProperties" = true))]
+        open: Receipt,
+    }
+
+    #[test]
+    fn an_input_schema_closes_objects_that_stand_alone() {
+        let method = super::schema_for::<Method>();
+        for variant in method["oneOf"].as_array().unwrap() {
+            assert_eq!(variant["additionalProperties"], json!(false), "a variant stands alone: {method:#}");
+        }
+        let payment = super::schema_for::<Payment>();
+        assert!(payment.get("additionalProperties").is_none(), "merged with the enum's variants: {payment:#}");
+        for variant in payment["oneOf"].as_array().unwrap() {
+            assert!(variant.get("additionalProperties").is_none(), "a part of the payment: {payment:#}");
+        }
+        assert_eq!(payment["$defs"]["Receipt"]["additionalProperties"], json!(false), "{payment:#}");
+        let strict = super::schema_for::<Strict>();
+        assert_eq!(strict["additionalProperties"], json!(false), "{strict:#}");
+        assert_eq!(strict["properties"]["open"]["additionalProperties"], json!(true), "{strict:#}");
+        let open = super::open_schema_for::<Payment>();
+        assert!(open["$defs"]["Receipt"].get("additionalProperties").is_none(), "{open:#}");
     }
 
     #[test]

@@ -155,6 +155,10 @@ pub use eve_macros::step;
 ///
 /// - `Input` is one struct that derives `Deserialize` and `JsonSchema`; its schema is what the
 ///   model fills in, and calls whose JSON does not match are refused before the body runs.
+///   A field the struct does not list is refused too, by name (models make fields up, and
+///   decoding would drop them silently): the schema says `"additionalProperties": false` on each
+///   object that says nothing itself of other fields. `allow_unknown_fields` takes such fields
+///   and leaves the schema as the type gives it; a `#[serde(flatten)]` map takes them as well.
 /// - `ctx: &ToolCtx` is optional, and comes second when present.
 /// - `T: Serialize` is what the model sees; `E` converts into [`ToolError`].
 /// - The doc comment is the description the model reads; the fn name is the tool name, unless
@@ -183,12 +187,15 @@ pub use eve_macros::step;
 /// let runtime = Runtime::in_memory()?;
 /// let forecast = runtime.call_tool("weather", serde_json::json!({ "name": "Oslo" })).await?;
 /// assert_eq!(forecast, serde_json::json!("Oslo: sunny (via weather)"));
+/// let refused = runtime.call_tool("weather", serde_json::json!({ "name": "Oslo", "units": "C" })).await;
+/// assert!(refused.unwrap_err().to_string().contains("a field `units` that the tool does not take"));
 ///
 /// let manifest = eve_tools::manifest();
 /// let tool = manifest.tools.iter().find(|tool| tool.name == "weather").unwrap();
 /// assert_eq!(tool.description, "Look up the weather for a city.");
 /// assert_eq!(tool.shape, Shape { lifetime: Lifetime::Step, suspend: Suspend::None });
 /// assert_eq!(tool.input_schema["properties"]["name"]["type"], "string");
+/// assert_eq!(tool.input_schema["additionalProperties"], false);
 /// # Ok(())
 /// # }
 /// ```
@@ -198,9 +205,10 @@ pub use eve_macros::tool;
 /// parks until it settles, surviving restarts while it waits for a person, a webhook or a timer.
 ///
 /// The signature is `async fn name(input: Input, ctx: &WorkflowCtx) -> Result<T, E>`, with the
-/// same input, output, name, description and `crate` rules as [`tool`]; the context is a
-/// [`WorkflowCtx`] and is optional. The fn itself stays as written. Its workflow id is its module
-/// path and fn name, stable across rebuilds: moving or renaming the fn makes a new workflow.
+/// same input (`allow_unknown_fields` included), output, name, description and `crate` rules as
+/// [`tool`]; the context is a [`WorkflowCtx`] and is optional. The fn itself stays as written. Its
+/// workflow id is its module path and fn name, stable across rebuilds: moving or renaming the fn
+/// makes a new workflow.
 ///
 /// The body is replayed from the journal, so it must take the same path every time. Side effects
 /// go in [`step`]s. The macro rejects, with what to use instead: clocks (`SystemTime::now`,
@@ -274,7 +282,8 @@ pub use eve_macros::workflow_tool;
 /// A task is a durable workflow with the rules of [`workflow_tool`], entered with a [`TaskCtx`]
 /// (the workflow context plus the task's id). `#[task(serve)]` makes a resumable task instead: it
 /// takes the stream of its calls, `receive: Receive<Input>`, and a `&ServeCtx`, and its input
-/// schema is `Input`'s. `name = "…"` and `crate = "path"` work as on [`tool`].
+/// schema is `Input`'s. `name = "…"`, `allow_unknown_fields` and `crate = "path"` work as on
+/// [`tool`].
 ///
 /// ```
 /// use std::time::Duration;

@@ -10,6 +10,7 @@ mod duplicate_names;
 mod examples;
 mod executor;
 mod hooks;
+mod inputs;
 mod journal;
 mod long_runs;
 mod replay;

@@ -122,7 +122,11 @@ fn mistakes_get_one_clear_sentence_and_a_failing_exit_code() {
              library: name it in the host with `eve_tools::tools!(my_tools)`",
         ),
         (&["call", "greet", "{name: Ada}"], "error: the input is not valid JSON (key must be a string"),
-        (&["call", "greet", r#"{"nom":"Ada"}"#], "error: invalid input for tool `greet`: field `name` is required"),
+        (
+            &["call", "greet", r#"{"nom":"Ada"}"#],
+            "error: invalid input for tool `greet`: the input has a field `nom` that the tool does not take; remove it \
+             (the tool takes `name`)",
+        ),
         (
             &["call", "greet_durably", r#"{"name":"Grace"}"#, "--id", "taken"],
             "error: run id `taken` is taken by a run of `greet_durably` with another input; give another --id, or none",

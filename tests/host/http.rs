@@ -492,9 +492,10 @@ async fn runs_start_report_their_status_and_cancel_over_http() {
     assert_eq!(Seen::of(status(&run).send().await.unwrap()).await.json()["status"], "completed");
 
     // (tool, body, status, field, words the message must contain)
-    let refusals: [(&str, Value, u16, Value, &str); 5] = [
+    let refusals: [(&str, Value, u16, Value, &str); 6] = [
         ("no_such_tool", json!({ "input": {} }), 404, Value::Null, "no tool named `no_such_tool`"),
-        ("greet_now", json!({ "input": { "nom": "Ada" } }), 422, json!("input.name"), "field `name` is required"),
+        ("greet_now", json!({ "input": {} }), 422, json!("input.name"), "field `name` is required"),
+        ("greet_now", json!({ "input": { "name": "Ada", "nom": "Ada" } }), 422, json!("input.nom"), "field `nom` that"),
         ("greet_now", json!({ "input": [] }), 422, json!("input"), "[] is not of type \"object\""),
         ("greet_now", json!({ "input": {}, "runId": "no spaces" }), 422, json!("runId"), "`runId` must be"),
         ("greet_now", json!({ "name": "Ada" }), 422, json!("name"), "unknown field `name`"),

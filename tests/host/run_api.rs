@@ -100,6 +100,8 @@ async fn an_input_is_checked_against_the_tools_schema_before_anything_starts() {
         (json!({ "quantity": 0, "lines": [] }), "quantity", "minimum of 1"),
         (json!({ "quantity": 2, "lines": [{ "sku": 7 }] }), "lines[0].sku", "not of type \"string\""),
         (json!({ "lines": [] }), "quantity", "required"),
+        (json!({ "quantity": 1, "lines": [], "rush": true }), "rush", "a field `rush` that the tool does not take"),
+        (json!({ "quantity": 1, "lines": [{ "sku": "a", "size": "L" }] }), "lines[0].size", "remove it"),
     ];
     for (input, field, words) in &refusals {
         let error = runtime.start("reserve", input.clone()).await.unwrap_err();

@@ -162,6 +162,7 @@ async fn tools_are_listed_from_the_manifest_and_plain_tools_answer_at_once() {
     let greet = tools.iter().find(|tool| tool.name == "greet").unwrap();
     assert_eq!(greet.description.as_deref(), Some("Greet someone, at once."));
     assert_eq!(greet.input_schema.get("required"), Some(&json!(["name"])));
+    assert_eq!(greet.input_schema.get("additionalProperties"), Some(&json!(false)), "a made-up field is refused");
     assert!(greet.input_schema.get("$schema").is_none(), "no dialect: MCP defaults to 2020-12");
 
     let result = client.call_tool(call("greet", json!({"name": "Ada"}))).await.unwrap();
@@ -189,6 +190,12 @@ async fn tools_are_listed_from_the_manifest_and_plain_tools_answer_at_once() {
     );
     let result = client.call_tool(call("release", json!({}))).await.unwrap();
     assert_eq!(text(&result), "invalid arguments for tool `release`: field `version` is required");
+    let result = client.call_tool(call("greet", json!({"name": "Ada", "title": "Dr"}))).await.unwrap();
+    assert_eq!(
+        text(&result),
+        "invalid arguments for tool `greet`: the input has a field `title` that the tool does not take; remove it \
+         (the tool takes `name`)"
+    );
     assert!(counts(dir.path()).is_empty(), "a refused call starts nothing");
 
     // An unknown tool is a protocol error.

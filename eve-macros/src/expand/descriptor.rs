@@ -44,6 +44,11 @@ pub fn expand(model: &ToolModel, entry: Entry) -> TokenStream {
         (syn::Ident::new(entry.variant, Span::call_site()), syn::Ident::new(entry.shape, Span::call_site()));
     let (function, tool, entry_fn) = (entry.function, ident("__EVE_TOOL"), ident("__eve_entry"));
     let assertions = assertions(model, &private, &input);
+    // A closed schema is what makes the runtime refuse a field the input does not take.
+    let input_schema = match model.allow_unknown_fields {
+        Some(_) => quote!(#private::open_schema_for::<#input>),
+        None => quote!(#private::schema_for::<#input>),
+    };
     let output_schema = match model.func.output.ok {
         Some(ok) => quote!(#private::output_schema!(#ok)),
         None => quote!(|| ::core::option::Option::None),
@@ -62,7 +67,7 @@ pub fn expand(model: &ToolModel, entry: Entry) -> TokenStream {
                 description: #description,
                 workflow_id: ::core::concat!(::core::module_path!(), "::", #fn_name),
                 shape: #private::Shape::#shape,
-                input_schema: #private::schema_for::<#input>,
+                input_schema: #input_schema,
                 validate_input: #private::validate_input::<#input>,
                 output_schema: #output_schema,
                 entry: #private::EntryPoint::#variant(#entry_fn),
