@@ -27,8 +27,7 @@ fn the_manifest_lists_every_tool_with_its_shape_and_every_step_with_its_policy()
     let manifest: Value = serde_json::from_str(&stdout).unwrap();
     let all = manifest["tools"].as_array().unwrap();
     let names: Vec<_> = all.iter().map(|tool| tool["name"].as_str().unwrap()).collect();
-    let expected =
-        ["ask_question", "await_approval", "fail_on_purpose", "greet", "greet_durably", "greet_later", "sleep"];
+    let expected = ["ask_question", "await_approval", "fail_on_purpose", "greet", "greet_durably", "greet_later", "sleep"];
     assert_eq!(names, expected, "sorted by name");
     assert_eq!(all[0]["shape"], json!({ "lifetime": "step", "suspend": "workflow" }), "the provided ask_question");
     let tools = &all[3..6];
@@ -321,6 +320,47 @@ fn serve_says_what_it_serves_and_read_only_commands_work_meanwhile() {
     let pid = serving.child.id().to_string();
     assert!(Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
     assert_eq!(serving.line(), "stopped serving; goodbye");
+}
+
+/// `serve` prints each run that finishes in one line with its outcome: the result as compact JSON
+/// (cut short with an ellipsis when long), a failure's message, or that it was cancelled.
+#[tokio::test]
+async fn serve_prints_each_finished_run_with_its_outcome_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let serving = Serving::start(dir.path());
+    let mut base = None;
+    while base.is_none() {
+        let line = serving.line();
+        base = line.strip_prefix("serving ").map(str::to_owned);
+    }
+    let base = base.unwrap();
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let start = |tool: &str, body: Value| {
+        let request = client.post(format!("{base}/v1/tools/{tool}/runs")).json(&body);
+        async move { assert_eq!(request.send().await.unwrap().status(), 201) }
+    };
+    let long = "a".repeat(400);
+    start("greet_durably", json!({ "runId": "short", "input": { "name": "Ada" } })).await;
+    start("greet_durably", json!({ "runId": "long", "input": { "name": long } })).await;
+    start("fail_on_purpose", json!({ "runId": "broken", "input": {} })).await;
+    start("greet_later", json!({ "runId": "called-off", "input": { "name": "Alan" } })).await;
+    let cancelled = client.post(format!("{base}/v1/runs/called-off/cancel")).send().await.unwrap();
+    assert_eq!(cancelled.status(), 202);
+
+    let mut finished = std::collections::BTreeMap::new();
+    while finished.len() < 4 {
+        let line = serving.line();
+        if let Some(rest) = line.strip_prefix("run ") {
+            let (run, outcome) = rest.split_once(' ').unwrap();
+            finished.insert(run.to_owned(), outcome.to_owned());
+        }
+    }
+    assert_eq!(finished["short"], r#"completed: "hello, Ada""#);
+    let cut = &finished["long"];
+    assert!(cut.starts_with(r#"completed: "hello, aaaa"#) && cut.ends_with('…'), "{cut}");
+    assert!(cut.chars().count() < 230, "a long result is cut short: {cut}");
+    assert_eq!(finished["broken"], "failed: the warehouse is closed");
+    assert_eq!(finished["called-off"], "cancelled");
 }
 
 /// `export` writes a parked run's journal; `replay` checks it (and `--store` every unfinished run)

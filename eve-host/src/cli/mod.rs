@@ -860,7 +860,7 @@ async fn serve(runtime: &Runtime, listener: Listener) -> Result<(), String> {
     );
     let serving = listener.start(runtime)?;
     println!("press Ctrl-C to stop");
-    let result = follow(&mut events, stop).await;
+    let result = follow(runtime, &mut events, stop).await;
     serving.stop().await;
     println!("stopped serving; goodbye");
     result
@@ -889,7 +889,7 @@ async fn work(runtime: &Runtime, listener: Listener) -> Result<(), String> {
         "worker {} sharing {unfinished} unfinished runs; press Ctrl-C to stop (runs under way park and are given back)",
         runtime.worker_id()
     );
-    let result = follow(&mut events, stop).await;
+    let result = follow(runtime, &mut events, stop).await;
     serving.stop().await;
     runtime.clone().shutdown().await;
     result
@@ -918,8 +918,11 @@ async fn recover_patiently(runtime: &Runtime) -> Result<usize, String> {
     }
 }
 
-/// Prints each run that finishes until `stop` resolves (Ctrl-C or SIGTERM).
+/// Prints each run that finishes until `stop` resolves (Ctrl-C or SIGTERM), with its outcome in
+/// one line. The events cover every run this process advances, but say only how a run ended; its
+/// result or failure is read from the store, where the finishing entry is the journal's last.
 async fn follow(
+    runtime: &Runtime,
     events: &mut tokio::sync::broadcast::Receiver<RunEvent>,
     stop: impl std::future::Future<Output = ()>,
 ) -> Result<(), String> {
@@ -927,13 +930,43 @@ async fn follow(
     loop {
         tokio::select! {
             event = events.recv() => match event {
-                Ok(RunEvent::Finished { run, status }) => println!("run {run} {status}"),
+                Ok(RunEvent::Finished { run, status }) => {
+                    let last = runtime.store().tail(&run).await.ok().flatten().map(|(_, entry)| entry);
+                    println!("{}", finished_line(&run, status, last.as_ref()));
+                }
                 Ok(_) => {}
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => eprintln!("missed {missed} events"),
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(()),
             },
             () = &mut stop => return Ok(()),
         }
+    }
+}
+
+/// The most characters of a result `serve` prints; a longer one is cut short with an ellipsis,
+/// so that one run stays one line a person can read (`inspect` shows it whole).
+const RESULT_SHOWN: usize = 200;
+
+/// A finished run in one line: `run r completed: {"ok":true}`, `run r failed: the warehouse is
+/// closed`, `run r cancelled`. `last` is the journal's last entry, which says how the run ended;
+/// without it (the store could not be read) the line says only the status.
+fn finished_line(run: &RunId, status: eve_runtime::journal::RunStatus, last: Option<&Entry>) -> String {
+    match last {
+        Some(Entry::RunCompleted { output }) => format!("run {run} completed: {}", shortened(&output.to_string())),
+        Some(Entry::RunFailed { failure }) => {
+            // A failure's message may span lines; the line stays one.
+            let message = failure.to_string().split_whitespace().collect::<Vec<_>>().join(" ");
+            format!("run {run} failed: {}", shortened(&message))
+        }
+        _ => format!("run {run} {status}"),
+    }
+}
+
+/// `text` cut to [`RESULT_SHOWN`] characters, ending in `…` when something was cut.
+fn shortened(text: &str) -> String {
+    match text.char_indices().nth(RESULT_SHOWN) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
     }
 }
 
@@ -979,5 +1012,22 @@ fn stop_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(not(unix))]
     async {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A result over the limit is cut on a character boundary, whatever its script.
+    #[test]
+    fn a_long_result_is_cut_short_on_a_character() {
+        let run: RunId = "r".parse().unwrap();
+        let output = Value::String("ü".repeat(300));
+        let line =
+            finished_line(&run, eve_runtime::journal::RunStatus::Completed, Some(&Entry::RunCompleted { output }));
+        assert!(line.starts_with("run r completed: \"üü") && line.ends_with('…'), "{line}");
+        assert_eq!(line.chars().count(), "run r completed: ".len() + RESULT_SHOWN + 1);
+        assert_eq!(shortened("short"), "short");
     }
 }
