@@ -27,7 +27,16 @@ fn the_manifest_lists_every_tool_with_its_shape_and_every_step_with_its_policy()
     let manifest: Value = serde_json::from_str(&stdout).unwrap();
     let all = manifest["tools"].as_array().unwrap();
     let names: Vec<_> = all.iter().map(|tool| tool["name"].as_str().unwrap()).collect();
-    let expected = ["ask_question", "await_approval", "fail_on_purpose", "greet", "greet_durably", "greet_later", "sleep"];
+    let expected = [
+        "ask_question",
+        "await_approval",
+        "fail_on_purpose",
+        "greet",
+        "greet_durably",
+        "greet_later",
+        "sleep",
+        "tally_votes",
+    ];
     assert_eq!(names, expected, "sorted by name");
     assert_eq!(all[0]["shape"], json!({ "lifetime": "step", "suspend": "workflow" }), "the provided ask_question");
     let tools = &all[3..6];
@@ -117,7 +126,7 @@ fn mistakes_get_one_clear_sentence_and_a_failing_exit_code() {
         (
             &["call", "nope"],
             "error: no tool named `nope`; this binary has: ask_question, await_approval, fail_on_purpose, greet, \
-             greet_durably, greet_later, sleep. A library's tools are in a binary only if the binary links the \
+             greet_durably, greet_later, sleep, tally_votes. A library's tools are in a binary only if the binary links the \
              library: name it in the host with `eve_tools::tools!(my_tools)`",
         ),
         (&["call", "greet", "{name: Ada}"], "error: the input is not valid JSON (key must be a string"),
@@ -235,6 +244,28 @@ async fn a_hook_is_resumed_and_its_pending_deliveries_inspected_from_the_command
 
     let (ok, _, stderr) = host(dir.path(), &["resume-hook", "approve-run-h", r#"{"by":"Grace"}"#]);
     assert!(!ok && stderr.starts_with("error: no open hook has this token"), "{stderr}");
+}
+
+/// `resume-hook --idempotency-key` delivers once: the same command with the same key again,
+/// as after a write whose outcome was unknown, says the run had it already and succeeds, as HTTP
+/// answers a repeated `Idempotency-Key`; another key delivers again.
+#[test]
+fn a_hook_payload_with_an_idempotency_key_is_delivered_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, stdout, stderr) = host(dir.path(), &["call", "tally_votes", "--id", "run-v"]);
+    assert!(ok && stdout.contains("run run-v is parked"), "{stdout}{stderr}");
+    let vote = ["resume-hook", "votes-run-v", r#"{"vote":"yes"}"#, "--idempotency-key", "ballot-1"];
+    let (ok, stdout, stderr) = host(dir.path(), &vote);
+    assert!(ok && stdout.contains("run run-v is parked"), "the first delivery is taken in: {stdout}{stderr}");
+    let (ok, stdout, stderr) = host(dir.path(), &vote);
+    assert!(ok, "a repeated key is not an error: {stderr}");
+    assert_eq!(stdout.trim(), "run run-v had this delivery already; nothing changed");
+    let (ok, stdout, stderr) =
+        host(dir.path(), &["resume-hook", "votes-run-v", r#"{"vote":"no"}"#, "--idempotency-key", "ballot-2"]);
+    assert!(ok && stdout.contains("parked"), "{stdout}{stderr}");
+    let (ok, stdout, stderr) = host(dir.path(), &["resume-hook", "votes-run-v", r#"{"done":true}"#]);
+    assert!(ok, "{stderr}");
+    assert_eq!(stdout.trim(), r#"["yes","no"]"#, "the repeated vote was counted once");
 }
 
 /// A `host serve` child with its output read line by line.

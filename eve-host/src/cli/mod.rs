@@ -169,6 +169,11 @@ enum Command {
         token: String,
         /// The payload, JSON.
         payload: String,
+        /// Deliver at most once per key to this hook, as HTTP's `Idempotency-Key` header: the
+        /// same command with the same key again changes nothing. Without it a key is made up, and
+        /// printed if the delivery's outcome is unknown, so the retry can carry it.
+        #[arg(long, value_name = "KEY", value_parser = idempotency_key)]
+        idempotency_key: Option<String>,
     },
     /// Recover every unfinished run, serve HTTP (webhooks, hook resumes, answers, sign-in
     /// callbacks and the run API) and keep runs moving until interrupted.
@@ -311,7 +316,9 @@ impl Host {
                 answer(&runtime, &parse_run(&run)?, &request, Answer { option_id, text }).await
             }
             Command::Cancel { run, reason } => cancel(&runtime, &parse_run(&run)?, &reason).await,
-            Command::ResumeHook { token, payload } => resume_hook(&runtime, &token, &payload).await,
+            Command::ResumeHook { token, payload, idempotency_key } => {
+                resume_hook(&runtime, &token, &payload, idempotency_key).await
+            }
             Command::Serve { .. } => serve(&runtime, listener).await,
             #[cfg(feature = "mcp")]
             Command::Mcp => mcp(runtime, &self.data_dir).await,
@@ -644,6 +651,11 @@ async fn answer(runtime: &Runtime, run: &RunId, request: &str, answer: Answer) -
     let end = journal_end(runtime, run).await?;
     runtime.answer(run, request, answer).await.map_err(|error| match error {
         Error::Answer(refusal) => answer_refusal(refusal),
+        // No key is needed to retry an answer: the store takes one answer per question.
+        error if error.is_transient() => format!(
+            "{error}. The answer may or may not have been written; a question takes one answer, so answering again \
+             is safe: `questions {run}` says whether {request} is still open"
+        ),
         error => error.to_string(),
     })?;
     let carried_on = async {
@@ -666,16 +678,22 @@ fn answer_refusal(refusal: eve_runtime::ask::AnswerError) -> String {
     }
 }
 
-/// Delivers a payload to a hook, then follows the run it woke as `answer` does.
-async fn resume_hook(runtime: &Runtime, token: &str, payload: &str) -> Result<(), String> {
+/// Delivers a payload to a hook once per idempotency key (`key`, or one made up), then follows
+/// the run it woke as `answer` does.
+async fn resume_hook(runtime: &Runtime, token: &str, payload: &str, key: Option<String>) -> Result<(), String> {
     let payload = parse_json(payload, "payload")?;
+    let key = key.unwrap_or_else(made_up_key);
     // Where the run the delivery wakes stands before it, to print its steps from there.
     let hook = eve_runtime::secret::TokenHash::of(token);
     let end = match runtime.store().find_hook(&hook).await.map_err(|error| error.to_string())? {
         Some(hook) if !runtime.store().is_shared() => Some(journal_end(runtime, &hook.run).await?),
         _ => None,
     };
-    match runtime.resume_hook(token, payload).await.map_err(|error| error.to_string())? {
+    let delivered = runtime.resume_hook_once(token, &key, payload).await.map_err(|error| match error {
+        error if error.is_transient() => in_doubt(&error, &key),
+        error => error.to_string(),
+    })?;
+    match delivered {
         // On a shared store a worker takes the delivery in; this process does not follow it.
         HookDelivery::Accepted(run) if runtime.store().is_shared() => {
             println!("delivered to run {run}; {} carries it on", mover(runtime));
@@ -694,6 +712,48 @@ async fn resume_hook(runtime: &Runtime, token: &str, payload: &str) -> Result<()
             Ok(())
         }
     }
+}
+
+/// Checks an `--idempotency-key` as HTTP checks the `Idempotency-Key` header, so that a key works
+/// on both: 1 to 256 visible ASCII characters.
+fn idempotency_key(key: &str) -> Result<String, String> {
+    let visible = |byte: &u8| (0x21..=0x7e).contains(byte);
+    match (1..=256).contains(&key.len()) && key.bytes().all(|byte| visible(&byte)) {
+        true => Ok(key.to_owned()),
+        false => Err("a key is 1 to 256 visible ASCII characters (no spaces)".to_owned()),
+    }
+}
+
+/// A key for a delivery the user gave none for: unique, so the delivery is new, and kept only to
+/// be printed if the delivery's outcome is unknown.
+fn made_up_key() -> String {
+    let id = RunId::generate();
+    format!("cli-{}", id.as_str().trim_start_matches("run_"))
+}
+
+/// The error of a delivery that failed in the store in a way that may have written it (a
+/// connection lost while committing says "it may or may not have been written"), with the command
+/// that retries it safely: the same one with its key, which the store delivers at most once.
+fn in_doubt(error: &Error, key: &str) -> String {
+    let mut args: Vec<String> = std::env::args().collect();
+    if !args.iter().any(|arg| arg == "--idempotency-key" || arg.starts_with("--idempotency-key=")) {
+        args.extend(["--idempotency-key".to_owned(), key.to_owned()]);
+    }
+    let command = args.iter().map(|arg| shell_quoted(arg)).collect::<Vec<_>>().join(" ");
+    format!(
+        "{error}. The delivery may or may not have been written; to try again safely, run it again with its \
+         idempotency key, which delivers it at most once:\n  {command}"
+    )
+}
+
+/// `arg` as a POSIX shell reads it back: bare if it holds only characters no shell treats
+/// specially, else in single quotes.
+fn shell_quoted(arg: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_./:=@%+,".contains(c);
+    if !arg.is_empty() && arg.chars().all(plain) {
+        return arg.to_owned();
+    }
+    format!("'{}'", arg.replace('\'', r"'\''"))
 }
 
 /// The error of a command that could not open the store, saying what to do when a `serve`
@@ -1018,6 +1078,27 @@ fn stop_signal() -> impl std::future::Future<Output = ()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The retry command of a delivery in doubt reads back in a shell as the words it was made of.
+    #[test]
+    fn a_retry_command_is_quoted_for_the_shell() {
+        assert_eq!(shell_quoted("votes-run-v"), "votes-run-v");
+        assert_eq!(shell_quoted(r#"{"vote":"yes"}"#), r#"'{"vote":"yes"}'"#);
+        assert_eq!(shell_quoted("it's"), r"'it'\''s'");
+        assert_eq!(shell_quoted(""), "''");
+        let message = in_doubt(&Error::Store(eve_runtime::error::StoreError::Backend("lost".into())), "k-1");
+        assert!(message.contains("may or may not have been written"), "{message}");
+        assert!(message.ends_with(" --idempotency-key k-1"), "{message}");
+    }
+
+    /// Keys are checked as HTTP checks its header, so one key works on both.
+    #[test]
+    fn an_idempotency_key_is_visible_ascii() {
+        assert_eq!(idempotency_key("evt_1").as_deref(), Ok("evt_1"));
+        for refused in ["", "two words", "ü", &"k".repeat(257)] {
+            assert!(idempotency_key(refused).is_err(), "{refused:?}");
+        }
+    }
 
     /// A result over the limit is cut on a character boundary, whatever its script.
     #[test]
