@@ -190,7 +190,9 @@ enum Command {
     /// closes stdin: plain tools answer at once, workflow tools and tasks run durably (as MCP tasks
     /// for clients with the tasks extension), and unfinished runs are recovered first. Logs go to
     /// stderr; stdout carries the protocol.
-    #[cfg(feature = "mcp")]
+    ///
+    /// Without the cargo feature `mcp` the command is hidden and says how to enable it.
+    #[cfg_attr(not(feature = "mcp"), command(hide = true))]
     Mcp,
     /// Talk to this binary's tools through a model, in a session that outlives the process: the
     /// OpenAI-compatible endpoint when OPENAI_BASE_URL is set (with OPENAI_API_KEY and
@@ -258,6 +260,10 @@ impl Host {
         if let Command::Replay { files, store: false, json } = &self.command {
             return replay::files(files, *json);
         }
+        #[cfg(not(feature = "mcp"))]
+        if let Command::Mcp = self.command {
+            return Err(crate::WITHOUT_MCP.to_owned());
+        }
         let listener = Listener::bind(&self.command).await?;
         let mut builder = Runtime::builder().data_dir(&self.data_dir);
         if let Some(url) = self.public_url.clone().or_else(|| listener.public_url()) {
@@ -322,6 +328,8 @@ impl Host {
             Command::Serve { .. } => serve(&runtime, listener).await,
             #[cfg(feature = "mcp")]
             Command::Mcp => mcp(runtime, &self.data_dir).await,
+            #[cfg(not(feature = "mcp"))]
+            Command::Mcp => unreachable!("refused before the runtime is built"),
             Command::Chat { session, json } => chat::chat(&runtime, &self.data_dir, session.as_deref(), json).await,
             Command::Worker { .. } => work(&runtime, listener).await,
         }

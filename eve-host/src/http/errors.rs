@@ -93,6 +93,12 @@ pub(crate) async fn fallback() -> Response {
     not_found()
 }
 
+/// `/mcp` in a binary built without the `mcp` feature: `404`, saying how to enable it.
+#[cfg(not(feature = "mcp"))]
+pub(crate) async fn without_mcp() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, crate::WITHOUT_MCP)
+}
+
 /// The fallback for a routed path with a method it does not take.
 pub(crate) async fn method_not_allowed() -> ApiError {
     ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "this route does not take this method")
