@@ -13,9 +13,4 @@ pub mod http;
 #[cfg_attr(docsrs, doc(cfg(feature = "mcp")))]
 pub mod mcp;
 pub mod timeline;
-
-/// What the `mcp` command and `/mcp` say in a binary built without the `mcp` feature: a user who
-/// reaches for MCP learns how to get it, rather than meeting an unknown command or an empty 404.
-#[cfg(not(feature = "mcp"))]
-pub(crate) const WITHOUT_MCP: &str = "this binary was built without MCP; enable the `mcp` feature of eve-tools \
-                                      (eve-tools = { ..., features = [\"mcp\"] }) and build again";
+mod without;

@@ -262,7 +262,7 @@ impl Host {
         }
         #[cfg(not(feature = "mcp"))]
         if let Command::Mcp = self.command {
-            return Err(crate::WITHOUT_MCP.to_owned());
+            return Err(crate::without::MCP.to_owned());
         }
         let listener = Listener::bind(&self.command).await?;
         let mut builder = Runtime::builder().data_dir(&self.data_dir);
@@ -283,15 +283,11 @@ impl Host {
             Ok(runtime) => runtime,
             // `serve` (or another command) holds the embedded store: read it beside its owner.
             #[cfg(feature = "sqlite")]
-            Err(Error::Store(eve_runtime::error::StoreError::InUse { .. }))
-                if self.database_url.is_none()
-                    && matches!(
-                        self.command,
-                        Command::Runs { .. }
-                            | Command::Inspect { .. }
-                            | Command::Export { .. }
-                            | Command::Replay { .. }
-                    ) =>
+            Err(Error::Store(eve_runtime::error::StoreError::InUse { .. })) if self.database_url.is_none()
+                && matches!(
+                    self.command,
+                    Command::Runs { .. } | Command::Inspect { .. } | Command::Export { .. } | Command::Replay { .. }
+                ) =>
             {
                 return beside::read(&self.data_dir.join("eve.db"), &self.command);
             }

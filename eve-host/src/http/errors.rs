@@ -96,7 +96,7 @@ pub(crate) async fn fallback() -> Response {
 /// `/mcp` in a binary built without the `mcp` feature: `404`, saying how to enable it.
 #[cfg(not(feature = "mcp"))]
 pub(crate) async fn without_mcp() -> ApiError {
-    ApiError::new(StatusCode::NOT_FOUND, crate::WITHOUT_MCP)
+    ApiError::new(StatusCode::NOT_FOUND, crate::without::MCP)
 }
 
 /// The fallback for a routed path with a method it does not take.
