@@ -502,3 +502,58 @@ fn a_data_folder_that_is_a_file_is_named_as_the_problem() {
         assert!(!stderr.contains("serve"), "{args:?}: no advice about serve: {stderr}");
     }
 }
+
+/// Runs the host binary as [`host`] does on the data folder `dir`, with `read_only` (the folder,
+/// or a file in it) readable but not writable: in a mount namespace of its own where `read_only`
+/// is bound read-only when this runs as root (root writes through any file mode), else with its
+/// write bits cleared, restored after.
+fn host_read_only(dir: &Path, read_only: &Path, args: &[&str]) -> (bool, String, String) {
+    let root = Command::new("id").arg("-u").output().is_ok_and(|id| id.stdout.starts_with(b"0\n"));
+    let output = if root {
+        let bind = r#"mount --bind -o ro "$0" "$0" && exec "$@""#;
+        Command::new("unshare")
+            .args(["-m", "sh", "-c", bind])
+            .arg(read_only)
+            .arg(env!("CARGO_BIN_EXE_host"))
+            .args(args)
+            .env("EVE_DATA_DIR", dir)
+            .output()
+            .expect("unshare runs (a read-only bind mount needs it when the tests run as root)")
+    } else {
+        let chmod =
+            |mode: &str| assert!(Command::new("chmod").args(["-R", mode]).arg(read_only).status().unwrap().success());
+        chmod("a-w");
+        let output = Command::new(env!("CARGO_BIN_EXE_host")).args(args).env("EVE_DATA_DIR", dir).output();
+        chmod("u+w");
+        output.expect("the host binary runs")
+    };
+    let text = |bytes: Vec<u8>| String::from_utf8(bytes).expect("utf-8 output");
+    (output.status.success(), text(output.stdout), text(output.stderr))
+}
+
+/// A data folder, or a store file, this process may not write is named as read-only, with what to
+/// do about it, not as SQLite's "attempt to write a readonly database"; the commands that only
+/// read still read.
+#[test]
+fn a_read_only_store_says_so_and_is_still_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, _, stderr) = host(dir.path(), &["call", "greet_durably", r#"{"name":"Ada"}"#, "--id", "run-1"]);
+    assert!(ok, "{stderr}");
+
+    let file = dir.path().join("eve.db");
+    for read_only in [dir.path(), file.as_path()] {
+        let (ok, _, stderr) = host_read_only(dir.path(), read_only, &["call", "greet_durably", r#"{"name":"Grace"}"#]);
+        assert!(!ok, "a write fails");
+        let named = format!("{} is read-only", read_only.display());
+        assert!(stderr.contains(&named), "{named:?} in {stderr}");
+        assert!(stderr.contains("--data-dir") && stderr.contains("EVE_DATA_DIR"), "what to do: {stderr}");
+        assert!(!stderr.contains("readonly database") && !stderr.contains("serve"), "{stderr}");
+
+        let (ok, stdout, stderr) = host_read_only(dir.path(), read_only, &["runs"]);
+        assert!(ok, "runs reads a read-only store: {stderr}");
+        assert!(stdout.contains("run-1"), "{stdout}");
+        let (ok, stdout, stderr) = host_read_only(dir.path(), read_only, &["inspect", "run-1"]);
+        assert!(ok, "{stderr}");
+        assert!(stdout.contains(r#"returned "hello, Ada""#), "{stdout}");
+    }
+}

@@ -281,9 +281,12 @@ impl Host {
         }
         let runtime = match builder.build() {
             Ok(runtime) => runtime,
-            // `serve` (or another command) holds the embedded store: read it beside its owner.
+            // `serve` (or another command) holds the embedded store, or it cannot be written:
+            // read it beside its owner, taking no lock and writing nothing.
             #[cfg(feature = "sqlite")]
-            Err(Error::Store(eve_runtime::error::StoreError::InUse { .. })) if self.database_url.is_none()
+            Err(Error::Store(
+                eve_runtime::error::StoreError::InUse { .. } | eve_runtime::error::StoreError::ReadOnly { .. },
+            )) if self.database_url.is_none()
                 && matches!(
                     self.command,
                     Command::Runs { .. } | Command::Inspect { .. } | Command::Export { .. } | Command::Replay { .. }
