@@ -98,9 +98,12 @@ async fn runs_and_step_attempts_open_spans_a_subscriber_can_route() {
     assert_eq!(steps, expected, "one span per attempt; the replay runs no step");
 }
 
-/// The events logged, each as its level and its fields as text.
+/// An event's level and its fields as text.
+type Logged = (tracing::Level, BTreeMap<String, String>);
+
+/// The events logged, in order.
 #[derive(Clone, Default)]
-struct Events(Arc<Mutex<Vec<(tracing::Level, BTreeMap<String, String>)>>>);
+struct Events(Arc<Mutex<Vec<Logged>>>);
 
 impl<S: tracing::Subscriber> Layer<S> for Events {
     fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
