@@ -81,6 +81,7 @@ const SESSIONS: &[(&str, u32)] = &[
 /// files), and the command line over both.
 const HOST: &[(&str, u32)] = &[
     ("timeline", 0),
+    ("without", 0),
     ("mcp", 1),
     ("http::path", 10),
     ("http::cookie", 10),

@@ -13,3 +13,4 @@ pub mod http;
 #[cfg_attr(docsrs, doc(cfg(feature = "mcp")))]
 pub mod mcp;
 pub mod timeline;
+mod without;

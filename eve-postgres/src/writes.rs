@@ -302,7 +302,9 @@ fn implies_nothing(changes: &IndexChanges) -> bool {
 
 /// The statement at the heart of an append: checks the fence, status and journal length while
 /// advancing them, inserts the entries and consumes the inbox items, or, if a check fails, changes
-/// nothing. Returns how many runs it advanced (1 or 0).
+/// nothing. An append that finishes the run (`$5`, the new status) also releases its claim, as the
+/// schema promises: a finished run has no owner, so no worker appears to hold it. Returns how many
+/// runs it advanced (1 or 0).
 pub(super) async fn advance<C: GenericClient>(
     conn: &C,
     rows: &AppendRows,
@@ -311,7 +313,9 @@ pub(super) async fn advance<C: GenericClient>(
     let sql = concat!(
         "WITH advanced AS (
                    UPDATE runs SET entries = entries + cardinality($3::text[]), status = coalesce($5, status),
-                                   parked = false
+                                   parked = false,
+                                   owner = CASE WHEN $5::text IS NULL THEN owner END,
+                                   lease_until = CASE WHEN $5::text IS NULL THEN lease_until END
                    WHERE id = $1 AND epoch = $4 AND entries = $2 AND status = 'active'
                    RETURNING id, followed_until
                ), notified AS (

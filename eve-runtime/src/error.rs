@@ -404,6 +404,16 @@ pub enum StoreError {
         /// The lock file the other process holds.
         lock: String,
     },
+    /// The store's file, or the folder it lives in, cannot be written: a read-only file system or
+    /// permissions. Nothing was written; reading may still work.
+    #[error(
+        "the eve store cannot be written: {path} is read-only; make it writable, or keep the store in a folder this \
+         process can write (`--data-dir` or `EVE_DATA_DIR` on the command line, `data_dir` in code)"
+    )]
+    ReadOnly {
+        /// The file or folder that is read-only.
+        path: String,
+    },
     /// The disk is full. Nothing from the failed write was kept; what was acknowledged before is intact.
     #[error("the disk holding the eve store is full; free space and retry (nothing already acknowledged was lost)")]
     DiskFull,

@@ -53,6 +53,8 @@ impl Failure {
 pub(super) fn sqlite_error(error: &rusqlite::Error, path: &str) -> StoreError {
     match error.sqlite_error_code() {
         Some(ErrorCode::DiskFull) => StoreError::DiskFull,
+        // The file was made read-only after the store opened it.
+        Some(ErrorCode::ReadOnly) => StoreError::ReadOnly { path: path.to_owned() },
         Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => {
             StoreError::Corrupt { path: path.to_owned(), reason: error.to_string() }
         }

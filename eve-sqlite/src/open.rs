@@ -50,8 +50,10 @@ pub(super) fn not_a_folder(file: &Path) -> String {
 pub(super) fn lock(path: &Path) -> Result<File, StoreError> {
     let lock_path = beside(path, ".lock");
     let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&lock_path);
-    let file = file.map_err(|error| {
-        refuse(path, format!("cannot open the lock file {}: {error}; check permissions", lock_path.display()))
+    let file = file.map_err(|error| match error.kind() {
+        // The lock file is the first thing the store writes: a folder it cannot write fails here.
+        std::io::ErrorKind::ReadOnlyFilesystem | std::io::ErrorKind::PermissionDenied => read_only(&lock_path),
+        _ => refuse(path, format!("cannot open the lock file {}: {error}; check permissions", lock_path.display())),
     })?;
     match file.try_lock() {
         Ok(()) => Ok(file),
@@ -75,6 +77,11 @@ pub(super) fn beside(path: &Path, suffix: &str) -> PathBuf {
 pub(super) fn writer_connection(path: &Path, options: &SqliteOptions) -> Result<Connection, StoreError> {
     let shown = path.display().to_string();
     let conn = Connection::open(path).map_err(|error| open_error(&error, &shown))?;
+    // SQLite opens a file it may not write read-only without a word, and says "attempt to write a
+    // readonly database" only at the first write; say it now, naming the file.
+    if conn.is_readonly(rusqlite::MAIN_DB).map_err(|error| open_error(&error, &shown))? {
+        return Err(StoreError::ReadOnly { path: shown });
+    }
     let mode = configure_writer(&conn, options).map_err(|error| open_error(&error, &shown))?;
     if !mode.eq_ignore_ascii_case("wal") {
         let reason = format!("SQLite kept journal_mode={mode} instead of WAL; put the store on a local filesystem");
@@ -107,6 +114,31 @@ pub(super) fn reader_connection(path: &Path) -> Result<Connection, StoreError> {
     Ok(conn)
 }
 
+/// A read-only connection to a store in a folder that cannot be written, as SQLite's `immutable`
+/// option reads a file: no locks and no shared-memory file, which SQLite could not create there.
+/// Refused while the store's write-ahead log holds commits not yet in the file (its owner stopped
+/// without checkpointing), since such a connection reads the file alone.
+pub(super) fn immutable_connection(path: &Path) -> Result<Connection, StoreError> {
+    let shown = path.display().to_string();
+    let log = beside(path, "-wal");
+    if std::fs::metadata(&log).is_ok_and(|log| log.len() > 0) {
+        let reason = format!(
+            "its folder is read-only and its write-ahead log {} holds commits not yet in the store's file, which \
+             cannot be read without writing; make the folder writable once, and any eve command folds them in",
+            log.display()
+        );
+        return Err(refuse(path, reason));
+    }
+    // A URI, whose `?`, `#` and `%` would otherwise start its query, fragment or an escape.
+    let escaped = shown.replace('%', "%25").replace('?', "%3f").replace('#', "%23");
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(format!("file:{escaped}?immutable=1"), flags)
+        .map_err(|error| open_error(&error, &shown))?;
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    plan_once(&conn).map_err(|error| open_error(&error, &shown))?;
+    Ok(conn)
+}
+
 /// Makes each cached statement keep the plan it was prepared with, whatever values are bound to
 /// it later (`SQLITE_DBCONFIG_ENABLE_QPSG`). Without it, the bundled SQLite (built with
 /// `SQLITE_ENABLE_STAT4`) lets its planner look at the values bound to a statement's parameters,
@@ -117,6 +149,25 @@ pub(super) fn reader_connection(path: &Path) -> Result<Connection, StoreError> {
 fn plan_once(conn: &Connection) -> rusqlite::Result<()> {
     conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
     Ok(())
+}
+
+/// The error for a store whose `file`, or the folder holding it, cannot be written: the folder,
+/// when it is that which is read-only (a file in it would be too), else the file.
+fn read_only(file: &Path) -> StoreError {
+    let folder = file.parent().filter(|folder| is_read_only(folder));
+    StoreError::ReadOnly { path: folder.unwrap_or(file).display().to_string() }
+}
+
+/// Whether `folder` refuses new files, found by trying to create one (a mode or a mount option
+/// alone does not say: root writes through modes, and a mount may be read-only).
+pub(super) fn is_read_only(folder: &Path) -> bool {
+    let probe = folder.join(format!(".eve-write-probe-{}", std::process::id()));
+    match OpenOptions::new().write(true).create_new(true).open(&probe) {
+        Ok(_) => std::fs::remove_file(&probe).is_err(),
+        Err(error) => {
+            matches!(error.kind(), std::io::ErrorKind::ReadOnlyFilesystem | std::io::ErrorKind::PermissionDenied)
+        }
+    }
 }
 
 fn refuse(path: &Path, reason: String) -> StoreError {

@@ -38,7 +38,9 @@ impl std::fmt::Debug for SqliteSnapshot {
 
 impl SqliteSnapshot {
     /// Opens the existing store at `path` read-only; fails with [`StoreError::Open`] if there is
-    /// none.
+    /// none. A store in a folder that cannot be written (a read-only mount, say) is read as the
+    /// file holds it, since SQLite cannot make the shared-memory file it reads beside the owner
+    /// with; nothing can be writing it there.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
         let path = path.as_ref();
         if !path.exists() {
@@ -48,7 +50,20 @@ impl SqliteSnapshot {
             };
             return Err(StoreError::Open { path: path.display().to_string(), reason });
         }
-        Ok(SqliteSnapshot { conn: open::reader_connection(path)?, path: path.display().to_string() })
+        let conn = open::reader_connection(path)?;
+        // SQLite opens the file at the first read; a read that cannot open it may be the
+        // shared-memory file it cannot make in a read-only folder.
+        let opened = conn.query_row("SELECT count(*) FROM sqlite_schema", [], |_| Ok(()));
+        let folder = path.parent().filter(|folder| !folder.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let conn = match opened {
+            Err(error)
+                if error.sqlite_error_code() == Some(rusqlite::ErrorCode::CannotOpen) && open::is_read_only(folder) =>
+            {
+                open::immutable_connection(path)?
+            }
+            _ => conn,
+        };
+        Ok(SqliteSnapshot { conn, path: path.display().to_string() })
     }
 
     /// One page of the runs `query` asks for, newest first.

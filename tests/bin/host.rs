@@ -57,6 +57,28 @@ pub async fn fail_on_purpose(_input: Nothing, _ctx: &WorkflowCtx) -> Result<(), 
     Err(ToolError::new("the warehouse is closed"))
 }
 
+/// Tally votes on the hook `votes-{run id}` until one says `done`, and return them in order.
+#[workflow_tool]
+pub async fn tally_votes(_input: Nothing, ctx: &WorkflowCtx) -> Result<Vec<String>, ToolError> {
+    let mut votes = create_hook_with_token::<Ballot>(format!("votes-{}", ctx.run_id()));
+    let mut tally = Vec::new();
+    loop {
+        match votes.recv().await? {
+            Ballot { done: true, .. } => return Ok(tally),
+            Ballot { vote, .. } => tally.extend(vote),
+        }
+    }
+}
+
+/// One vote, or the end of the vote, as the hook receives it.
+#[derive(Deserialize)]
+pub struct Ballot {
+    #[serde(default)]
+    vote: Option<String>,
+    #[serde(default)]
+    done: bool,
+}
+
 #[step(max_attempts = 4, backoff = "250ms")]
 async fn compose(name: String) -> Result<String, StepError> {
     Ok(format!("hello, {name}"))

@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use eve_tests::World;
+use eve_tests::faulty::Faulty;
 use eve_tools::prelude::*;
+use eve_tools::store::MemoryStore;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
@@ -94,4 +96,49 @@ async fn runs_and_step_attempts_open_spans_a_subscriber_can_route() {
     let expected =
         [("0", "traced_step", "1"), ("2", "traced_step", "1")].map(|(a, b, c)| (a.into(), b.into(), c.into()));
     assert_eq!(steps, expected, "one span per attempt; the replay runs no step");
+}
+
+/// An event's level and its fields as text.
+type Logged = (tracing::Level, BTreeMap<String, String>);
+
+/// The events logged, in order.
+#[derive(Clone, Default)]
+struct Events(Arc<Mutex<Vec<Logged>>>);
+
+impl<S: tracing::Subscriber> Layer<S> for Events {
+    fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+        let mut fields = BTreeMap::new();
+        event.record(&mut Fields(&mut fields));
+        self.0.lock().unwrap().push((*event.metadata().level(), fields));
+    }
+}
+
+/// A store that fails for a while (a database restarting) is logged as a warning that says what
+/// is retried, not as an error: the run is retried and finishes, and nothing was lost.
+#[tokio::test]
+async fn a_transient_store_failure_is_a_warning_about_the_retry() {
+    let events = Events::default();
+    let _default = tracing::subscriber::set_default(tracing_subscriber::registry().with(events.clone()));
+    let faulty = Faulty::new(Arc::new(MemoryStore::new()));
+    let world = World::over(faulty.clone());
+    let runtime = world.runtime(0);
+    let run = runtime.start("traced", json!({})).await.unwrap();
+    run.parked().await.unwrap();
+    // The timer's activation (a cold rebuild) cannot claim the run: the store is away.
+    faulty.fail_claims(1);
+    for _ in 0..3 {
+        world.clock.advance(Duration::from_secs(5));
+        runtime.settle().await;
+    }
+    assert_eq!(faulty.failed(), 1, "the injected failure happened");
+    assert_eq!(run.outcome().await.unwrap().output(), Some(&json!(3)), "the run was retried and finished");
+
+    let events = events.0.lock().unwrap();
+    let errors: Vec<_> = events.iter().filter(|(level, _)| *level == tracing::Level::ERROR).collect();
+    assert!(errors.is_empty(), "a transient failure is no error: {errors:?}");
+    let retried = events.iter().find(|(level, fields)| {
+        *level == tracing::Level::WARN && fields.get("message").is_some_and(|message| message.contains("retrying"))
+    });
+    let (_, fields) = retried.expect("a warning says the run is retried");
+    assert_eq!(fields.get("run").map(String::as_str), Some(run.id().as_str()), "{fields:?}");
 }

@@ -27,8 +27,16 @@ fn the_manifest_lists_every_tool_with_its_shape_and_every_step_with_its_policy()
     let manifest: Value = serde_json::from_str(&stdout).unwrap();
     let all = manifest["tools"].as_array().unwrap();
     let names: Vec<_> = all.iter().map(|tool| tool["name"].as_str().unwrap()).collect();
-    let expected =
-        ["ask_question", "await_approval", "fail_on_purpose", "greet", "greet_durably", "greet_later", "sleep"];
+    let expected = [
+        "ask_question",
+        "await_approval",
+        "fail_on_purpose",
+        "greet",
+        "greet_durably",
+        "greet_later",
+        "sleep",
+        "tally_votes",
+    ];
     assert_eq!(names, expected, "sorted by name");
     assert_eq!(all[0]["shape"], json!({ "lifetime": "step", "suspend": "workflow" }), "the provided ask_question");
     let tools = &all[3..6];
@@ -118,7 +126,7 @@ fn mistakes_get_one_clear_sentence_and_a_failing_exit_code() {
         (
             &["call", "nope"],
             "error: no tool named `nope`; this binary has: ask_question, await_approval, fail_on_purpose, greet, \
-             greet_durably, greet_later, sleep. A library's tools are in a binary only if the binary links the \
+             greet_durably, greet_later, sleep, tally_votes. A library's tools are in a binary only if the binary links the \
              library: name it in the host with `eve_tools::tools!(my_tools)`",
         ),
         (&["call", "greet", "{name: Ada}"], "error: the input is not valid JSON (key must be a string"),
@@ -242,6 +250,28 @@ async fn a_hook_is_resumed_and_its_pending_deliveries_inspected_from_the_command
     assert!(!ok && stderr.starts_with("error: no open hook has this token"), "{stderr}");
 }
 
+/// `resume-hook --idempotency-key` delivers once: the same command with the same key again,
+/// as after a write whose outcome was unknown, says the run had it already and succeeds, as HTTP
+/// answers a repeated `Idempotency-Key`; another key delivers again.
+#[test]
+fn a_hook_payload_with_an_idempotency_key_is_delivered_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, stdout, stderr) = host(dir.path(), &["call", "tally_votes", "--id", "run-v"]);
+    assert!(ok && stdout.contains("run run-v is parked"), "{stdout}{stderr}");
+    let vote = ["resume-hook", "votes-run-v", r#"{"vote":"yes"}"#, "--idempotency-key", "ballot-1"];
+    let (ok, stdout, stderr) = host(dir.path(), &vote);
+    assert!(ok && stdout.contains("run run-v is parked"), "the first delivery is taken in: {stdout}{stderr}");
+    let (ok, stdout, stderr) = host(dir.path(), &vote);
+    assert!(ok, "a repeated key is not an error: {stderr}");
+    assert_eq!(stdout.trim(), "run run-v had this delivery already; nothing changed");
+    let (ok, stdout, stderr) =
+        host(dir.path(), &["resume-hook", "votes-run-v", r#"{"vote":"no"}"#, "--idempotency-key", "ballot-2"]);
+    assert!(ok && stdout.contains("parked"), "{stdout}{stderr}");
+    let (ok, stdout, stderr) = host(dir.path(), &["resume-hook", "votes-run-v", r#"{"done":true}"#]);
+    assert!(ok, "{stderr}");
+    assert_eq!(stdout.trim(), r#"["yes","no"]"#, "the repeated vote was counted once");
+}
+
 /// A `host serve` child with its output read line by line.
 struct Serving {
     child: Child,
@@ -325,6 +355,47 @@ fn serve_says_what_it_serves_and_read_only_commands_work_meanwhile() {
     let pid = serving.child.id().to_string();
     assert!(Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
     assert_eq!(serving.line(), "stopped serving; goodbye");
+}
+
+/// `serve` prints each run that finishes in one line with its outcome: the result as compact JSON
+/// (cut short with an ellipsis when long), a failure's message, or that it was cancelled.
+#[tokio::test]
+async fn serve_prints_each_finished_run_with_its_outcome_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let serving = Serving::start(dir.path());
+    let mut base = None;
+    while base.is_none() {
+        let line = serving.line();
+        base = line.strip_prefix("serving ").map(str::to_owned);
+    }
+    let base = base.unwrap();
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let start = |tool: &str, body: Value| {
+        let request = client.post(format!("{base}/v1/tools/{tool}/runs")).json(&body);
+        async move { assert_eq!(request.send().await.unwrap().status(), 201) }
+    };
+    let long = "a".repeat(400);
+    start("greet_durably", json!({ "runId": "short", "input": { "name": "Ada" } })).await;
+    start("greet_durably", json!({ "runId": "long", "input": { "name": long } })).await;
+    start("fail_on_purpose", json!({ "runId": "broken", "input": {} })).await;
+    start("greet_later", json!({ "runId": "called-off", "input": { "name": "Alan" } })).await;
+    let cancelled = client.post(format!("{base}/v1/runs/called-off/cancel")).send().await.unwrap();
+    assert_eq!(cancelled.status(), 202);
+
+    let mut finished = std::collections::BTreeMap::new();
+    while finished.len() < 4 {
+        let line = serving.line();
+        if let Some(rest) = line.strip_prefix("run ") {
+            let (run, outcome) = rest.split_once(' ').unwrap();
+            finished.insert(run.to_owned(), outcome.to_owned());
+        }
+    }
+    assert_eq!(finished["short"], r#"completed: "hello, Ada""#);
+    let cut = &finished["long"];
+    assert!(cut.starts_with(r#"completed: "hello, aaaa"#) && cut.ends_with('…'), "{cut}");
+    assert!(cut.chars().count() < 230, "a long result is cut short: {cut}");
+    assert_eq!(finished["broken"], "failed: the warehouse is closed");
+    assert_eq!(finished["called-off"], "cancelled");
 }
 
 /// `export` writes a parked run's journal; `replay` checks it (and `--store` every unfinished run)
@@ -433,5 +504,60 @@ fn a_data_folder_that_is_a_file_is_named_as_the_problem() {
         assert!(!ok, "{args:?}");
         assert!(stderr.contains(&format!("{} is a file, not a folder", file.display())), "{args:?}: {stderr}");
         assert!(!stderr.contains("serve"), "{args:?}: no advice about serve: {stderr}");
+    }
+}
+
+/// Runs the host binary as [`host`] does on the data folder `dir`, with `read_only` (the folder,
+/// or a file in it) readable but not writable: in a mount namespace of its own where `read_only`
+/// is bound read-only when this runs as root (root writes through any file mode), else with its
+/// write bits cleared, restored after.
+fn host_read_only(dir: &Path, read_only: &Path, args: &[&str]) -> (bool, String, String) {
+    let root = Command::new("id").arg("-u").output().is_ok_and(|id| id.stdout.starts_with(b"0\n"));
+    let output = if root {
+        let bind = r#"mount --bind -o ro "$0" "$0" && exec "$@""#;
+        Command::new("unshare")
+            .args(["-m", "sh", "-c", bind])
+            .arg(read_only)
+            .arg(env!("CARGO_BIN_EXE_host"))
+            .args(args)
+            .env("EVE_DATA_DIR", dir)
+            .output()
+            .expect("unshare runs (a read-only bind mount needs it when the tests run as root)")
+    } else {
+        let chmod =
+            |mode: &str| assert!(Command::new("chmod").args(["-R", mode]).arg(read_only).status().unwrap().success());
+        chmod("a-w");
+        let output = Command::new(env!("CARGO_BIN_EXE_host")).args(args).env("EVE_DATA_DIR", dir).output();
+        chmod("u+w");
+        output.expect("the host binary runs")
+    };
+    let text = |bytes: Vec<u8>| String::from_utf8(bytes).expect("utf-8 output");
+    (output.status.success(), text(output.stdout), text(output.stderr))
+}
+
+/// A data folder, or a store file, this process may not write is named as read-only, with what to
+/// do about it, not as SQLite's "attempt to write a readonly database"; the commands that only
+/// read still read.
+#[test]
+fn a_read_only_store_says_so_and_is_still_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, _, stderr) = host(dir.path(), &["call", "greet_durably", r#"{"name":"Ada"}"#, "--id", "run-1"]);
+    assert!(ok, "{stderr}");
+
+    let file = dir.path().join("eve.db");
+    for read_only in [dir.path(), file.as_path()] {
+        let (ok, _, stderr) = host_read_only(dir.path(), read_only, &["call", "greet_durably", r#"{"name":"Grace"}"#]);
+        assert!(!ok, "a write fails");
+        let named = format!("{} is read-only", read_only.display());
+        assert!(stderr.contains(&named), "{named:?} in {stderr}");
+        assert!(stderr.contains("--data-dir") && stderr.contains("EVE_DATA_DIR"), "what to do: {stderr}");
+        assert!(!stderr.contains("readonly database") && !stderr.contains("serve"), "{stderr}");
+
+        let (ok, stdout, stderr) = host_read_only(dir.path(), read_only, &["runs"]);
+        assert!(ok, "runs reads a read-only store: {stderr}");
+        assert!(stdout.contains("run-1"), "{stdout}");
+        let (ok, stdout, stderr) = host_read_only(dir.path(), read_only, &["inspect", "run-1"]);
+        assert!(ok, "{stderr}");
+        assert!(stdout.contains(r#"returned "hello, Ada""#), "{stdout}");
     }
 }

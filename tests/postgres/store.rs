@@ -230,6 +230,32 @@ async fn a_version_1_schema_is_migrated_in_place() {
     assert!(index.is_some(), "the migration made the index");
 }
 
+/// A finished run is released, as the schema says: its row keeps no `owner` and no
+/// `lease_until`, whether it completed, failed or was cancelled.
+#[tokio::test]
+async fn a_finished_run_holds_no_claim() {
+    let (store, schema) = fixture().await;
+    let worker = WorkerId("w".into());
+    let endings = [
+        ("completes", Entry::RunCompleted { output: json!("done") }),
+        ("fails", Entry::RunFailed { failure: eve_tools::journal::RunFailure::Tool { message: "broken".into() } }),
+        ("is-cancelled", Entry::RunCancelled {}),
+    ];
+    let admin = schema.admin().await;
+    for (id, ending) in endings {
+        let run = new_run(id);
+        let fence = created(&store, &run, &worker).await;
+        let held = "SELECT owner IS NOT NULL, lease_until IS NOT NULL, status FROM runs WHERE id = $1";
+        let row = admin.query_one(held, &[&id]).await.unwrap();
+        assert_eq!((row.get::<_, bool>(0), row.get::<_, bool>(1)), (true, true), "an active run is held");
+        store.append(&run.id, fence, &mut append_of(1, vec![record(0), ending])).await.expect("the run finishes");
+        let row = admin.query_one(held, &[&id]).await.unwrap();
+        let (owner, lease, status): (bool, bool, String) = (row.get(0), row.get(1), row.get(2));
+        assert_ne!(status, "active", "{id}");
+        assert_eq!((owner, lease), (false, false), "run {id} ({status}) is released");
+    }
+}
+
 /// Many workers opening one fresh schema at once: the advisory lock lets one create the tables
 /// and the others find them ready; every one of them works.
 #[tokio::test]

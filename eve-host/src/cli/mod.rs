@@ -169,6 +169,11 @@ enum Command {
         token: String,
         /// The payload, JSON.
         payload: String,
+        /// Deliver at most once per key to this hook, as HTTP's `Idempotency-Key` header: the
+        /// same command with the same key again changes nothing. Without it a key is made up, and
+        /// printed if the delivery's outcome is unknown, so the retry can carry it.
+        #[arg(long, value_name = "KEY", value_parser = idempotency_key)]
+        idempotency_key: Option<String>,
     },
     /// Recover every unfinished run, serve HTTP (webhooks, hook resumes, answers, sign-in
     /// callbacks and the run API) and keep runs moving until interrupted.
@@ -185,7 +190,9 @@ enum Command {
     /// closes stdin: plain tools answer at once, workflow tools and tasks run durably (as MCP tasks
     /// for clients with the tasks extension), and unfinished runs are recovered first. Logs go to
     /// stderr; stdout carries the protocol.
-    #[cfg(feature = "mcp")]
+    ///
+    /// Without the cargo feature `mcp` the command is hidden and says how to enable it.
+    #[cfg_attr(not(feature = "mcp"), command(hide = true))]
     Mcp,
     /// Talk to this binary's tools through a model, in a session that outlives the process: the
     /// OpenAI-compatible endpoint when OPENAI_BASE_URL is set (with OPENAI_API_KEY and
@@ -253,6 +260,10 @@ impl Host {
         if let Command::Replay { files, store: false, json } = &self.command {
             return replay::files(files, *json);
         }
+        #[cfg(not(feature = "mcp"))]
+        if let Command::Mcp = self.command {
+            return Err(crate::without::MCP.to_owned());
+        }
         let listener = Listener::bind(&self.command).await?;
         let mut builder = Runtime::builder().data_dir(&self.data_dir);
         if let Some(url) = self.public_url.clone().or_else(|| listener.public_url()) {
@@ -270,17 +281,16 @@ impl Host {
         }
         let runtime = match builder.build() {
             Ok(runtime) => runtime,
-            // `serve` (or another command) holds the embedded store: read it beside its owner.
+            // `serve` (or another command) holds the embedded store, or it cannot be written:
+            // read it beside its owner, taking no lock and writing nothing.
             #[cfg(feature = "sqlite")]
-            Err(Error::Store(eve_runtime::error::StoreError::InUse { .. }))
-                if self.database_url.is_none()
-                    && matches!(
-                        self.command,
-                        Command::Runs { .. }
-                            | Command::Inspect { .. }
-                            | Command::Export { .. }
-                            | Command::Replay { .. }
-                    ) =>
+            Err(Error::Store(
+                eve_runtime::error::StoreError::InUse { .. } | eve_runtime::error::StoreError::ReadOnly { .. },
+            )) if self.database_url.is_none()
+                && matches!(
+                    self.command,
+                    Command::Runs { .. } | Command::Inspect { .. } | Command::Export { .. } | Command::Replay { .. }
+                ) =>
             {
                 return beside::read(&self.data_dir.join("eve.db"), &self.command);
             }
@@ -311,10 +321,14 @@ impl Host {
                 answer(&runtime, &parse_run(&run)?, &request, Answer { option_id, text }).await
             }
             Command::Cancel { run, reason } => cancel(&runtime, &parse_run(&run)?, &reason).await,
-            Command::ResumeHook { token, payload } => resume_hook(&runtime, &token, &payload).await,
+            Command::ResumeHook { token, payload, idempotency_key } => {
+                resume_hook(&runtime, &token, &payload, idempotency_key).await
+            }
             Command::Serve { .. } => serve(&runtime, listener).await,
             #[cfg(feature = "mcp")]
             Command::Mcp => mcp(runtime, &self.data_dir).await,
+            #[cfg(not(feature = "mcp"))]
+            Command::Mcp => unreachable!("refused before the runtime is built"),
             Command::Chat { session, json } => chat::chat(&runtime, &self.data_dir, session.as_deref(), json).await,
             Command::Worker { .. } => work(&runtime, listener).await,
         }
@@ -644,6 +658,11 @@ async fn answer(runtime: &Runtime, run: &RunId, request: &str, answer: Answer) -
     let end = journal_end(runtime, run).await?;
     runtime.answer(run, request, answer).await.map_err(|error| match error {
         Error::Answer(refusal) => answer_refusal(refusal),
+        // No key is needed to retry an answer: the store takes one answer per question.
+        error if error.is_transient() => format!(
+            "{error}. The answer may or may not have been written; a question takes one answer, so answering again \
+             is safe: `questions {run}` says whether {request} is still open"
+        ),
         error => error.to_string(),
     })?;
     let carried_on = async {
@@ -666,16 +685,22 @@ fn answer_refusal(refusal: eve_runtime::ask::AnswerError) -> String {
     }
 }
 
-/// Delivers a payload to a hook, then follows the run it woke as `answer` does.
-async fn resume_hook(runtime: &Runtime, token: &str, payload: &str) -> Result<(), String> {
+/// Delivers a payload to a hook once per idempotency key (`key`, or one made up), then follows
+/// the run it woke as `answer` does.
+async fn resume_hook(runtime: &Runtime, token: &str, payload: &str, key: Option<String>) -> Result<(), String> {
     let payload = parse_json(payload, "payload")?;
+    let key = key.unwrap_or_else(made_up_key);
     // Where the run the delivery wakes stands before it, to print its steps from there.
     let hook = eve_runtime::secret::TokenHash::of(token);
     let end = match runtime.store().find_hook(&hook).await.map_err(|error| error.to_string())? {
         Some(hook) if !runtime.store().is_shared() => Some(journal_end(runtime, &hook.run).await?),
         _ => None,
     };
-    match runtime.resume_hook(token, payload).await.map_err(|error| error.to_string())? {
+    let delivered = runtime.resume_hook_once(token, &key, payload).await.map_err(|error| match error {
+        error if error.is_transient() => in_doubt(&error, &key),
+        error => error.to_string(),
+    })?;
+    match delivered {
         // On a shared store a worker takes the delivery in; this process does not follow it.
         HookDelivery::Accepted(run) if runtime.store().is_shared() => {
             println!("delivered to run {run}; {} carries it on", mover(runtime));
@@ -694,6 +719,48 @@ async fn resume_hook(runtime: &Runtime, token: &str, payload: &str) -> Result<()
             Ok(())
         }
     }
+}
+
+/// Checks an `--idempotency-key` as HTTP checks the `Idempotency-Key` header, so that a key works
+/// on both: 1 to 256 visible ASCII characters.
+fn idempotency_key(key: &str) -> Result<String, String> {
+    let visible = |byte: &u8| (0x21..=0x7e).contains(byte);
+    match (1..=256).contains(&key.len()) && key.bytes().all(|byte| visible(&byte)) {
+        true => Ok(key.to_owned()),
+        false => Err("a key is 1 to 256 visible ASCII characters (no spaces)".to_owned()),
+    }
+}
+
+/// A key for a delivery the user gave none for: unique, so the delivery is new, and kept only to
+/// be printed if the delivery's outcome is unknown.
+fn made_up_key() -> String {
+    let id = RunId::generate();
+    format!("cli-{}", id.as_str().trim_start_matches("run_"))
+}
+
+/// The error of a delivery that failed in the store in a way that may have written it (a
+/// connection lost while committing says "it may or may not have been written"), with the command
+/// that retries it safely: the same one with its key, which the store delivers at most once.
+fn in_doubt(error: &Error, key: &str) -> String {
+    let mut args: Vec<String> = std::env::args().collect();
+    if !args.iter().any(|arg| arg == "--idempotency-key" || arg.starts_with("--idempotency-key=")) {
+        args.extend(["--idempotency-key".to_owned(), key.to_owned()]);
+    }
+    let command = args.iter().map(|arg| shell_quoted(arg)).collect::<Vec<_>>().join(" ");
+    format!(
+        "{error}. The delivery may or may not have been written; to try again safely, run it again with its \
+         idempotency key, which delivers it at most once:\n  {command}"
+    )
+}
+
+/// `arg` as a POSIX shell reads it back: bare if it holds only characters no shell treats
+/// specially, else in single quotes.
+fn shell_quoted(arg: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_./:=@%+,".contains(c);
+    if !arg.is_empty() && arg.chars().all(plain) {
+        return arg.to_owned();
+    }
+    format!("'{}'", arg.replace('\'', r"'\''"))
 }
 
 /// The error of a command that could not open the store, saying what to do when a `serve`
@@ -860,7 +927,7 @@ async fn serve(runtime: &Runtime, listener: Listener) -> Result<(), String> {
     );
     let serving = listener.start(runtime)?;
     println!("press Ctrl-C to stop");
-    let result = follow(&mut events, stop).await;
+    let result = follow(runtime, &mut events, stop).await;
     serving.stop().await;
     println!("stopped serving; goodbye");
     result
@@ -889,7 +956,7 @@ async fn work(runtime: &Runtime, listener: Listener) -> Result<(), String> {
         "worker {} sharing {unfinished} unfinished runs; press Ctrl-C to stop (runs under way park and are given back)",
         runtime.worker_id()
     );
-    let result = follow(&mut events, stop).await;
+    let result = follow(runtime, &mut events, stop).await;
     serving.stop().await;
     runtime.clone().shutdown().await;
     result
@@ -918,8 +985,11 @@ async fn recover_patiently(runtime: &Runtime) -> Result<usize, String> {
     }
 }
 
-/// Prints each run that finishes until `stop` resolves (Ctrl-C or SIGTERM).
+/// Prints each run that finishes until `stop` resolves (Ctrl-C or SIGTERM), with its outcome in
+/// one line. The events cover every run this process advances, but say only how a run ended; its
+/// result or failure is read from the store, where the finishing entry is the journal's last.
 async fn follow(
+    runtime: &Runtime,
     events: &mut tokio::sync::broadcast::Receiver<RunEvent>,
     stop: impl std::future::Future<Output = ()>,
 ) -> Result<(), String> {
@@ -927,13 +997,43 @@ async fn follow(
     loop {
         tokio::select! {
             event = events.recv() => match event {
-                Ok(RunEvent::Finished { run, status }) => println!("run {run} {status}"),
+                Ok(RunEvent::Finished { run, status }) => {
+                    let last = runtime.store().tail(&run).await.ok().flatten().map(|(_, entry)| entry);
+                    println!("{}", finished_line(&run, status, last.as_ref()));
+                }
                 Ok(_) => {}
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => eprintln!("missed {missed} events"),
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(()),
             },
             () = &mut stop => return Ok(()),
         }
+    }
+}
+
+/// The most characters of a result `serve` prints; a longer one is cut short with an ellipsis,
+/// so that one run stays one line a person can read (`inspect` shows it whole).
+const RESULT_SHOWN: usize = 200;
+
+/// A finished run in one line: `run r completed: {"ok":true}`, `run r failed: the warehouse is
+/// closed`, `run r cancelled`. `last` is the journal's last entry, which says how the run ended;
+/// without it (the store could not be read) the line says only the status.
+fn finished_line(run: &RunId, status: eve_runtime::journal::RunStatus, last: Option<&Entry>) -> String {
+    match last {
+        Some(Entry::RunCompleted { output }) => format!("run {run} completed: {}", shortened(&output.to_string())),
+        Some(Entry::RunFailed { failure }) => {
+            // A failure's message may span lines; the line stays one.
+            let message = failure.to_string().split_whitespace().collect::<Vec<_>>().join(" ");
+            format!("run {run} failed: {}", shortened(&message))
+        }
+        _ => format!("run {run} {status}"),
+    }
+}
+
+/// `text` cut to [`RESULT_SHOWN`] characters, ending in `…` when something was cut.
+fn shortened(text: &str) -> String {
+    match text.char_indices().nth(RESULT_SHOWN) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
     }
 }
 
@@ -979,5 +1079,43 @@ fn stop_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(not(unix))]
     async {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The retry command of a delivery in doubt reads back in a shell as the words it was made of.
+    #[test]
+    fn a_retry_command_is_quoted_for_the_shell() {
+        assert_eq!(shell_quoted("votes-run-v"), "votes-run-v");
+        assert_eq!(shell_quoted(r#"{"vote":"yes"}"#), r#"'{"vote":"yes"}'"#);
+        assert_eq!(shell_quoted("it's"), r"'it'\''s'");
+        assert_eq!(shell_quoted(""), "''");
+        let message = in_doubt(&Error::Store(eve_runtime::error::StoreError::Backend("lost".into())), "k-1");
+        assert!(message.contains("may or may not have been written"), "{message}");
+        assert!(message.ends_with(" --idempotency-key k-1"), "{message}");
+    }
+
+    /// Keys are checked as HTTP checks its header, so one key works on both.
+    #[test]
+    fn an_idempotency_key_is_visible_ascii() {
+        assert_eq!(idempotency_key("evt_1").as_deref(), Ok("evt_1"));
+        for refused in ["", "two words", "ü", &"k".repeat(257)] {
+            assert!(idempotency_key(refused).is_err(), "{refused:?}");
+        }
+    }
+
+    /// A result over the limit is cut on a character boundary, whatever its script.
+    #[test]
+    fn a_long_result_is_cut_short_on_a_character() {
+        let run: RunId = "r".parse().unwrap();
+        let output = Value::String("ü".repeat(300));
+        let line =
+            finished_line(&run, eve_runtime::journal::RunStatus::Completed, Some(&Entry::RunCompleted { output }));
+        assert!(line.starts_with("run r completed: \"üü") && line.ends_with('…'), "{line}");
+        assert_eq!(line.chars().count(), "run r completed: ".len() + RESULT_SHOWN + 1);
+        assert_eq!(shortened("short"), "short");
     }
 }

@@ -93,6 +93,12 @@ pub(crate) async fn fallback() -> Response {
     not_found()
 }
 
+/// `/mcp` in a binary built without the `mcp` feature: `404`, saying how to enable it.
+#[cfg(not(feature = "mcp"))]
+pub(crate) async fn without_mcp() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, crate::without::MCP)
+}
+
 /// The fallback for a routed path with a method it does not take.
 pub(crate) async fn method_not_allowed() -> ApiError {
     ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "this route does not take this method")
@@ -195,6 +201,14 @@ fn from_store(error: StoreError) -> ApiError {
         }
         StoreError::RunNotFound(_) => ApiError::new(StatusCode::NOT_FOUND, error.to_string()),
         StoreError::RunFinished(_) => ApiError::new(StatusCode::CONFLICT, error.to_string()),
+        // The client is told to retry, and the store is likely back by then (a database
+        // restarting): a warning. Anything else will not pass by itself: an error.
+        error if error.is_transient() => {
+            tracing::warn!(
+                "an HTTP request found the store unavailable; answering 503 for the client to retry: {error}"
+            );
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the store is unavailable; try again shortly")
+        }
         error => {
             tracing::error!("an HTTP request failed in the store: {error}");
             ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the store is unavailable; try again shortly")

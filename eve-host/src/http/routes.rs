@@ -45,6 +45,9 @@ pub(crate) fn router(state: AppState) -> Router {
     // MCP: Streamable HTTP at `/mcp`, behind the same layers as the run API.
     #[cfg(feature = "mcp")]
     let run_api = run_api.nest_service("/mcp", mcp_service(&state));
+    // Without MCP, a client that tries `/mcp` hears how to get it instead of the empty 404.
+    #[cfg(not(feature = "mcp"))]
+    let run_api = run_api.route("/mcp", any(super::errors::without_mcp));
     let run_api = run_api
         .route_layer(middleware::from_fn_with_state(state.clone(), require_api_key))
         // Outermost, so a page elsewhere is refused before its key is looked at.

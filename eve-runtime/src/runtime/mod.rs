@@ -340,8 +340,14 @@ impl Shared {
             StoreError::RunNotFound(_) => tracing::debug!(%run, "{error}"),
             _ if self.is_stopping() => tracing::debug!(%run, "run let go as the runtime stops: {error}"),
             error => {
-                // Nothing durable was lost; try again later (the store may have recovered).
-                tracing::error!(%run, "cannot advance run, retrying in 5 s: {error}");
+                // Nothing durable was lost; try again later (the store may have recovered). A
+                // store that is away for a while (a database restarting) is expected in operation
+                // and cured by the retry, so it warns; anything else needs a person, so it is an error.
+                if error.is_transient() {
+                    tracing::warn!(%run, "the store is unavailable; retrying the run in 5 s: {error}");
+                } else {
+                    tracing::error!(%run, "cannot advance run, retrying in 5 s: {error}");
+                }
                 let due = self.services.clock.now().saturating_add(Duration::from_secs(5));
                 self.timers.add(run.clone(), crate::journal::Op(0), due, crate::store::TimerKind::Retry);
             }
