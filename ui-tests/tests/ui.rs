@@ -1,4 +1,4 @@
-//! The compile-time rules of the eve-tools macros (the README's "What you get"), one trybuild case
+//! The compile-time rules of the eve-tools macros (`eve_tools::guide::durability`), one trybuild case
 //! per rule.
 //!
 //! `tests/fail/<rule>.rs` opens with a comment stating its rule, and its `.stderr` snapshot shows
@@ -13,7 +13,7 @@ fn ui() {
     cases.pass("tests/pass/*.rs");
 }
 
-/// The README says how many rules there are: the count follows the cases.
+/// The README and the guide say how many rules there are: the count follows the cases.
 #[test]
 fn the_readme_counts_every_rule() {
     let cases = std::fs::read_dir("tests/fail").expect("the fail cases are listed");
@@ -21,6 +21,9 @@ fn the_readme_counts_every_rule() {
         cases.filter(|case| case.as_ref().is_ok_and(|case| case.path().extension().is_some_and(|ext| ext == "rs")));
     let rules = rules.count();
     let readme = std::fs::read_to_string("../README.md").expect("the README reads");
-    let said = format!("**Compile-time rules**: {rules} rules");
+    let said = format!("**{rules} compile-time rules**");
     assert!(readme.contains(&said), "the README should say `{said}`, as tests/fail holds {rules} cases");
+    let guide = std::fs::read_to_string("../eve-tools/guide/durability.md").expect("the guide reads");
+    let said = format!("**Compile-time rules**: {rules} rules");
+    assert!(guide.contains(&said), "the guide's durability should say `{said}`, as tests/fail holds {rules} cases");
 }
