@@ -622,6 +622,14 @@ impl Store for PostgresStore {
         with_client!(self, format!("reading the end of run {run}"), |client| reads::tail(&client, run))
     }
 
+    async fn ready(&self) -> Result<(), StoreError> {
+        with_client!(self, "checking that the database answers", |client| reads::ping(&client))?;
+        match self.wake_ups.not_listening() {
+            Some(reason) => Err(StoreError::Backend(reason)),
+            None => Ok(()),
+        }
+    }
+
     fn is_shared(&self) -> bool {
         true
     }

@@ -18,6 +18,7 @@
 //! followers' subscribers instead. Runs nobody follows send nothing, so a worker's commits pay
 //! for `NOTIFY` (which serializes the commits that send one) only while someone watches.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -66,6 +67,8 @@ struct Inner {
     /// Whether the listening task runs; changed only with this lock held, together with the
     /// subscriber count it depends on.
     running: Mutex<bool>,
+    /// Whether the task holds a connection that listens now, for readiness probes.
+    listening: AtomicBool,
 }
 
 impl WakeUps {
@@ -74,7 +77,8 @@ impl WakeUps {
         // TCP keepalives; a restarted server closes it at once.
         config.keepalives(true).keepalives_idle(Duration::from_secs(10));
         let (sender, commits) = (broadcast::channel(CAPACITY).0, broadcast::channel(CAPACITY).0);
-        let inner = Inner { config, tls, channel, target, sender, commits, running: Mutex::new(false) };
+        let running = Mutex::new(false);
+        let inner = Inner { config, tls, channel, target, sender, commits, running, listening: AtomicBool::new(false) };
         WakeUps { inner: Arc::new(inner) }
     }
 
@@ -88,6 +92,16 @@ impl WakeUps {
     /// is not running. `None` outside a Tokio runtime.
     pub(super) fn subscribe_commits(&self) -> Option<broadcast::Receiver<WakeUp>> {
         self.listen(&self.inner.commits)
+    }
+
+    /// Why this store is not ready to hear wake-ups, if it is not: its listening task runs (a
+    /// worker or a follower subscribed) but holds no listening connection now, between a lost one
+    /// and the next. `None` when it listens, or when nobody needs it to.
+    pub(super) fn not_listening(&self) -> Option<String> {
+        let running = *self.inner.running.lock().expect("the listener's lock is never poisoned");
+        (running && !self.inner.listening.load(Ordering::Acquire)).then(|| {
+            format!("not listening for wake-ups from {}: the connection is being opened again", self.inner.target)
+        })
     }
 
     fn listen(&self, sender: &broadcast::Sender<WakeUp>) -> Option<broadcast::Receiver<WakeUp>> {
@@ -113,7 +127,9 @@ impl Inner {
 async fn listen(inner: Arc<Inner>) {
     let mut delay = RECONNECT_FIRST;
     loop {
-        match listen_once(&inner).await {
+        let listened = listen_once(&inner).await;
+        inner.listening.store(false, Ordering::Release);
+        match listened {
             Ok(()) => delay = RECONNECT_FIRST,
             Err(reason) => {
                 tracing::warn!(
@@ -171,6 +187,7 @@ async fn listen_once(inner: &Inner) -> Result<(), String> {
     }
     // Notifications sent while there was no connection are lost: have the workers look around,
     // and the followers read again.
+    inner.listening.store(true, Ordering::Release);
     let _ = inner.sender.send(WakeUp::Missed);
     let _ = inner.commits.send(WakeUp::Missed);
     loop {

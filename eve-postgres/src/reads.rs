@@ -102,6 +102,12 @@ pub(super) async fn journal<C: GenericClient>(
     rows.iter().map(|row| codec::decode_entry(run, row.try_get(0)?, row.try_get(1)?)).collect()
 }
 
+/// A round trip to the server on a pooled connection, for [`Store::ready`](eve_runtime::store::Store::ready).
+pub(super) async fn ping(client: &Client) -> Result<(), Failure> {
+    client.simple_query("SELECT 1").await?;
+    Ok(())
+}
+
 /// One page of the runs `query` asks for, newest first (by `position`, which grows with
 /// creation). Each filter adds its condition, so every combination walks an index
 /// (`runs_by_status`, `runs_by_tool`, or `position`'s) from the cursor backwards.

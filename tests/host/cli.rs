@@ -305,15 +305,16 @@ impl Drop for Serving {
     }
 }
 
-/// `serve` says what it serves and goodbye; while it runs, read-only commands still read the
-/// store, and a command that writes says to use the HTTP API instead.
+/// `serve` says what it serves and, stopped by SIGTERM, drains and says goodbye; while it runs,
+/// read-only commands still read the store, and a command that writes says to use the HTTP API
+/// instead.
 #[test]
 fn serve_says_what_it_serves_and_read_only_commands_work_meanwhile() {
     let dir = tempfile::tempdir().unwrap();
     let (ok, _, stderr) = host(dir.path(), &["call", "greet_later", r#"{"name":"Alan"}"#, "--id", "run-1"]);
     assert!(ok, "{stderr}");
 
-    let serving = Serving::start(dir.path());
+    let mut serving = Serving::start(dir.path());
     let mut banner = Vec::new();
     while banner.last().is_none_or(|line: &String| !line.contains("Ctrl-C")) {
         banner.push(serving.line());
@@ -353,8 +354,10 @@ fn serve_says_what_it_serves_and_read_only_commands_work_meanwhile() {
     assert!(!ok && stderr.contains("`serve`") && stderr.contains("HTTP"), "a write says what to do instead: {stderr}");
 
     let pid = serving.child.id().to_string();
-    assert!(Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
-    assert_eq!(serving.line(), "stopped serving; goodbye");
+    // SIGTERM, as a service manager or an orchestrator stops it: the runs under way park first.
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    assert_eq!(serving.line(), "stopped: every run under way parked; goodbye");
+    assert!(serving.child.wait().unwrap().success(), "a drained server exits 0");
 }
 
 /// `serve` prints each run that finishes in one line with its outcome: the result as compact JSON

@@ -566,3 +566,31 @@ async fn a_body_far_over_the_limit_gets_its_413_every_time() {
     }
     assert!(served.runtime.runs(None, 10).await.unwrap().is_empty(), "no body over the limit started a run");
 }
+
+/// An orchestrator's probes carry no key: `/healthz` answers while the process does, `/readyz`
+/// while the store answers, and neither says more than that (a store's error names its server).
+#[tokio::test]
+async fn the_probes_answer_without_the_key_and_readiness_follows_the_store() {
+    let faulty = eve_tests::faulty::Faulty::new(Arc::new(eve_tools::store::MemoryStore::new()));
+    let store: Arc<dyn eve_tools::store::Store> = faulty.clone();
+    let served = serve_with(|runtime| runtime.shared_store(store), |server| server.api_key("correct horse")).await;
+    let client = &served.client;
+
+    let live = Seen::of(client.get(served.url("/healthz")).send().await.unwrap()).await;
+    assert_eq!((live.status, live.body.as_slice()), (200, &b"ok\n"[..]));
+    let ready = Seen::of(client.get(served.url("/readyz")).send().await.unwrap()).await;
+    assert_eq!((ready.status, ready.json()), (200, json!({ "ready": true })));
+
+    faulty.set_unavailable(true);
+    let down = Seen::of(client.get(served.url("/readyz")).send().await.unwrap()).await;
+    assert_eq!(down.status, 503, "a store that does not answer makes the server not ready");
+    let (message, _) = down.error();
+    assert!(message.contains("store does not answer"), "{message}");
+    assert!(!message.contains("connection refused"), "the store's own error stays in the log: {message}");
+    let live = Seen::of(client.get(served.url("/healthz")).send().await.unwrap()).await;
+    assert_eq!(live.status, 200, "the process still answers");
+
+    faulty.set_unavailable(false);
+    let back = Seen::of(client.get(served.url("/readyz")).send().await.unwrap()).await;
+    assert_eq!(back.status, 200, "ready again once the store answers");
+}

@@ -751,3 +751,42 @@ async fn a_lazy_store_reports_connection_problems_on_first_use() {
 }
 
 // ---- Figures -------------------------------------------------------------------------------------
+
+/// A readiness probe asks the database, and, once the store listens for wake-ups (a worker's
+/// does), whether it still listens: between a lost listening connection and the next it is not
+/// ready, and it says which server and why.
+#[tokio::test]
+async fn a_store_is_ready_while_its_database_answers_and_its_listener_listens() {
+    let port =
+        std::net::TcpListener::bind("127.0.0.1:0").and_then(|listener| listener.local_addr()).expect("a port").port();
+    let options = PostgresOptions { connect_timeout: Duration::from_secs(2), ..PostgresOptions::default() };
+    let nowhere = PostgresStore::connect_lazy(&format!("postgres://eve:pw@127.0.0.1:{port}/eve"), options).unwrap();
+    let error = nowhere.ready().await.expect_err("nothing listens there");
+    assert!(error.is_transient() && error.to_string().contains(&format!("127.0.0.1:{port}")), "{error}");
+
+    let (store, schema) = fixture().await;
+    store.ready().await.expect("a client's store is ready while the database answers");
+    let _worker = store.wake_ups().expect("inside Tokio");
+    let store = &store;
+    let until = |ready: bool| async move {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let now = store.ready().await;
+            if now.is_ok() == ready {
+                return now;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "still {now:?}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    until(true).await.expect("ready once it listens");
+
+    let admin = schema.admin().await;
+    let listener =
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%'";
+    let ended = admin.query(listener, &[&schema.name]).await.unwrap();
+    assert_eq!(ended.len(), 1, "the store's one listening connection");
+    let error = until(false).await.expect_err("not ready while it connects again");
+    assert!(error.is_transient() && error.to_string().contains("not listening for wake-ups"), "{error}");
+    until(true).await.expect("ready again once it listens again");
+}

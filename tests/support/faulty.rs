@@ -31,6 +31,7 @@ pub struct Faulty {
     let_go: Mutex<Vec<RunId>>,
     let_go_delay: Mutex<Duration>,
     declared_limit: Mutex<Option<usize>>,
+    unavailable: std::sync::atomic::AtomicBool,
 }
 
 impl Faulty {
@@ -48,7 +49,14 @@ impl Faulty {
             let_go: Mutex::new(Vec::new()),
             let_go_delay: Mutex::new(Duration::ZERO),
             declared_limit: Mutex::new(None),
+            unavailable: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// While `down`, the store says it is not ready ([`Store::ready`]) with a transient backend
+    /// error, as a database that cannot be reached does; everything else still works.
+    pub fn set_unavailable(&self, down: bool) {
+        self.unavailable.store(down, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Fails every append for which `picker` returns true (with a transient backend error, and
@@ -235,6 +243,13 @@ impl Store for Faulty {
 
     async fn list_runs(&self, query: &RunQuery) -> Result<RunPage, StoreError> {
         self.inner.list_runs(query).await
+    }
+
+    async fn ready(&self) -> Result<(), StoreError> {
+        if self.unavailable.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(StoreError::Backend("connection refused (the test took the store down)".into()));
+        }
+        self.inner.ready().await
     }
 
     async fn tail(&self, run: &RunId) -> Result<Option<(RunSummary, Entry)>, StoreError> {

@@ -17,6 +17,7 @@ const ROUTES: &[(&str, &str, &str)] = &[
     ("POST", "/.well-known/workflow/v1/hook/{token}", "resume a hook with a JSON payload"),
     ("ANY", "/.well-known/workflow/v1/webhook/{token}", "deliver a request to a webhook"),
     ("GET", "/.well-known/workflow/v1/auth/{provider}/start", "sign-in links, and their callbacks"),
+    ("GET", "/healthz", "200 while the process answers; /readyz, 200 while it can take work (no key)"),
 ];
 
 /// The banner: the address, the routes, the key rule.

@@ -929,8 +929,25 @@ async fn serve(runtime: &Runtime, listener: Listener) -> Result<(), String> {
     println!("press Ctrl-C to stop");
     let result = follow(runtime, &mut events, stop).await;
     serving.stop().await;
-    println!("stopped serving; goodbye");
+    drain(runtime).await;
     result
+}
+
+/// How long `serve` and `worker`, told to stop, wait for the runs under way to park.
+const DRAIN: Duration = Duration::from_secs(30);
+
+/// Stops the runtime once the server has stopped taking requests: each run under way parks at its
+/// next durable point (on a shared store, giving its claim back), waiting at most [`DRAIN`]; says
+/// how it went in one line. A run still in a step after that carries on from its journal at the
+/// next start (or, on Postgres, on another worker once its lease expires), its step run again.
+async fn drain(runtime: &Runtime) {
+    match tokio::time::timeout(DRAIN, runtime.clone().shutdown()).await {
+        Ok(()) => println!("stopped: every run under way parked; goodbye"),
+        Err(_) => println!(
+            "stopped after {}: runs still in a step carry on from their journals at the next start; goodbye",
+            humantime::format_duration(DRAIN)
+        ),
+    }
 }
 
 /// Runs a worker of a shared store until interrupted, then lets its runs under way park (giving
@@ -958,7 +975,7 @@ async fn work(runtime: &Runtime, listener: Listener) -> Result<(), String> {
     );
     let result = follow(runtime, &mut events, stop).await;
     serving.stop().await;
-    runtime.clone().shutdown().await;
+    drain(runtime).await;
     result
 }
 

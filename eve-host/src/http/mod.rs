@@ -80,6 +80,7 @@ mod body;
 mod cookie;
 mod errors;
 mod events;
+mod health;
 mod origin;
 mod path;
 mod routes;

@@ -14,7 +14,7 @@ use super::errors::{ApiError, fallback, method_not_allowed, panicked};
 use super::path::HOOK_PATH;
 use super::state::AppState;
 use super::ui::{self, UI_PATH};
-use super::{auth, events, origin, runs, sessions, webhook};
+use super::{auth, events, health, origin, runs, sessions, webhook};
 use eve_runtime::auth::AUTH_CALLBACK_PATH;
 use eve_runtime::secret::TokenHash;
 use eve_runtime::webhook::WEBHOOK_PATH;
@@ -63,6 +63,9 @@ pub(crate) fn router(state: AppState) -> Router {
         .route(&format!("{UI_PATH}/sign-out"), post(ui::sign_out))
         .route_layer(middleware::from_fn_with_state(state.clone(), only_own_origin));
     Router::new()
+        // Probes carry no key and reveal nothing: outside the run API's rules.
+        .route("/healthz", get(health::live))
+        .route("/readyz", get(health::ready))
         .route(&format!("{WEBHOOK_PATH}{{token}}"), any(webhook::deliver))
         .route(&format!("{HOOK_PATH}{{token}}"), post(webhook::resume))
         .route(&format!("{AUTH_CALLBACK_PATH}{{provider}}/start"), get(auth::start))

@@ -845,6 +845,16 @@ impl Runtime {
         Ok(self.shared.store.list_runs(query).await?)
     }
 
+    /// Whether this runtime can take work now, for a readiness probe (`/readyz` of the HTTP
+    /// server): `Ok` while it is not shutting down and its store answers ([`Store::ready`]: on
+    /// Postgres, the database and, for a worker, its listening connection); otherwise why not.
+    pub async fn ready(&self) -> Result<(), Error> {
+        if self.shared.is_stopping() {
+            return Err(Error::ShuttingDown);
+        }
+        self.shared.store.ready().await.map_err(Error::Store)
+    }
+
     /// The store this runtime writes to.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.shared.store

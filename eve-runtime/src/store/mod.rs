@@ -740,6 +740,13 @@ pub trait Store: Send + Sync + 'static {
         Ok(runs)
     }
 
+    /// Whether the store can serve now, for a readiness probe (`/readyz`): a round trip to where
+    /// the runs are kept, and whatever else the store needs to do its part (a shared store's
+    /// listening connection). The default lists one run. An error says what is not ready.
+    async fn ready(&self) -> Result<(), StoreError> {
+        self.list_runs(&RunQuery::newest(1)).await.map(drop)
+    }
+
     /// Whether several processes share this store, so claims must be released when a run parks.
     fn is_shared(&self) -> bool {
         false
