@@ -96,6 +96,7 @@ const HOST: &[(&str, u32)] = &[
     ("http::sessions", 15),
     ("http::webhook", 15),
     ("http::ui", 15),
+    ("http::health", 15),
     ("http::routes", 16),
     ("http", 17),
     ("cli", 20),
