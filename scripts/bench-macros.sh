@@ -21,6 +21,12 @@ export CARGO_TARGET_DIR="$scratch/target"
 # generate KIND: writes the crate `KIND` (eve or plain) with $tools tools.
 generate() {
     local kind=$1 dir="$scratch/$1"
+    # The two crates differ only in these: eve's attributes and durable sleep, or neither.
+    local tool_attr="" step_attr="" retried_step_attr="" sleep="tokio::time::sleep(Duration::from_secs(1)).await;"
+    if [ "$kind" = eve ]; then
+        tool_attr="#[workflow_tool]" step_attr="#[step]" retried_step_attr="#[step(max_attempts = 5)]"
+        sleep="sleep(Duration::from_secs(1)).await?;"
+    fi
     mkdir -p "$dir/src"
     cat >"$dir/Cargo.toml" <<EOF
 [package]
@@ -54,48 +60,27 @@ pub struct Input$i {
     pub count: u32,
 }
 EOF
-            if [ "$kind" = eve ]; then
-                cat <<EOF
-
-/// Tool $i: two steps around a durable sleep.
-#[workflow_tool]
-pub async fn tool_$i(input: Input$i) -> Result<String, ToolError> {
-    let first = first_$i(input.name.clone()).await?;
-    sleep(Duration::from_secs(1)).await?;
-    let second = second_$i(first, input.count).await?;
-    Ok(second)
-}
-
-#[step]
-async fn first_$i(name: String) -> Result<String, StepError> {
-    Ok(format!("hello, {name}"))
-}
-
-#[step(max_attempts = 5)]
-async fn second_$i(greeting: String, count: u32) -> Result<String, StepError> {
-    Ok(format!("{greeting} x{count}"))
-}
-EOF
-            else
-                cat <<EOF
+            cat <<EOF
 
 /// Tool $i: two steps around a sleep.
+$tool_attr
 pub async fn tool_$i(input: Input$i) -> Result<String, ToolError> {
     let first = first_$i(input.name.clone()).await?;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    $sleep
     let second = second_$i(first, input.count).await?;
     Ok(second)
 }
 
+$step_attr
 async fn first_$i(name: String) -> Result<String, StepError> {
     Ok(format!("hello, {name}"))
 }
 
+$retried_step_attr
 async fn second_$i(greeting: String, count: u32) -> Result<String, StepError> {
     Ok(format!("{greeting} x{count}"))
 }
 EOF
-            fi
         done
     } >"$dir/src/lib.rs"
 }

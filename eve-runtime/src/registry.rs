@@ -353,17 +353,23 @@ fn quoted<'a>(names: impl Iterator<Item = &'a str>) -> String {
 /// The fields `tool` takes when its schema takes no others at its top (`"additionalProperties":
 /// false`, no `patternProperties`), from a cache keyed by workflow id: a schema is built once.
 fn closed_fields(tool: &'static ToolDescriptor) -> Option<Arc<[String]>> {
-    type Cache = Mutex<BTreeMap<&'static str, Option<Arc<[String]>>>>;
-    static CACHE: OnceLock<Cache> = OnceLock::new();
-    let mut cache = CACHE.get_or_init(Cache::default).lock().unwrap_or_else(PoisonError::into_inner);
-    let fields = cache.entry(tool.workflow_id).or_insert_with(|| {
+    static CACHE: PerTool<Option<Arc<[String]>>> = OnceLock::new();
+    per_tool(&CACHE, tool, || {
         let schema = (tool.input_schema)();
         let closed = schema.get("additionalProperties") == Some(&Value::Bool(false))
             && schema.get("patternProperties").is_none();
         let listed = schema.get("properties").and_then(Value::as_object).into_iter().flat_map(|fields| fields.keys());
         closed.then(|| listed.cloned().collect())
-    });
-    fields.clone()
+    })
+}
+
+/// A value made once per tool from its schema, keyed by workflow id (see [`per_tool`]).
+type PerTool<T> = OnceLock<Mutex<BTreeMap<&'static str, T>>>;
+
+/// The value `cache` holds for `tool`, made by `make` the first time it is asked for.
+fn per_tool<T: Clone>(cache: &PerTool<T>, tool: &'static ToolDescriptor, make: impl FnOnce() -> T) -> T {
+    let mut cache = cache.get_or_init(Mutex::default).lock().unwrap_or_else(PoisonError::into_inner);
+    cache.entry(tool.workflow_id).or_insert_with(make).clone()
 }
 
 /// Checks that `input` may start a run of `descriptor`: it fits the tool's input (a resumable
@@ -415,8 +421,7 @@ pub fn check_decodes<T: serde::de::DeserializeOwned>(input: &Value) -> Result<()
 /// Tool input checked against the tool's JSON Schema.
 #[cfg(feature = "schema-validation")]
 mod schema {
-    use std::collections::BTreeMap;
-    use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+    use std::sync::{Arc, OnceLock};
 
     use serde_json::Value;
 
@@ -433,11 +438,8 @@ mod schema {
 
     /// The compiled schema of `tool`, from a cache keyed by workflow id.
     fn validator(tool: &'static ToolDescriptor) -> Option<Arc<jsonschema::Validator>> {
-        type Cache = Mutex<BTreeMap<&'static str, Option<Arc<jsonschema::Validator>>>>;
-        static CACHE: OnceLock<Cache> = OnceLock::new();
-        let cache = CACHE.get_or_init(Cache::default);
-        let mut cache = cache.lock().unwrap_or_else(PoisonError::into_inner);
-        let compiled = cache.entry(tool.workflow_id).or_insert_with(|| {
+        static CACHE: super::PerTool<Option<Arc<jsonschema::Validator>>> = OnceLock::new();
+        super::per_tool(&CACHE, tool, || {
             jsonschema::validator_for(&(tool.input_schema)())
                 .inspect_err(|error| {
                     tracing::warn!(
@@ -447,8 +449,7 @@ mod schema {
                 })
                 .ok()
                 .map(Arc::new)
-        });
-        compiled.clone()
+        })
     }
 
     /// A schema violation in words, naming the field: ``field `items[2].name`: 3 is not of type "string"``.
