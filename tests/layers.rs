@@ -28,6 +28,7 @@ const RUNTIME: &[(&str, u32)] = &[
     ("failpoint", 0),
     // The journal and what it records.
     ("journal", 1),
+    ("json", 1),
     ("secret", 2),
     ("error", 2),
     // The store trait, its driver kit and the memory store; sign-in providers' trait and tokens.

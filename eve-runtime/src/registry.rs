@@ -407,15 +407,34 @@ fn nearest(name: &str, known: &[&'static str]) -> Option<&'static str> {
 /// Checks that `input` is a JSON object that decodes into `T`, naming the field at fault: the
 /// [`ToolDescriptor::validate_input`] of a tool whose input type is `T`.
 pub fn check_decodes<T: serde::de::DeserializeOwned>(input: &Value) -> Result<(), InputRefusal> {
-    if !input.is_object() {
-        let message = format!("expected a JSON object, found {}", json_kind(input));
-        return Err(InputRefusal { message, field: None });
+    object(input)?;
+    match decode::<T>(input) {
+        Ok(_) => Ok(()),
+        Err(refusal) => Err(refusal),
     }
-    serde_path_to_error::deserialize::<_, T>(input).map(drop).map_err(|error| {
-        let path = error.path().to_string();
-        let field = (path != ".").then_some(path);
-        InputRefusal { message: error.into_inner().to_string(), field }
-    })
+}
+
+/// Refuses an input that is not a JSON object.
+fn object(input: &Value) -> Result<(), InputRefusal> {
+    match input {
+        Value::Object(_) => Ok(()),
+        _ => Err(InputRefusal { message: format!("expected a JSON object, found {}", json_kind(input)), field: None }),
+    }
+}
+
+/// Decodes `input` into `T`, naming the field at fault. A tool's input is checked and decoded
+/// by this one fn, so each input type's `Deserialize` is compiled once, for one deserializer.
+pub fn decode<T: serde::de::DeserializeOwned>(input: &Value) -> Result<T, InputRefusal> {
+    match crate::json::decode(input) {
+        Ok(decoded) => Ok(decoded),
+        Err(refusal) => Err(refusal.into()),
+    }
+}
+
+impl From<crate::json::Refusal> for InputRefusal {
+    fn from(crate::json::Refusal { error, field }: crate::json::Refusal) -> Self {
+        InputRefusal { message: error.to_string(), field }
+    }
 }
 
 /// Tool input checked against the tool's JSON Schema.

@@ -10,7 +10,7 @@ use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
 use futures::future::BoxFuture;
@@ -181,19 +181,27 @@ pub struct StepCall<T> {
 }
 
 enum CallState<T> {
-    /// Outside any run: the step's own future, run once.
-    Detached(BoxFuture<'static, Result<T, StepError>>),
+    /// Outside any run: the step's one attempt, and where it leaves its output.
+    Detached { attempt: AttemptFuture, output: Arc<Mutex<Option<T>>> },
     /// Inside a run: waits for the outcome the executor delivers.
     Durable { core: Arc<RunCore>, op: Op, output: PhantomData<fn() -> T> },
     /// Creation failed (divergence or unserializable arguments): the error, or pending forever.
     Failed(Option<StepError>),
 }
 
+/// The future of one attempt: what the journal records of its outcome.
+type AttemptFuture = BoxFuture<'static, Result<Payload, StepError>>;
+
 impl<T> StepCall<T>
 where
     T: Serialize + DeserializeOwned + Send + 'static,
 {
     /// The call of `def` with `args`; `step` runs one attempt. `#[step]` generates this call.
+    ///
+    /// Only this fn, [`Body::attempt`] and [`Attempt`]'s `poll` are compiled once for each step,
+    /// being generic over the step's own closure and future. The rest ([`StepCall::start`]) is
+    /// compiled once for all the steps that take and return the same types, so that a crate of
+    /// many steps pays little for each.
     #[track_caller]
     pub fn new<A, F, Fut, E>(def: &'static StepDef, args: A, step: F) -> Self
     where
@@ -202,47 +210,65 @@ where
         Fut: Future<Output = Result<T, E>> + Send + 'static,
         E: Into<StepError>,
     {
-        match run_core::current() {
-            Some(core) => Self::durable(core, def, args, step),
-            None => Self::detached(args, step),
-        }
-    }
-
-    fn detached<A, F, Fut, E>(args: A, mut step: F) -> Self
-    where
-        F: FnMut(A, StepCtx) -> Fut + Send + 'static,
-        Fut: Future<Output = Result<T, E>> + Send + 'static,
-        E: Into<StepError>,
-    {
-        let future = step(args, StepCtx::detached());
-        StepCall { state: CallState::Detached(Box::pin(async move { future.await.map_err(Into::into) })) }
+        // The closures `#[step]` writes capture nothing, so this box allocates nothing.
+        Self::start(def, args, Box::new(step))
     }
 
     #[track_caller]
-    fn durable<A, F, Fut, E>(core: Arc<RunCore>, def: &'static StepDef, args: A, step: F) -> Self
+    fn start<A>(def: &'static StepDef, args: A, mut body: Box<dyn Body<A, T>>) -> Self
     where
         A: Serialize + DeserializeOwned + Send + 'static,
-        F: FnMut(A, StepCtx) -> Fut + Send + 'static,
-        Fut: Future<Output = Result<T, E>> + Send + 'static,
-        E: Into<StepError>,
     {
-        // Canonical, so a map argument hashes the same in every process (see `journal::canonical`).
-        // A step whose result the journal records never runs again, so replay only hashes its
-        // arguments, keeps no copy of them and skips boxing it. A live step keeps them for its
-        // retries: inline when they are small, so a number or a short string allocates nothing.
+        let Some(core) = run_core::current() else {
+            let output = Arc::new(Mutex::new(None));
+            let attempt = body.attempt(args, StepCtx::detached(), Output::Call(output.clone()));
+            return StepCall { state: CallState::Detached { attempt, output } };
+        };
+        let (signature, bytes) = match Self::prepare(def, &core, &args) {
+            Ok(prepared) => prepared,
+            Err(failed) => return failed,
+        };
+        let hands_over = def.hands_over();
+        let mut first = Some(args);
+        let attempt = bytes.map(|bytes| -> AttemptFn {
+            Box::new(move |attempt| match Output::start(&mut first, &bytes, hands_over, attempt) {
+                Ok((args, ctx, output)) => body.attempt(args, ctx, output),
+                Err(error) => Box::pin(std::future::ready(Err(error))),
+            })
+        });
+        Self::create(core, def, signature, attempt)
+    }
+
+    /// Hashes the arguments of a call inside a run, and keeps their encoding if the step will run.
+    ///
+    /// Canonical, so a map argument hashes the same in every process (see `journal::canonical`).
+    /// A step whose result the journal records never runs again, so replay only hashes its
+    /// arguments, keeps no copy of them and skips boxing it. A live step keeps them for its
+    /// retries: inline when they are small, so a number or a short string allocates nothing.
+    fn prepare<A: Serialize>(
+        def: &'static StepDef,
+        core: &RunCore,
+        args: &A,
+    ) -> Result<(OpSignature, Option<Args>), Self> {
         let live = !core.next_op_completed();
         let encoded =
-            canonical::with_encoded(&args, |bytes| (InputHash::of(bytes), live.then(|| Args::from_slice(bytes))));
-        let (input_hash, bytes) = match encoded {
-            Ok(encoded) => encoded,
+            canonical::with_encoded(args, |bytes| (InputHash::of(bytes), live.then(|| Args::from_slice(bytes))));
+        match encoded {
+            Ok((input_hash, bytes)) => {
+                Ok((OpSignature { kind: OpKind::Step, name: def.name().into(), input_hash }, bytes))
+            }
             Err(error) => {
                 let error =
                     FatalError::new(format!("the arguments of step `{}` cannot be serialized: {error}", def.name()));
-                return StepCall { state: CallState::Failed(Some(error.into())) };
+                Err(StepCall { state: CallState::Failed(Some(error.into())) })
             }
-        };
-        let signature = OpSignature { kind: OpKind::Step, name: def.name().into(), input_hash };
-        let attempt = bytes.map(|bytes| attempt_fn(args, bytes, def.hands_over(), step));
+        }
+    }
+
+    /// Takes the call's op number (or records a divergence) with `attempt` to run it.
+    #[track_caller]
+    fn create(core: Arc<RunCore>, def: &'static StepDef, signature: OpSignature, attempt: Option<AttemptFn>) -> Self {
+        let input_hash = signature.input_hash;
         let slot = StepSlot { def, input_hash, attempt, polled: false, outcome: None, handed: None };
         match core.create(signature, Slot::Step(slot)) {
             Some(op) => StepCall { state: CallState::Durable { core, op, output: PhantomData } },
@@ -251,54 +277,109 @@ where
     }
 }
 
-/// A step's arguments in their canonical encoding, kept for its later attempts.
-type Args = smallvec::SmallVec<[u8; 24]>;
+/// A step's own closure, its types erased.
+trait Body<A, T>: Send {
+    /// Starts one attempt, whose output goes to `output`.
+    fn attempt(&mut self, args: A, ctx: StepCtx, output: Output<T>) -> AttemptFuture;
+}
 
-/// Boxes one attempt: the first uses the arguments as given, later ones deserialize a fresh copy.
-/// With `hands_over`, the output is also kept as it is for the body (`StepDef::handing_over`).
-fn attempt_fn<A, T, F, Fut, E>(args: A, bytes: Args, hands_over: bool, mut step: F) -> AttemptFn
+impl<A, T, F, Fut, E> Body<A, T> for F
 where
-    A: DeserializeOwned + Send + 'static,
     T: Serialize + DeserializeOwned + Send + 'static,
-    F: FnMut(A, StepCtx) -> Fut + Send + 'static,
+    F: FnMut(A, StepCtx) -> Fut + Send,
     Fut: Future<Output = Result<T, E>> + Send + 'static,
     E: Into<StepError>,
 {
-    let mut first = Some(args);
-    Box::new(move |StepAttempt { core, op, number }| {
+    fn attempt(&mut self, args: A, ctx: StepCtx, output: Output<T>) -> AttemptFuture {
+        Box::pin(Attempt { future: self(args, ctx), output: Some(output) })
+    }
+}
+
+/// A step's arguments in their canonical encoding, kept for its later attempts.
+type Args = smallvec::SmallVec<[u8; 24]>;
+
+pin_project_lite::pin_project! {
+    /// One attempt of a step: the step's own future, and where its output goes.
+    struct Attempt<Fut, T> {
+        #[pin]
+        future: Fut,
+        output: Option<Output<T>>,
+    }
+}
+
+impl<Fut, T, E> Future for Attempt<Fut, T>
+where
+    Fut: Future<Output = Result<T, E>>,
+    T: Serialize + DeserializeOwned + Send + 'static,
+    E: Into<StepError>,
+{
+    type Output = Result<Payload, StepError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        match this.future.poll(cx) {
+            Poll::Ready(result) => Poll::Ready(Output::finish(this.output, result)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+/// Where an attempt's output goes.
+enum Output<T> {
+    /// Inside a run: serialized for the journal; with `handing`, also handed over to the body as
+    /// it is (`StepDef::handing_over`).
+    Journal { handing: Option<Arc<RunCore>>, op: Op, number: u32 },
+    /// Outside any run: to the call, as it is.
+    Call(Arc<Mutex<Option<T>>>),
+}
+
+impl<T: Serialize + DeserializeOwned + Send + 'static> Output<T> {
+    /// What attempt `number` runs with: the arguments (the first attempt takes them as given,
+    /// later ones deserialize a fresh copy), its context, and where its output goes.
+    fn start<A: DeserializeOwned>(
+        first: &mut Option<A>,
+        bytes: &Args,
+        hands_over: bool,
+        StepAttempt { core, op, number }: StepAttempt,
+    ) -> Result<(A, StepCtx, Self), StepError> {
+        let args = match first.take() {
+            Some(args) => args,
+            None => crate::journal::depth::from_slice(bytes)
+                .map_err(|error| FatalError::new(format!("the step's arguments do not deserialize again: {error}")))?,
+        };
         // The attempt's context takes the core; only a step that hands its output over keeps a
         // handle of its own, to hand it over with.
         let handing = hands_over.then(|| core.clone());
-        let ctx = StepCtx::in_run(core, op, number);
-        let args = match first.take() {
-            Some(args) => args,
-            None => match crate::journal::depth::from_slice(&bytes) {
-                Ok(args) => args,
-                Err(error) => {
-                    let error = FatalError::new(format!("the step's arguments do not deserialize again: {error}"));
-                    return Box::pin(std::future::ready(Err(error.into())));
-                }
-            },
+        Ok((args, StepCtx::in_run(core, op, number), Output::Journal { handing, op, number }))
+    }
+
+    /// Sends the output of an attempt that ended with `result` where it goes. Generic over the
+    /// step's error type only, so steps that return `StepError` share one copy for each `T`.
+    fn finish<E: Into<StepError>>(output: &mut Option<Self>, result: Result<T, E>) -> Result<Payload, StepError> {
+        let output = output.take().expect("a step attempt is not polled after it ended");
+        let result = result.map_err(Into::into)?;
+        let cannot = |error: serde_json::Error| {
+            StepError::from(FatalError::new(format!("the step's output cannot be serialized: {error}")))
         };
-        let future = step(args, ctx);
-        Box::pin(async move {
-            let output = future.await.map_err(Into::into)?;
-            let cannot = |error: serde_json::Error| {
-                StepError::from(FatalError::new(format!("the step's output cannot be serialized: {error}")))
-            };
-            let Some(core) = handing else {
-                return serde_json::to_value(&output).map(Payload::from).map_err(cannot);
-            };
-            // The body takes the output itself, so the journal's copy is written and not read: as
-            // JSON text, one allocation, where a tree costs one for every map, key and string.
-            let value = Payload::text(&output).map_err(cannot)?;
-            // Replay decodes the journal's copy, so that copy must decode to what the body takes.
-            #[cfg(debug_assertions)]
-            crate::journal::assert_survives_journal::<T>(&value.to_value(), "a handed-over step output");
-            core.hand_over(op, number, Box::new(output));
-            Ok(value)
-        })
-    })
+        let (op, number, core) = match output {
+            Output::Call(call) => {
+                *call.lock().unwrap_or_else(PoisonError::into_inner) = Some(result);
+                return Ok(Payload::from(serde_json::Value::Null));
+            }
+            Output::Journal { handing: None, .. } => {
+                return serde_json::to_value(&result).map(Payload::from).map_err(cannot);
+            }
+            Output::Journal { handing: Some(core), op, number } => (op, number, core),
+        };
+        // The body takes the output itself, so the journal's copy is written and not read: as
+        // JSON text, one allocation, where a tree costs one for every map, key and string.
+        let value = Payload::text(&result).map_err(cannot)?;
+        // Replay decodes the journal's copy, so that copy must decode to what the body takes.
+        #[cfg(debug_assertions)]
+        crate::journal::assert_survives_journal::<T>(&value.to_value(), "a handed-over step output");
+        core.hand_over(op, number, Box::new(result));
+        Ok(value)
+    }
 }
 
 impl<T: DeserializeOwned + 'static> Future for StepCall<T> {
@@ -308,7 +389,11 @@ impl<T: DeserializeOwned + 'static> Future for StepCall<T> {
         // `StepCall` holds only `Unpin` data (boxed futures, `Arc`s).
         let this = self.get_mut();
         match &mut this.state {
-            CallState::Detached(future) => future.as_mut().poll(cx),
+            CallState::Detached { attempt, output } => {
+                std::task::ready!(attempt.as_mut().poll(cx))?;
+                let output = output.lock().unwrap_or_else(PoisonError::into_inner).take();
+                Poll::Ready(Ok(output.expect("a step's attempt leaves its output before it ends")))
+            }
             CallState::Failed(error) => match error.take() {
                 Some(error) => Poll::Ready(Err(error)),
                 None => Poll::Pending,

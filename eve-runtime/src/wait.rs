@@ -140,15 +140,14 @@ pub enum HookError {
 /// Checks that `payload` decodes into `T`, naming the field at fault by its path (`paid`,
 /// `lines[0].sku`) when the decoder can.
 fn check_payload<T: DeserializeOwned>(payload: &serde_json::Value) -> Result<(), (String, Option<String>)> {
-    let Err(error) = serde_path_to_error::deserialize::<_, T>(payload) else { return Ok(()) };
-    let path = error.path().to_string();
-    let message = error.into_inner().to_string();
+    let Err(refusal) = crate::json::decode::<T>(payload) else { return Ok(()) };
+    let message = refusal.error.to_string();
     let missing = message.strip_prefix("missing field `").and_then(|rest| rest.split('`').next());
-    let field = match (path.as_str(), missing) {
-        (".", Some(name)) => Some(name.to_owned()),
-        (".", None) => None,
-        (at, Some(name)) => Some(format!("{at}.{name}")),
-        (at, None) => Some(at.to_owned()),
+    let field = match (refusal.field, missing) {
+        (None, Some(name)) => Some(name.to_owned()),
+        (None, None) => None,
+        (Some(at), Some(name)) => Some(format!("{at}.{name}")),
+        (Some(at), None) => Some(at),
     };
     let message = match &field {
         Some(field) if !message.contains(&format!("`{field}`")) => format!("`{field}`: {message}"),
