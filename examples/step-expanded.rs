@@ -17,13 +17,12 @@
 //!
 //! The `async fn` becomes a plain fn of the same name, visibility and docs that returns a
 //! `StepCall`: the future that takes an op number when it is created and journals the result.
-//! Inside it, the user's fn survives whole as `__eve_body`. The real expansion spells every path
-//! out (`::eve_tools::__private::StepCall`, `::core::concat!`) and creates the `__eve_` names with
+//! Inside it, the user's fn survives whole as `__eve_body`. The real expansion spells paths out
+//! (`::eve_tools::__private::StepCall`, `::core::concat!`) and creates the `__eve` names with
 //! `Span::mixed_site()`, so nothing in the user's scope can change what it means.
 
-use eve_tools::__private::{StepCall, StepCtxSource, StepDef, StepRegistration};
+use eve_tools::__private::{StepCall, StepCtxSource};
 use eve_tools::prelude::*;
-use eve_tools::{Backoff, RetryPolicy};
 use serde::{Deserialize, Serialize};
 
 /// A deploy plan.
@@ -34,50 +33,58 @@ pub struct Plan {
 
 /// Applies a deploy plan.
 pub fn apply_deploy(plan: Plan) -> StepCall<String> {
+    // Generated code names the runtime through one short alias.
+    use eve_tools::__private as __eve;
     // The user's fn, renamed, its body untouched.
     async fn __eve_body(plan: Plan) -> Result<String, StepError> {
         Ok(format!("deployed {}", plan.service))
     }
     // The step's identity and policy, and its entry in the manifest.
-    static __EVE_STEP: StepDef = StepDef::new(
+    static __EVE_STEP: __eve::StepDef = __eve::StepDef::new(
         concat!(module_path!(), "::", "apply_deploy"),
         "apply_deploy",
-        RetryPolicy { max_attempts: 5, backoff: Backoff::exponential_millis(250) },
+        __eve::RetryPolicy { max_attempts: 5, backoff: __eve::Backoff::exponential_millis(250) },
     );
-    eve_tools::__private::inventory::submit! {
-        StepRegistration(&__EVE_STEP)
+    __eve::inventory::submit! {
+        __eve::StepRegistration(&__EVE_STEP)
     }
     // Trait checks, spanned on the user's types: "`Plan` cannot be a `#[step]` argument".
     const {
-        eve_tools::__private::assert_step_arg::<Plan>();
-        eve_tools::__private::assert_step_output::<String>();
-        eve_tools::__private::assert_step_error::<StepError>();
+        __eve::assert_step_arg::<Plan>();
+        __eve::assert_step_output::<String>();
+        __eve::assert_step_error::<StepError>();
     }
-    // The arguments are journaled as a tuple; the closure runs one attempt.
+    // The arguments are journaled as a tuple; the closure runs one attempt. `StepCall::new` is
+    // the only runtime code compiled for this step alone: what it calls is compiled once for all
+    // the steps that take and return the same types.
     let __eve_args = (plan,);
-    StepCall::new(&__EVE_STEP, __eve_args, |(plan,), _| __eve_body(plan))
+    __eve::StepCall::new(&__EVE_STEP, __eve_args, |(plan,), _| __eve_body(plan))
 }
 
 // With `ctx: &StepCtx` first, callers pass the body's own context (`read_repository(ctx, repo)`);
 // the runtime builds a fresh `StepCtx` for each attempt, and the closure hands it to the body.
 // The context is never part of the journaled arguments.
 fn read_repository(ctx: &impl StepCtxSource, repository: String) -> StepCall<String> {
+    use eve_tools::__private as __eve;
     async fn __eve_body(ctx: &StepCtx, repository: String) -> Result<String, StepError> {
         Ok(format!("{repository} on attempt {}", ctx.attempt()))
     }
-    static __EVE_STEP: StepDef =
-        StepDef::new(concat!(module_path!(), "::", "read_repository"), "read_repository", RetryPolicy::DEFAULT);
-    eve_tools::__private::inventory::submit! {
-        StepRegistration(&__EVE_STEP)
+    static __EVE_STEP: __eve::StepDef = __eve::StepDef::new(
+        concat!(module_path!(), "::", "read_repository"),
+        "read_repository",
+        __eve::RetryPolicy::DEFAULT,
+    );
+    __eve::inventory::submit! {
+        __eve::StepRegistration(&__EVE_STEP)
     }
     const {
-        eve_tools::__private::assert_step_arg::<String>();
-        eve_tools::__private::assert_step_output::<String>();
-        eve_tools::__private::assert_step_error::<StepError>();
+        __eve::assert_step_arg::<String>();
+        __eve::assert_step_output::<String>();
+        __eve::assert_step_error::<StepError>();
     }
     let _ = ctx;
     let __eve_args = (repository,);
-    StepCall::new(&__EVE_STEP, __eve_args, move |(repository,), __eve_ctx| async move {
+    __eve::StepCall::new(&__EVE_STEP, __eve_args, move |(repository,), __eve_ctx| async move {
         __eve_body(&__eve_ctx, repository).await
     })
 }

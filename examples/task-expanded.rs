@@ -20,9 +20,8 @@
 
 use std::time::Duration;
 
-use eve_tools::__private::{BodyFuture, EntryPoint, ToolDescriptor, ToolRegistration, Value};
 use eve_tools::prelude::*;
-use eve_tools::{__private, Receive, ServeCtx, Shape};
+use eve_tools::{Receive, ServeCtx};
 use serde::Deserialize;
 
 /// The task's input.
@@ -46,29 +45,32 @@ pub async fn remind(input: Reminder, ctx: &TaskCtx) -> Result<String, ToolError>
 }
 
 const _: () = {
-    fn __eve_entry(__eve_input: Value, __eve_ctx: TaskCtx) -> BodyFuture {
+    #[allow(unused_imports)] // one of the two is
+    use __eve::{NoOutputSchema as _, OutputSchema as _};
+    use eve_tools::__private as __eve;
+    fn __eve_entry(__eve_input: __eve::Value, __eve_ctx: __eve::TaskCtx) -> __eve::BodyFuture {
         Box::pin(async move {
-            let __eve_input: Reminder = __private::decode_input(__eve_input)?;
+            let __eve_input: Reminder = __eve::decode_input(__eve_input)?;
             let __eve_output = remind(__eve_input, &__eve_ctx).await;
-            __private::encode_output(__eve_output)
+            __eve::encode_output(__eve_output)
         })
     }
-    static __EVE_TOOL: ToolDescriptor = ToolDescriptor {
+    static __EVE_TOOL: __eve::ToolDescriptor = __eve::ToolDescriptor {
         name: "remind",
         description: "Remind the user about something after a delay.",
         workflow_id: concat!(module_path!(), "::", "remind"),
-        shape: Shape::TASK,
-        input_schema: __private::schema_for::<Reminder>,
-        validate_input: __private::validate_input::<Reminder>,
-        output_schema: __private::output_schema!(String),
-        entry: EntryPoint::Task(__eve_entry),
+        shape: __eve::Shape::TASK,
+        input_schema: __eve::schema_for::<Reminder>,
+        validate_input: __eve::validate_input::<Reminder>,
+        output_schema: || (&&__eve::OutputProbe::<String>::new()).output_schema(),
+        entry: __eve::EntryPoint::Task(__eve_entry),
     };
-    __private::inventory::submit! {
-        ToolRegistration(&__EVE_TOOL)
+    __eve::inventory::submit! {
+        __eve::ToolRegistration(&__EVE_TOOL)
     }
-    __private::assert_tool_input::<Reminder>();
-    __private::assert_tool_output::<String>();
-    __private::assert_tool_return::<Result<String, ToolError>>();
+    __eve::assert_tool_input::<Reminder>();
+    __eve::assert_tool_output::<String>();
+    __eve::assert_tool_return::<Result<String, ToolError>>();
 };
 
 /// Answer questions as they come in.
@@ -78,28 +80,31 @@ pub async fn concierge(questions: Receive<Question>, ctx: &ServeCtx) -> Result<(
 }
 
 const _: () = {
+    #[allow(unused_imports)] // one of the two is
+    use __eve::{NoOutputSchema as _, OutputSchema as _};
+    use eve_tools::__private as __eve;
     // The runtime hands over the untyped stream; the body gets the `Receive<Question>` it declared.
-    fn __eve_entry(__eve_receive: Receive, __eve_ctx: ServeCtx) -> BodyFuture {
+    fn __eve_entry(__eve_receive: __eve::Receive, __eve_ctx: __eve::ServeCtx) -> __eve::BodyFuture {
         Box::pin(async move {
             let __eve_output = concierge(__eve_receive.typed::<Question>(), &__eve_ctx).await;
-            __private::encode_output(__eve_output)
+            __eve::encode_output(__eve_output)
         })
     }
-    static __EVE_TOOL: ToolDescriptor = ToolDescriptor {
+    static __EVE_TOOL: __eve::ToolDescriptor = __eve::ToolDescriptor {
         name: "concierge",
         description: "Answer questions as they come in.",
         workflow_id: concat!(module_path!(), "::", "concierge"),
-        shape: Shape::TASK,
-        input_schema: __private::schema_for::<Question>,
-        validate_input: __private::validate_input::<Question>,
-        output_schema: __private::output_schema!(()),
-        entry: EntryPoint::Serve(__eve_entry),
+        shape: __eve::Shape::TASK,
+        input_schema: __eve::schema_for::<Question>,
+        validate_input: __eve::validate_input::<Question>,
+        output_schema: || (&&__eve::OutputProbe::<()>::new()).output_schema(),
+        entry: __eve::EntryPoint::Serve(__eve_entry),
     };
-    __private::inventory::submit! {
-        ToolRegistration(&__EVE_TOOL)
+    __eve::inventory::submit! {
+        __eve::ToolRegistration(&__EVE_TOOL)
     }
-    __private::assert_tool_input::<Question>();
-    __private::assert_tool_return::<Result<(), ToolError>>();
+    __eve::assert_tool_input::<Question>();
+    __eve::assert_tool_return::<Result<(), ToolError>>();
 };
 
 #[tokio::main]

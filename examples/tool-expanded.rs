@@ -13,9 +13,7 @@
 //! is optional; without one, the entry drops the `ToolCtx` it is given and calls the fn with the
 //! input alone.
 
-use eve_tools::__private::{BodyFuture, EntryPoint, ToolCtx, ToolDescriptor, ToolRegistration, Value};
 use eve_tools::prelude::*;
-use eve_tools::{__private, Shape};
 use serde::Deserialize;
 
 /// The tool's input.
@@ -30,29 +28,32 @@ pub async fn weather(city: City) -> Result<String, ToolError> {
 }
 
 const _: () = {
-    fn __eve_entry(__eve_input: Value, _: ToolCtx) -> BodyFuture {
+    #[allow(unused_imports)] // one of the two is
+    use __eve::{NoOutputSchema as _, OutputSchema as _};
+    use eve_tools::__private as __eve;
+    fn __eve_entry(__eve_input: __eve::Value, _: __eve::ToolCtx) -> __eve::BodyFuture {
         Box::pin(async move {
-            let __eve_input: City = __private::decode_input(__eve_input)?;
+            let __eve_input: City = __eve::decode_input(__eve_input)?;
             let __eve_output = weather(__eve_input).await;
-            __private::encode_output(__eve_output)
+            __eve::encode_output(__eve_output)
         })
     }
-    static __EVE_TOOL: ToolDescriptor = ToolDescriptor {
+    static __EVE_TOOL: __eve::ToolDescriptor = __eve::ToolDescriptor {
         name: "weather",
         description: "Look up the weather for a city.",
         workflow_id: concat!(module_path!(), "::", "weather"),
-        shape: Shape::TOOL,
-        input_schema: __private::schema_for::<City>,
-        validate_input: __private::validate_input::<City>,
-        output_schema: __private::output_schema!(String),
-        entry: EntryPoint::Plain(__eve_entry),
+        shape: __eve::Shape::TOOL,
+        input_schema: __eve::schema_for::<City>,
+        validate_input: __eve::validate_input::<City>,
+        output_schema: || (&&__eve::OutputProbe::<String>::new()).output_schema(),
+        entry: __eve::EntryPoint::Plain(__eve_entry),
     };
-    __private::inventory::submit! {
-        ToolRegistration(&__EVE_TOOL)
+    __eve::inventory::submit! {
+        __eve::ToolRegistration(&__EVE_TOOL)
     }
-    __private::assert_tool_input::<City>();
-    __private::assert_tool_output::<String>();
-    __private::assert_tool_return::<Result<String, ToolError>>();
+    __eve::assert_tool_input::<City>();
+    __eve::assert_tool_output::<String>();
+    __eve::assert_tool_return::<Result<String, ToolError>>();
 };
 
 #[tokio::main]

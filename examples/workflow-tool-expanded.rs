@@ -14,12 +14,10 @@
 //! The fn stays exactly as written. Next to it, an anonymous `const` block registers it: an entry
 //! fn that decodes the JSON input and encodes the output, the `ToolDescriptor` the manifest and
 //! the runtime read, its `inventory` submission, and trait checks spanned on the user's types.
-//! The real expansion spells every path out (`::eve_tools::__private::…`, `::std::boxed::Box`,
-//! `::core::concat!`) and creates the `__eve_` names with `Span::mixed_site()`.
+//! The real expansion spells paths out (`::eve_tools::__private`, `::std::boxed::Box`,
+//! `::core::concat!`) and creates the `__eve` names with `Span::mixed_site()`.
 
-use eve_tools::__private::{BodyFuture, EntryPoint, ToolDescriptor, ToolRegistration, Value};
 use eve_tools::prelude::*;
-use eve_tools::{__private, Shape};
 use serde::Deserialize;
 
 /// The tool's input.
@@ -40,32 +38,37 @@ pub async fn deploy(input: DeployInput, ctx: &WorkflowCtx) -> Result<String, Too
 }
 
 const _: () = {
+    // Generated code names the runtime through one short alias.
+    use eve_tools::__private as __eve;
+    // Lets `output_schema` below find the output's schema if it has one (autoref specialization).
+    #[allow(unused_imports)] // one of the two is
+    use __eve::{NoOutputSchema as _, OutputSchema as _};
     // How the runtime enters the body: JSON in, JSON out.
-    fn __eve_entry(__eve_input: Value, __eve_ctx: WorkflowCtx) -> BodyFuture {
+    fn __eve_entry(__eve_input: __eve::Value, __eve_ctx: __eve::WorkflowCtx) -> __eve::BodyFuture {
         Box::pin(async move {
-            let __eve_input: DeployInput = __private::decode_input(__eve_input)?;
+            let __eve_input: DeployInput = __eve::decode_input(__eve_input)?;
             let __eve_output = deploy(__eve_input, &__eve_ctx).await;
-            __private::encode_output(__eve_output)
+            __eve::encode_output(__eve_output)
         })
     }
     // What the manifest lists and the runtime looks tools up by.
-    static __EVE_TOOL: ToolDescriptor = ToolDescriptor {
+    static __EVE_TOOL: __eve::ToolDescriptor = __eve::ToolDescriptor {
         name: "deploy",                                       // the fn name, or `name = "…"`
         description: "Deploy a service to production.",       // the doc comment
         workflow_id: concat!(module_path!(), "::", "deploy"), // stable across rebuilds
-        shape: Shape::WORKFLOW_TOOL,                          // step / workflow
-        input_schema: __private::schema_for::<DeployInput>,
-        validate_input: __private::validate_input::<DeployInput>,
-        output_schema: __private::output_schema!(String),
-        entry: EntryPoint::Workflow(__eve_entry),
+        shape: __eve::Shape::WORKFLOW_TOOL,                   // step / workflow
+        input_schema: __eve::schema_for::<DeployInput>,
+        validate_input: __eve::validate_input::<DeployInput>,
+        output_schema: || (&&__eve::OutputProbe::<String>::new()).output_schema(),
+        entry: __eve::EntryPoint::Workflow(__eve_entry),
     };
-    __private::inventory::submit! {
-        ToolRegistration(&__EVE_TOOL)
+    __eve::inventory::submit! {
+        __eve::ToolRegistration(&__EVE_TOOL)
     }
     // Trait checks, spanned on the user's types: "`DeployInput` cannot be an eve tool input".
-    __private::assert_tool_input::<DeployInput>();
-    __private::assert_tool_output::<String>();
-    __private::assert_tool_return::<Result<String, ToolError>>();
+    __eve::assert_tool_input::<DeployInput>();
+    __eve::assert_tool_output::<String>();
+    __eve::assert_tool_return::<Result<String, ToolError>>();
 };
 
 #[tokio::main]

@@ -301,6 +301,12 @@ impl<'a> StepModel<'a> {
     pub fn private(&self) -> TokenStream {
         private(self.krate.as_ref())
     }
+
+    /// `use eve_tools::__private as __eve;`: generated code names the runtime through this short
+    /// alias, which keeps the expansion small and readable.
+    pub fn use_private(&self) -> TokenStream {
+        use_private(self.krate.as_ref())
+    }
 }
 
 /// A `#[tool]`, `#[workflow_tool]` or `#[task]` fn and its arguments.
@@ -381,9 +387,10 @@ impl<'a> ToolModel<'a> {
         }
     }
 
-    /// `eve_tools::__private`, or `<crate>::__private` with `crate = "…"`.
-    pub fn private(&self) -> TokenStream {
-        private(self.krate.as_ref())
+    /// `use eve_tools::__private as __eve;`: generated code names the runtime through this short
+    /// alias, which keeps the expansion small and readable.
+    pub fn use_private(&self) -> TokenStream {
+        use_private(self.krate.as_ref())
     }
 }
 
@@ -399,6 +406,17 @@ pub fn crate_path(lit: &LitStr) -> syn::Result<Path> {
 
 fn krate(attr: Macro, meta: &Meta) -> syn::Result<LitStr> {
     args::string(attr, meta, "crate = \"my_crate::eve_tools\"")
+}
+
+/// The alias [`use_private`] declares.
+pub fn alias() -> TokenStream {
+    let alias = proc_macro2::Ident::new("__eve", Span::mixed_site());
+    quote!(#alias)
+}
+
+fn use_private(krate: Option<&syn::Result<LitStr>>) -> TokenStream {
+    let (path, alias) = (private(krate), alias());
+    quote!(use #path as #alias;)
 }
 
 fn private(krate: Option<&syn::Result<LitStr>>) -> TokenStream {

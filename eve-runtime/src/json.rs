@@ -11,7 +11,7 @@ use std::cell::RefCell;
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde_json::{Error, Map, Value};
+use serde_json::{Error, Value};
 
 /// Why a value did not decode, and where: `field` is the path of the innermost value at fault
 /// (`lines[0].sku`), `None` for the value itself.
@@ -104,7 +104,7 @@ impl<'de> Deserializer<'de> for At<'de, '_> {
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
         match self.value {
-            Value::Object(map) => self.visit_object(map, visitor),
+            Value::Object(_) => self.deserialize_struct("", &[], visitor),
             Value::Array(items) => visitor.visit_seq(Items { items: items.iter().enumerate(), at: self }),
             _ => blamed(self, self.value.deserialize_any(visitor)),
         }
@@ -142,19 +142,25 @@ impl<'de> Deserializer<'de> for At<'de, '_> {
     }
 
     fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        match self.value {
-            Value::Object(map) => self.visit_object(map, visitor),
-            _ => Err(self.blame(de::Error::invalid_type(unexpected(self.value), &visitor))),
-        }
+        self.deserialize_struct("", &[], visitor)
     }
 
+    // What a struct's derived `Deserialize` calls, so the code here is compiled once for each
+    // struct: it is kept to the visitor's call, and the rest is in `fields`.
     fn deserialize_struct<V: Visitor<'de>>(
         self,
         _name: &'static str,
         _fields: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, Error> {
-        self.deserialize_map(visitor)
+        let fields = match self.fields(&visitor) {
+            Ok(fields) => fields,
+            Err(error) => return Err(error),
+        };
+        match visitor.visit_map(fields) {
+            Ok(value) => Ok(value),
+            Err(error) => Err(self.blame(error)),
+        }
     }
 
     fn deserialize_enum<V: Visitor<'de>>(
@@ -179,8 +185,12 @@ impl<'de> Deserializer<'de> for At<'de, '_> {
 }
 
 impl<'de, 'a> At<'de, 'a> {
-    fn visit_object<V: Visitor<'de>>(self, map: &'de Map<String, Value>, visitor: V) -> Result<V::Value, Error> {
-        blamed(self, visitor.visit_map(Fields { entries: map.iter(), value: None, at: self }))
+    /// The fields of this value, which must be an object to be what `expected` describes.
+    fn fields(self, expected: &dyn de::Expected) -> Result<Fields<'de, 'a>, Error> {
+        match self.value {
+            Value::Object(map) => Ok(Fields { entries: map.iter(), value: None, at: self }),
+            _ => Err(self.blame(de::Error::invalid_type(unexpected(self.value), expected))),
+        }
     }
 }
 

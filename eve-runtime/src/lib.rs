@@ -17,7 +17,7 @@ mod executor;
 pub mod failpoint;
 pub mod follow;
 pub mod journal;
-mod json;
+pub mod json;
 pub mod progress;
 pub mod random;
 pub mod registry;

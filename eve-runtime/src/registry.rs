@@ -405,12 +405,14 @@ fn nearest(name: &str, known: &[&'static str]) -> Option<&'static str> {
 }
 
 /// Checks that `input` is a JSON object that decodes into `T`, naming the field at fault: the
-/// [`ToolDescriptor::validate_input`] of a tool whose input type is `T`.
+/// [`ToolDescriptor::validate_input`] of a tool whose input type is `T`. A tool's input is checked
+/// and decoded by one fn, [`crate::json::decode`], so each input type's `Deserialize` is compiled
+/// once, for one deserializer.
 pub fn check_decodes<T: serde::de::DeserializeOwned>(input: &Value) -> Result<(), InputRefusal> {
     object(input)?;
-    match decode::<T>(input) {
+    match crate::json::decode::<T>(input) {
         Ok(_) => Ok(()),
-        Err(refusal) => Err(refusal),
+        Err(refusal) => Err(refusal.into()),
     }
 }
 
@@ -419,15 +421,6 @@ fn object(input: &Value) -> Result<(), InputRefusal> {
     match input {
         Value::Object(_) => Ok(()),
         _ => Err(InputRefusal { message: format!("expected a JSON object, found {}", json_kind(input)), field: None }),
-    }
-}
-
-/// Decodes `input` into `T`, naming the field at fault. A tool's input is checked and decoded
-/// by this one fn, so each input type's `Deserialize` is compiled once, for one deserializer.
-pub fn decode<T: serde::de::DeserializeOwned>(input: &Value) -> Result<T, InputRefusal> {
-    match crate::json::decode(input) {
-        Ok(decoded) => Ok(decoded),
-        Err(refusal) => Err(refusal.into()),
     }
 }
 

@@ -20,21 +20,19 @@ pub use serde_json::Value;
 
 /// Decodes a tool's JSON input into its input type.
 pub fn decode_input<T: DeserializeOwned>(input: Value) -> ::core::result::Result<T, ToolError> {
-    match eve_runtime::registry::decode(&input) {
+    match eve_runtime::json::decode(&input) {
         Ok(input) => Ok(input),
         Err(refusal) => Err(invalid_input(refusal)),
     }
 }
 
 /// Out of line, so it is compiled once rather than for each input type.
-fn invalid_input(refusal: InputRefusal) -> ToolError {
-    ToolError::new(format!("invalid tool input: {}", refusal.message))
+fn invalid_input(refusal: eve_runtime::json::Refusal) -> ToolError {
+    ToolError::new(format!("invalid tool input: {}", refusal.error))
 }
 
 /// Checks that a JSON value decodes into `T`, saying what is wrong if not.
-pub fn validate_input<T: DeserializeOwned>(input: &Value) -> ::core::result::Result<(), InputRefusal> {
-    eve_runtime::registry::check_decodes::<T>(input)
-}
+pub use eve_runtime::registry::check_decodes as validate_input;
 
 /// The JSON Schema of a tool's input type, closed: each object that lists its fields takes no
 /// others (`"additionalProperties": false`), so a model is told, and the runtime checks, that a
@@ -204,22 +202,6 @@ fn object_schema(schema: Value) -> Option<Value> {
     schema.remove("$schema");
     Some(Value::Object(schema))
 }
-
-/// `output_schema!(T)`: a `fn() -> Option<Value>` giving `T`'s schema if `T` has one (see
-/// [`OutputProbe`]).
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __output_schema {
-    ($output:ty) => {
-        || {
-            #[allow(unused_imports)]
-            use $crate::__private::{NoOutputSchema as _, OutputSchema as _};
-            (&&$crate::__private::OutputProbe::<$output>::new()).output_schema()
-        }
-    };
-}
-
-pub use crate::__output_schema as output_schema;
 
 /// Turns what a tool body returns into the run's output.
 pub fn encode_output<O: ToolOutput>(output: O) -> ::core::result::Result<Value, ToolError> {
@@ -398,16 +380,19 @@ mod tests {
 
     #[test]
     fn only_object_outputs_with_a_schema_have_an_output_schema() {
-        let receipt: fn() -> Option<super::Value> = crate::__private::output_schema!(Receipt);
+        // As a tool's registration asks (see `OutputProbe`).
+        #[allow(unused_imports)]
+        use super::{NoOutputSchema as _, OutputProbe, OutputSchema as _};
+        let receipt: fn() -> Option<super::Value> = || (&&OutputProbe::<Receipt>::new()).output_schema();
         let schema = receipt().expect("an object with a schema");
         assert_eq!(schema["type"], "object");
         assert_eq!(schema["required"], json!(["id"]));
         assert!(schema.get("$schema").is_none(), "no dialect: MCP defaults to 2020-12");
         let none: [fn() -> Option<super::Value>; 4] = [
-            crate::__private::output_schema!(Opaque),
-            crate::__private::output_schema!(String),
-            crate::__private::output_schema!(()),
-            crate::__private::output_schema!(super::Value),
+            || (&&OutputProbe::<Opaque>::new()).output_schema(),
+            || (&&OutputProbe::<String>::new()).output_schema(),
+            || (&&OutputProbe::<()>::new()).output_schema(),
+            || (&&OutputProbe::<super::Value>::new()).output_schema(),
         ];
         assert!(none.iter().all(|schema| schema().is_none()));
     }

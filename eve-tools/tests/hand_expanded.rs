@@ -68,6 +68,8 @@ pub async fn deploy(input: DeployInput, ctx: &WorkflowCtx) -> Result<Vec<String>
 }
 
 const _: () = {
+    #[allow(unused_imports)]
+    use ::eve_tools::__private::{NoOutputSchema as _, OutputSchema as _};
     fn __eve_entry(
         __eve_input: ::eve_tools::__private::Value,
         __eve_ctx: ::eve_tools::__private::WorkflowCtx,
@@ -84,7 +86,7 @@ const _: () = {
         shape: ::eve_tools::__private::Shape::WORKFLOW_TOOL,
         input_schema: ::eve_tools::__private::schema_for::<DeployInput>,
         validate_input: ::eve_tools::__private::validate_input::<DeployInput>,
-        output_schema: ::eve_tools::__private::output_schema!(Vec<String>),
+        output_schema: || (&&::eve_tools::__private::OutputProbe::<Vec<String>>::new()).output_schema(),
         entry: ::eve_tools::__private::EntryPoint::Workflow(__eve_entry),
     };
     ::eve_tools::__private::inventory::submit! {

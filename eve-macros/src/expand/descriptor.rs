@@ -2,12 +2,15 @@
 //!
 //! ```text
 //! const _: () = {
-//!     fn __eve_entry(__eve_input: Value, __eve_ctx: WorkflowCtx) -> BodyFuture { … }
-//!     static __EVE_TOOL: ToolDescriptor = ToolDescriptor { name, description, workflow_id, shape, … };
-//!     // `output_schema: output_schema!(Output)` finds the output's schema if it has one.
-//!     inventory::submit! { ToolRegistration(&__EVE_TOOL) }
-//!     assert_tool_input::<Input>();
-//!     assert_tool_return::<Result<Output, ToolError>>();
+//!     use eve_tools::__private as __eve;
+//!     use __eve::{NoOutputSchema as _, OutputSchema as _};
+//!     fn __eve_entry(__eve_input: __eve::Value, __eve_ctx: __eve::WorkflowCtx) -> __eve::BodyFuture { … }
+//!     static __EVE_TOOL: __eve::ToolDescriptor = __eve::ToolDescriptor { name, description, workflow_id, shape, … };
+//!     // `output_schema: || (&&OutputProbe::<Output>::new()).output_schema()` finds the output's
+//!     // schema if it has one.
+//!     __eve::inventory::submit! { __eve::ToolRegistration(&__EVE_TOOL) }
+//!     __eve::assert_tool_input::<Input>();
+//!     __eve::assert_tool_return::<Result<Output, ToolError>>();
 //! };
 //! ```
 //!
@@ -20,7 +23,7 @@ use syn::spanned::Spanned;
 use syn::{LitStr, Type};
 
 use super::ident;
-use crate::model::{Cell, DocLine, ToolModel};
+use crate::model::{Cell, DocLine, ToolModel, alias};
 
 /// How the runtime enters a cell's body: the `EntryPoint` variant, the `Shape` constant, and the
 /// entry fn.
@@ -35,7 +38,7 @@ pub struct Entry {
 
 /// The user's fn and its registration.
 pub fn expand(model: &ToolModel, entry: Entry) -> TokenStream {
-    let private = model.private();
+    let (use_private, private) = (model.use_private(), alias());
     let item = model.func.item;
     let input = input_type(model, &private);
     let (name, description) = (model.tool_name(), description(model));
@@ -49,9 +52,17 @@ pub fn expand(model: &ToolModel, entry: Entry) -> TokenStream {
         Some(_) => quote!(#private::open_schema_for::<#input>),
         None => quote!(#private::schema_for::<#input>),
     };
-    let output_schema = match model.func.output.ok {
-        Some(ok) => quote!(#private::output_schema!(#ok)),
-        None => quote!(|| ::core::option::Option::None),
+    // Autoref specialization: `OutputSchema`'s method when the type has a schema, else
+    // `NoOutputSchema`'s, which answers `None` (see `OutputProbe`).
+    let (probe_traits, output_schema) = match model.func.output.ok {
+        Some(ok) => (
+            quote! {
+                #[allow(unused_imports)]
+                use #private::{NoOutputSchema as _, OutputSchema as _};
+            },
+            quote!(|| (&&#private::OutputProbe::<#ok>::new()).output_schema()),
+        ),
+        None => (TokenStream::new(), quote!(|| ::core::option::Option::None)),
     };
     // The registration exists exactly when the fn does.
     let cfgs = item.attrs.iter().filter(|attr| attr.path().is_ident("cfg"));
@@ -60,6 +71,8 @@ pub fn expand(model: &ToolModel, entry: Entry) -> TokenStream {
 
         #(#cfgs)*
         const _: () = {
+            #use_private
+            #probe_traits
             #function
 
             static #tool: #private::ToolDescriptor = #private::ToolDescriptor {
@@ -83,7 +96,7 @@ pub fn expand(model: &ToolModel, entry: Entry) -> TokenStream {
 /// The entry of `#[tool]`, `#[workflow_tool]` and `#[task]`: decode the JSON input, call the body
 /// with the context `context` (by reference, if it takes one), encode what it returns.
 pub fn value_entry(model: &ToolModel, context: &str) -> TokenStream {
-    let private = model.private();
+    let private = alias();
     let name = &model.func.item.sig.ident;
     let input_ty = model.input_type().expect("validated: a tool has an input");
     let context_ty = syn::Ident::new(context, Span::call_site());

@@ -10,13 +10,14 @@
 //!
 //! ```text
 //! #[track_caller] // a divergence names the body's line that called the step
-//! fn apply(plan: Plan) -> StepCall<String> {
+//! fn apply(plan: Plan) -> eve_tools::__private::StepCall<String> {
+//!     use eve_tools::__private as __eve;
 //!     async fn __eve_body(plan: Plan) -> Result<String, StepError> { body }
-//!     static __EVE_STEP: StepDef = StepDef::new(concat!(module_path!(), "::", "apply"), "apply", RetryPolicy { … });
-//!     inventory::submit! { StepRegistration(&__EVE_STEP) }
-//!     const { assert_step_arg::<Plan>(); assert_step_output::<String>(); assert_step_error::<StepError>(); }
+//!     static __EVE_STEP: __eve::StepDef = __eve::StepDef::new(concat!(module_path!(), "::", "apply"), "apply", …);
+//!     __eve::inventory::submit! { __eve::StepRegistration(&__EVE_STEP) }
+//!     const { __eve::assert_step_arg::<Plan>(); __eve::assert_step_output::<String>(); … }
 //!     let __eve_args = (plan,);
-//!     StepCall::new(&__EVE_STEP, __eve_args, |(plan,), _| __eve_body(plan))
+//!     __eve::StepCall::new(&__EVE_STEP, __eve_args, |(plan,), _| __eve_body(plan))
 //! }
 //! ```
 //!
@@ -34,16 +35,17 @@ use syn::{LitStr, Type};
 use super::ident;
 use crate::duration::Backoff;
 use crate::item::ItemFn;
-use crate::model::{Context, Param, StepModel};
+use crate::model::{Context, Param, StepModel, alias};
 
 /// The wrapper fn.
 pub fn expand(model: &StepModel) -> TokenStream {
-    let private = model.private();
+    // The signature names the runtime by its path; the body, by the alias it declares.
+    let (path, use_private, private) = (model.private(), model.use_private(), alias());
     let item = model.func.item;
     let (attrs, vis, name) = (&item.attrs, &item.vis, &item.sig.ident);
     let ok = model.func.output.ok.expect("validated: a step returns `Result<T, E>`");
     let context = context_name(model);
-    let context_param = context.as_ref().map(|context| quote!(#context: &impl #private::StepCtxSource,));
+    let context_param = context.as_ref().map(|context| quote!(#context: &impl #path::StepCtxSource,));
     let discard_context = context.as_ref().map(|context| quote!(let _ = #context;));
     let arguments = arguments(model);
     let (names, types): (Vec<&Ident>, Vec<&Type>) = arguments.iter().map(|(name, ty)| (name, *ty)).unzip();
@@ -55,7 +57,8 @@ pub fn expand(model: &StepModel) -> TokenStream {
         #(#attrs)*
         // So that a divergence names the line of the body that called the step.
         #[track_caller]
-        #vis fn #name(#context_param #(#names: #types),*) -> #private::StepCall<#ok> {
+        #vis fn #name(#context_param #(#names: #types),*) -> #path::StepCall<#ok> {
+            #use_private
             #body
             static #step: #private::StepDef = #def;
             #private::inventory::submit! {

@@ -8,7 +8,7 @@ use quote::quote;
 
 use super::descriptor::{self, Entry};
 use super::ident;
-use crate::model::{Cell, ToolModel};
+use crate::model::{Cell, ToolModel, alias};
 
 /// The fn and its registration as `EntryPoint::Task` or `EntryPoint::Serve`.
 pub fn expand(model: &ToolModel) -> TokenStream {
@@ -23,7 +23,7 @@ pub fn expand(model: &ToolModel) -> TokenStream {
 /// `fn __eve_entry(receive: Receive, ctx: ServeCtx) -> BodyFuture`: the runtime's untyped stream
 /// becomes the `Receive<T>` the body declared.
 fn serve_entry(model: &ToolModel) -> TokenStream {
-    let private = model.private();
+    let private = alias();
     let name = &model.func.item.sig.ident;
     let input = descriptor::input_type(model, &private);
     let (entry, receive) = (ident("__eve_entry"), ident("__eve_receive"));
