@@ -153,13 +153,12 @@ impl<'de> Deserializer<'de> for At<'de, '_> {
         _fields: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, Error> {
-        let fields = match self.fields(&visitor) {
-            Ok(fields) => fields,
-            Err(error) => return Err(error),
-        };
-        match visitor.visit_map(fields) {
-            Ok(value) => Ok(value),
-            Err(error) => Err(self.blame(error)),
+        match self.fields(&visitor) {
+            Ok(fields) => match visitor.visit_map(fields) {
+                Ok(value) => Ok(value),
+                Err(error) => Err(self.blame(error)),
+            },
+            Err(error) => Err(error),
         }
     }
 

@@ -379,6 +379,8 @@ mod tests {
     }
 
     #[test]
+    // Autoref specialization needs the borrows clippy finds needless for the types without a schema.
+    #[allow(clippy::needless_borrow)]
     fn only_object_outputs_with_a_schema_have_an_output_schema() {
         // As a tool's registration asks (see `OutputProbe`).
         #[allow(unused_imports)]
