@@ -1,0 +1,6 @@
+//! Traces over OTLP, received by a collector in the test process (`eve_tests::otlp`): a run is one
+//! trace across parking and a restart of its runtime, a child run joins its parent's trace, and a
+//! request's `traceparent` becomes the parent of the run it starts. The same across worker
+//! processes on Postgres is in the `postgres` binary (`traces.rs`).
+
+mod restart;
