@@ -3,4 +3,5 @@
 //! request's `traceparent` becomes the parent of the run it starts. The same across worker
 //! processes on Postgres is in the `postgres` binary (`traces.rs`).
 
+mod requests;
 mod restart;

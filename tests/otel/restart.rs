@@ -37,7 +37,7 @@ pub async fn ship_after_carrier(input: Order) -> Result<String, ToolError> {
 
 /// An exporter to `collector` and a subscriber of its layer alone, the test thread's default
 /// (the tests' runtimes run on this one thread).
-fn export_to(collector: &Collector) -> (Traces, tracing::subscriber::DefaultGuard) {
+pub fn export_to(collector: &Collector) -> (Traces, tracing::subscriber::DefaultGuard) {
     let traces = Traces::builder().endpoint(collector.endpoint()).service_name("otel-tests").build().unwrap();
     let subscriber = tracing_subscriber::registry().with(traces.layer());
     let default = tracing::subscriber::set_default(subscriber);
