@@ -5,7 +5,7 @@
 //! such as `http://localhost:4318`; traces go to its `/v1/traces`), `OTEL_SERVICE_NAME`,
 //! `OTEL_EXPORTER_OTLP_PROTOCOL` (`http/protobuf`, the default, or `grpc`), and the SDK's own
 //! (`OTEL_EXPORTER_OTLP_HEADERS`, `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_BSP_SCHEDULE_DELAY`, …).
-//! `host serve`, `host worker` and `host mcp` export when the endpoint is set; a binary of its own
+//! `host serve`, `host worker`, `host mcp` and `host call` export when the endpoint is set; a binary of its own
 //! makes a [`Traces`] with [`Traces::from_env`] or [`Traces::builder`] and installs it.
 //!
 //! What is exported: a `start` span when a run is created, a `run` span for each activation (a

@@ -265,11 +265,15 @@ impl Host {
             return Err(crate::without::MCP.to_owned());
         }
         let listener = Listener::bind(&self.command).await?;
-        // The serving commands export traces when `OTEL_EXPORTER_OTLP_ENDPOINT` is set.
+        // The serving commands, and `call`, which starts a run (and journals its trace for the
+        // workers that advance it), export traces when `OTEL_EXPORTER_OTLP_ENDPOINT` is set.
         #[cfg(feature = "otel")]
-        let traces = matches!(self.command, Command::Serve { .. } | Command::Worker { .. } | Command::Mcp)
-            .then(crate::otel::Traces::for_host)
-            .flatten();
+        let traces = matches!(
+            self.command,
+            Command::Serve { .. } | Command::Worker { .. } | Command::Mcp | Command::Call { .. }
+        )
+        .then(crate::otel::Traces::for_host)
+        .flatten();
         let mut builder = Runtime::builder().data_dir(&self.data_dir);
         if let Some(url) = self.public_url.clone().or_else(|| listener.public_url()) {
             builder = builder.public_url(url);
