@@ -65,7 +65,7 @@ async fn a_run_taken_over_from_a_killed_worker_stays_one_trace() {
     let response = reqwest::Client::new()
         .post(format!("{}/v1/tools/probe/runs", fleet.workers[first].base))
         .header("traceparent", format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01"))
-        .json(&json!({ "input": { "millis": 3_000 }, "runId": "traced" }))
+        .json(&json!({ "input": { "millis": 5_000 }, "runId": "traced" }))
         .send()
         .await
         .unwrap();
