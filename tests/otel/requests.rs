@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::restart::export_to;
+use crate::runs::export_to;
 
 /// The caller's trace and span, as its `traceparent` names them.
 const CALLER_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";

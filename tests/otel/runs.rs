@@ -1,5 +1,6 @@
-//! One trace for a run that parks on a hook, is resumed by a second runtime on the same SQLite
-//! file, and completes; and a child run in its parent's trace.
+//! A run's trace: one for a run that parks on a hook, is resumed by a second runtime on the same
+//! SQLite file, and completes; a run a step starts, and a tool call a session's model makes, in
+//! the trace of the run that started them.
 
 use eve_tests::otlp::{Collector, ReceivedSpan};
 use eve_tools::otel::Traces;
@@ -185,4 +186,41 @@ async fn a_child_run_joins_its_parents_trace() {
         "parent and child share one trace: {parents:#?} {children:#?}"
     );
     assert_eq!(named(&children, "run")[0].parent_span_id, child_start.span_id);
+}
+
+/// A workflow tool a session's model calls is a child run of the session (`start_child`, journaled
+/// with the session's step): its activations are in the session's trace, children of the session
+/// activation that started it.
+#[tokio::test]
+async fn a_sessions_tool_call_joins_the_sessions_trace() {
+    use eve_tools::session::{ModelRequest, ModelResponse, ScriptedModel, SessionOptions};
+
+    let collector = Collector::start();
+    let (traces, _default) = export_to(&collector);
+    let model = ScriptedModel::new(|request: &ModelRequest| {
+        let shown = request.messages.iter().map(|message| message.content()).collect::<Vec<_>>().join("\n");
+        if shown.contains("label for p-3") {
+            ModelResponse::text("Labelled.")
+        } else {
+            ModelResponse::call("label_parcel", json!({ "parcel": "p-3" }))
+        }
+    });
+    let runtime = Runtime::builder().store(eve_tools::store::MemoryStore::new()).model(model).build().unwrap();
+    let session = runtime.session(SessionOptions::new().tools(["label_parcel"])).await.unwrap();
+    session.send("Label p-3").await.unwrap();
+    runtime.settle().await;
+    runtime.shutdown().await;
+    traces.flush().unwrap();
+
+    let spans = collector.spans();
+    let sessions: Vec<_> =
+        spans.iter().filter(|span| span.attribute("gen_ai.tool.name") == Some("eve.session")).collect();
+    let started = sessions.iter().find(|span| span.name == "start").expect("the session's start span");
+    let call = spans
+        .iter()
+        .find(|span| span.name == "run" && span.attribute("gen_ai.tool.name") == Some("label_parcel"))
+        .unwrap_or_else(|| panic!("the tool call's run span: {spans:#?}"));
+    assert_eq!(call.trace_id, started.trace_id, "the call is in the session's trace");
+    let parent = sessions.iter().find(|span| span.span_id == call.parent_span_id);
+    assert_eq!(parent.map(|span| span.name.as_str()), Some("run"), "under the session's activation that called it");
 }
