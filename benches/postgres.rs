@@ -162,6 +162,7 @@ fn store_appends(c: &mut Criterion, tokio: &tokio::runtime::Runtime, setup: &Set
         principal: None,
         interactive: true,
         parent: None,
+        traceparent: None,
     };
     let created = tokio.block_on(store.create_run(run.clone(), &WorkerId("bench".into())));
     let Ok(Created::New(fence)) = created else { panic!("the run is created: {created:?}") };

@@ -31,6 +31,8 @@ const RUNTIME: &[(&str, u32)] = &[
     ("json", 1),
     ("secret", 2),
     ("error", 2),
+    // How a run's journaled trace context is read from and set on spans (an exporter's seam).
+    ("trace", 2),
     // The store trait, its driver kit and the memory store; sign-in providers' trait and tokens.
     ("store", 3),
     ("auth", 3),
@@ -83,6 +85,7 @@ const SESSIONS: &[(&str, u32)] = &[
 const HOST: &[(&str, u32)] = &[
     ("timeline", 0),
     ("without", 0),
+    ("otel", 0),
     ("mcp", 1),
     ("http::path", 10),
     ("http::cookie", 10),

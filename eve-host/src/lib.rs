@@ -1,7 +1,7 @@
 //! The host of eve-tools: what a user's binary serves its tools with. The command line
 //! ([`cli::Host`]: `manifest`, `call`, `runs`, `inspect`, `serve`, `worker`, `chat`, `mcp`, …), the
 //! HTTP API with the web inspector ([`http`], feature `http`), and the Model Context Protocol
-//! server ([`mcp`], feature `mcp`), all over the public API of the runtime and its sessions.
+//! server ([`mcp`], feature `mcp`), and traces over OTLP ([`otel`], feature `otel`), all over the public API of the runtime and its sessions.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -12,5 +12,8 @@ pub mod http;
 #[cfg(feature = "mcp")]
 #[cfg_attr(docsrs, doc(cfg(feature = "mcp")))]
 pub mod mcp;
+#[cfg(feature = "otel")]
+#[cfg_attr(docsrs, doc(cfg(feature = "otel")))]
+pub mod otel;
 pub mod timeline;
 mod without;

@@ -170,6 +170,7 @@ mod tests {
             interactive: true,
             continued: 0,
             parent: None,
+            traceparent: None,
         }
     }
 

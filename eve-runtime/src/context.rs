@@ -159,7 +159,10 @@ impl WorkflowCtx {
         core.start_run(|| {
             let ChildRun { run, workflow_id, tool, input, parent, notices } = child;
             let options = crate::control::StartOptions::new().parent(parent);
-            (options.new_run(run, (workflow_id, tool), input, core.services.clock.now()), notices)
+            // The child joins its parent's trace: its activations are children of the parent
+            // activation's span, current while the body runs.
+            let trace = (core.services.clock.now(), crate::trace::traceparent(&tracing::Span::current()));
+            (options.new_run(run, (workflow_id, tool), input, trace), notices)
         })
     }
 

@@ -25,7 +25,7 @@ use serde_json::Value;
 
 use crate::error::Error;
 use crate::events::RunEvent;
-use crate::journal::{Op, ParentLink, RunId};
+use crate::journal::{Op, ParentLink, RunId, TraceParent};
 use crate::store::NewRun;
 use crate::time::Timestamp;
 
@@ -69,12 +69,13 @@ pub struct StartOptions {
     pub(crate) principal: Option<String>,
     pub(crate) interactive: bool,
     pub(crate) parent: Option<ParentLink>,
+    pub(crate) traceparent: Option<TraceParent>,
 }
 
 impl StartOptions {
     /// A fresh run id, an anonymous caller, and someone to answer questions.
     pub fn new() -> Self {
-        StartOptions { id: None, principal: None, interactive: true, parent: None }
+        StartOptions { id: None, principal: None, interactive: true, parent: None, traceparent: None }
     }
 
     /// Uses this run id; a run with an existing id is returned unchanged.
@@ -96,6 +97,14 @@ impl StartOptions {
         self
     }
 
+    /// Makes the span `traceparent` names (a caller's, from its request's `traceparent` header)
+    /// the parent of the run's trace, when traces are exported (see [`crate::trace`]); otherwise
+    /// the run's trace is a child of the span current where it starts, if any.
+    pub fn traceparent(mut self, traceparent: TraceParent) -> Self {
+        self.traceparent = Some(traceparent);
+        self
+    }
+
     /// Nobody can answer this run's questions (a scheduled run, say): `ctx.ask` resolves
     /// `unavailable` at once.
     pub fn non_interactive(mut self) -> Self {
@@ -104,13 +113,13 @@ impl StartOptions {
     }
 
     /// The run these options start: `id`, of the workflow `workflow_id` offered as `tool`, with
-    /// `input`, created at `created_at`.
+    /// `input`, created at `created_at`, its activations children of `traceparent`.
     pub(crate) fn new_run(
         &self,
         id: RunId,
         (workflow_id, tool): (&str, &str),
         input: Value,
-        created_at: Timestamp,
+        (created_at, traceparent): (Timestamp, Option<TraceParent>),
     ) -> NewRun {
         NewRun {
             id,
@@ -121,6 +130,7 @@ impl StartOptions {
             principal: self.principal.clone(),
             interactive: self.interactive,
             parent: self.parent.clone(),
+            traceparent,
         }
     }
 }

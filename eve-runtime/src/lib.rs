@@ -30,6 +30,7 @@ pub mod store;
 pub mod testing;
 pub mod time;
 mod timers;
+pub mod trace;
 pub mod view;
 pub mod wait;
 pub mod webhook;

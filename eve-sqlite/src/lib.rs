@@ -571,6 +571,7 @@ mod tests {
             principal: None,
             interactive: true,
             parent: None,
+            traceparent: None,
         }
     }
 

@@ -347,7 +347,7 @@ pub use eve_runtime::{
     AuthorizationStart, Clock, Error, HookDelivery, ManualClock, OpenQuestion, Phase, RunHandle, RunOutcome, Runtime,
     RuntimeBuilder, StartOptions, SystemClock, Timestamp, WebhookReply,
 };
-pub use eve_runtime::{control, follow, journal, secret, testing, view};
+pub use eve_runtime::{control, follow, journal, secret, testing, trace, view};
 
 // Sign-in with OAuth 2.0, and tokens sealed in files (feature `oauth2`).
 #[cfg(feature = "oauth2")]
@@ -362,6 +362,9 @@ pub use eve_host::http;
 #[cfg(feature = "mcp")]
 #[cfg_attr(docsrs, doc(cfg(feature = "mcp")))]
 pub use eve_host::mcp;
+#[cfg(feature = "otel")]
+#[cfg_attr(docsrs, doc(cfg(feature = "otel")))]
+pub use eve_host::otel;
 #[cfg(feature = "cli")]
 #[cfg_attr(docsrs, doc(cfg(feature = "cli")))]
 pub use eve_host::timeline;

@@ -7,7 +7,8 @@
 //! check that each effect was applied exactly once. Both tables live in the schema
 //! `EVE_DATABASE_SCHEMA` names, next to eve's own, reached with `EVE_DATABASE_URL`.
 //!
-//! With `EVE_LOG` set (`info`, `debug`, ...), the runtime's logs go to stderr.
+//! With `EVE_LOG` set (`info`, `debug`, ...), the runtime's logs go to stderr; with
+//! `OTEL_EXPORTER_OTLP_ENDPOINT` set, its spans go to that collector.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,6 +18,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::Mutex;
+use tracing_subscriber::Layer;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
 /// The name of this worker, as the attempts table records it.
 fn worker_name() -> String {
@@ -213,9 +217,21 @@ pub async fn hammer(input: HammerInput, ctx: &WorkflowCtx) -> Result<serde_json:
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    if let Ok(level) = std::env::var("EVE_LOG") {
+    // Traces go to the collector OTEL_EXPORTER_OTLP_ENDPOINT names, as the service this worker's
+    // name names (the trace tests tell the workers apart by it); the exporter's layer sits beside
+    // the logs' in one subscriber, so the host installs none of its own.
+    let traces = std::env::var_os(eve_tools::otel::ENDPOINT_VARIABLE).map(|_| {
+        eve_tools::otel::Traces::builder().service_name(worker_name()).build().expect("the trace exporter builds")
+    });
+    let logs = std::env::var("EVE_LOG").ok().map(|level| {
         let level = level.parse().unwrap_or(tracing::Level::INFO);
-        tracing_subscriber::fmt().with_max_level(level).with_writer(std::io::stderr).with_ansi(false).init();
+        let filter = tracing_subscriber::filter::LevelFilter::from_level(level);
+        tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(false).with_filter(filter)
+    });
+    tracing_subscriber::registry().with(logs).with(traces.as_ref().map(|traces| traces.layer())).init();
+    let code = eve_tools::cli::Host::from_env().main(eve_tools::tools!()).await;
+    if let Some(Err(error)) = traces.map(eve_tools::otel::Traces::shutdown) {
+        eprintln!("warning: {error}");
     }
-    eve_tools::cli::Host::from_env().main(eve_tools::tools!()).await
+    code
 }

@@ -303,6 +303,7 @@ impl Harness {
             principal: None,
             interactive: true,
             parent: None,
+            traceparent: None,
         };
         let Created::New(fence) = self.store.create_run(new, &WorkerId::generate()).await.unwrap() else {
             unreachable!("fresh id")

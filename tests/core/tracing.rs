@@ -1,6 +1,7 @@
 //! The runtime's `tracing` spans, as a user's subscriber (or an OpenTelemetry layer) sees them:
-//! one `run` span per activation with the run id, the tool and how it started (`fresh`, `warm` or
-//! `cold`), and one `step` span per attempt with its op, step name and attempt number.
+//! one `run` span per activation with the run id (`eve.run.id`), the tool (`gen_ai.tool.name`) and
+//! how it started (`eve.activation`: `fresh`, `warm` or `cold`), and one `step` span per attempt
+//! with its op, step name and attempt number (`eve.op`, `eve.step.name`, `eve.step.attempt`).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -83,15 +84,15 @@ async fn runs_and_step_attempts_open_spans_a_subscriber_can_route() {
     let spans = spans.0.lock().unwrap();
     let of = |name: &str| spans.iter().filter(|(span, _)| span == name).map(|(_, fields)| fields).collect::<Vec<_>>();
     let runs = of("run");
-    let starts: Vec<&str> = runs.iter().map(|fields| fields["start"].as_str()).collect();
+    let starts: Vec<&str> = runs.iter().map(|fields| fields["eve.activation"].as_str()).collect();
     assert_eq!(starts, ["fresh", "cold"], "the first activation, then a replay after the sleep (no warm cache)");
     for fields in &runs {
-        assert_eq!(fields["run"], run.id().as_str());
-        assert_eq!(fields["tool"], "traced");
+        assert_eq!(fields["eve.run.id"], run.id().as_str());
+        assert_eq!(fields["gen_ai.tool.name"], "traced");
     }
     let steps: Vec<(String, String, String)> = of("step")
         .iter()
-        .map(|fields| (fields["op"].clone(), fields["step"].clone(), fields["attempt"].clone()))
+        .map(|fields| (fields["eve.op"].clone(), fields["eve.step.name"].clone(), fields["eve.step.attempt"].clone()))
         .collect();
     let expected =
         [("0", "traced_step", "1"), ("2", "traced_step", "1")].map(|(a, b, c)| (a.into(), b.into(), c.into()));

@@ -1,5 +1,6 @@
 //! Postgres: the store against the conformance suite and bad input, and many workers sharing its
-//! runs, as runtimes in this process, as worker processes killed and paused, and under chaos.
+//! runs, as runtimes in this process, as worker processes killed and paused, and under chaos; and
+//! one trace for a run that moves between worker processes.
 //!
 //! The tests share the server in `EVE_TEST_DATABASE_URL`, or one throwaway cluster this process
 //! starts (see `cluster.rs`); a test that restarts its server starts a cluster of its own.
@@ -9,5 +10,6 @@ mod cluster;
 mod follow;
 mod processes;
 mod store;
+mod traces;
 mod worker_processes;
 mod workers;

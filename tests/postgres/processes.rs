@@ -35,6 +35,8 @@ pub struct Fleet {
     dir: Option<tempfile::TempDir>,
     /// Every worker started, by slot; a killed one is replaced in its slot.
     pub workers: Vec<Worker>,
+    /// Variables every command of the fleet gets besides the store's.
+    env: Vec<(String, String)>,
 }
 
 /// One worker process.
@@ -56,12 +58,24 @@ impl Fleet {
         let mut key = [0u8; 32];
         eve_tools::secret::fill_random(&mut key);
         std::fs::write(dir.path().join("eve.key"), key).expect("the shared key is written");
-        Fleet { url: url.to_owned(), schema: schema.to_owned(), timing, dir: Some(dir), workers: Vec::new() }
+        Fleet {
+            url: url.to_owned(),
+            schema: schema.to_owned(),
+            timing,
+            dir: Some(dir),
+            workers: Vec::new(),
+            env: Vec::new(),
+        }
     }
 
     /// Where the workers' logs are.
     pub fn dir(&self) -> &Path {
         self.dir.as_ref().expect("the directory is kept until the fleet stops").path()
+    }
+
+    /// Gives every command started from now on the variable `name` (an exporter's endpoint, say).
+    pub fn env(&mut self, name: &str, value: &str) {
+        self.env.push((name.to_owned(), value.to_owned()));
     }
 
     /// A command running `pg-worker` against the fleet's store, as `name`.
@@ -73,7 +87,8 @@ impl Fleet {
             .env("EVE_DATA_DIR", self.dir())
             .env("EVE_WORKER_ID", name)
             .env("EVE_LOG", "info")
-            .env_remove("EVE_ADDR");
+            .env_remove("EVE_ADDR")
+            .envs(self.env.iter().map(|(name, value)| (name, value)));
         command
     }
 

@@ -46,6 +46,7 @@ fn new_run(id: &str) -> NewRun {
         principal: None,
         interactive: true,
         parent: None,
+        traceparent: None,
     }
 }
 

@@ -42,6 +42,7 @@ mod sqlite_reopen {
             principal: None,
             interactive: true,
             parent: None,
+            traceparent: None,
         }
     }
 

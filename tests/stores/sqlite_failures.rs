@@ -22,6 +22,7 @@ fn new_run(id: &str, input: Value) -> NewRun {
         principal: None,
         interactive: true,
         parent: None,
+        traceparent: None,
     }
 }
 

@@ -11,6 +11,7 @@ pub mod feed;
 pub mod follow;
 pub mod http;
 pub mod oauth_server;
+pub mod otlp;
 
 /// The instant every test clock starts at.
 pub const START: Timestamp = Timestamp::from_millis(1_700_000_000_000);

@@ -265,6 +265,15 @@ impl Host {
             return Err(crate::without::MCP.to_owned());
         }
         let listener = Listener::bind(&self.command).await?;
+        // The serving commands, and `call`, which starts a run (and journals its trace for the
+        // workers that advance it), export traces when `OTEL_EXPORTER_OTLP_ENDPOINT` is set.
+        #[cfg(feature = "otel")]
+        let traces = matches!(
+            self.command,
+            Command::Serve { .. } | Command::Worker { .. } | Command::Mcp | Command::Call { .. }
+        )
+        .then(crate::otel::Traces::for_host)
+        .flatten();
         let mut builder = Runtime::builder().data_dir(&self.data_dir);
         if let Some(url) = self.public_url.clone().or_else(|| listener.public_url()) {
             builder = builder.public_url(url);
@@ -296,7 +305,7 @@ impl Host {
             }
             Err(error) => return Err(in_use(error, &self.command)),
         };
-        match self.command {
+        let done = match self.command {
             Command::Manifest => unreachable!("handled without a runtime"),
             Command::Call { tool, input, id, wait } => call(&runtime, &tool, &input, id.as_deref(), wait).await,
             Command::Runs { status, limit } => runs(&runtime, status.as_deref(), limit).await,
@@ -331,7 +340,12 @@ impl Host {
             Command::Mcp => unreachable!("refused before the runtime is built"),
             Command::Chat { session, json } => chat::chat(&runtime, &self.data_dir, session.as_deref(), json).await,
             Command::Worker { .. } => work(&runtime, listener).await,
+        };
+        #[cfg(feature = "otel")]
+        if let Some(Err(error)) = traces.map(crate::otel::Traces::shutdown) {
+            eprintln!("warning: {error}");
         }
+        done
     }
 }
 

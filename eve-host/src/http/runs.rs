@@ -16,7 +16,7 @@ use super::path::segment;
 use super::state::AppState;
 use crate::timeline::{Inspection, RunListing};
 use eve_runtime::ask::{Answer, Ask};
-use eve_runtime::journal::RunId;
+use eve_runtime::journal::{RunId, TraceParent};
 use eve_runtime::store::{RunQuery, unknown_state};
 use eve_runtime::time::Timestamp;
 use eve_runtime::{RunOutcome, StartOptions};
@@ -55,6 +55,11 @@ pub(crate) async fn start(
     }
     if let Some(principal) = start.principal {
         options = options.principal(principal);
+    }
+    // A caller that traces its request makes its span the parent of the run's trace; a header
+    // that is not a `traceparent` is ignored, as W3C Trace Context asks.
+    if let Some(parent) = headers.get("traceparent").and_then(|value| TraceParent::parse(value.to_str().ok()?)) {
+        options = options.traceparent(parent);
     }
     let handle = state.runtime.start_with(&tool, start.input, options).await.map_err(from_runtime)?;
     let id = handle.id();

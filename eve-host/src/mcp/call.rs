@@ -98,11 +98,26 @@ pub(crate) async fn start(
     cx: &RequestContext<RoleServer>,
 ) -> Result<CallToolResponse, ErrorData> {
     let run = RunId::generate();
-    let options = StartOptions::new().id(run.clone());
+    let options = traced(StartOptions::new().id(run.clone()), cx);
     if let Err(error) = inner.runtime.start_with(entry.descriptor.name, arguments, options).await {
         return start_refused(error);
     }
     follow(inner, entry, run, Position::START, HashSet::new(), cx).await
+}
+
+/// `options` with the caller's trace context as the parent of the run's trace: the request's
+/// `_meta.traceparent` (where MCP carries it, SEP-414), else its HTTP `traceparent` header.
+pub(crate) fn traced(options: StartOptions, cx: &RequestContext<RoleServer>) -> StartOptions {
+    let text = cx.meta.get_traceparent();
+    #[cfg(feature = "http")]
+    let text = text.or_else(|| {
+        let parts = cx.extensions.get::<axum::http::request::Parts>()?;
+        parts.headers.get("traceparent")?.to_str().ok()
+    });
+    match text.and_then(journal::TraceParent::parse) {
+        Some(parent) => options.traceparent(parent),
+        None => options,
+    }
 }
 
 /// A start the runtime refused: input it does not take is the caller's to fix (an `isError`

@@ -55,7 +55,7 @@ impl ServerHandler for McpServer {
         match entry.kind {
             Kind::Plain => call_plain(inner, entry, arguments).await,
             Kind::Durable if cx.client_capabilities().is_some_and(|capabilities| capabilities.supports_tasks()) => {
-                create_task(inner, entry, arguments).await
+                create_task(inner, entry, arguments, &cx).await
             }
             Kind::Durable if inner.task_only.iter().any(|name| name == entry.descriptor.name) => {
                 let required = ClientCapabilities::builder().enable_tasks().build();
@@ -104,9 +104,14 @@ async fn call_plain(inner: &Inner, entry: &Entry, arguments: Value) -> Result<Ca
 }
 
 /// Starts a run of `entry` and answers with its task; the run is in the store before the reply.
-async fn create_task(inner: &Inner, entry: &Entry, arguments: Value) -> Result<CallToolResponse, ErrorData> {
+async fn create_task(
+    inner: &Inner,
+    entry: &Entry,
+    arguments: Value,
+    cx: &RequestContext<RoleServer>,
+) -> Result<CallToolResponse, ErrorData> {
     let run = RunId::generate();
-    let options = StartOptions::new().id(run.clone());
+    let options = call::traced(StartOptions::new().id(run.clone()), cx);
     if let Err(error) = inner.runtime.start_with(entry.descriptor.name, arguments, options).await {
         return call::start_refused(error);
     }

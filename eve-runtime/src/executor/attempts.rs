@@ -119,7 +119,7 @@ fn launch(
     step.running = Some((number, std::time::Instant::now()));
     rt.events.emit(|| RunEvent::StepStarted { run: core.run.clone(), op, step: name.to_owned(), attempt: number });
     // One span per attempt; what the step logs is recorded inside it.
-    let span = tracing::debug_span!("step", op = op.0, step = name, attempt = number);
+    let span = tracing::debug_span!("step", eve.op = op.0, eve.step.name = name, eve.step.attempt = number);
     // Most attempts of a quick step end the first time they are polled, so each is polled once
     // here, inside its span: one that ends never becomes a `Running` (its future, done, drops
     // nothing of the step's), and one that waits joins the set of running attempts, which polls

@@ -416,6 +416,11 @@ impl Driver {
         self.tool.map_or("(unknown)", |tool| tool.name)
     }
 
+    /// The span the run's activations are children of, as its first entry journals it.
+    pub fn traceparent(&self) -> Option<&crate::journal::TraceParent> {
+        self.core.started.traceparent.as_ref()
+    }
+
     /// The fence the driver appends under and the journal's length, for marking the run parked.
     pub fn position(&self) -> (Fence, u64) {
         (self.fence, self.next_seq())
@@ -565,10 +570,12 @@ impl Driver {
             tool: tool.name.to_owned(),
             input,
             at: rt.services.clock.now(),
-            principal: started.principal.clone(),
+            principal: started.principal.as_deref().map(Box::from),
             interactive: started.interactive,
             continued: started.continued,
             parent: started.parent.clone().map(Box::new),
+            // The new history is the same run, so its activations stay in the run's trace.
+            traceparent: started.traceparent.clone().map(Box::new),
         };
         if let Some(limit) = rt.max_entry_bytes
             && let Err(too_large) = fit::check(&entry, limit, "the new history's first entry, with the input,")

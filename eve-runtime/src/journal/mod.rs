@@ -27,6 +27,7 @@ pub mod decode;
 pub mod depth;
 mod payload;
 mod position;
+mod trace;
 pub mod webhook;
 
 use std::borrow::Cow;
@@ -41,6 +42,7 @@ use crate::time::Timestamp;
 pub use payload::Payload;
 pub(crate) use payload::string_bound;
 pub use position::{Position, PositionError};
+pub use trace::TraceParent;
 
 /// The identifier of one run: one call of a workflow tool or task.
 ///
@@ -466,9 +468,10 @@ pub enum Entry {
         input: Payload,
         /// When the run was created.
         at: Timestamp,
-        /// The identity that started the run; tokens resolve under it.
+        /// The identity that started the run; tokens resolve under it. A boxed `str` rather than
+        /// a `String`: the room it saves keeps the trace below from growing every entry.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        principal: Option<String>,
+        principal: Option<Box<str>>,
         /// Whether someone can answer the run's asks (false for, say, a scheduled run).
         #[serde(default = "yes", skip_serializing_if = "is_yes")]
         interactive: bool,
@@ -480,6 +483,11 @@ pub enum Entry {
         /// variant, so a journal of steps keeps no room for it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         parent: Option<Box<ParentLink>>,
+        /// The trace the run's spans join (see [`TraceParent`]); absent when no traces were
+        /// exported as it started, and in journals written before traces were. Boxed, like the
+        /// parent link, as few runs have one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        traceparent: Option<Box<TraceParent>>,
     },
     /// A deterministic value (clock, randomness) handed to the body.
     Recorded {
@@ -878,10 +886,28 @@ mod tests {
         assert_eq!(serde_json::from_str::<Entry>(&text).unwrap(), entry);
     }
 
+    /// A run's first entry written before traces were journaled decodes without one, and one
+    /// journaled with a trace reads it back.
+    #[test]
+    fn a_run_start_may_or_may_not_carry_its_trace() {
+        let old = r#"{"run_started":{"workflow_id":"m::t","tool":"t","input":{},"at":1}}"#;
+        let Entry::RunStarted { traceparent, .. } = serde_json::from_str::<Entry>(old).unwrap() else {
+            panic!("a run start decodes as one")
+        };
+        assert_eq!(traceparent, None);
+        let traced = old
+            .replace(r#""at":1"#, r#""at":1,"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01""#);
+        let entry = serde_json::from_str::<Entry>(&traced).unwrap();
+        assert!(
+            matches!(&entry, Entry::RunStarted { traceparent: Some(parent), .. } if parent.as_str().starts_with("00-4bf9"))
+        );
+        assert_eq!(serde_json::to_string(&entry).unwrap(), traced);
+    }
+
     /// Every entry takes the room of the largest variant, and a journal is mostly completed
     /// steps: a store's copy of a journal, a replay's and a parked run's grow with that room, and a
     /// step's entry is moved several times on its way to the store. Rare, large fields are boxed
-    /// (a hook's webhook options, a run's parent link) so that the largest variant, `RunStarted`,
+    /// (a hook's webhook options, a run's parent link and trace) so that the largest variant, `RunStarted`,
     /// stays near a completed step's size.
     #[test]
     fn an_entry_is_not_much_larger_than_a_completed_step() {

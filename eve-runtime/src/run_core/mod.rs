@@ -107,18 +107,21 @@ pub(crate) struct Started {
     pub continued: u32,
     /// The run this one reports to, if any.
     pub parent: Option<crate::journal::ParentLink>,
+    /// The span the run's activations are children of (see `crate::trace`).
+    pub traceparent: Option<crate::journal::TraceParent>,
 }
 
 impl Started {
     pub fn of(entry: &Entry) -> Started {
         match entry {
-            Entry::RunStarted { principal, interactive, continued, parent, .. } => Started {
-                principal: principal.clone(),
+            Entry::RunStarted { principal, interactive, continued, parent, traceparent, .. } => Started {
+                principal: principal.as_deref().map(str::to_owned),
                 interactive: *interactive,
                 continued: *continued,
                 parent: parent.as_deref().cloned(),
+                traceparent: traceparent.as_deref().cloned(),
             },
-            _ => Started { principal: None, interactive: true, continued: 0, parent: None },
+            _ => Started { principal: None, interactive: true, continued: 0, parent: None, traceparent: None },
         }
     }
 }
@@ -740,7 +743,7 @@ mod tests {
         let clock = Arc::new(ManualClock::new(Timestamp::from_millis(0)));
         let services =
             Services::new(clock, SecretKey::generate(), Default::default(), String::new(), Default::default());
-        let started = Started { principal: None, interactive: true, continued: 0, parent: None };
+        let started = Started { principal: None, interactive: true, continued: 0, parent: None, traceparent: None };
         RunCore::new("run-1".parse().unwrap(), Arc::new(services), &started, None, ReplayIndex::default(), mode)
     }
 

@@ -35,7 +35,7 @@ pub use crate::error::Error;
 use crate::events::RunEvent;
 use crate::executor::{Driver, Engine, Exit, Msg};
 pub use crate::journal::RunOutcome;
-use crate::journal::{Entry, Op, RunId, RunStatus};
+use crate::journal::{Entry, Op, RunId, RunStatus, TraceParent};
 use crate::registry::{self, EntryPoint, ToolDescriptor};
 use crate::run_core::Started;
 use crate::store::{
@@ -177,30 +177,43 @@ impl Shared {
 
     /// Runs the run's executor in a task of its own; `mailbox` is its registration's receiver.
     fn spawn(self: &Arc<Self>, run: RunId, start: Start, mailbox: Mailbox) {
-        // One span per activation; `tool` is filled in once the driver is known.
-        let span = tracing::info_span!("run", run = %run, tool = tracing::field::Empty, start = start.kind());
         let (guard, shared) = (TaskGuard::new(&self.tasks), self.clone());
         let activation = async move {
             shared.activate(run, start, mailbox).await;
             drop(guard);
         };
-        tokio::spawn(tracing::Instrument::instrument(activation, span));
+        tokio::spawn(activation);
     }
 
-    /// Runs an executor until its run parks or ends.
-    async fn activate(self: Arc<Self>, run: RunId, start: Start, mut mailbox: mpsc::UnboundedReceiver<Msg>) {
-        let started = match start {
+    /// Loads the run's executor, then advances it inside the activation's span.
+    async fn activate(self: Arc<Self>, run: RunId, start: Start, mailbox: Mailbox) {
+        let kind = start.kind();
+        let Some(driver) = self.load(&run, start, &mailbox).await else { return };
+        // One span per activation, made once the driver is known: a span's parent can be set only
+        // before it is first entered, and after a restart only the journal knows the run's trace.
+        let span =
+            tracing::info_span!("run", eve.run.id = %run, gen_ai.tool.name = driver.tool_name(), eve.activation = kind);
+        crate::trace::set_parent(&span, driver.traceparent());
+        tracing::Instrument::instrument(self.advance(run, driver, mailbox), span).await;
+    }
+
+    /// The executor an activation advances: made fresh, taken from the warm cache, or rebuilt
+    /// from the journal. `None` if there is nothing to advance here.
+    async fn load(self: &Arc<Self>, run: &RunId, start: Start, mailbox: &Mailbox) -> Option<Box<Driver>> {
+        match start {
             Start::Fresh(driver) => Some(driver),
-            Start::Cached(driver) => self.resume_parked(&run, driver, true).await,
+            Start::Cached(driver) => self.resume_parked(run, driver, true).await,
             Start::Cold => {
                 // An inbox message queued now announces a delivery committed before the claim
                 // reads the inbox, which the claim hands the driver: it asks for no read of its own.
                 let queued = mailbox.len();
-                self.rebuild(&run).await.map(|driver| driver.read_inbox_after(queued))
+                self.rebuild(run).await.map(|driver| driver.read_inbox_after(queued))
             }
-        };
-        let Some(mut driver) = started else { return };
-        tracing::Span::current().record("tool", driver.tool_name());
+        }
+    }
+
+    /// Runs an executor until its run parks or ends.
+    async fn advance(self: Arc<Self>, run: RunId, mut driver: Box<Driver>, mut mailbox: Mailbox) {
         self.publish(&run, Phase::Running);
         loop {
             self.hold(&run, driver.position().0);
@@ -551,15 +564,34 @@ impl Runtime {
         options: StartOptions,
     ) -> Result<RunHandle, Error> {
         registry::check_start_input(descriptor, &input)?;
-        let shared = &self.shared;
         let id = options.id.clone().unwrap_or_else(RunId::generate);
+        // The run's trace starts with this span (a child of the caller's, or of the span current
+        // here), and its context is journaled for every activation to join (see `crate::trace`).
+        let span = tracing::info_span!("start", eve.run.id = %id, gen_ai.tool.name = descriptor.name);
+        crate::trace::set_parent(&span, options.traceparent.as_ref());
+        let traceparent = crate::trace::traceparent(&span);
+        tracing::Instrument::instrument(self.create(descriptor, id, input, options, traceparent), span).await
+    }
+
+    /// Creates run `id` of `descriptor` and activates it: see [`Runtime::start_descriptor`].
+    async fn create(
+        &self,
+        descriptor: &'static ToolDescriptor,
+        id: RunId,
+        input: Value,
+        options: StartOptions,
+        traceparent: Option<TraceParent>,
+    ) -> Result<RunHandle, Error> {
+        let shared = &self.shared;
         let workflow = (descriptor.workflow_id, descriptor.name);
-        let new = options.new_run(id.clone(), workflow, input.clone(), shared.services.clock.now());
+        let new =
+            options.new_run(id.clone(), workflow, input.clone(), (shared.services.clock.now(), traceparent.clone()));
         let started = Started {
             principal: options.principal,
             interactive: options.interactive,
             continued: 0,
             parent: options.parent,
+            traceparent,
         };
         if shared.is_client() {
             return self.hand_over(new, descriptor).await;

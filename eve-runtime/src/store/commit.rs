@@ -34,6 +34,7 @@ use crate::error::StoreError;
 ///     principal: None,
 ///     interactive: false,
 ///     parent: None,
+///     traceparent: None,
 /// };
 /// let Created::New(fence) = store.create_run(run.clone(), &WorkerId::generate()).await.unwrap() else {
 ///     unreachable!("the run is new")

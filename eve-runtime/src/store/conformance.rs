@@ -130,6 +130,7 @@ fn new_run(name: &str, input: Value, created_at: u64) -> NewRun {
         principal: None,
         interactive: true,
         parent: None,
+        traceparent: None,
     }
 }
 

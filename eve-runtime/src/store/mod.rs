@@ -67,6 +67,8 @@ pub struct NewRun {
     pub interactive: bool,
     /// The run it reports to, if it was started by another run (a session's task).
     pub parent: Option<crate::journal::ParentLink>,
+    /// The trace its spans join, when traces are exported (see [`crate::trace`]).
+    pub traceparent: Option<crate::journal::TraceParent>,
 }
 
 impl NewRun {
@@ -77,10 +79,11 @@ impl NewRun {
             tool: self.tool.clone(),
             input: self.input.clone().into(),
             at: self.created_at,
-            principal: self.principal.clone(),
+            principal: self.principal.as_deref().map(Box::from),
             interactive: self.interactive,
             continued: 0,
             parent: self.parent.clone().map(Box::new),
+            traceparent: self.traceparent.clone().map(Box::new),
         }
     }
 }

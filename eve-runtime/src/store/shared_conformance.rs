@@ -97,6 +97,7 @@ async fn create(store: &dyn Store, name: &str, created_at: u64) -> (RunId, Fence
         principal: None,
         interactive: true,
         parent: None,
+        traceparent: None,
     };
     match store.create_run(run, &worker("a")).await {
         Ok(Created::New(fence)) => (id, fence),
