@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-features=(sqlite postgres postgres-tls schema-validation sessions openai oauth2 cli http mcp testkit failpoints)
+features=(sqlite postgres postgres-tls schema-validation sessions openai oauth2 cli http mcp metrics testkit failpoints)
 
 check() {
     echo "check-parts: $1"

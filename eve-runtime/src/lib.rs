@@ -17,6 +17,7 @@ mod executor;
 pub mod failpoint;
 pub mod follow;
 pub mod journal;
+pub mod metrics;
 pub mod progress;
 pub mod random;
 pub mod registry;

@@ -1453,6 +1453,7 @@ fn call_model(step: u64, request: Request, plain: Arc<[String]>, agent: Option<S
                 let control = ctx.control().ok()?;
                 control.listening().then(|| (control, run.clone()))
             });
+            let started = std::time::Instant::now();
             let answered = match &listening {
                 // Nobody would see the text stream by: the model may answer whole.
                 None => model.answer(&request).await,
@@ -1461,6 +1462,7 @@ fn call_model(step: u64, request: Request, plain: Arc<[String]>, agent: Option<S
                     model::collect(stream, |piece| control.publish(model_text(run, piece))).await
                 }
             };
+            crate::metrics::model_called(model.name(), answered.is_ok(), started.elapsed());
             let mut response = answered.map_err(model_error)?;
             // Named by the run and the step (its argument), so a retried attempt names them again.
             let run_name = run.as_ref().map_or("", RunId::as_str);
