@@ -4,7 +4,7 @@
 //! the rest. Every Rust snippet here is a doctest: `cargo test -p eve-tools --doc` compiles each
 //! against the public API (and runs those that need no disk, network or server), so the guide
 //! cannot drift from the code. Snippets that need a cargo feature (`postgres`, `mcp`, `oauth2`,
-//! `openai`) compile when it is on.
+//! `openai`, `metrics`) compile when it is on.
 //!
 //! | module | what it covers |
 //! |---|---|
@@ -19,6 +19,7 @@
 //! | [`sessions`] | agent sessions, tasks, subagents and models |
 //! | [`mcp`] | serving the tools over the Model Context Protocol |
 //! | [`sign_in`] | sign-in inside steps, with tokens kept out of the journal |
+//! | [`operations`] | running in production: health probes, the drain on SIGTERM, Prometheus metrics |
 
 #[doc = include_str!("../guide/durability.md")]
 pub mod durability {}
@@ -52,3 +53,6 @@ pub mod mcp {}
 
 #[doc = include_str!("../guide/sign_in.md")]
 pub mod sign_in {}
+
+#[doc = include_str!("../guide/operations.md")]
+pub mod operations {}
