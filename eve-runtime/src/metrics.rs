@@ -19,7 +19,7 @@
 //! | `eve_step_attempts_total` | counter | `step` | attempts started |
 //! | `eve_step_retries_total` | counter | `step` | failed attempts that will be tried again |
 //! | `eve_step_duration_seconds` | histogram | `step` | how long each attempt ran, however it ended |
-//! | `eve_tool_call_duration_seconds` | histogram | `tool`, `outcome` | plain tool calls ([`Runtime::call_tool`](crate::Runtime::call_tool)): `ok` or `error` |
+//! | `eve_tool_call_duration_seconds` | histogram | `tool`, `outcome` | plain tool calls ([`tool_called`]): `ok` or `error` |
 //! | `eve_store_commit_duration_seconds` | histogram | | how long a run waited for an append to be durable |
 //! | `eve_store_commit_entries` | histogram | | the entries each of those appends wrote |
 //! | `eve_inbox_depth` | histogram | | the deliveries a run found in its inbox each time it read it |
@@ -211,8 +211,10 @@ pub(crate) fn run_finished(tool: &'static str, outcome: &'static str) {
     }
 }
 
-/// Times a plain tool call that ended `ok` or with an `error`.
-pub(crate) fn tool_called(tool: &'static str, ok: bool, took: Duration) {
+/// Times a call of the plain tool `tool` that ended `ok` or with an `error`: the runtime's own
+/// ([`Runtime::call_tool`](crate::Runtime::call_tool)), and those a part makes itself (a
+/// session's model step runs the plain tools the model called).
+pub fn tool_called(tool: &'static str, ok: bool, took: Duration) {
     if enabled() {
         let outcome = if ok { "ok" } else { "error" };
         histogram!(TOOL_CALL_DURATION, "tool" => tool, "outcome" => outcome).record(took);

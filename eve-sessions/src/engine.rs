@@ -1498,7 +1498,10 @@ async fn run_plain(ctx: &StepCtx, call: &ToolCall) -> Result<Value, String> {
     let EntryPoint::Plain(entry) = tool.entry else { return Err("the tool is not a plain tool".into()) };
     eve_runtime::registry::check_input(tool, &call.arguments).map_err(|message| format!("invalid input: {message}"))?;
     let tool_ctx = eve_runtime::ToolCtx::for_step(ctx, call.id.clone(), tool.name).ok_or("no run")?;
-    entry(call.arguments.clone(), tool_ctx).await.map_err(|error| error.message().to_owned())
+    let started = std::time::Instant::now();
+    let output = entry(call.arguments.clone(), tool_ctx).await;
+    eve_runtime::metrics::tool_called(tool.name, output.is_ok(), started.elapsed());
+    output.map_err(|error| error.message().to_owned())
 }
 
 /// The delivery id of a call (or stop) sent to the resumable task `run`: each is taken once.

@@ -30,6 +30,19 @@ async fn metrics_say(word: String) -> Result<String, StepError> {
     Ok(format!("said {word}"))
 }
 
+/// A word to shout.
+#[derive(Deserialize, JsonSchema)]
+pub struct Word {
+    /// The word.
+    pub word: String,
+}
+
+/// Shouts a word, at once.
+#[tool]
+pub async fn metrics_shout(input: Word) -> Result<String, ToolError> {
+    Ok(input.word.to_uppercase())
+}
+
 /// Waits on the hook `park-{run id}`: a run that stays parked.
 #[workflow_tool]
 pub async fn metrics_stay_parked(_input: Nothing, ctx: &WorkflowCtx) -> Result<(), ToolError> {
@@ -76,6 +89,7 @@ async fn the_endpoint_is_refused_without_the_key_as_the_run_api_is_and_answers_t
     run.parked().await.unwrap();
     served.runtime.resume_hook(&format!("word-{}", run.id()), json!("hello")).await.unwrap();
     run.outcome().await.unwrap();
+    served.runtime.call_tool("metrics_shout", json!({ "word": "hey" })).await.unwrap();
     let keyed = client.get(served.url("/metrics")).header("authorization", format!("Bearer {KEY}"));
     let seen = Seen::of(keyed.send().await.unwrap()).await;
     assert_eq!(seen.status, 200);
@@ -87,6 +101,8 @@ async fn the_endpoint_is_refused_without_the_key_as_the_run_api_is_and_answers_t
     assert_eq!(sample(&text, &finished), Some(1.0), "{text}");
     assert_eq!(sample(&text, "eve_step_attempts_total{step=\"metrics_say\"}"), Some(1.0), "{text}");
     assert_eq!(sample(&text, "eve_step_duration_seconds_count{step=\"metrics_say\"}"), Some(1.0), "{text}");
+    let shouted = "eve_tool_call_duration_seconds_count{tool=\"metrics_shout\",outcome=\"ok\"}";
+    assert_eq!(sample(&text, shouted), Some(1.0), "{text}");
     assert!(text.contains("# TYPE eve_step_duration_seconds histogram"), "a histogram, not a summary: {text}");
     assert!(text.contains("# HELP eve_runs_started_total "), "described: {text}");
 }
