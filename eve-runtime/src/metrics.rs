@@ -1,12 +1,12 @@
-//! Metrics: what the runtime and its parts count and time, recorded through the [`metrics`]
-//! facade into whichever recorder the process installs (the host's `serve` and `worker` install a
+//! Metrics: what the runtime and its parts count and time, recorded through the
+//! [`metrics`](::metrics) facade into whichever recorder the process installs (the host's `serve` and `worker` install a
 //! Prometheus one and serve it at `/metrics`).
 //!
 //! Nothing is recorded until [`enable`] is called, after a recorder is installed. Until then each
 //! place that records costs one load of a flag: the facade's macros build a key (a vector of
 //! labels) on every call even when no recorder listens, which a step, the hot path, should not
-//! pay. Once enabled, a step records through handles it made on its first attempt
-//! ([`StepHandles`]), so an attempt looks up no key either.
+//! pay. Once enabled, a step records through handles made on its first attempt, and a commit
+//! through handles made once, so neither looks up a key either.
 //!
 //! # The runtime's metrics
 //!
@@ -75,8 +75,23 @@ pub fn enabled() -> bool {
     ENABLED.load(Ordering::Relaxed)
 }
 
-/// A metric's name, kind, unit and help text, submitted with `inventory::submit!` by the crate
-/// that records it, so that [`enable`] describes every metric of the binary to the recorder.
+/// A metric's name, kind and help text, submitted with `inventory::submit!` by the crate that
+/// records it, so that [`enable`] describes every metric of the binary to the recorder. A part
+/// records its own metrics through the facade, and only while [`enabled`]:
+///
+/// ```
+/// use eve_tools::metrics::{Metric, enabled};
+///
+/// const REPORTS_SENT: &str = "acme_reports_sent_total";
+/// inventory::submit! { Metric::counter(REPORTS_SENT, "Reports sent, by format.") }
+///
+/// fn report_sent(format: &'static str) {
+///     if enabled() {
+///         metrics::counter!(REPORTS_SENT, "format" => format).increment(1);
+///     }
+/// }
+/// # report_sent("pdf");
+/// ```
 #[derive(Debug)]
 pub struct Metric {
     name: &'static str,
@@ -221,17 +236,37 @@ pub fn tool_called(tool: &'static str, ok: bool, took: Duration) {
     }
 }
 
+/// The handles of the metrics without labels that a step may record, made once: a chain of steps
+/// commits once a step, and looking its two histograms up by key each time cost the step more
+/// than recording into them.
+struct Unlabelled {
+    commit_duration: Histogram,
+    commit_entries: Histogram,
+    inbox_depth: Histogram,
+}
+
+/// The handles of [`Unlabelled`], made on first use once enabled (the recorder is installed by then).
+fn unlabelled() -> &'static Unlabelled {
+    static HANDLES: OnceLock<Unlabelled> = OnceLock::new();
+    HANDLES.get_or_init(|| Unlabelled {
+        commit_duration: histogram!(COMMIT_DURATION),
+        commit_entries: histogram!(COMMIT_ENTRIES),
+        inbox_depth: histogram!(INBOX_DEPTH),
+    })
+}
+
 /// Records an append of `entries` entries that took `took` to be durable. Called only while
 /// enabled: the caller reads the clock only then.
 pub(crate) fn committed(entries: usize, took: Duration) {
-    histogram!(COMMIT_DURATION).record(took);
-    histogram!(COMMIT_ENTRIES).record(entries as f64);
+    let handles = unlabelled();
+    handles.commit_duration.record(took);
+    handles.commit_entries.record(entries as f64);
 }
 
 /// Records a read of a run's inbox that found `deliveries`.
 pub(crate) fn inbox_read(deliveries: usize) {
     if enabled() {
-        histogram!(INBOX_DEPTH).record(deliveries as f64);
+        unlabelled().inbox_depth.record(deliveries as f64);
     }
 }
 
