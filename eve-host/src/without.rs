@@ -8,6 +8,6 @@ pub(crate) const MCP: &str = "this binary was built without MCP; enable the `mcp
                               (eve-tools = { ..., features = [\"mcp\"] }) and build again";
 
 /// What `/metrics` says in a binary built without the `metrics` feature.
-#[cfg(not(feature = "metrics"))]
+#[cfg(all(feature = "http", not(feature = "metrics")))]
 pub(crate) const METRICS: &str = "this binary was built without metrics; enable the `metrics` feature of eve-tools \
                                   (eve-tools = { ..., features = [\"metrics\"] }) and build again";

@@ -35,6 +35,7 @@ pub(crate) fn model_called(model: &str, ok: bool, took: Duration) {
 }
 
 /// Counts the tokens a provider reported for one answer of `model`.
+#[cfg(feature = "openai")]
 pub(crate) fn tokens_used(model: &str, input: u64, output: u64) {
     if enabled() {
         ::metrics::counter!(MODEL_TOKENS, "model" => model.to_owned(), "kind" => "input").increment(input);
