@@ -1,5 +1,5 @@
-//! Metrics: what the runtime and its parts count and time, recorded through the
-//! [`metrics`](::metrics) facade into whichever recorder the process installs (the host's `serve` and `worker` install a
+//! Metrics: what the runtime and its parts count and time, recorded through the [`metrics`]
+//! facade into whichever recorder the process installs (the host's `serve` and `worker` install a
 //! Prometheus one and serve it at `/metrics`).
 //!
 //! Nothing is recorded until [`enable`] is called, after a recorder is installed. Until then each
