@@ -23,6 +23,11 @@
 //! bookkeeping and the store's. It is a model, not eve's code, so it says how low a step path
 //! could go, not where eve's goes.
 //!
+//! Metrics (issue 55): with `EVE_BENCH_METRICS=1` the bench installs the Prometheus recorder
+//! that `serve` installs, so every step records its attempt and its duration, and every commit
+//! its latency and size; without it no recorder is installed and each of those places reads one
+//! flag. Alternating the two runs of one binary gives what the metrics add to a step.
+//!
 //! Tracing (issue 8: the hot path pays nothing measurable when no subscriber listens):
 //! `steps_memory/tracing/*` runs `workflow_1000` on the current-thread runtime three ways, one
 //! after the other and after every other group (a subscriber, once set, changes how `tracing`'s
@@ -362,6 +367,9 @@ fn summary() {
 }
 
 fn main() {
+    if std::env::var_os("EVE_BENCH_METRICS").is_some_and(|on| on == "1") {
+        eve_tools::metrics::install().expect("the Prometheus recorder installs in a fresh process");
+    }
     let mut criterion = Criterion::default().without_plots().configure_from_args();
     step_overhead(&mut criterion);
     // Last: a subscriber, once set, changes tracing's callsite cache for the rest of the process.

@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-features=(sqlite postgres postgres-tls schema-validation sessions openai oauth2 cli http mcp otel otel-grpc testkit failpoints)
+features=(sqlite postgres postgres-tls schema-validation sessions openai oauth2 cli http mcp metrics otel otel-grpc testkit failpoints)
 
 check() {
     echo "check-parts: $1"

@@ -26,6 +26,8 @@ const RUNTIME: &[(&str, u32)] = &[
     ("random", 0),
     ("state", 0),
     ("failpoint", 0),
+    // What the runtime counts and times, and the switch the parts record by.
+    ("metrics", 0),
     // The journal and what it records.
     ("journal", 1),
     ("json", 1),
@@ -67,6 +69,7 @@ const RUNTIME: &[(&str, u32)] = &[
 /// workflow above them, the handle people use on top.
 const SESSIONS: &[(&str, u32)] = &[
     ("error", 0),
+    ("metrics", 0),
     ("strings", 0),
     ("model", 0),
     ("inbound", 0),
@@ -86,6 +89,7 @@ const HOST: &[(&str, u32)] = &[
     ("timeline", 0),
     ("without", 0),
     ("otel", 0),
+    ("metrics", 0),
     ("mcp", 1),
     ("http::path", 10),
     ("http::cookie", 10),
@@ -101,6 +105,7 @@ const HOST: &[(&str, u32)] = &[
     ("http::webhook", 15),
     ("http::ui", 15),
     ("http::health", 15),
+    ("http::metrics", 15),
     ("http::routes", 16),
     ("http", 17),
     ("cli", 20),

@@ -1,7 +1,9 @@
 //! The host of eve-tools: what a user's binary serves its tools with. The command line
 //! ([`cli::Host`]: `manifest`, `call`, `runs`, `inspect`, `serve`, `worker`, `chat`, `mcp`, …), the
-//! HTTP API with the web inspector ([`http`], feature `http`), and the Model Context Protocol
-//! server ([`mcp`], feature `mcp`), and traces over OTLP ([`otel`], feature `otel`), all over the public API of the runtime and its sessions.
+//! HTTP API with the web inspector ([`http`], feature `http`), the Model Context Protocol server
+//! ([`mcp`], feature `mcp`), the Prometheus recorder behind `/metrics` ([`metrics`], feature
+//! `metrics`) and traces over OTLP ([`otel`], feature `otel`), all over the public API of the
+//! runtime and its sessions.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -15,5 +17,8 @@ pub mod mcp;
 #[cfg(feature = "otel")]
 #[cfg_attr(docsrs, doc(cfg(feature = "otel")))]
 pub mod otel;
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+pub mod metrics;
 pub mod timeline;
 mod without;

@@ -6,3 +6,8 @@
 #[cfg(not(feature = "mcp"))]
 pub(crate) const MCP: &str = "this binary was built without MCP; enable the `mcp` feature of eve-tools \
                               (eve-tools = { ..., features = [\"mcp\"] }) and build again";
+
+/// What `/metrics` says in a binary built without the `metrics` feature.
+#[cfg(all(feature = "http", not(feature = "metrics")))]
+pub(crate) const METRICS: &str = "this binary was built without metrics; enable the `metrics` feature of eve-tools \
+                                  (eve-tools = { ..., features = [\"metrics\"] }) and build again";

@@ -53,6 +53,7 @@
 mod codec;
 mod connect;
 mod group;
+mod leases;
 mod listen;
 mod reads;
 mod schema;
@@ -509,14 +510,16 @@ impl Store for PostgresStore {
         from_seq: u64,
     ) -> Result<Claimed, StoreError> {
         let until = now.saturating_add(lease);
-        with_client!(self, format!("a claim of run {run}"), |client| writes::claim(
+        let claimed = with_client!(self, format!("a claim of run {run}"), |client| writes::claim(
             &mut client,
             run,
             owner,
             until,
             now,
             from_seq
-        ))
+        ));
+        leases::claimed(&claimed);
+        claimed
     }
 
     async fn release(&self, run: &RunId, fence: Fence) -> Result<(), StoreError> {
@@ -525,15 +528,21 @@ impl Store for PostgresStore {
 
     async fn renew(&self, run: &RunId, fence: Fence, lease: Duration, now: Timestamp) -> Result<(), StoreError> {
         let until = now.saturating_add(lease);
-        with_client!(self, format!("renewing the lease of run {run}"), |client| writes::renew(
+        let renewed = with_client!(self, format!("renewing the lease of run {run}"), |client| writes::renew(
             &client, run, fence, until
-        ))
+        ));
+        leases::lost_if_fenced(&renewed);
+        renewed
     }
 
     fn append<'a>(&'a self, run: &'a RunId, fence: Fence, append: &'a mut Append) -> Commit<'a> {
         // Encoded now: the write needs nothing more of the batch, which stays the caller's.
         match self.encode_append(run, fence, append) {
-            Ok(rows) => Commit::pending(self.write_append(Arc::new(rows))),
+            Ok(rows) => Commit::pending(async move {
+                let written = self.write_append(Arc::new(rows)).await;
+                leases::lost_if_fenced(&written);
+                written
+            }),
             Err(refused) => Commit::Done(Err(refused)),
         }
     }

@@ -18,6 +18,7 @@ pub mod failpoint;
 pub mod follow;
 pub mod journal;
 pub mod json;
+pub mod metrics;
 pub mod progress;
 pub mod random;
 pub mod registry;

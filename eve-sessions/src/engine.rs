@@ -1453,6 +1453,7 @@ fn call_model(step: u64, request: Request, plain: Arc<[String]>, agent: Option<S
                 let control = ctx.control().ok()?;
                 control.listening().then(|| (control, run.clone()))
             });
+            let started = std::time::Instant::now();
             let answered = match &listening {
                 // Nobody would see the text stream by: the model may answer whole.
                 None => model.answer(&request).await,
@@ -1461,6 +1462,7 @@ fn call_model(step: u64, request: Request, plain: Arc<[String]>, agent: Option<S
                     model::collect(stream, |piece| control.publish(model_text(run, piece))).await
                 }
             };
+            crate::metrics::model_called(model.name(), answered.is_ok(), started.elapsed());
             let mut response = answered.map_err(model_error)?;
             // Named by the run and the step (its argument), so a retried attempt names them again.
             let run_name = run.as_ref().map_or("", RunId::as_str);
@@ -1496,7 +1498,10 @@ async fn run_plain(ctx: &StepCtx, call: &ToolCall) -> Result<Value, String> {
     let EntryPoint::Plain(entry) = tool.entry else { return Err("the tool is not a plain tool".into()) };
     eve_runtime::registry::check_input(tool, &call.arguments).map_err(|message| format!("invalid input: {message}"))?;
     let tool_ctx = eve_runtime::ToolCtx::for_step(ctx, call.id.clone(), tool.name).ok_or("no run")?;
-    entry(call.arguments.clone(), tool_ctx).await.map_err(|error| error.message().to_owned())
+    let started = std::time::Instant::now();
+    let output = entry(call.arguments.clone(), tool_ctx).await;
+    eve_runtime::metrics::tool_called(tool.name, output.is_ok(), started.elapsed());
+    output.map_err(|error| error.message().to_owned())
 }
 
 /// The delivery id of a call (or stop) sent to the resumable task `run`: each is taken once.

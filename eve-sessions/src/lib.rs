@@ -43,6 +43,7 @@ mod engine;
 mod error;
 mod feed;
 mod inbound;
+pub mod metrics;
 pub mod model;
 #[cfg(feature = "openai")]
 #[cfg_attr(docsrs, doc(cfg(feature = "openai")))]

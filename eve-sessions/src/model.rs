@@ -236,6 +236,13 @@ pub trait Model: Send + Sync + 'static {
     async fn answer(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
         collect(self.stream(request).await?, |_| {}).await
     }
+
+    /// The model's name in metrics (the `model` label of `eve_model_calls_total` and its kin):
+    /// the provider's name for it, such as `gpt-4.1-mini`, or by default `model`. One name per
+    /// configured model, so that the metrics' labels stay few.
+    fn name(&self) -> &str {
+        "model"
+    }
 }
 
 /// The model a runtime's sessions talk to, kept in the runtime's state
@@ -360,6 +367,10 @@ impl fmt::Debug for ScriptedModel {
 impl Model for ScriptedModel {
     async fn stream(&self, request: &ModelRequest) -> Result<ModelStream, ModelError> {
         Ok(stream_of((self.script)(request)))
+    }
+
+    fn name(&self) -> &str {
+        "scripted"
     }
 
     /// The script's answer as it is, without cutting its text into words and joining them again,

@@ -155,6 +155,10 @@ impl OpenAiModel {
 
 #[async_trait]
 impl Model for OpenAiModel {
+    fn name(&self) -> &str {
+        &self.config.model
+    }
+
     async fn stream(&self, request: &ModelRequest) -> Result<ModelStream, ModelError> {
         let body = request_body(&self.config.model, request);
         let response = self
@@ -181,9 +185,9 @@ impl Model for OpenAiModel {
         if !streamed {
             // A server that ignores `stream: true` answers with one JSON completion.
             let text = response.text().await.map_err(|error| unavailable(error_chain(&error), None))?;
-            return Ok(stream::iter(whole_answer(&text)).boxed());
+            return Ok(stream::iter(whole_answer(&text, &self.config.model)).boxed());
         }
-        Ok(deltas(SseStream::from_bytes_stream(bytes_of(response)).boxed()))
+        Ok(deltas(SseStream::from_bytes_stream(bytes_of(response)).boxed(), &self.config.model))
     }
 }
 
@@ -218,7 +222,9 @@ fn request_body(model: &str, request: &ModelRequest) -> Value {
             }
         });
     }
-    let mut body = json!({ "model": model, "stream": true, "messages": messages });
+    // The last chunk then counts the tokens (`usage`), for `eve_model_tokens_total`.
+    let options = json!({ "include_usage": true });
+    let mut body = json!({ "model": model, "stream": true, "stream_options": options, "messages": messages });
     if !request.tools.is_empty() {
         body["tools"] = request.tools.iter().map(|tool| function(tool)).collect();
     }
@@ -345,6 +351,16 @@ struct Chunk {
     #[serde(default)]
     choices: Vec<Choice>,
     error: Option<Value>,
+    /// The tokens of the whole answer, in its last chunk when the request asked for them.
+    usage: Option<Usage>,
+}
+
+#[derive(Deserialize)]
+struct Usage {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
 }
 
 #[derive(Deserialize)]
@@ -380,11 +396,21 @@ struct Progress {
     finish: Option<FinishReason>,
     called: bool,
     ended: bool,
+    /// The model's name, for the tokens the last chunk counts.
+    model: String,
 }
 
 impl Progress {
+    /// Reading the answer of `model`.
+    fn of(model: &str) -> Self {
+        Progress { model: model.to_owned(), ..Progress::default() }
+    }
+
     /// The deltas of one parsed chunk.
     fn chunk(&mut self, chunk: Chunk) -> Vec<Result<ModelDelta, ModelError>> {
+        if let Some(usage) = &chunk.usage {
+            crate::metrics::tokens_used(&self.model, usage.prompt_tokens, usage.completion_tokens);
+        }
         if let Some(error) = chunk.error {
             self.ended = true;
             let said = error.get("message").and_then(Value::as_str).map_or_else(|| error.to_string(), str::to_owned);
@@ -428,8 +454,8 @@ impl Progress {
 
 /// The deltas of a server-sent event stream of chunks: `[DONE]` (or the end of the stream after a
 /// `finish_reason`) completes the answer; a stream that ends before either is cut off.
-fn deltas(events: BoxStream<'static, Result<Sse, sse_stream::Error>>) -> ModelStream {
-    stream::unfold((events, Progress::default()), |(mut events, mut progress)| async move {
+fn deltas(events: BoxStream<'static, Result<Sse, sse_stream::Error>>, model: &str) -> ModelStream {
+    stream::unfold((events, Progress::of(model)), |(mut events, mut progress)| async move {
         if progress.ended {
             return None;
         }
@@ -465,13 +491,13 @@ fn deltas(events: BoxStream<'static, Result<Sse, sse_stream::Error>>) -> ModelSt
 }
 
 /// The deltas of one whole (not streamed) completion.
-fn whole_answer(body: &str) -> Vec<Result<ModelDelta, ModelError>> {
+fn whole_answer(body: &str, model: &str) -> Vec<Result<ModelDelta, ModelError>> {
     let chunk = match serde_json::from_str::<Chunk>(body) {
         Ok(chunk) if chunk.error.is_some() || !chunk.choices.is_empty() => chunk,
         Ok(_) => return vec![Err(ModelError::Malformed("the completion has no choices".into()))],
         Err(error) => return vec![Err(ModelError::Malformed(format!("the completion is not JSON: {error}")))],
     };
-    let mut progress = Progress::default();
+    let mut progress = Progress::of(model);
     let mut deltas = progress.chunk(chunk);
     if !progress.ended {
         deltas.push(progress.done());
@@ -533,10 +559,10 @@ mod tests {
     fn a_whole_completion_is_read_as_one_answer() {
         let body = r#"{"choices":[{"message":{"content":"hi","tool_calls":[{"id":"c1","type":"function",
             "function":{"name":"deploy","arguments":"{\"service\":\"api\"}"}}]},"finish_reason":"tool_calls"}]}"#;
-        let deltas: Vec<_> = whole_answer(body).into_iter().map(Result::unwrap).collect();
+        let deltas: Vec<_> = whole_answer(body, "m").into_iter().map(Result::unwrap).collect();
         assert_eq!(deltas.len(), 3);
         assert_eq!(deltas[0], ModelDelta::Text("hi".into()));
         assert_eq!(deltas[2], ModelDelta::Done(FinishReason::ToolCalls));
-        assert!(matches!(&whole_answer("{}")[0], Err(ModelError::Malformed(_))));
+        assert!(matches!(&whole_answer("{}", "m")[0], Err(ModelError::Malformed(_))));
     }
 }

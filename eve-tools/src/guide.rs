@@ -4,7 +4,7 @@
 //! the rest. Every Rust snippet here is a doctest: `cargo test -p eve-tools --doc` compiles each
 //! against the public API (and runs those that need no disk, network or server), so the guide
 //! cannot drift from the code. Snippets that need a cargo feature (`postgres`, `mcp`, `oauth2`,
-//! `openai`, `otel`) compile when it is on.
+//! `openai`, `otel`, `metrics`) compile when it is on.
 //!
 //! | module | what it covers |
 //! |---|---|
@@ -20,6 +20,7 @@
 //! | [`mcp`] | serving the tools over the Model Context Protocol |
 //! | [`sign_in`] | sign-in inside steps, with tokens kept out of the journal |
 //! | [`traces`] | traces over OTLP: one trace per run across parks, restarts and workers |
+//! | [`operations`] | running in production: health probes, the drain on SIGTERM, Prometheus metrics |
 
 #[doc = include_str!("../guide/durability.md")]
 pub mod durability {}
@@ -56,3 +57,5 @@ pub mod sign_in {}
 
 #[doc = include_str!("../guide/traces.md")]
 pub mod traces {}
+#[doc = include_str!("../guide/operations.md")]
+pub mod operations {}

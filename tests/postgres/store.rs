@@ -791,3 +791,37 @@ async fn a_store_is_ready_while_its_database_answers_and_its_listener_listens() 
     assert!(error.is_transient() && error.to_string().contains("not listening for wake-ups"), "{error}");
     until(true).await.expect("ready again once it listens again");
 }
+
+/// The value of the sample `series` in the recorder's exposition, 0 if it has none yet.
+fn sample(metrics: &eve_tools::metrics::Metrics, series: &str) -> f64 {
+    let text = metrics.render();
+    text.lines().find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok()).unwrap_or(0.0)
+}
+
+/// A worker's claims are counted by how they end, and a lease another worker took over is counted
+/// lost. Other tests of this process may claim meanwhile (under `cargo test`), so the counts are
+/// compared as at least what this test did.
+#[tokio::test]
+async fn claims_and_lost_leases_are_counted() {
+    let metrics = eve_tools::metrics::install().expect("the recorder installs");
+    let (store, _schema) = fixture().await;
+    let (held, claimed, lost) = (
+        "eve_lease_claims_total{result=\"held\"}",
+        "eve_lease_claims_total{result=\"claimed\"}",
+        "eve_lease_losses_total",
+    );
+    let before = [held, claimed, lost].map(|series| sample(&metrics, series));
+    let (worker, thief) = (WorkerId("w".into()), WorkerId("thief".into()));
+    let run = new_run("counted");
+    let fence = created(&store, &run, &worker).await;
+    let refused = store.claim(&run.id, &thief, Duration::from_secs(60), Timestamp::from_millis(2_000), 1).await;
+    assert!(matches!(refused, Err(StoreError::Leased { .. })), "the creator's lease is live: {refused:?}");
+    let later = Timestamp::from_millis(1_000_000_000);
+    store.claim(&run.id, &thief, Duration::from_secs(60), later, 1).await.expect("the thief claims it");
+    let renewed = store.renew(&run.id, fence, Duration::from_secs(60), later).await;
+    assert!(matches!(renewed, Err(StoreError::Fenced { .. })), "the creator lost the run: {renewed:?}");
+    let after = [held, claimed, lost].map(|series| sample(&metrics, series));
+    for ((series, before), after) in [held, claimed, lost].iter().zip(before).zip(after) {
+        assert!(after >= before + 1.0, "{series}: {before} before, {after} after");
+    }
+}

@@ -26,6 +26,9 @@ pub(super) fn text(address: &str, key_var: Option<&str>) -> String {
     if cfg!(feature = "mcp") {
         routes.push(("POST", "/mcp", "the tools over the Model Context Protocol"));
     }
+    if cfg!(feature = "metrics") {
+        routes.push(("GET", "/metrics", "Prometheus metrics: runs, steps, the store (the run API's key)"));
+    }
     let width = routes.iter().map(|(method, path, _)| method.len() + 1 + path.len()).max().unwrap_or(0);
     let mut lines = vec![format!("serving http://{address}")];
     lines.extend(routes.iter().map(|(method, path, what)| {

@@ -401,6 +401,10 @@ impl Listener {
         if let Some(key) = self.api_key {
             server = server.api_key(key);
         }
+        #[cfg(feature = "metrics")]
+        {
+            server = server.metrics(crate::metrics::install().map_err(|error| error.to_string())?);
+        }
         let server = server.serve(listener).map_err(|error| error.to_string())?;
         println!("{}", banner::text(&server.local_addr().to_string(), key_var));
         Ok(Serving { server: Some(server) })

@@ -33,6 +33,8 @@
 //! | `GET /v1/runs/{run}/questions` | [`Runtime::open_questions`] | `{questions: [...]}` |
 //! | `POST /v1/runs/{run}/questions/{request}` | [`Runtime::answer`] | `204` |
 //! | `GET /v1/events` | [`Runtime::events`], or [`Runtime::follow`] with `?run=` | server-sent events, one per [`RunEvent`](eve_runtime::RunEvent) |
+//! | `GET /healthz`, `GET /readyz` | probes, outside the key and origin rules | `200`, or `503` while not ready |
+//! | `GET /metrics` | the recorder given to `Server::metrics` (feature `metrics`) | Prometheus's text format |
 //! | `GET /ui` (and `/ui/app.js`, `/ui/app.css`) | the web inspector | HTML, or its sign-in form on a keyed server |
 //! | `POST /ui/sign-in` (form `key`), `POST /ui/sign-out` | the inspector's sign-in | `303` to `/ui` with its cookie; `401` for a wrong key |
 //!
@@ -40,7 +42,8 @@
 //!
 //! The `/.well-known/workflow/v1/...` routes are reached by outside systems and people, and each
 //! is opened by an unguessable token in its path, so they take no other credential. The `/v1`
-//! run API starts, answers and cancels any run, under any principal; give the server a key with
+//! run API starts, answers and cancels any run, under any principal (`/metrics` is behind the
+//! same rules as `/v1`); give the server a key with
 //! [`Server::api_key`] and every `/v1` request must carry `Authorization: Bearer <key>` (else
 //! `401`). Without a key the run API is open to whoever reaches the address, so serve it on
 //! loopback only; the host's `serve` refuses any other address unless `EVE_API_KEY` is set.
@@ -81,6 +84,7 @@ mod cookie;
 mod errors;
 mod events;
 mod health;
+mod metrics;
 mod origin;
 mod path;
 mod routes;
@@ -150,6 +154,9 @@ pub struct Server {
     api_key: Option<TokenHash>,
     /// Origins given with [`Server::allow_origin`], as given.
     allowed_origins: Vec<String>,
+    /// The recorder `/metrics` renders, if any.
+    #[cfg(feature = "metrics")]
+    metrics: Option<crate::metrics::Metrics>,
     /// MCP: what to mount at `/mcp`, if not the default server.
     #[cfg(feature = "mcp")]
     mcp: Option<crate::mcp::http::Mounter>,
@@ -170,6 +177,8 @@ impl Server {
             limits,
             api_key: None,
             allowed_origins: Vec::new(),
+            #[cfg(feature = "metrics")]
+            metrics: None,
             #[cfg(feature = "mcp")]
             mcp: None,
         }
@@ -182,6 +191,26 @@ impl Server {
     #[cfg(feature = "mcp")]
     pub fn mcp<H: rmcp::ServerHandler + Clone>(mut self, handler: H) -> Self {
         self.mcp = Some(crate::mcp::http::Mounter::new(handler));
+        self
+    }
+
+    /// Serves `metrics` at `GET /metrics` in Prometheus's text format, behind the same API key
+    /// and `Origin`/`Host` rules as the `/v1` run API (see [`crate::metrics`]).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let runtime = eve_tools::Runtime::in_memory()?;
+    /// let metrics = eve_tools::metrics::install()?;
+    /// let server = eve_tools::http::Server::new(runtime).metrics(metrics).bind("127.0.0.1:0").await?;
+    /// server.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    pub fn metrics(mut self, metrics: crate::metrics::Metrics) -> Self {
+        self.metrics = Some(metrics);
         self
     }
 
@@ -284,6 +313,8 @@ impl Server {
             sign_ins: SignIns::default(),
             sign_in_key,
             stop: stopped.clone(),
+            #[cfg(feature = "metrics")]
+            metrics: self.metrics,
             #[cfg(feature = "mcp")]
             mcp: self.mcp,
         };

@@ -14,7 +14,7 @@ use super::errors::{ApiError, fallback, method_not_allowed, panicked};
 use super::path::HOOK_PATH;
 use super::state::AppState;
 use super::ui::{self, UI_PATH};
-use super::{auth, events, health, origin, runs, sessions, webhook};
+use super::{auth, events, health, metrics, origin, runs, sessions, webhook};
 use eve_runtime::auth::AUTH_CALLBACK_PATH;
 use eve_runtime::secret::TokenHash;
 use eve_runtime::webhook::WEBHOOK_PATH;
@@ -41,7 +41,9 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/v1/sessions/{session}/cancel", post(sessions::cancel))
         .route("/v1/sessions/{session}/close", post(sessions::close))
         .route("/v1/sessions/{session}/questions/{request}", post(sessions::answer))
-        .route("/v1/sessions/{session}/events", get(sessions::events));
+        .route("/v1/sessions/{session}/events", get(sessions::events))
+        // Metrics say what the binary runs and how busy it is: behind the same rules.
+        .route("/metrics", get(metrics::render));
     // MCP: Streamable HTTP at `/mcp`, behind the same layers as the run API.
     #[cfg(feature = "mcp")]
     let run_api = run_api.nest_service("/mcp", mcp_service(&state));

@@ -41,6 +41,9 @@ pub(crate) struct Shared {
     pub sign_in_key: SecretKey,
     /// Becomes `true` when the server shuts down.
     pub stop: watch::Receiver<bool>,
+    /// The recorder `/metrics` renders, if the server was given one.
+    #[cfg(feature = "metrics")]
+    pub metrics: Option<crate::metrics::Metrics>,
     /// MCP: what is mounted at `/mcp` (a default server over the runtime when `None`).
     #[cfg(feature = "mcp")]
     pub mcp: Option<crate::mcp::http::Mounter>,

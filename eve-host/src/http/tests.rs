@@ -36,6 +36,8 @@ fn app() -> (Router, watch::Sender<bool>) {
         sign_ins: Default::default(),
         sign_in_key: eve_runtime::secret::SecretKey::generate(),
         stop: stopped,
+        #[cfg(feature = "metrics")]
+        metrics: None,
         #[cfg(feature = "mcp")]
         mcp: None,
     };

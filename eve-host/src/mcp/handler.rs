@@ -30,8 +30,16 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         _cx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let tools = self.inner.catalog.tools().to_vec();
-        Ok(ListToolsResult::with_all_items(tools).with_ttl_ms(TOOLS_TTL_MS).with_cache_scope(CacheScope::Public))
+        counted(
+            "tools/list",
+            async {
+                let tools = self.inner.catalog.tools().to_vec();
+                Ok(ListToolsResult::with_all_items(tools)
+                    .with_ttl_ms(TOOLS_TTL_MS)
+                    .with_cache_scope(CacheScope::Public))
+            }
+            .await,
+        )
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -43,26 +51,34 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let inner = &*self.inner;
-        let entry = inner.catalog.get(&request.name).ok_or_else(|| unknown_tool(inner, &request.name))?;
-        if let Some(state) = &request.request_state {
-            return call::next_round(inner, entry, state, request.input_responses.as_ref(), &cx).await;
-        }
-        let arguments = Value::Object(request.arguments.unwrap_or_default());
-        if let Err(message) = entry.check(&arguments) {
-            return Ok(failed(message).into());
-        }
-        match entry.kind {
-            Kind::Plain => call_plain(inner, entry, arguments).await,
-            Kind::Durable if cx.client_capabilities().is_some_and(|capabilities| capabilities.supports_tasks()) => {
-                create_task(inner, entry, arguments, &cx).await
+        counted(
+            "tools/call",
+            async {
+                let inner = &*self.inner;
+                let entry = inner.catalog.get(&request.name).ok_or_else(|| unknown_tool(inner, &request.name))?;
+                if let Some(state) = &request.request_state {
+                    return call::next_round(inner, entry, state, request.input_responses.as_ref(), &cx).await;
+                }
+                let arguments = Value::Object(request.arguments.unwrap_or_default());
+                if let Err(message) = entry.check(&arguments) {
+                    return Ok(failed(message).into());
+                }
+                match entry.kind {
+                    Kind::Plain => call_plain(inner, entry, arguments).await,
+                    Kind::Durable
+                        if cx.client_capabilities().is_some_and(|capabilities| capabilities.supports_tasks()) =>
+                    {
+                        create_task(inner, entry, arguments, &cx).await
+                    }
+                    Kind::Durable if inner.task_only.iter().any(|name| name == entry.descriptor.name) => {
+                        let required = ClientCapabilities::builder().enable_tasks().build();
+                        Err(ErrorData::missing_required_client_capability(required))
+                    }
+                    Kind::Durable => call::start(inner, entry, arguments, &cx).await,
+                }
             }
-            Kind::Durable if inner.task_only.iter().any(|name| name == entry.descriptor.name) => {
-                let required = ClientCapabilities::builder().enable_tasks().build();
-                Err(ErrorData::missing_required_client_capability(required))
-            }
-            Kind::Durable => call::start(inner, entry, arguments, &cx).await,
-        }
+            .await,
+        )
     }
 
     async fn get_task(
@@ -70,28 +86,61 @@ impl ServerHandler for McpServer {
         request: GetTaskParams,
         _cx: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
-        let inner = &*self.inner;
-        let snapshot = call::read(&inner.runtime, &task_run(&request.task_id)?).await?;
-        Ok(GetTaskResult::new(describe(inner, &snapshot)?))
+        counted(
+            "tasks/get",
+            async {
+                let inner = &*self.inner;
+                let snapshot = call::read(&inner.runtime, &task_run(&request.task_id)?).await?;
+                Ok(GetTaskResult::new(describe(inner, &snapshot)?))
+            }
+            .await,
+        )
     }
 
     async fn update_task(&self, request: UpdateTaskParams, _cx: RequestContext<RoleServer>) -> Result<(), ErrorData> {
-        let inner = &*self.inner;
-        let snapshot = call::read(&inner.runtime, &task_run(&request.task_id)?).await?;
-        if snapshot.outcome.is_none() {
-            call::deliver(inner, &snapshot, &request.input_responses, "inputResponses").await?;
-        }
-        Ok(())
+        counted(
+            "tasks/update",
+            async {
+                let inner = &*self.inner;
+                let snapshot = call::read(&inner.runtime, &task_run(&request.task_id)?).await?;
+                if snapshot.outcome.is_none() {
+                    call::deliver(inner, &snapshot, &request.input_responses, "inputResponses").await?;
+                }
+                Ok(())
+            }
+            .await,
+        )
     }
 
     async fn cancel_task(&self, request: CancelTaskParams, _cx: RequestContext<RoleServer>) -> Result<(), ErrorData> {
-        let run = task_run(&request.task_id)?;
-        match self.inner.runtime.cancel(&run, "cancelled by the MCP client (tasks/cancel)").await {
-            Ok(()) | Err(Error::RunFinished { .. }) => Ok(()),
-            Err(Error::RunNotFound(_)) => Err(unknown_task(&request.task_id)),
-            Err(error) => Err(ErrorData::internal_error(format!("cannot cancel run {run}: {error}"), None)),
-        }
+        counted(
+            "tasks/cancel",
+            async {
+                let run = task_run(&request.task_id)?;
+                match self.inner.runtime.cancel(&run, "cancelled by the MCP client (tasks/cancel)").await {
+                    Ok(()) | Err(Error::RunFinished { .. }) => Ok(()),
+                    Err(Error::RunNotFound(_)) => Err(unknown_task(&request.task_id)),
+                    Err(error) => Err(ErrorData::internal_error(format!("cannot cancel run {run}: {error}"), None)),
+                }
+            }
+            .await,
+        )
     }
+}
+
+/// The counter of MCP requests, by method and result (`ok`, or `error` for a JSON-RPC error; a
+/// tool that ran and failed is `ok`, as the protocol sees it).
+pub(crate) const MCP_REQUESTS: &str = "eve_mcp_requests_total";
+
+inventory::submit! { eve_runtime::metrics::Metric::counter(MCP_REQUESTS, "MCP requests, by method and result.") }
+
+/// Counts an MCP request of `method` by how it ended, and hands its result on.
+fn counted<T>(method: &'static str, result: Result<T, ErrorData>) -> Result<T, ErrorData> {
+    if eve_runtime::metrics::enabled() {
+        let ended = if result.is_ok() { "ok" } else { "error" };
+        ::metrics::counter!(MCP_REQUESTS, "method" => method, "result" => ended).increment(1);
+    }
+    result
 }
 
 /// Calls a plain tool. Its arguments were checked, so an error from it is the tool's own.

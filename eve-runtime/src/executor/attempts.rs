@@ -117,6 +117,9 @@ fn launch(
     let mut future = (step.attempt)(StepAttempt { core: core.clone(), op, number });
     let name = step.def.name();
     step.running = Some((number, std::time::Instant::now()));
+    if let Some(metrics) = step.def.metrics() {
+        metrics.attempts.increment(1);
+    }
     rt.events.emit(|| RunEvent::StepStarted { run: core.run.clone(), op, step: name.to_owned(), attempt: number });
     // One span per attempt; what the step logs is recorded inside it.
     let span = tracing::debug_span!("step", eve.op = op.0, eve.step.name = name, eve.step.attempt = number);
@@ -135,6 +138,16 @@ fn launch(
             None
         }
     }
+}
+
+/// How long the attempt of `step` that started at `started` ran, in milliseconds as journaled;
+/// recorded in `eve_step_duration_seconds` too while metrics are on.
+fn ran(step: &StartedStep, started: std::time::Instant) -> u64 {
+    let ran = started.elapsed();
+    if let Some(metrics) = step.def.metrics() {
+        metrics.duration.record(ran);
+    }
+    ran.as_millis() as u64
 }
 
 /// The entry recording the step's outcome for good.
@@ -214,7 +227,7 @@ impl Driver {
         let ended = match ended {
             Some(Attempt { result: Ok(value), .. }) => match journalable(value, step.def.name()) {
                 Ok(value) => {
-                    let took = step.running.take().map(|(_, started)| started.elapsed().as_millis() as u64);
+                    let took = step.running.take().map(|(_, started)| ran(&step, started));
                     self.ended.push(Event::Completed(completion(op, &step, 1, StepOutcome::Ok { value }, took)));
                     return;
                 }
@@ -233,7 +246,7 @@ impl Driver {
         // A stale attempt (the step was restarted since) records nothing.
         let step = self.execs.get_mut(&op)?;
         let (_, started) = step.running.take_if(|(running, _)| *running == attempt)?;
-        let took = Some(started.elapsed().as_millis() as u64);
+        let took = Some(ran(step, started));
         let name = step.def.name();
         let signed_in = self.signed_in.remove(&op);
         let error = match result.and_then(|value| journalable(value, name)) {
@@ -266,6 +279,9 @@ impl Driver {
         let delay = error.retry_after().unwrap_or_else(|| policy.backoff.delay_after(attempt));
         let next_attempt_at = rt.services.clock.now().saturating_add(delay);
         let message = error.message().to_owned();
+        if let Some(metrics) = self.execs.get(&op).and_then(|step| step.def.metrics()) {
+            metrics.retries.increment(1);
+        }
         self.wait_to_retry(rt, op, attempt + 1, next_attempt_at);
         Entry::StepRetrying { op, name: name.into(), input_hash, attempt, error: message, next_attempt_at }
     }

@@ -24,7 +24,11 @@ impl Driver {
         let mut backoff = super::StoreBackoff::default();
         while self.inbox.is_empty() {
             // Other events of the batch (a step's completion) wait in memory while the store recovers.
-            match rt.store.inbox(&self.core.run).await {
+            let read = rt.store.inbox(&self.core.run).await;
+            if let Ok(items) = &read {
+                crate::metrics::inbox_read(items.len());
+            }
+            match read {
                 Ok(items) if items.is_empty() => break,
                 Ok(items) => self.inbox.extend(items),
                 Err(error) if error.is_transient() => backoff.wait(rt, &self.core.run, error).await?,

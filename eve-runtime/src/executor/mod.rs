@@ -115,6 +115,8 @@ pub(crate) struct Engine {
     /// [`Store::max_entry_bytes`](crate::store::Store::max_entry_bytes)): every batch is fitted
     /// to it before it is appended.
     pub max_entry_bytes: Option<usize>,
+    /// The gauges of active and parked runs.
+    pub gauges: crate::metrics::RunGauges,
 }
 
 impl Engine {
@@ -900,6 +902,8 @@ impl Driver {
             // Read now: the store may keep the entries themselves.
             let events = self.journaled_events(rt);
             let appended = self.pending.entries.len() as u64;
+            // The clock is read only for a recorder.
+            let timed = crate::metrics::enabled().then(std::time::Instant::now);
             let result = loop {
                 // A store that does no I/O answers at once, and nothing is awaited.
                 let result = match rt.store.append(&self.core.run, self.fence, &mut self.pending) {
@@ -914,6 +918,9 @@ impl Driver {
             };
             match result {
                 Ok(()) => {
+                    if let Some(started) = timed {
+                        crate::metrics::committed(appended as usize, started.elapsed());
+                    }
                     self.pending.first_seq += appended;
                     self.committed(rt, events, taken);
                     return Ok(());
@@ -943,6 +950,8 @@ impl Driver {
             (rt.wake)(&parent.run);
         }
         for new in &self.pending.runs {
+            crate::metrics::run_started(new.tool.clone());
+            rt.gauges.created(1);
             rt.events.emit(|| RunEvent::Started { run: new.id.clone(), tool: new.tool.clone() });
             (rt.wake)(&new.id);
         }

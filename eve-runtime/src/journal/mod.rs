@@ -844,6 +844,15 @@ impl RunOutcome {
         }
     }
 
+    /// The status of a run that ended so: `completed`, `failed` or `cancelled`.
+    pub fn status(&self) -> RunStatus {
+        match self {
+            RunOutcome::Completed(_) => RunStatus::Completed,
+            RunOutcome::Failed(_) => RunStatus::Failed,
+            RunOutcome::Cancelled => RunStatus::Cancelled,
+        }
+    }
+
     /// The output of a completed run.
     pub fn output(&self) -> Option<&Value> {
         match self {

@@ -10,6 +10,7 @@ use futures::future::BoxFuture;
 use super::RunCore;
 use crate::error::StepError;
 use crate::journal::Op;
+use crate::metrics::{StepHandles, StepRecorders};
 
 /// How long to wait between attempts: `initial`, then multiplied by `factor` after each failure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,12 +85,14 @@ pub struct StepDef {
     name: &'static str,
     policy: RetryPolicy,
     hands_over: bool,
+    /// What its attempts record through, made on the first attempt once metrics are on.
+    metrics: StepHandles,
 }
 
 impl StepDef {
     /// A step definition; `#[step]` emits one `static` per step.
     pub const fn new(id: &'static str, name: &'static str, policy: RetryPolicy) -> Self {
-        StepDef { id, name, policy, hands_over: false }
+        StepDef { id, name, policy, hands_over: false, metrics: StepHandles::new() }
     }
 
     /// The same step, whose live output the body takes as the attempt returned it instead of
@@ -98,7 +101,11 @@ impl StepDef {
     /// check that on every attempt. A user's `#[step]` always decodes, so a type whose JSON loses
     /// something (a skipped field) behaves the same live and on replay.
     pub const fn handing_over(self) -> Self {
-        StepDef { hands_over: true, ..self }
+        let (id, name, policy) = (self.id, self.name, self.policy);
+        // A constant function may not run a destructor, so `self` is forgotten rather than
+        // dropped; its handles are still empty where this is called, in a `static`'s initializer.
+        std::mem::forget(self);
+        StepDef { id, name, policy, hands_over: true, metrics: StepHandles::new() }
     }
 
     /// Whether the body takes the step's live output as it was returned (see
@@ -120,6 +127,12 @@ impl StepDef {
     /// The retry policy.
     pub fn policy(&self) -> RetryPolicy {
         self.policy
+    }
+
+    /// The step's metrics handles, or `None` while metrics are off.
+    #[inline]
+    pub(crate) fn metrics(&self) -> Option<&StepRecorders> {
+        self.metrics.get(self.name)
     }
 }
 

@@ -339,6 +339,7 @@ impl RuntimeBuilder {
             Shared::new(
                 Engine {
                     max_entry_bytes: store.max_entry_bytes(),
+                    gauges: crate::metrics::RunGauges::new(store.is_shared()),
                     store,
                     services,
                     events: EventBus::new(self.event_capacity),

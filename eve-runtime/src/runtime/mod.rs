@@ -112,9 +112,13 @@ impl std::ops::Deref for Shared {
     }
 }
 
-/// Publishes how many runs are active; called with the `runs` lock held after every change.
-fn count_active(active: &watch::Sender<usize>, runs: &HashMap<RunId, mpsc::UnboundedSender<Msg>>) {
-    active.send_if_modified(|count| std::mem::replace(count, runs.len()) != runs.len());
+impl Shared {
+    /// Publishes how many runs are active, to `settle` and to the gauges; called with the `runs`
+    /// lock held after every change.
+    fn count_active(&self, runs: &HashMap<RunId, mpsc::UnboundedSender<Msg>>) {
+        self.active.send_if_modified(|count| std::mem::replace(count, runs.len()) != runs.len());
+        self.gauges.active(runs.len());
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -151,7 +155,7 @@ impl Shared {
         debug_assert!(!runs.contains_key(run), "a run is registered at most once");
         let (mailbox, receiver) = mpsc::unbounded_channel();
         runs.insert(run.clone(), mailbox);
-        count_active(&self.active, runs);
+        self.count_active(runs);
         receiver
     }
 
@@ -168,7 +172,7 @@ impl Shared {
         let mut runs = lock(&self.runs);
         if mailbox.is_empty() {
             runs.remove(run);
-            count_active(&self.active, &runs);
+            self.count_active(&runs);
             return;
         }
         drop(runs);
@@ -217,6 +221,7 @@ impl Shared {
         self.publish(&run, Phase::Running);
         loop {
             self.hold(&run, driver.position().0);
+            let tool = driver.tool_name();
             match driver.run(&self, &mut mailbox).await {
                 Exit::Parked(parked) => {
                     // Marked before the run leaves this task: every way a parked run makes
@@ -237,6 +242,8 @@ impl Shared {
                 Exit::Continued(next) => driver = next,
                 Exit::Finished(outcome) => {
                     self.let_go(&run);
+                    crate::metrics::run_finished(tool, outcome.status().name());
+                    self.gauges.created(-1);
                     return self.finish(&run, outcome);
                 }
                 Exit::Lost(error) => {
@@ -322,7 +329,7 @@ impl Shared {
         }
         drop(cache);
         // Counted once the park is done with the cache and the store, so `settle` returns after.
-        count_active(&self.active, &runs);
+        self.count_active(&runs);
         drop(runs);
         // Dropping an evicted body runs user `Drop` code, so it happens outside the locks.
         drop(evicted);
@@ -367,6 +374,12 @@ impl Shared {
         }
     }
 
+    /// Counts a run of `descriptor` this process created in the store.
+    fn run_created(&self, descriptor: &'static ToolDescriptor) {
+        crate::metrics::run_started(descriptor.name);
+        self.gauges.created(1);
+    }
+
     /// Whether an executor of `run` is registered in this process.
     fn is_active(&self, run: &RunId) -> bool {
         lock(&self.runs).contains_key(run)
@@ -375,7 +388,7 @@ impl Shared {
     fn deactivate(&self, run: &RunId) {
         let mut runs = lock(&self.runs);
         runs.remove(run);
-        count_active(&self.active, &runs);
+        self.count_active(&runs);
     }
 
     fn publish(&self, run: &RunId, phase: Phase) {
@@ -603,6 +616,7 @@ impl Runtime {
         let created = shared.store.create_run(new, &shared.worker).await;
         match (created, reserved) {
             (Ok(Created::New(fence)), Some(mailbox)) => {
+                shared.run_created(descriptor);
                 shared.events.emit(|| RunEvent::Started { run: id.clone(), tool: descriptor.name.to_owned() });
                 let driver = Box::new(Driver::fresh(shared, id.clone(), descriptor, input, &started, fence, None));
                 shared.spawn(id.clone(), Start::Fresh(driver), mailbox);
@@ -623,7 +637,10 @@ impl Runtime {
             }
             // Another start of the same id holds the reservation and drives the run; a body made
             // here would only be superseded, so none is.
-            (Ok(Created::New(_)), None) => shared.wake(&id, Msg::Resume),
+            (Ok(Created::New(_)), None) => {
+                shared.run_created(descriptor);
+                shared.wake(&id, Msg::Resume);
+            }
             (Err(error), reserved) => {
                 if let Some(mailbox) = reserved {
                     shared.unreserve(&id, mailbox);
@@ -659,6 +676,7 @@ impl Runtime {
         let input = new.input.clone();
         match shared.store.create_run(new, &shared.worker).await? {
             Created::New(fence) => {
+                shared.run_created(descriptor);
                 shared.events.emit(|| RunEvent::Started { run: id.clone(), tool: descriptor.name.to_owned() });
                 if let Err(error) = shared.store.release(&id, fence).await {
                     tracing::warn!(run = %id, "cannot hand the new run to the workers; one takes it when its creation lease expires: {error}");
@@ -685,6 +703,7 @@ impl Runtime {
     pub async fn recover(&self) -> Result<usize, Error> {
         let shared = &self.shared;
         let recovery = shared.store.recovery().await?;
+        shared.gauges.recovered(recovery.unfinished);
         if shared.store.is_shared() {
             for sign_in in &recovery.sign_ins {
                 crate::executor::announce_waiting_sign_in(shared, sign_in);
@@ -793,7 +812,10 @@ impl Runtime {
         };
         registry::check_input(descriptor, &input).map_err(|refusal| registry::invalid_input(tool, refusal))?;
         let ctx = ToolCtx::new(RunId::generate().to_string(), descriptor.name, self.shared.services.clone());
-        entry(input, ctx).await.map_err(|error| Error::ToolFailed { tool: tool.to_owned(), error })
+        let started = std::time::Instant::now();
+        let output = entry(input, ctx).await;
+        crate::metrics::tool_called(descriptor.name, output.is_ok(), started.elapsed());
+        output.map_err(|error| Error::ToolFailed { tool: tool.to_owned(), error })
     }
 
     /// Subscribes to the events of every run: best-effort observations for logs and dashboards,
