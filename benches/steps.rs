@@ -26,7 +26,9 @@
 //! Metrics (issue 55): with `EVE_BENCH_METRICS=1` the bench installs the Prometheus recorder
 //! that `serve` installs, so every step records its attempt and its duration, and every commit
 //! its latency and size; without it no recorder is installed and each of those places reads one
-//! flag. Alternating the two runs of one binary gives what the metrics add to a step.
+//! flag. Alternating the two runs of one binary gives what the metrics add to a step. Built with
+//! the `otel` feature, `EVE_BENCH_TRACES=1` installs the OTLP exporter the same way (every run's
+//! and step's span exported, to an endpoint where nothing listens).
 //!
 //! Tracing (issue 8: the hot path pays nothing measurable when no subscriber listens):
 //! `steps_memory/tracing/*` runs `workflow_1000` on the current-thread runtime three ways, one
@@ -370,6 +372,16 @@ fn main() {
     if std::env::var_os("EVE_BENCH_METRICS").is_some_and(|on| on == "1") {
         eve_tools::metrics::install().expect("the Prometheus recorder installs in a fresh process");
     }
+    // Kept alive for the whole run: dropping it would stop the exporter.
+    #[cfg(feature = "otel")]
+    let _traces = std::env::var_os("EVE_BENCH_TRACES").is_some_and(|on| on == "1").then(|| {
+        // Nothing listens on the discard port, so each batch fails at once: what is measured is
+        // what a step pays in its own thread.
+        let traces = eve_tools::otel::Traces::builder().endpoint("http://127.0.0.1:9").build();
+        let traces = traces.expect("the exporter builds");
+        traces.install().expect("the exporter's subscriber is the first");
+        traces
+    });
     let mut criterion = Criterion::default().without_plots().configure_from_args();
     step_overhead(&mut criterion);
     // Last: a subscriber, once set, changes tracing's callsite cache for the rest of the process.
