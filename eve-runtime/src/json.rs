@@ -105,7 +105,7 @@ impl<'de> Deserializer<'de> for At<'de, '_> {
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
         match self.value {
             Value::Object(_) => self.deserialize_struct("", &[], visitor),
-            Value::Array(items) => visitor.visit_seq(Items { items: items.iter().enumerate(), at: self }),
+            Value::Array(_) => self.deserialize_seq(visitor),
             _ => blamed(self, self.value.deserialize_any(visitor)),
         }
     }
@@ -122,9 +122,18 @@ impl<'de> Deserializer<'de> for At<'de, '_> {
     }
 
     fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        match self.value {
-            Value::Array(items) => visitor.visit_seq(Items { items: items.iter().enumerate(), at: self }),
-            _ => Err(self.blame(de::Error::invalid_type(unexpected(self.value), &visitor))),
+        let Value::Array(array) = self.value else {
+            return Err(self.blame(de::Error::invalid_type(unexpected(self.value), &visitor)));
+        };
+        let mut items = array.iter().enumerate();
+        match visitor.visit_seq(Items { items: &mut items, at: self }) {
+            // As serde_json does: a value that takes fewer items than the array has is refused,
+            // not decoded from the first ones.
+            Ok(_) if items.len() > 0 => {
+                Err(self.blame(de::Error::invalid_length(array.len(), &"fewer elements in array")))
+            }
+            Ok(value) => Ok(value),
+            Err(error) => Err(self.blame(error)),
         }
     }
 
@@ -153,12 +162,16 @@ impl<'de> Deserializer<'de> for At<'de, '_> {
         _fields: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, Error> {
-        match self.fields(&visitor) {
-            Ok(fields) => match visitor.visit_map(fields) {
-                Ok(value) => Ok(value),
-                Err(error) => Err(self.blame(error)),
-            },
-            Err(error) => Err(error),
+        let Value::Object(map) = self.value else {
+            return Err(self.blame(de::Error::invalid_type(unexpected(self.value), &visitor)));
+        };
+        let mut entries = map.iter();
+        match visitor.visit_map(Fields { entries: &mut entries, value: None, at: self }) {
+            Ok(_) if entries.len() > 0 => {
+                Err(self.blame(de::Error::invalid_length(map.len(), &"fewer elements in map")))
+            }
+            Ok(value) => Ok(value),
+            Err(error) => Err(self.blame(error)),
         }
     }
 
@@ -183,16 +196,6 @@ impl<'de> Deserializer<'de> for At<'de, '_> {
     }
 }
 
-impl<'de, 'a> At<'de, 'a> {
-    /// The fields of this value, which must be an object to be what `expected` describes.
-    fn fields(self, expected: &dyn de::Expected) -> Result<Fields<'de, 'a>, Error> {
-        match self.value {
-            Value::Object(map) => Ok(Fields { entries: map.iter(), value: None, at: self }),
-            _ => Err(self.blame(de::Error::invalid_type(unexpected(self.value), expected))),
-        }
-    }
-}
-
 /// What `value` is, as serde's errors name it.
 fn unexpected(value: &Value) -> de::Unexpected<'_> {
     match value {
@@ -212,7 +215,7 @@ fn unexpected(value: &Value) -> de::Unexpected<'_> {
 
 /// An object's fields, each value at its key's path.
 struct Fields<'de, 'a> {
-    entries: serde_json::map::Iter<'de>,
+    entries: &'a mut serde_json::map::Iter<'de>,
     value: Option<(&'de str, &'de Value)>,
     at: At<'de, 'a>,
 }
@@ -252,7 +255,7 @@ impl<'de> Fields<'de, '_> {
 
 /// An array's items, each at its index's path.
 struct Items<'de, 'a> {
-    items: std::iter::Enumerate<std::slice::Iter<'de, Value>>,
+    items: &'a mut std::iter::Enumerate<std::slice::Iter<'de, Value>>,
     at: At<'de, 'a>,
 }
 
@@ -330,5 +333,14 @@ mod tests {
         }
         let refusal = decode::<Order>(&json!({"id": 7, "lines": "none"})).unwrap_err();
         assert_eq!(refusal.error.to_string(), "invalid type: string \"none\", expected a sequence");
+        // Nothing is dropped: a value that takes fewer items than it is given is refused, as
+        // serde_json refuses it.
+        let refusal = decode::<(u8, u8)>(&json!([1, 2, 3])).unwrap_err();
+        assert_eq!(
+            refusal.error.to_string(),
+            serde_json::from_value::<(u8, u8)>(json!([1, 2, 3])).unwrap_err().to_string()
+        );
+        let pair: (u8, u8) = decode(&json!([1, 2])).unwrap();
+        assert_eq!(pair, (1, 2));
     }
 }
