@@ -70,20 +70,9 @@ impl Drop for Driver {
 
 /// Installs the browser if needed (failing with the reason if it cannot) and starts its driver.
 async fn driver() -> Driver {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let script = root.join("scripts/chromium.sh");
-    let installed = Command::new("bash").arg(&script).output().expect("bash runs");
-    let printed = String::from_utf8_lossy(&installed.stdout);
-    assert!(
-        installed.status.success(),
-        "the inspector's browser tests need Chromium and chromedriver, and {} could not provide them:\n{}",
-        script.display(),
-        String::from_utf8_lossy(&installed.stderr)
-    );
-    let path = |name: &str| {
-        let line = printed.lines().find_map(|line| line.strip_prefix(&format!("{name}=")));
-        PathBuf::from(line.unwrap_or_else(|| panic!("chromium.sh printed no {name}: {printed}")))
-    };
+    let installed =
+        eve_tests::tools::installed("chromium.sh", "the inspector's browser tests need Chromium and chromedriver");
+    let path = |name: &str| installed.path(name);
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let child = Command::new(path("CHROMEDRIVER"))
         .arg(format!("--port={port}"))

@@ -35,20 +35,8 @@ impl Drop for Killed {
 
 /// The paths `scripts/prometheus.sh` prints, installing Prometheus first if needed.
 fn installed() -> (PathBuf, PathBuf) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/prometheus.sh");
-    let ran = Command::new("bash").arg(&script).output().expect("bash runs");
-    let printed = String::from_utf8_lossy(&ran.stdout);
-    assert!(
-        ran.status.success(),
-        "the metrics test needs Prometheus and promtool, and {} could not provide them:\n{}",
-        script.display(),
-        String::from_utf8_lossy(&ran.stderr)
-    );
-    let path = |name: &str| {
-        let line = printed.lines().find_map(|line| line.strip_prefix(&format!("{name}=")));
-        PathBuf::from(line.unwrap_or_else(|| panic!("prometheus.sh printed no {name}: {printed}")))
-    };
-    (path("PROMETHEUS"), path("PROMTOOL"))
+    let installed = eve_tests::tools::installed("prometheus.sh", "the metrics test needs Prometheus and promtool");
+    (installed.path("PROMETHEUS"), installed.path("PROMTOOL"))
 }
 
 /// Starts the test binary's host with `serve` on a free loopback port, requiring [`KEY`], and

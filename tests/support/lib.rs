@@ -12,6 +12,7 @@ pub mod follow;
 pub mod http;
 pub mod oauth_server;
 pub mod otlp;
+pub mod tools;
 
 /// The instant every test clock starts at.
 pub const START: Timestamp = Timestamp::from_millis(1_700_000_000_000);
