@@ -198,8 +198,8 @@ where
 {
     /// The call of `def` with `args`; `step` runs one attempt. `#[step]` generates this call.
     ///
-    /// Only this fn, [`Body::attempt`] and [`Attempt`]'s `poll` are compiled once for each step,
-    /// being generic over the step's own closure and future. The rest ([`StepCall::start`]) is
+    /// Only this fn, `Body::attempt` and `Attempt`'s `poll` are compiled once for each step,
+    /// being generic over the step's own closure and future. The rest (`StepCall::start`) is
     /// compiled once for all the steps that take and return the same types, so that a crate of
     /// many steps pays little for each.
     #[track_caller]
