@@ -151,6 +151,45 @@ fn matches(tokens: &[TokenTree], at: usize, pattern: Pattern, contexts: &[String
     }
 }
 
+/// A call of `ctx.patched(…)` or `ctx.deprecate_patch(…)` in a body.
+pub struct PatchCall {
+    /// `patched` or `deprecate_patch`.
+    pub method: String,
+    /// The id, when the argument is one string literal.
+    pub id: Option<syn::LitStr>,
+    /// The method and its arguments, to span an error on.
+    pub tokens: TokenStream,
+}
+
+/// Every patch call on a context parameter in `body`, in source order: the macros check that each
+/// id is a literal used once, as the journal tells patches apart by their ids.
+pub fn patch_calls(body: &TokenStream, contexts: &[String]) -> Vec<PatchCall> {
+    let mut calls = Vec::new();
+    patch_calls_into(body, contexts, &mut calls);
+    calls
+}
+
+fn patch_calls_into(stream: &TokenStream, contexts: &[String], calls: &mut Vec<PatchCall>) {
+    let tokens: Vec<TokenTree> = stream.clone().into_iter().collect();
+    for (at, token) in tokens.iter().enumerate() {
+        let on_context = ["patched", "deprecate_patch"]
+            .into_iter()
+            .find(|method| matches(&tokens, at, Pattern::OnContext(method), contexts).is_some());
+        if let (Some(method), Some(TokenTree::Group(args))) = (on_context, tokens.get(at + 3))
+            && args.delimiter() == Delimiter::Parenthesis
+        {
+            calls.push(PatchCall {
+                method: method.to_owned(),
+                id: syn::parse2(args.stream()).ok(),
+                tokens: tokens[at + 2..at + 4].iter().cloned().collect(),
+            });
+        }
+        if let TokenTree::Group(group) = token {
+            patch_calls_into(&group.stream(), contexts, calls);
+        }
+    }
+}
+
 /// Where the path `pattern` (`a::b`, or the prefix `a::`) ends if it starts at `at`.
 fn match_path(tokens: &[TokenTree], at: usize, pattern: &str) -> Option<usize> {
     let mut end = at;

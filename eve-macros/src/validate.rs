@@ -66,6 +66,7 @@ pub fn tool(model: &ToolModel) -> syn::Result<()> {
     if cell.is_workflow() {
         tokens_stay_in_steps(&mut errors, func, attr);
         workflow_body_is_deterministic(&mut errors, func, attr);
+        patch_ids_are_literals_used_once(&mut errors, func, attr);
         progress_is_one_owned_last_parameter(&mut errors, model);
         progress_is_reported_through_its_channel(&mut errors, func, attr);
     } else {
@@ -542,6 +543,33 @@ fn workflow_body_is_deterministic(errors: &mut Errors, func: &FnModel, attr: &st
         };
         let message = format!("{what} in a `#[{attr}]` body breaks replay; {}", finding.lint.advice);
         errors.push(syn::Error::new_spanned(finding.tokens, message));
+    }
+}
+
+/// A patch's id is what its journaled marker records, so it is a literal (the same in every run)
+/// and names one patch of the body.
+fn patch_ids_are_literals_used_once(errors: &mut Errors, func: &FnModel, attr: &str) {
+    let mut seen: Vec<String> = Vec::new();
+    for call in lints::patch_calls(&func.item.body.stream(), &func.context_names()) {
+        let method = &call.method;
+        let Some(id) = call.id else {
+            let message = format!(
+                "the id of `ctx.{method}` must be a string literal, such as `ctx.{method}(\"notify-by-email\")`: \
+                 the journal records it, and replay looks for the same id"
+            );
+            errors.push(syn::Error::new_spanned(call.tokens, message));
+            continue;
+        };
+        let id = id.value();
+        if seen.contains(&id) {
+            let message = format!(
+                "the patch id {id:?} is already used in this `#[{attr}]` body; give each patch an id of its own, as \
+                 replay tells patches apart by their ids"
+            );
+            errors.push(syn::Error::new_spanned(call.tokens, message));
+        } else {
+            seen.push(id);
+        }
     }
 }
 

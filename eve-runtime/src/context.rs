@@ -95,6 +95,38 @@ impl WorkflowCtx {
         if core.interactive { Pending::durable(core.clone(), op) } else { Pending::resolved(AskOutcome::Unavailable) }
     }
 
+    /// Whether this run takes the new code of the patch `id`: `false` for a run whose journal was
+    /// written before the patch reached this point of the body, `true` for every other run.
+    ///
+    /// Change a workflow while runs of it are in flight by keeping both versions behind it:
+    ///
+    /// ```ignore
+    /// if ctx.patched("notify-by-email") {
+    ///     send_email(&order).await?;
+    /// } else {
+    ///     send_sms(&order).await?;
+    /// }
+    /// ```
+    ///
+    /// A run that takes the patch journals a marker here, so the answer never changes for it, on
+    /// any replay. Once no run that took the old branch is in flight, replace the `if` with
+    /// [`deprecate_patch`](WorkflowCtx::deprecate_patch) and the new branch alone; once no run
+    /// that took the patch is in flight either, remove that call too. The id is a string literal
+    /// used once in the body (the macros check both).
+    #[track_caller]
+    pub fn patched(&self, id: &'static str) -> bool {
+        self.core.patched(id, false)
+    }
+
+    /// Marks where the patch `id` was, in a build that keeps only its new branch: a run that took
+    /// the patch replays past its marker, a new run records one, and a run that took the old
+    /// branch fails with a divergence that says to finish it on a build that still calls
+    /// [`patched`](WorkflowCtx::patched). `host replay` finds such runs before a deploy.
+    #[track_caller]
+    pub fn deprecate_patch(&self, id: &'static str) {
+        self.core.patched(id, true);
+    }
+
     /// Ends this history of the run and starts the body again with `input`, under the same run
     /// id, with a fresh journal: return it from the body, `return ctx.continue_as_new(next)`.
     ///

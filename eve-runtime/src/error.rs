@@ -289,8 +289,9 @@ impl From<FatalError> for ToolError {
 /// A run's body asked for a different operation than its journal recorded.
 ///
 /// The run fails with this error rather than hand a recorded result to the wrong call. It happens
-/// when a workflow's code changes while runs of it are in flight: finish those runs on the build
-/// that started them, or start new runs.
+/// when a workflow's code changes while runs of it are in flight: guard the change with
+/// [`WorkflowCtx::patched`](crate::WorkflowCtx::patched), finish those runs on the build that
+/// started them, or start new runs.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{}", describe_divergence(.run, *.op, .expected.as_ref(), .found.as_ref(), .at.as_ref()))]
 pub struct NonDeterminismError {
@@ -313,14 +314,33 @@ fn describe_divergence(
     found: Option<&OpSignature>,
     at: Option<&SourceLocation>,
 ) -> String {
-    let expected = expected.map_or_else(|| "nothing".to_owned(), ToString::to_string);
-    let found = found.map_or_else(|| "nothing more (the body returned)".to_owned(), ToString::to_string);
+    let recorded = expected.map_or_else(|| "nothing".to_owned(), ToString::to_string);
+    let asked = found.map_or_else(|| "nothing more (the body returned)".to_owned(), ToString::to_string);
     let at = at.map(|at| format!(" (at {at})")).unwrap_or_default();
+    if let Some(id) = patch_of(found) {
+        return format!(
+            "run {run} took the old branch of patch `{id}` at {op} (its journal, written before the patch, records \
+             {recorded} there) but this build removed that branch with `ctx.deprecate_patch(\"{id}\")`{at}; finish \
+             the run on a build that still calls `ctx.patched(\"{id}\")`"
+        );
+    }
+    if let Some(id) = patch_of(expected) {
+        return format!(
+            "run {run} took patch `{id}` at {op} but the code now asks for {asked}{at}; keep \
+             `ctx.deprecate_patch(\"{id}\")` at that point while runs that took the patch are in flight"
+        );
+    }
     format!(
-        "run {run} diverged from its journal at {op}: the journal recorded {expected} but the code now asks for \
-         {found}{at}; the workflow changed while the run was in flight, so finish such runs on the build that \
-         started them or start a new run"
+        "run {run} diverged from its journal at {op}: the journal recorded {recorded} but the code now asks for \
+         {asked}{at}; the workflow changed while the run was in flight: guard the change with \
+         `if ctx.patched(\"a-patch-id\")` at that line so runs recorded before it keep the old code, finish such \
+         runs on the build that started them, or start a new run"
     )
+}
+
+/// The id of the patch `signature` marks, if it marks one.
+fn patch_of(signature: Option<&OpSignature>) -> Option<&str> {
+    signature.filter(|signature| signature.kind == crate::journal::OpKind::Patch).map(|signature| &*signature.name)
 }
 
 impl NonDeterminismError {

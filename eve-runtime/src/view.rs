@@ -305,6 +305,7 @@ fn record_name(kind: RecordKind) -> &'static str {
         RecordKind::Published => "published",
         RecordKind::Value => "value",
         RecordKind::Started => "started",
+        RecordKind::Patch => "patch",
     }
 }
 

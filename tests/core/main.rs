@@ -13,6 +13,7 @@ mod hooks;
 mod inputs;
 mod journal;
 mod long_runs;
+mod patches;
 mod replay;
 mod replay_check;
 mod replay_properties;

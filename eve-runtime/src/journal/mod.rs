@@ -206,6 +206,8 @@ pub enum OpKind {
     Value,
     /// A child run started (a session's task or workflow tool call).
     Started,
+    /// The marker of a patch the run took (`ctx.patched`), named by the patch's id.
+    Patch,
 }
 
 impl OpKind {
@@ -222,6 +224,7 @@ impl OpKind {
             OpKind::Published => "published",
             OpKind::Value => "value",
             OpKind::Started => "started",
+            OpKind::Patch => "patch",
         }
     }
 }
@@ -247,6 +250,7 @@ impl fmt::Display for OpSignature {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.kind {
             OpKind::Step => write!(f, "step `{}` (input hash {})", self.name, self.input_hash),
+            OpKind::Patch => write!(f, "patch `{}`", self.name),
             kind => write!(f, "{kind} (input hash {})", self.input_hash),
         }
     }
@@ -435,6 +439,10 @@ pub enum RecordKind {
     /// The run is created in the same transaction that journals this record, so the record is
     /// the proof that it exists, and a replay does not start it again.
     Started,
+    /// The marker of a patch the run took, with the patch's id as its value (`"id"`): a run that
+    /// records it takes the patch's new branch on every replay, and one whose journal has other
+    /// ops there took the old branch (see `WorkflowCtx::patched`).
+    Patch,
 }
 
 impl RecordKind {
@@ -447,6 +455,7 @@ impl RecordKind {
             RecordKind::Published => OpKind::Published,
             RecordKind::Value => OpKind::Value,
             RecordKind::Started => OpKind::Started,
+            RecordKind::Patch => OpKind::Patch,
         }
     }
 }
@@ -716,6 +725,10 @@ impl Entry {
             Entry::Recorded { kind: RecordKind::Value, value, .. } => {
                 let name = value.to_value().get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
                 Some(OpSignature { kind: OpKind::Value, name: name.into(), input_hash: InputHash::default() })
+            }
+            Entry::Recorded { kind: RecordKind::Patch, value, .. } => {
+                let id = value.to_value().as_str().unwrap_or_default().to_owned();
+                Some(OpSignature { kind: OpKind::Patch, name: id.into(), input_hash: InputHash::default() })
             }
             Entry::Recorded { kind, .. } => Some(sig(kind.op_kind(), InputHash::default())),
             _ => None,

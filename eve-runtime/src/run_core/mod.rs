@@ -149,6 +149,8 @@ pub(crate) struct ReplayIndex {
     pub asks_resolved: OpMap<()>,
     /// Asks whose creation is recorded.
     pub asks_created: OpMap<()>,
+    /// The highest op number the journal mentions, if any.
+    last: Option<Op>,
 }
 
 /// Where an unfinished step stands at the end of the journal.
@@ -193,6 +195,7 @@ impl ReplayIndex {
         };
         for entry in entries {
             let Some(op) = entry.op() else { continue };
+            index.last = index.last.max(Some(op));
             if let hash_map::Entry::Vacant(vacant) = index.signatures.entry(op) {
                 let signature = match entry {
                     Entry::StepCompleted { name, input_hash, .. } | Entry::StepRetrying { name, input_hash, .. } => {
@@ -264,7 +267,7 @@ impl ReplayIndex {
 
     /// The highest op number the journal mentions, if any.
     pub fn last_op(&self) -> Option<Op> {
-        self.signatures.keys().max().copied()
+        self.last
     }
 }
 
@@ -540,6 +543,43 @@ impl RunCore {
         state.next_op += 1;
         state.ops.push(OpSlot { slot, waker: None });
         Some(op)
+    }
+
+    /// Whether the run takes the new branch of the patch `id` here (`WorkflowCtx::patched`), and
+    /// with `deprecated` (`WorkflowCtx::deprecate_patch`), a divergence if it took the old one.
+    ///
+    /// A run takes it if its journal records the patch's marker at the next op, or if the journal
+    /// records nothing from the next op on: then the body is past the history it has, and the
+    /// marker is journaled so every replay takes the same branch. A journal that records another
+    /// op there, or any later op, was written by code without the patch, so the run takes the old
+    /// branch, and no op number is taken, so the old branch's ops keep theirs.
+    #[track_caller]
+    pub fn patched(&self, id: &'static str, deprecated: bool) -> bool {
+        let mut state = self.lock();
+        if state.divergence.is_some() {
+            return true; // The body is not polled again: which branch it takes does not matter.
+        }
+        let op = Op(state.next_op);
+        let signature = OpSignature { kind: OpKind::Patch, name: id.into(), input_hash: InputHash::default() };
+        let recorded = state.index.signatures.get(&op);
+        let marked = recorded == Some(&signature);
+        let taken = marked || state.index.last_op().is_none_or(|last| last < op);
+        if taken {
+            state.next_op += 1;
+            state.ops.push(OpSlot { slot: Slot::Recorded, waker: None });
+            if !marked {
+                state.outbox.push(Entry::Recorded { op, kind: RecordKind::Patch, value: Value::from(id).into() });
+            }
+        } else if deprecated {
+            state.divergence = Some(NonDeterminismError {
+                run: self.run.clone(),
+                op,
+                expected: recorded.cloned(),
+                found: Some(signature),
+                at: SourceLocation::of(std::panic::Location::caller()),
+            });
+        }
+        taken
     }
 
     /// Whether the journal records the completion of the op the next creation will take.
