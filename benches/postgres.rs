@@ -163,6 +163,7 @@ fn store_appends(c: &mut Criterion, tokio: &tokio::runtime::Runtime, setup: &Set
         interactive: true,
         parent: None,
         traceparent: None,
+        build: None,
     };
     let created = tokio.block_on(store.create_run(run.clone(), &WorkerId("bench".into())));
     let Ok(Created::New(fence)) = created else { panic!("the run is created: {created:?}") };

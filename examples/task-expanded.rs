@@ -64,6 +64,11 @@ const _: () = {
         validate_input: __eve::validate_input::<Reminder>,
         output_schema: || (&&__eve::OutputProbe::<String>::new()).output_schema(),
         entry: __eve::EntryPoint::Task(__eve_entry),
+        fingerprint: "5d1e0f3a9c2b7e48",
+        version: match ::core::option_env!("EVE_BUILD_VERSION") {
+            ::core::option::Option::Some(version) => version,
+            ::core::option::Option::None => ::core::env!("CARGO_PKG_VERSION"),
+        },
     };
     __eve::inventory::submit! {
         __eve::ToolRegistration(&__EVE_TOOL)
@@ -99,6 +104,11 @@ const _: () = {
         validate_input: __eve::validate_input::<Question>,
         output_schema: || (&&__eve::OutputProbe::<()>::new()).output_schema(),
         entry: __eve::EntryPoint::Serve(__eve_entry),
+        fingerprint: "5d1e0f3a9c2b7e48",
+        version: match ::core::option_env!("EVE_BUILD_VERSION") {
+            ::core::option::Option::Some(version) => version,
+            ::core::option::Option::None => ::core::env!("CARGO_PKG_VERSION"),
+        },
     };
     __eve::inventory::submit! {
         __eve::ToolRegistration(&__EVE_TOOL)

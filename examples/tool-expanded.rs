@@ -47,6 +47,11 @@ const _: () = {
         validate_input: __eve::validate_input::<City>,
         output_schema: || (&&__eve::OutputProbe::<String>::new()).output_schema(),
         entry: __eve::EntryPoint::Plain(__eve_entry),
+        fingerprint: "5d1e0f3a9c2b7e48",
+        version: match ::core::option_env!("EVE_BUILD_VERSION") {
+            ::core::option::Option::Some(version) => version,
+            ::core::option::Option::None => ::core::env!("CARGO_PKG_VERSION"),
+        },
     };
     __eve::inventory::submit! {
         __eve::ToolRegistration(&__EVE_TOOL)

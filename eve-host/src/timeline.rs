@@ -10,7 +10,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use eve_runtime::journal::{Entry, RunId, RunStatus};
+use eve_runtime::journal::{BuildStamp, Entry, RunId, RunStatus};
 use eve_runtime::store::{Delivery, InboxItem, RunRecord, RunSummary};
 use eve_runtime::time::Timestamp;
 pub use eve_runtime::view::OpView;
@@ -31,6 +31,10 @@ pub struct Timeline {
     /// When the run started.
     #[serde(serialize_with = "eve_runtime::time::iso_opt")]
     pub started_at: Option<Timestamp>,
+    /// The build that started the run's current history (its body's fingerprint and the build's
+    /// version), when its journal records it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub build: Option<BuildStamp>,
     /// Where the run stood as of `at`, in the words of [`RunSummary::state`]: `running`, `parked`
     /// (waiting on durable waits), `completed`, `failed` or `cancelled`.
     pub status: &'static str,
@@ -67,6 +71,7 @@ impl Timeline {
             tool: view.tool,
             input: view.input,
             started_at: view.started_at,
+            build: view.build,
             status,
             ops: view.ops.into_values().collect(),
             waiting_for,
@@ -171,6 +176,7 @@ mod tests {
             continued: 0,
             parent: None,
             traceparent: None,
+            build: None,
         }
     }
 

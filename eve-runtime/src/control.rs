@@ -112,19 +112,20 @@ impl StartOptions {
         self
     }
 
-    /// The run these options start: `id`, of the workflow `workflow_id` offered as `tool`, with
+    /// The run these options start: `id`, of `tool`'s workflow, with
     /// `input`, created at `created_at`, its activations children of `traceparent`.
     pub(crate) fn new_run(
         &self,
         id: RunId,
-        (workflow_id, tool): (&str, &str),
+        tool: &crate::registry::ToolDescriptor,
         input: Value,
         (created_at, traceparent): (Timestamp, Option<TraceParent>),
     ) -> NewRun {
         NewRun {
             id,
-            workflow_id: workflow_id.to_owned(),
-            tool: tool.to_owned(),
+            workflow_id: tool.workflow_id.to_owned(),
+            tool: tool.name.to_owned(),
+            build: Some(crate::journal::BuildStamp::of(tool)),
             input,
             created_at,
             principal: self.principal.clone(),

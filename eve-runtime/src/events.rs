@@ -304,7 +304,7 @@ impl RunEvent {
         let run = run.clone();
         let task_id = task_id.map(str::to_owned);
         Some(match entry {
-            Entry::RunStarted { tool, continued: 0, .. } => RunEvent::Started { run, tool: tool.clone() },
+            Entry::RunStarted { tool, continued: 0, .. } => RunEvent::Started { run, tool: tool.to_string() },
             Entry::RunStarted { continued, .. } => RunEvent::ContinuedAsNew { run, continued: *continued },
             Entry::TimerScheduled { op, deadline, .. } => {
                 RunEvent::TimerScheduled { run, op: *op, deadline: *deadline }

@@ -105,6 +105,12 @@ pub struct ToolDescriptor {
     pub output_schema: fn() -> Option<Value>,
     /// How to enter the body.
     pub entry: EntryPoint,
+    /// The fingerprint of the body: 16 hex digits of a hash of its tokens, so comments and
+    /// formatting do not change it. Runs record it when they start.
+    pub fingerprint: &'static str,
+    /// The build's version, recorded by runs with the fingerprint: `EVE_BUILD_VERSION` when the
+    /// crate was compiled, else the crate's version.
+    pub version: &'static str,
 }
 
 /// Submits a tool to the registry.
@@ -215,6 +221,9 @@ pub struct ToolEntry {
     pub entry: &'static str,
     /// The workflow id (`workflowId`): the module path and fn name runs are journaled under.
     pub workflow_id: String,
+    /// The body's fingerprint and the build's version, as runs started by this binary record
+    /// them.
+    pub build: crate::journal::BuildStamp,
 }
 
 /// One step in the [`Manifest`].
@@ -256,6 +265,7 @@ pub fn manifest() -> Manifest {
             EntryPoint::Serve(_) => "serve",
         },
         workflow_id: tool.workflow_id.to_owned(),
+        build: crate::journal::BuildStamp::of(tool),
     });
     let steps = steps().into_iter().map(|step| {
         let RetryPolicy { max_attempts, backoff } = step.policy();
@@ -561,6 +571,8 @@ mod tests {
         validate_input: |_| Ok(()),
         output_schema: || None,
         entry: EntryPoint::Plain(|_, _| Box::pin(async { Ok(Value::Null) })),
+        fingerprint: "0000000000000000",
+        version: "0.0.0",
     };
 
     #[test]

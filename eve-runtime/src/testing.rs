@@ -119,6 +119,9 @@ pub struct ReplayReport {
     pub tool: String,
     /// How many entries the journal holds.
     pub entries: usize,
+    /// The build that started the journal's history, when the journal records it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub build: Option<crate::journal::BuildStamp>,
     /// The verdict.
     #[serde(flatten)]
     pub verdict: ReplayVerdict,
@@ -133,7 +136,7 @@ impl ReplayReport {
 
 impl fmt::Display for ReplayReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let ReplayReport { run, tool, entries, verdict } = self;
+        let ReplayReport { run, tool, entries, verdict, .. } = self;
         match verdict {
             ReplayVerdict::Replays { ops, finished } => {
                 let end = if *finished { ", and the body finishes as it did" } else { "" };
@@ -171,5 +174,9 @@ pub fn replay_record(record: &RunRecord) -> ReplayReport {
 
 fn report(run: &RunId, tool: &str, entries: &[Entry]) -> ReplayReport {
     let verdict = crate::executor::check::check(run, entries);
-    ReplayReport { run: run.clone(), tool: tool.to_owned(), entries: entries.len(), verdict }
+    let build = match entries.first() {
+        Some(Entry::RunStarted { build, .. }) => build.as_deref().cloned(),
+        _ => None,
+    };
+    ReplayReport { run: run.clone(), tool: tool.to_owned(), entries: entries.len(), build, verdict }
 }

@@ -109,6 +109,8 @@ pub struct RunView {
     pub input: Value,
     /// When the current history started.
     pub started_at: Option<Timestamp>,
+    /// The build that started the current history, when its journal records it.
+    pub build: Option<crate::journal::BuildStamp>,
     /// Every operation the body of the current history asked for, by op number.
     pub ops: BTreeMap<Op, OpView>,
     /// The questions open, oldest first.
@@ -141,11 +143,12 @@ impl RunView {
     pub fn apply(&mut self, position: Position, entry: &Entry) {
         let seq = position.seq;
         match entry {
-            Entry::RunStarted { tool, input, at, continued, .. } => {
+            Entry::RunStarted { tool, input, at, continued, build, .. } => {
                 *self = RunView {
-                    tool: tool.clone(),
+                    tool: tool.to_string(),
                     input: input.to_value().into_owned(),
                     started_at: Some(*at),
+                    build: build.as_deref().cloned(),
                     next: Position::new(*continued, 0),
                     // A cancellation asked for in an earlier history still stands.
                     cancel: self.cancel.take(),

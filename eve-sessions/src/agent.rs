@@ -59,6 +59,9 @@ pub(crate) static AGENT: ToolDescriptor = ToolDescriptor {
     validate_input: eve_runtime::registry::check_decodes::<AgentCall>,
     output_schema: || None,
     entry: EntryPoint::Serve(serve_entry),
+    // The body is eve-sessions' own: its version says which code it is.
+    fingerprint: concat!("eve-sessions ", env!("CARGO_PKG_VERSION")),
+    version: env!("CARGO_PKG_VERSION"),
 };
 
 inventory::submit!(InternalWorkflow(&AGENT));

@@ -60,6 +60,9 @@ pub(crate) static SESSION: ToolDescriptor = ToolDescriptor {
     validate_input: eve_runtime::registry::check_decodes::<SessionInput>,
     output_schema: || None,
     entry: EntryPoint::Workflow(entry),
+    // The body is eve-sessions' own: its version says which code it is.
+    fingerprint: concat!("eve-sessions ", env!("CARGO_PKG_VERSION")),
+    version: env!("CARGO_PKG_VERSION"),
 };
 
 inventory::submit!(InternalWorkflow(&SESSION));
@@ -990,14 +993,7 @@ impl<'c> Body<'c> {
             delivery_id: call_delivery_id(run, &call),
             delivery: Delivery::Hook { op: CALLS_HOOK, payload: call_payload(&call) },
         });
-        let child = ChildRun {
-            run: run.clone(),
-            workflow_id: tool.workflow_id,
-            tool: tool.name,
-            input,
-            parent,
-            notices: notices.into_iter().collect(),
-        };
+        let child = ChildRun { run: run.clone(), tool, input, parent, notices: notices.into_iter().collect() };
         match self.ctx.start_child(child) {
             Some(started) if &started == run => Ok(()),
             Some(started) => Err(format!("the journal records run {started} here, not {run}")),

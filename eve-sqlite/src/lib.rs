@@ -572,6 +572,7 @@ mod tests {
             interactive: true,
             parent: None,
             traceparent: None,
+            build: None,
         }
     }
 

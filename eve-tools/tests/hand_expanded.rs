@@ -88,6 +88,11 @@ const _: () = {
         validate_input: ::eve_tools::__private::validate_input::<DeployInput>,
         output_schema: || (&&::eve_tools::__private::OutputProbe::<Vec<String>>::new()).output_schema(),
         entry: ::eve_tools::__private::EntryPoint::Workflow(__eve_entry),
+        fingerprint: "5d1e0f3a9c2b7e48",
+        version: match ::core::option_env!("EVE_BUILD_VERSION") {
+            ::core::option::Option::Some(version) => version,
+            ::core::option::Option::None => ::core::env!("CARGO_PKG_VERSION"),
+        },
     };
     ::eve_tools::__private::inventory::submit! {
         ::eve_tools::__private::ToolRegistration(&__EVE_TOOL)

@@ -106,6 +106,8 @@ macro_rules! workflow {
                 validate_input: |_| Ok(()),
                 output_schema: || None,
                 entry: EntryPoint::Workflow($entry),
+                fingerprint: "0000000000000000",
+                version: "0.0.0",
             })
         }
     };
@@ -304,6 +306,7 @@ impl Harness {
             interactive: true,
             parent: None,
             traceparent: None,
+            build: None,
         };
         let Created::New(fence) = self.store.create_run(new, &WorkerId::generate()).await.unwrap() else {
             unreachable!("fresh id")

@@ -130,13 +130,14 @@ async fn import(world: &World, journal: &JournalFile) -> RunId {
     let new = NewRun {
         id: id.clone(),
         workflow_id: workflow_id.clone(),
-        tool: tool.clone(),
+        tool: tool.to_string(),
         input: input.to_value().into_owned(),
         created_at: *at,
         principal: None,
         interactive: true,
         parent: None,
         traceparent: None,
+        build: None,
     };
     let owner = WorkerId("importer".into());
     let Created::New(fence) = world.store.create_run(new, &owner).await.unwrap() else { panic!("a new run") };
@@ -276,4 +277,41 @@ async fn record_the_corpus_when_asked() {
     runtime.settle().await;
     shipped.parked().await.unwrap();
     save(runtime.journal(shipped.id()).await.unwrap(), "fulfil-shipped");
+}
+
+/// The same body as `fulfil`, formatted otherwise and commented: the same fingerprint.
+#[workflow_tool]
+#[rustfmt::skip]
+pub async fn fulfil_reformatted(order: Order, ctx: &WorkflowCtx) -> Result<Value, ToolError> {
+    // Pack first: the warehouse needs the parcel before the carrier comes.
+    let packed = pack(ctx, order.id)
+        .await?;
+    sleep(HOUR).await?;
+    let shipped = ship(ctx, order.id).await?;   sleep(HOUR).await?;
+    let billed = bill(ctx, order.id).await?;
+    Ok(json!([packed, shipped, billed]))
+}
+
+#[tokio::test]
+async fn a_run_records_the_build_and_body_that_started_it() {
+    let manifest = eve_tools::manifest();
+    let fingerprint = |name: &str| {
+        let tool = manifest.tools.iter().find(|tool| tool.name == name).expect("the tool is in the manifest");
+        tool.build.fingerprint.clone()
+    };
+    assert_eq!(fingerprint("fulfil"), fingerprint("fulfil_reformatted"), "formatting and comments do not count");
+    assert_ne!(fingerprint("fulfil"), fingerprint("fulfil_v2"), "the patch changed the body");
+    assert!(fingerprint("fulfil").chars().all(|c| c.is_ascii_hexdigit()) && fingerprint("fulfil").len() == 16);
+
+    let world = World::in_memory();
+    let runtime = world.runtime(16);
+    let run = runtime.start("fulfil_v2", json!({ "id": 9 })).await.unwrap();
+    run.parked().await.unwrap();
+    let journal = runtime.journal(run.id()).await.unwrap().entries;
+    let Entry::RunStarted { build: Some(build), .. } = &journal[0] else { panic!("the start records its build") };
+    assert_eq!(build.fingerprint, fingerprint("fulfil_v2"));
+    assert_eq!(build.version, env!("CARGO_PKG_VERSION"), "the crate's version, as EVE_BUILD_VERSION is not set");
+    // A journal written before runs recorded their build still reads, without one.
+    let old = recorded("fulfil-packed");
+    assert!(matches!(&old.entries[0], Entry::RunStarted { build: None, .. }));
 }

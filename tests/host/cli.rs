@@ -421,6 +421,19 @@ fn export_and_replay_check_a_build_against_the_runs_in_flight() {
     assert!(ok, "{stdout}{stderr}");
     let report: Value = serde_json::from_str(stdout.lines().next().unwrap()).unwrap();
     assert_eq!((report["run"].as_str(), report["verdict"].as_str()), (Some("later-1"), Some("replays")));
+    // The run recorded the build that started it, and the text groups runs by it.
+    let fingerprint = report["build"]["fingerprint"].as_str().expect("the report carries the run's build").to_owned();
+    assert_eq!(fingerprint.len(), 16, "{report}");
+    assert_eq!(report["build"]["version"], env!("CARGO_PKG_VERSION"));
+    let (ok, stdout, stderr) = host(dir.path(), &["replay", "--store"]);
+    assert!(ok, "{stdout}{stderr}");
+    let header = format!(
+        "greet_later (1 run started by build {} (body {fingerprint}): the same body as this build):",
+        env!("CARGO_PKG_VERSION")
+    );
+    assert!(stdout.contains(&header), "{stdout}");
+    let (ok, stdout, stderr) = host(dir.path(), &["inspect", "later-1"]);
+    assert!(ok && stdout.contains(&format!("body fingerprint {fingerprint}")), "{stdout}{stderr}");
 
     // The same journal, as if a later build had changed what the tool does first.
     let mut changed = exported.clone();

@@ -47,6 +47,7 @@ fn new_run(id: &str) -> NewRun {
         interactive: true,
         parent: None,
         traceparent: None,
+        build: None,
     }
 }
 

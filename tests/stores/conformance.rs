@@ -43,6 +43,7 @@ mod sqlite_reopen {
             interactive: true,
             parent: None,
             traceparent: None,
+            build: None,
         }
     }
 

@@ -23,6 +23,7 @@ fn new_run(id: &str, input: Value) -> NewRun {
         interactive: true,
         parent: None,
         traceparent: None,
+        build: None,
     }
 }
 

@@ -35,6 +35,9 @@ pub(super) fn text(record: &RunRecord, timeline: &Timeline, pending: &[InboxItem
         summary.created_at,
         summary.workflow_id
     )];
+    if let Some(build) = &timeline.build {
+        lines.push(format!("started by build {}  body fingerprint {}", build.version, build.fingerprint));
+    }
     let last = record.entries.len().saturating_sub(1) as u64;
     if timeline.at < last {
         lines.push(format!("as of entry {} of 0..={last}: {}", timeline.at, timeline.status));

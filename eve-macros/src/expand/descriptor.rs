@@ -64,6 +64,7 @@ pub fn expand(model: &ToolModel, entry: Entry) -> TokenStream {
         ),
         None => (TokenStream::new(), quote!(|| ::core::option::Option::None)),
     };
+    let fingerprint = LitStr::new(&fingerprint(&item.body), Span::call_site());
     // The registration exists exactly when the fn does.
     let cfgs = item.attrs.iter().filter(|attr| attr.path().is_ident("cfg"));
     quote! {
@@ -84,6 +85,11 @@ pub fn expand(model: &ToolModel, entry: Entry) -> TokenStream {
                 validate_input: #private::validate_input::<#input>,
                 output_schema: #output_schema,
                 entry: #private::EntryPoint::#variant(#entry_fn),
+                fingerprint: #fingerprint,
+                version: match ::core::option_env!("EVE_BUILD_VERSION") {
+                    ::core::option::Option::Some(version) => version,
+                    ::core::option::Option::None => ::core::env!("CARGO_PKG_VERSION"),
+                },
             };
             #private::inventory::submit! {
                 #private::ToolRegistration(&#tool)
@@ -91,6 +97,17 @@ pub fn expand(model: &ToolModel, entry: Entry) -> TokenStream {
             #assertions
         };
     }
+}
+
+/// The fingerprint of a body: FNV-1a over its tokens as text, which spaces tokens the same
+/// however the source was formatted and holds no comments, in 16 hex digits. Stable across
+/// compilers, unlike `std`'s hasher.
+fn fingerprint(body: &proc_macro2::Group) -> String {
+    let text = quote!(#body).to_string();
+    let hash = text
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3));
+    format!("{hash:016x}")
 }
 
 /// The entry of `#[tool]`, `#[workflow_tool]` and `#[task]`: decode the JSON input, call the body

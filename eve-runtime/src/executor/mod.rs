@@ -569,7 +569,7 @@ impl Driver {
         let body_input = if warm.is_some() { Value::Null } else { input.to_value().into_owned() };
         let entry = Entry::RunStarted {
             workflow_id: tool.workflow_id.to_owned(),
-            tool: tool.name.to_owned(),
+            tool: tool.name.into(),
             input,
             at: rt.services.clock.now(),
             principal: started.principal.as_deref().map(Box::from),
@@ -578,6 +578,8 @@ impl Driver {
             parent: started.parent.clone().map(Box::new),
             // The new history is the same run, so its activations stay in the run's trace.
             traceparent: started.traceparent.clone().map(Box::new),
+            // The new history is started by this build.
+            build: Some(Box::new(crate::journal::BuildStamp::of(tool))),
         };
         if let Some(limit) = rt.max_entry_bytes
             && let Err(too_large) = fit::check(&entry, limit, "the new history's first entry, with the input,")

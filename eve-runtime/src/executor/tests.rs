@@ -27,6 +27,8 @@ macro_rules! workflow {
                 validate_input: |_| Ok(()),
                 output_schema: || None,
                 entry: EntryPoint::Workflow($entry),
+                fingerprint: "0000000000000000",
+                version: "0.0.0",
             })
         }
     };

@@ -460,6 +460,23 @@ impl RecordKind {
     }
 }
 
+/// The code a run's history was started by, as its [`Entry::RunStarted`] records it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct BuildStamp {
+    /// The fingerprint of the workflow body (a hash of its tokens: comments and formatting do
+    /// not count), as the tool macros compute it.
+    pub fingerprint: String,
+    /// The build's version: `EVE_BUILD_VERSION` when the tool was compiled, else its crate's version.
+    pub version: String,
+}
+
+impl BuildStamp {
+    /// The stamp of `tool` as this binary compiled it.
+    pub fn of(tool: &crate::registry::ToolDescriptor) -> Self {
+        BuildStamp { fingerprint: tool.fingerprint.to_owned(), version: tool.version.to_owned() }
+    }
+}
+
 /// One journal entry. See the module documentation for the two groups of entries.
 ///
 /// Entries are stored as JSON in serde's externally tagged form, `{"step_completed": {...}}`,
@@ -471,8 +488,8 @@ pub enum Entry {
     RunStarted {
         /// The workflow id (module path and fn name) of the body.
         workflow_id: String,
-        /// The model-facing tool name.
-        tool: String,
+        /// The model-facing tool name. A boxed `str`, as `principal` is, to keep every entry small.
+        tool: Box<str>,
         /// The tool input.
         input: Payload,
         /// When the run was created.
@@ -497,6 +514,11 @@ pub enum Entry {
         /// parent link, as few runs have one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         traceparent: Option<Box<TraceParent>>,
+        /// The build that started this history: its workflow body's fingerprint and the build's
+        /// version. Absent in journals written before runs recorded it. Boxed, as few entries
+        /// are run starts.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        build: Option<Box<BuildStamp>>,
     },
     /// A deterministic value (clock, randomness) handed to the body.
     Recorded {

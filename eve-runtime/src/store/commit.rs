@@ -35,6 +35,7 @@ use crate::error::StoreError;
 ///     interactive: false,
 ///     parent: None,
 ///     traceparent: None,
+///     build: None,
 /// };
 /// let Created::New(fence) = store.create_run(run.clone(), &WorkerId::generate()).await.unwrap() else {
 ///     unreachable!("the run is new")

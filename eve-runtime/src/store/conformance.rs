@@ -131,6 +131,7 @@ fn new_run(name: &str, input: Value, created_at: u64) -> NewRun {
         interactive: true,
         parent: None,
         traceparent: None,
+        build: None,
     }
 }
 

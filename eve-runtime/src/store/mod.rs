@@ -69,6 +69,8 @@ pub struct NewRun {
     pub parent: Option<crate::journal::ParentLink>,
     /// The trace its spans join, when traces are exported (see [`crate::trace`]).
     pub traceparent: Option<crate::journal::TraceParent>,
+    /// The build that starts it (see [`BuildStamp`](crate::journal::BuildStamp)), when known.
+    pub build: Option<crate::journal::BuildStamp>,
 }
 
 impl NewRun {
@@ -76,7 +78,7 @@ impl NewRun {
     pub fn started_entry(&self) -> Entry {
         Entry::RunStarted {
             workflow_id: self.workflow_id.clone(),
-            tool: self.tool.clone(),
+            tool: self.tool.as_str().into(),
             input: self.input.clone().into(),
             at: self.created_at,
             principal: self.principal.as_deref().map(Box::from),
@@ -84,6 +86,7 @@ impl NewRun {
             continued: 0,
             parent: self.parent.clone().map(Box::new),
             traceparent: self.traceparent.clone().map(Box::new),
+            build: self.build.clone().map(Box::new),
         }
     }
 }

@@ -98,6 +98,7 @@ async fn create(store: &dyn Store, name: &str, created_at: u64) -> (RunId, Fence
         interactive: true,
         parent: None,
         traceparent: None,
+        build: None,
     };
     match store.create_run(run, &worker("a")).await {
         Ok(Created::New(fence)) => (id, fence),

@@ -564,6 +564,7 @@
         ['Started', localTime(t.startedAt)],
         ['Journal entries', String(entries)],
       ];
+      if (t.build) rows.push(['Build', `${t.build.version} (body ${t.build.fingerprint})`]);
       if (t.waitingFor && t.waitingFor.length) {
         rows.push(['Waiting for', h('ul', { class: 'plain' }, t.waitingFor.map((w) => h('li', {}, w)))]);
       }
