@@ -377,7 +377,7 @@ pub use eve_host::timeline;
 pub mod metrics {
     #[cfg(feature = "metrics")]
     #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
-    pub use eve_host::metrics::{InstallError, Metrics, UPKEEP, install};
+    pub use eve_host::metrics::{InstallError, Metrics, UPKEEP, install, install_with};
     pub use eve_runtime::metrics::*;
 }
 #[cfg(feature = "sessions")]
