@@ -220,10 +220,8 @@ impl TracesBuilder {
                 exporter.build()?
             }
         };
-        let provider = SdkTracerProvider::builder()
-            .with_batch_exporter(exporter)
-            .with_resource(self.settings.resource())
-            .build();
+        let provider =
+            SdkTracerProvider::builder().with_batch_exporter(exporter).with_resource(self.settings.resource()).build();
         Ok(Traces { provider })
     }
 }

@@ -8,14 +8,15 @@
 //! tests run tools in the same process.
 
 use std::collections::BTreeMap;
-use std::process::{Command, Output};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use eve_tests::otlp::{Collector, ReceivedMetric};
-use eve_tools::{RunOutcome, Runtime};
 use eve_tools::otel;
 use eve_tools::prelude::*;
+use eve_tools::{RunOutcome, Runtime};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
@@ -129,9 +130,12 @@ fn as_prometheus(metrics: &[ReceivedMetric]) -> BTreeMap<Series, f64> {
     samples
 }
 
-/// The samples of this file's tools and steps only.
-fn ours(samples: BTreeMap<Series, f64>) -> BTreeMap<Series, f64> {
-    samples.into_iter().filter(|((_, labels), _)| labels.values().any(|value| value.starts_with("otlp_"))).collect()
+/// The samples with a label whose value is one of `names` (tools and steps).
+fn of(names: &[&str], samples: BTreeMap<Series, f64>) -> BTreeMap<Series, f64> {
+    samples
+        .into_iter()
+        .filter(|((_, labels), _)| labels.values().any(|value| names.contains(&value.as_str())))
+        .collect()
 }
 
 /// Sums differ in their last bits if the two recorders add in different orders.
@@ -173,7 +177,8 @@ async fn otlp_receives_every_series_prometheus_renders_with_the_same_counts_and_
         assert!(!metric.description.is_empty(), "{} carries its help text", metric.name);
         assert_eq!(metric.service, "weighing");
     }
-    let (otlp_samples, prometheus_samples) = (ours(as_prometheus(&exported)), ours(exposition(&rendered)));
+    let ours = ["otlp_weigh_parcels", "otlp_weigh", "otlp_refuse", "otlp_shout"];
+    let (otlp_samples, prometheus_samples) = (of(&ours, as_prometheus(&exported)), of(&ours, exposition(&rendered)));
     assert_eq!(rounded(otlp_samples.clone()), rounded(prometheus_samples), "OTLP as /metrics renders it:\n{rendered}");
 
     let sample = |name: &str, labels: &[(&str, &str)]| {
@@ -258,4 +263,53 @@ fn an_unknown_metrics_exporter_is_named_with_what_to_write_instead() {
     assert!(stderr.contains("OTEL_METRICS_EXPORTER=statsd"), "{stderr}");
     assert!(stderr.contains("`otlp` or `none`"), "{stderr}");
     assert!(collector.metrics().is_empty(), "{:#?}", collector.metrics());
+}
+
+#[tokio::test]
+async fn serve_gives_prometheus_and_otlp_the_same_series_and_exports_them_when_stopped() {
+    let collector = Collector::start();
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_host"))
+        .args(["serve", "--addr", "127.0.0.1:0"])
+        .env("EVE_DATA_DIR", dir.path())
+        .env_remove("EVE_API_KEY")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint())
+        .env("OTEL_METRIC_EXPORT_INTERVAL", "600000")
+        .env_remove("OTEL_METRICS_EXPORTER")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines().map_while(Result::ok);
+    let base = lines.by_ref().find_map(|line| line.strip_prefix("serving ").map(str::to_owned)).unwrap();
+    let base = base.split(' ').next().unwrap().to_owned();
+    std::thread::spawn(move || lines.for_each(drop));
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    for name in ["Ada", "Grace"] {
+        let body = json!({ "input": { "name": name } });
+        let started = client.post(format!("{base}/v1/tools/greet_durably/runs")).json(&body).send().await.unwrap();
+        assert_eq!(started.status(), 201);
+    }
+    // Both runs are counted as finished once `/metrics` says so: their status is journaled a
+    // moment before.
+    let finished = "eve_runs_finished_total{tool=\"greet_durably\",outcome=\"completed\"} 2";
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let rendered = loop {
+        let rendered = client.get(format!("{base}/metrics")).send().await.unwrap().text().await.unwrap();
+        if rendered.lines().any(|line| line == finished) {
+            break rendered;
+        }
+        assert!(std::time::Instant::now() < deadline, "the runs never finished: {rendered}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(collector.metrics().is_empty(), "nothing is exported before the interval or the server stops");
+
+    let terminated = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap();
+    assert!(terminated.success());
+    assert!(child.wait().unwrap().success(), "a drained server exits 0");
+    let exported = collector.wait_for_metrics(Duration::from_secs(10));
+    let ours = ["greet_durably", "compose"];
+    let (otlp_samples, prometheus_samples) = (of(&ours, as_prometheus(&exported)), of(&ours, exposition(&rendered)));
+    assert_eq!(rounded(otlp_samples.clone()), rounded(prometheus_samples), "OTLP as /metrics renders it:\n{rendered}");
+    let attempts = ("eve_step_attempts_total".to_owned(), BTreeMap::from([("step".to_owned(), "compose".to_owned())]));
+    assert_eq!(otlp_samples.get(&attempts), Some(&2.0), "{exported:#?}");
 }

@@ -22,7 +22,8 @@ impl Exporters {
         if !exports {
             return Exporters { traces: None, metrics: None };
         }
-        let serves_metrics = cfg!(feature = "metrics") && matches!(command, Command::Serve { .. } | Command::Worker { .. });
+        let serves_metrics =
+            cfg!(feature = "metrics") && matches!(command, Command::Serve { .. } | Command::Worker { .. });
         Exporters { traces: Traces::for_host(), metrics: Metrics::for_host(serves_metrics) }
     }
 
