@@ -22,9 +22,14 @@ impl Exporters {
         if !exports {
             return Exporters { traces: None, metrics: None };
         }
-        let serves_metrics =
-            cfg!(feature = "metrics") && matches!(command, Command::Serve { .. } | Command::Worker { .. });
-        Exporters { traces: Traces::for_host(), metrics: Metrics::for_host(serves_metrics) }
+        let metrics = Metrics::for_host().filter(|metrics| match install(metrics, command) {
+            Ok(()) => true,
+            Err(error) => {
+                eprintln!("warning: {error}; going on without exporting metrics over OTLP");
+                false
+            }
+        });
+        Exporters { traces: Traces::for_host(), metrics }
     }
 
     /// Exports what is left, saying on stderr what could not be.
@@ -35,5 +40,17 @@ impl Exporters {
         if let Some(Err(error)) = self.metrics.map(Metrics::shutdown) {
             eprintln!("warning: {error}");
         }
+    }
+}
+
+/// Installs the OTLP recorder: beside Prometheus's for a command that serves `/metrics` (feature
+/// `metrics`), alone for the others.
+fn install(metrics: &Metrics, command: &Command) -> Result<(), String> {
+    match command {
+        #[cfg(feature = "metrics")]
+        Command::Serve { .. } | Command::Worker { .. } => {
+            crate::metrics::install_with(metrics.recorder()).map(drop).map_err(|error| error.to_string())
+        }
+        _ => metrics.install().map_err(|error| error.to_string()),
     }
 }

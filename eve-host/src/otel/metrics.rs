@@ -179,29 +179,15 @@ impl Metrics {
         Ok(self.provider.shutdown()?)
     }
 
-    /// The exporter a host command installs: from the variables, unless the binary made a
-    /// recorder of its own; with Prometheus when `with_prometheus` (a command serving `/metrics`).
-    /// Says on stderr why, if it cannot export.
-    pub(crate) fn for_host(with_prometheus: bool) -> Option<Metrics> {
+    /// The exporter the variables configure for a host command, uninstalled, unless the binary
+    /// made a recorder of its own. Says on stderr why, if it cannot export.
+    pub(crate) fn for_host() -> Option<Metrics> {
         if RECORDED.load(Ordering::Relaxed) {
             return None;
         }
-        let installed = Metrics::from_env().map_err(|error| error.to_string()).and_then(|metrics| {
-            let Some(metrics) = metrics else { return Ok(None) };
-            metrics.install_for_host(with_prometheus).map(|()| Some(metrics))
-        });
-        installed.unwrap_or_else(|error| {
+        Metrics::from_env().unwrap_or_else(|error| {
             eprintln!("warning: {error}; going on without exporting metrics over OTLP");
             None
         })
-    }
-
-    /// Installs the recorder alone, or with Prometheus's.
-    fn install_for_host(&self, with_prometheus: bool) -> Result<(), String> {
-        match with_prometheus {
-            #[cfg(feature = "metrics")]
-            true => crate::metrics::install_with(self.recorder()).map(drop).map_err(|error| error.to_string()),
-            _ => self.install().map_err(|error| error.to_string()),
-        }
     }
 }
