@@ -59,7 +59,17 @@ impl std::fmt::Debug for Metrics {
     }
 }
 
-/// Why [`install`] or [`install_with`] could not install the recorder.
+/// Why [`install`] or [`install_with`] could not install the recorder: another recorder came
+/// first, or a Prometheus one without the recorder `install_with` was given.
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let metrics = eve_tools::metrics::install()?;
+/// let refused = eve_tools::metrics::install_with(metrics::NoopRecorder).unwrap_err();
+/// assert!(refused.to_string().contains("call `install_with` once, before anything calls `install`"));
+/// # drop(metrics);
+/// # Ok(()) }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[error("cannot install the Prometheus recorder: {0}")]
 pub struct InstallError(String);

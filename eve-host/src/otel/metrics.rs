@@ -112,7 +112,9 @@ impl MetricsBuilder {
 
 /// An OTLP metric exporter and the `metrics` recorder that feeds it: see the [module](super).
 ///
-/// Dropping it does not flush: call [`shutdown`](Metrics::shutdown) before the process ends.
+/// Dropping it neither flushes nor stops the exporter while its recorder is installed: call
+/// [`shutdown`](Metrics::shutdown) before the process ends, or what was counted since the last
+/// export is lost.
 #[derive(Debug)]
 pub struct Metrics {
     provider: SdkMeterProvider,
