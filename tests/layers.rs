@@ -88,8 +88,10 @@ const SESSIONS: &[(&str, u32)] = &[
 const HOST: &[(&str, u32)] = &[
     ("timeline", 0),
     ("without", 0),
-    ("otel", 0),
-    ("metrics", 0),
+    // The histograms' buckets, which the Prometheus recorder and the OTLP exporter share.
+    ("buckets", 0),
+    ("otel", 1),
+    ("metrics", 1),
     ("mcp", 1),
     ("http::path", 10),
     ("http::cookie", 10),

@@ -2,11 +2,13 @@
 //! ([`cli::Host`]: `manifest`, `call`, `runs`, `inspect`, `serve`, `worker`, `chat`, `mcp`, …), the
 //! HTTP API with the web inspector ([`http`], feature `http`), the Model Context Protocol server
 //! ([`mcp`], feature `mcp`), the Prometheus recorder behind `/metrics` ([`metrics`], feature
-//! `metrics`) and traces over OTLP ([`otel`], feature `otel`), all over the public API of the
+//! `metrics`) and traces and metrics over OTLP ([`otel`], feature `otel`), all over the public API of the
 //! runtime and its sessions.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(any(feature = "metrics", feature = "otel"))]
+mod buckets;
 pub mod cli;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]

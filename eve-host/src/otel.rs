@@ -1,12 +1,16 @@
-//! Traces over OTLP: the runtime's `tracing` spans exported to an OpenTelemetry collector
-//! (feature `otel`; gRPC with `otel-grpc`).
+//! Traces and metrics over OTLP: the runtime's `tracing` spans, and eve's metrics, exported to an
+//! OpenTelemetry collector (feature `otel`; gRPC with `otel-grpc`).
 //!
-//! The standard variables configure it: `OTEL_EXPORTER_OTLP_ENDPOINT` (the collector's base URL,
-//! such as `http://localhost:4318`; traces go to its `/v1/traces`), `OTEL_SERVICE_NAME`,
-//! `OTEL_EXPORTER_OTLP_PROTOCOL` (`http/protobuf`, the default, or `grpc`), and the SDK's own
-//! (`OTEL_EXPORTER_OTLP_HEADERS`, `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_BSP_SCHEDULE_DELAY`, …).
-//! `host serve`, `host worker`, `host mcp` and `host call` export when the endpoint is set; a binary of its own
-//! makes a [`Traces`] with [`Traces::from_env`] or [`Traces::builder`] and installs it.
+//! The standard variables configure both: `OTEL_EXPORTER_OTLP_ENDPOINT` (the collector's base URL,
+//! such as `http://localhost:4318`; traces go to its `/v1/traces`, metrics to its `/v1/metrics`),
+//! `OTEL_SERVICE_NAME`, `OTEL_EXPORTER_OTLP_PROTOCOL` (`http/protobuf`, the default, or `grpc`),
+//! and the SDK's own (`OTEL_EXPORTER_OTLP_HEADERS`, `OTEL_RESOURCE_ATTRIBUTES`,
+//! `OTEL_BSP_SCHEDULE_DELAY`, `OTEL_METRIC_EXPORT_INTERVAL`, …); `OTEL_METRICS_EXPORTER=none`
+//! exports traces alone. `host serve`, `host worker`, `host mcp` and `host call` export when the
+//! endpoint is set, and flush as they exit; a binary of its own makes a [`Traces`] and a
+//! [`Metrics`] with their `from_env` or `builder`, and installs them.
+//!
+//! # Traces
 //!
 //! What is exported: a `start` span when a run is created, a `run` span for each activation (a
 //! start, a resume, a replay after a restart or on another worker), and a `step` span for each step
@@ -21,6 +25,17 @@
 //! Without an endpoint nothing is installed, and a step costs what it costs without the feature:
 //! its span is at `DEBUG`, below what an ordinary subscriber takes, so it is not even created.
 //!
+//! # Metrics
+//!
+//! [`Metrics`] exports the metrics [`eve_runtime::metrics`] lists, with the names, labels (as
+//! attributes) and meaning they have at `/metrics`: counters as cumulative sums, gauges as gauges,
+//! histograms with the buckets Prometheus gets. A process has one metrics recorder:
+//! [`Metrics::install`] makes the OTLP one the global one, and with Prometheus too (feature
+//! `metrics`), `eve_tools::metrics::install_with(metrics.recorder())` installs both, fanned out.
+//! `host serve` and `host worker` do that when the endpoint is set. Metrics are exported every
+//! `OTEL_METRIC_EXPORT_INTERVAL` milliseconds (a minute unless set), and on
+//! [`shutdown`](Metrics::shutdown).
+//!
 //! ```no_run
 //! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use eve_host::otel::Traces;
@@ -29,6 +44,19 @@
 //! traces.install()?;
 //! // … build the runtime and serve …
 //! traces.shutdown()?; // exports what is still buffered
+//! # Ok(()) }
+//! ```
+//!
+//! ```no_run
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use eve_host::otel::Metrics;
+//!
+//! // `None` without OTEL_EXPORTER_OTLP_ENDPOINT, or with OTEL_METRICS_EXPORTER=none.
+//! if let Some(metrics) = Metrics::from_env()? {
+//!     metrics.install()?;
+//!     // … build the runtime and run tools …
+//!     metrics.shutdown()?; // exports the totals
+//! }
 //! # Ok(()) }
 //! ```
 
@@ -50,10 +78,16 @@ use tracing_subscriber::util::SubscriberInitExt;
 
 use eve_runtime::journal::TraceParent;
 
-/// The variable naming the collector's base URL; without it, [`Traces::from_env`] exports nothing.
+mod metrics;
+mod recorder;
+
+pub use metrics::{METRICS_EXPORTER_VARIABLE, Metrics, MetricsBuilder, MetricsError};
+
+/// The variable naming the collector's base URL; without it, [`Traces::from_env`] and
+/// [`Metrics::from_env`] export nothing.
 pub const ENDPOINT_VARIABLE: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
 
-/// The variable naming the service the spans come from.
+/// The variable naming the service the spans and metrics come from.
 pub const SERVICE_NAME_VARIABLE: &str = "OTEL_SERVICE_NAME";
 
 /// The variable choosing the protocol: `http/protobuf` (the default) or `grpc`.
@@ -81,11 +115,11 @@ pub enum TracesError {
     Flush(#[from] opentelemetry_sdk::error::OTelSdkError),
 }
 
-/// How a [`Traces`] reaches the collector.
+/// How a [`Traces`] or a [`Metrics`] reaches the collector.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Protocol {
-    /// Protobuf over HTTP, to the endpoint's `/v1/traces`.
+    /// Protobuf over HTTP, to the endpoint's `/v1/traces` and `/v1/metrics`.
     HttpProtobuf,
     /// gRPC (feature `otel-grpc`).
     #[cfg(feature = "otel-grpc")]
@@ -93,79 +127,101 @@ pub enum Protocol {
     Grpc,
 }
 
-impl Protocol {
-    /// The protocol `OTEL_EXPORTER_OTLP_PROTOCOL` names, HTTP when it is unset.
-    fn from_env() -> Result<Protocol, TracesError> {
+/// What a [`TracesBuilder`] and a [`MetricsBuilder`] are given; what is not set comes from the
+/// standard variables.
+#[derive(Clone, Debug, Default)]
+struct Settings {
+    endpoint: Option<String>,
+    service_name: Option<String>,
+    protocol: Option<Protocol>,
+}
+
+impl Settings {
+    /// The protocol given, or the one `OTEL_EXPORTER_OTLP_PROTOCOL` names (HTTP when it is unset),
+    /// or the value this build does not speak.
+    fn protocol(&self) -> Result<Protocol, String> {
+        if let Some(protocol) = self.protocol {
+            return Ok(protocol);
+        }
         match std::env::var(PROTOCOL_VARIABLE).ok().as_deref() {
             None | Some("" | "http/protobuf") => Ok(Protocol::HttpProtobuf),
             #[cfg(feature = "otel-grpc")]
             Some("grpc") => Ok(Protocol::Grpc),
-            Some(other) => Err(TracesError::Protocol(other.to_owned())),
+            Some(other) => Err(other.to_owned()),
         }
+    }
+
+    /// The URL an HTTP exporter posts `path` (`v1/traces`, `v1/metrics`) to, if an endpoint was
+    /// given: it means what the variable does, the base the signal's path goes under.
+    fn http_endpoint(&self, path: &str) -> Option<String> {
+        Some(format!("{}/{path}", self.endpoint.as_deref()?.trim_end_matches('/')))
+    }
+
+    /// The resource the exports describe: the service name given, or the variables'.
+    fn resource(&self) -> Resource {
+        let mut resource = Resource::builder();
+        if let Some(name) = &self.service_name {
+            resource = resource.with_service_name(name.clone());
+        }
+        resource.build()
+    }
+
+    /// Whether `OTEL_EXPORTER_OTLP_ENDPOINT` names a collector.
+    fn endpoint_in_env() -> bool {
+        std::env::var_os(ENDPOINT_VARIABLE).is_some_and(|url| !url.is_empty())
     }
 }
 
 /// Settings of a [`Traces`]; what is not set comes from the standard variables.
 #[derive(Clone, Debug, Default)]
 pub struct TracesBuilder {
-    endpoint: Option<String>,
-    service_name: Option<String>,
-    protocol: Option<Protocol>,
+    settings: Settings,
 }
 
 impl TracesBuilder {
     /// The collector's base URL, as `OTEL_EXPORTER_OTLP_ENDPOINT` gives it (over HTTP, traces
     /// go to its `/v1/traces`).
     pub fn endpoint(mut self, url: impl Into<String>) -> Self {
-        self.endpoint = Some(url.into());
+        self.settings.endpoint = Some(url.into());
         self
     }
 
     /// The service the spans come from, instead of `OTEL_SERVICE_NAME`.
     pub fn service_name(mut self, name: impl Into<String>) -> Self {
-        self.service_name = Some(name.into());
+        self.settings.service_name = Some(name.into());
         self
     }
 
     /// The protocol, instead of `OTEL_EXPORTER_OTLP_PROTOCOL`.
     pub fn protocol(mut self, protocol: Protocol) -> Self {
-        self.protocol = Some(protocol);
+        self.settings.protocol = Some(protocol);
         self
     }
 
     /// The exporter, with a batch processor that exports from a thread of its own. Over gRPC it
     /// must be built inside a Tokio runtime.
     pub fn build(self) -> Result<Traces, TracesError> {
-        let protocol = match self.protocol {
-            Some(protocol) => protocol,
-            None => Protocol::from_env()?,
-        };
-        let exporter = match protocol {
+        let exporter = match self.settings.protocol().map_err(TracesError::Protocol)? {
             Protocol::HttpProtobuf => {
                 let mut exporter = opentelemetry_otlp::SpanExporter::builder()
                     .with_http()
                     .with_protocol(opentelemetry_otlp::Protocol::HttpBinary);
-                if let Some(base) = &self.endpoint {
-                    // A URL given here means what the variable does: the base the signal's path goes under.
-                    exporter = exporter.with_endpoint(format!("{}/v1/traces", base.trim_end_matches('/')));
+                if let Some(url) = self.settings.http_endpoint("v1/traces") {
+                    exporter = exporter.with_endpoint(url);
                 }
                 exporter.build()?
             }
             #[cfg(feature = "otel-grpc")]
             Protocol::Grpc => {
                 let mut exporter = opentelemetry_otlp::SpanExporter::builder().with_tonic();
-                if let Some(url) = &self.endpoint {
+                if let Some(url) = &self.settings.endpoint {
                     exporter = exporter.with_endpoint(url.clone());
                 }
                 exporter.build()?
             }
         };
-        let mut resource = Resource::builder();
-        if let Some(name) = self.service_name {
-            resource = resource.with_service_name(name);
-        }
         let provider =
-            SdkTracerProvider::builder().with_batch_exporter(exporter).with_resource(resource.build()).build();
+            SdkTracerProvider::builder().with_batch_exporter(exporter).with_resource(self.settings.resource()).build();
         Ok(Traces { provider })
     }
 }
@@ -191,7 +247,7 @@ impl Traces {
     /// The exporter the standard variables configure, or `None` when `OTEL_EXPORTER_OTLP_ENDPOINT`
     /// is not set.
     pub fn from_env() -> Result<Option<Traces>, TracesError> {
-        if std::env::var_os(ENDPOINT_VARIABLE).is_none_or(|url| url.is_empty()) {
+        if !Settings::endpoint_in_env() {
             return Ok(None);
         }
         Traces::builder().build().map(Some)

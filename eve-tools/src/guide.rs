@@ -19,8 +19,8 @@
 //! | [`sessions`] | agent sessions, tasks, subagents and models |
 //! | [`mcp`] | serving the tools over the Model Context Protocol |
 //! | [`sign_in`] | sign-in inside steps, with tokens kept out of the journal |
-//! | [`traces`] | traces over OTLP: one trace per run across parks, restarts and workers |
-//! | [`operations`] | running in production: health probes, the drain on SIGTERM, Prometheus metrics |
+//! | [`traces`] | traces over OTLP: one trace per run across parks, restarts and workers; metrics beside them |
+//! | [`operations`] | running in production: health probes, the drain on SIGTERM, metrics for Prometheus and over OTLP |
 
 #[doc = include_str!("../guide/durability.md")]
 pub mod durability {}

@@ -372,12 +372,13 @@ pub use eve_host::timeline;
 /// Metrics: what the runtime and its parts record (the table of them is in
 /// [`eve_runtime::metrics`]), [`enable`](metrics::enable) to record them into a recorder of your
 /// own, and with the feature `metrics`, [`install`](metrics::install) for the Prometheus recorder
-/// that `serve`'s `/metrics` renders. The guide's [operations](crate::guide::operations) page
-/// says how to scrape it.
+/// that `serve`'s `/metrics` renders, or `install_with` for it and another recorder together (such
+/// as `otel::Metrics::recorder`, the same metrics over OTLP). The guide's
+/// [operations](crate::guide::operations) page says how to scrape them and how to export them.
 pub mod metrics {
     #[cfg(feature = "metrics")]
     #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
-    pub use eve_host::metrics::{InstallError, Metrics, UPKEEP, install};
+    pub use eve_host::metrics::{InstallError, Metrics, UPKEEP, install, install_with};
     pub use eve_runtime::metrics::*;
 }
 #[cfg(feature = "sessions")]

@@ -39,6 +39,8 @@ use eve_runtime::{Error, HookDelivery, Phase, RunOutcome, Runtime};
 mod banner;
 #[cfg(feature = "sqlite")]
 mod beside;
+#[cfg(feature = "otel")]
+mod exporters;
 mod inspect;
 mod replay;
 mod runs;
@@ -265,15 +267,9 @@ impl Host {
             return Err(crate::without::MCP.to_owned());
         }
         let listener = Listener::bind(&self.command).await?;
-        // The serving commands, and `call`, which starts a run (and journals its trace for the
-        // workers that advance it), export traces when `OTEL_EXPORTER_OTLP_ENDPOINT` is set.
+        // Before the runtime, so that its first run is traced and counted.
         #[cfg(feature = "otel")]
-        let traces = matches!(
-            self.command,
-            Command::Serve { .. } | Command::Worker { .. } | Command::Mcp | Command::Call { .. }
-        )
-        .then(crate::otel::Traces::for_host)
-        .flatten();
+        let exporters = exporters::Exporters::start(&self.command);
         let mut builder = Runtime::builder().data_dir(&self.data_dir);
         if let Some(url) = self.public_url.clone().or_else(|| listener.public_url()) {
             builder = builder.public_url(url);
@@ -342,9 +338,7 @@ impl Host {
             Command::Worker { .. } => work(&runtime, listener).await,
         };
         #[cfg(feature = "otel")]
-        if let Some(Err(error)) = traces.map(crate::otel::Traces::shutdown) {
-            eprintln!("warning: {error}");
-        }
+        exporters.shutdown();
         done
     }
 }
