@@ -52,6 +52,7 @@ mod handler;
 #[cfg(feature = "http")]
 pub(crate) mod http;
 mod questions;
+mod resources;
 mod status;
 mod stdio;
 mod tools;
@@ -78,13 +79,24 @@ const TAKE_IN_ANSWERS: Duration = Duration::from_secs(5);
 /// and a stdio client is local.
 pub const STDIO_MESSAGE_LIMIT: usize = 4 * 1024 * 1024;
 
-/// An MCP server over a [`Runtime`]'s tools. Cheap to clone; clones share one server.
+/// An MCP server over a [`Runtime`]'s tools and runs. Cheap to clone: clones share the runtime
+/// and the settings, but each clone starts with no resource subscriptions of its own, because a
+/// subscription belongs to a session and rmcp serves each session with a handler of its own (a
+/// clone per session over Streamable HTTP, the handler given to `serve` over stdio). Dropping the
+/// handler, as rmcp does when its session ends, ends its subscriptions.
 ///
 /// It implements rmcp's [`ServerHandler`](rmcp::ServerHandler), so it can also be served on any
-/// rmcp transport.
-#[derive(Clone)]
+/// rmcp transport, or called by a handler of the application's own that serves more (see
+/// [`McpServer::serves_uri`]).
 pub struct McpServer {
     inner: Arc<Inner>,
+    subscriptions: resources::Subscriptions,
+}
+
+impl Clone for McpServer {
+    fn clone(&self) -> Self {
+        McpServer { inner: self.inner.clone(), subscriptions: resources::Subscriptions::default() }
+    }
 }
 
 #[derive(Clone)]
@@ -109,7 +121,7 @@ impl McpServer {
             seen: Arc::new(status::LastChanges::default()),
             runtime,
         };
-        McpServer { inner: Arc::new(inner) }
+        McpServer { inner: Arc::new(inner), subscriptions: resources::Subscriptions::default() }
     }
 
     /// Makes `tool` run only as a task: a call from a client that has not declared the tasks
@@ -136,6 +148,44 @@ impl McpServer {
     /// The runtime this server runs tools with.
     pub fn runtime(&self) -> &Runtime {
         &self.inner.runtime
+    }
+
+    /// Whether `uri` is one of the resources this server serves (`eve://…`, see the table
+    /// above). A handler that serves resources of its own besides eve's hands these URIs to
+    /// this server's resource methods, and lists eve's resources and templates after its own:
+    ///
+    /// ```
+    /// use eve_tools::mcp::McpServer;
+    /// use eve_tools::mcp::rmcp::model::{ReadResourceRequestParams, ReadResourceResponse, ServerConfig};
+    /// use eve_tools::mcp::rmcp::service::RequestContext;
+    /// use eve_tools::mcp::rmcp::{ErrorData, RoleServer, ServerHandler};
+    ///
+    /// #[derive(Clone)]
+    /// struct App {
+    ///     eve: McpServer,
+    /// }
+    ///
+    /// impl ServerHandler for App {
+    ///     fn get_info(&self) -> ServerConfig {
+    ///         self.eve.get_info()
+    ///     }
+    ///
+    ///     async fn read_resource(
+    ///         &self,
+    ///         request: ReadResourceRequestParams,
+    ///         cx: RequestContext<RoleServer>,
+    ///     ) -> Result<ReadResourceResponse, ErrorData> {
+    ///         if self.eve.serves_uri(&request.uri) {
+    ///             return self.eve.read_resource(request, cx).await;
+    ///         }
+    ///         Err(ErrorData::resource_not_found(format!("no resource at {}", request.uri), None))
+    ///     }
+    ///     // ... and the same for `subscribe` and `unsubscribe`; `list_resources` lists the
+    ///     // app's own on the first page, then eve's pages, passing the cursor on.
+    /// }
+    /// ```
+    pub fn serves_uri(&self, uri: &str) -> bool {
+        resources::is_eve_uri(uri)
     }
 
     /// Serves MCP over a byte stream pair (newline-delimited JSON-RPC) until the client closes
