@@ -28,7 +28,8 @@
 //!   cancels the stream.
 //!
 //! A watching task holds the runtime and the way to the client, never the handler, so nothing it
-//! holds keeps a session alive.
+//! holds keeps a session alive. The gauge `eve_mcp_resource_watches` counts the watches whose
+//! task has not ended, so an operator (and a test) sees that none is left behind.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -68,6 +69,39 @@ const ENDED_TTL_MS: u64 = 60 * 60 * 1000;
 const FOLLOW_AGAIN: Duration = Duration::from_secs(1);
 
 const JSON: &str = "application/json";
+
+/// The gauge of watches whose task has not ended.
+pub(crate) const MCP_RESOURCE_WATCHES: &str = "eve_mcp_resource_watches";
+
+inventory::submit! {
+    eve_runtime::metrics::Metric::gauge(MCP_RESOURCE_WATCHES, "MCP resources watched for subscribers in this process now.")
+}
+
+/// Counts a watch in [`MCP_RESOURCE_WATCHES`] while it lives: the task's future holds it, so it
+/// leaves the count when the task ends or is aborted.
+struct Counted {
+    /// Whether it was counted in: metrics may have been enabled since, and a watch that was not
+    /// counted in must not be counted out.
+    counted: bool,
+}
+
+impl Counted {
+    fn new() -> Self {
+        let counted = eve_runtime::metrics::enabled();
+        if counted {
+            ::metrics::gauge!(MCP_RESOURCE_WATCHES).increment(1.0);
+        }
+        Counted { counted }
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        if self.counted {
+            ::metrics::gauge!(MCP_RESOURCE_WATCHES).decrement(1.0);
+        }
+    }
+}
 
 /// What an `eve://` URI names.
 #[derive(Clone, Debug, PartialEq)]
@@ -287,7 +321,12 @@ pub(crate) async fn watch(runtime: &Runtime, uri: &str, notify: Notify) -> Resul
         target,
         notify,
     };
-    Ok(tokio::spawn(watch.run()).abort_handle())
+    let counted = Counted::new();
+    let task = async move {
+        let _counted = counted;
+        watch.run().await;
+    };
+    Ok(tokio::spawn(task).abort_handle())
 }
 
 /// A watch of one resource: the run's view as of what it has read.
