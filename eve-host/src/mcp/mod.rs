@@ -1,6 +1,7 @@
 //! The Model Context Protocol server (cargo feature `mcp`): every tool in the manifest, served to
 //! MCP clients over stdio ([`serve_stdio`]) or Streamable HTTP (`/mcp` on
-//! [`crate::http::Server`]), with durable runs as MCP tasks.
+//! [`crate::http::Server`]), with durable runs as MCP tasks and as resources a client reads and
+//! watches.
 //!
 //! ```no_run
 //! #[tokio::main]
@@ -27,6 +28,9 @@
 //! | a body that returned an error | `completed` with `isError: true` |
 //! | a run that panicked, diverged or outgrew its history | `failed`, with a JSON-RPC error |
 //! | a cancelled run | `cancelled` |
+//! | a run | the resource `eve://runs/{runId}` (its tool, status, waits and outcome, as JSON) and `eve://runs/{runId}/timeline` (its timeline); both are resource templates, and `resources/list` lists the store's runs newest first, a page at a time, with the store's cursor |
+//! | an unknown run's URI | a missing resource: `-32602` on protocol 2026-07-28 (SEP-2164), `-32002` before, with `data.uri` |
+//! | a run's journal growing | `notifications/resources/updated` for each subscribed URI whose resource changed, following the journal ([`Runtime::follow`]): per session with `resources/subscribe` until `resources/unsubscribe` or the session's end (older revisions), or per `subscriptions/listen` stream until it is cancelled (2026-07-28) |
 //!
 //! # State
 //!
@@ -37,6 +41,11 @@
 //! last seen to change (`lastUpdatedAt`; after a restart, the first time it is read). A sign-in's
 //! link is rebuilt from the journal with the runtime's secret key ([`Runtime::sign_in_url`]); one
 //! whose provider this runtime lacks shows as `working`, with a status message saying so.
+//!
+//! A resource subscription is the one thing that costs a Tokio task: a watch of the run while the
+//! run lives and the subscription stands. It lives in memory, with its session (or its
+//! `subscriptions/listen` stream); a client that reconnects after a restart subscribes again. The
+//! gauge `eve_mcp_resource_watches` counts the watches alive.
 //!
 //! # Bad input
 //!
