@@ -40,7 +40,7 @@ use rmcp::model::{
     CacheScope, ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams, ReadResourceResult, Resource,
     ResourceContents, ResourceTemplate, ResourceUpdatedNotificationParam,
 };
-use rmcp::service::{SubscriptionSendError, SubscriptionSink};
+use rmcp::service::SubscriptionSink;
 use rmcp::{ErrorData, Peer, RoleServer};
 use serde::Serialize;
 use serde_json::json;
@@ -293,10 +293,7 @@ impl Notify {
                 .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
                 .await
                 .map_err(|e| e.to_string()),
-            Notify::Stream(sink) => match sink.notify_resource_updated(uri).await {
-                Err(SubscriptionSendError::NotificationNotAccepted(_)) => Ok(()),
-                sent => sent.map_err(|e| e.to_string()),
-            },
+            Notify::Stream(sink) => sink.notify_resource_updated(uri).await.map_err(|e| e.to_string()),
         };
         match sent {
             Ok(()) => true,
