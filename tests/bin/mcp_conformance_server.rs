@@ -3,9 +3,11 @@
 //! at `/mcp` by eve's own HTTP server, on an in-memory store. Prints `listening on http://ADDR`
 //! once it accepts connections; `--addr 127.0.0.1:0` (the default) picks a free port.
 //!
-//! The suite's resources, prompts and completions have no eve counterpart, so `Fixture` serves
-//! them itself (as rmcp's own conformance server does) and hands tools and tasks to eve's
-//! `McpServer`: every tool here is an eve tool.
+//! The suite's `test://` resources, prompts and completions have no eve counterpart, so `Fixture`
+//! serves them itself (as rmcp's own conformance server does) and hands tools, tasks and eve's own
+//! resources (`eve://runs/…`, with their subscriptions) to eve's `McpServer`: every tool here is
+//! an eve tool, and its runs are resources beside the suite's, as an application that serves
+//! resources of its own would combine them.
 
 use std::time::Duration;
 
@@ -17,9 +19,10 @@ use eve_tools::mcp::rmcp::model::{
     GetTaskResult, ImageContent, InputRequests, InputRequiredResult, ListPromptsResult, ListResourceTemplatesResult,
     ListResourcesResult, ListToolsResult, PaginatedRequestParams, Prompt, PromptArgument, PromptMessage,
     ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Reference, Resource, ResourceContents,
-    ResourceTemplate, Role, ServerCapabilities, ServerConfig, Tool, UpdateTaskParams,
+    ResourceTemplate, Role, ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool,
+    UnsubscribeRequestParams, UpdateTaskParams,
 };
-use eve_tools::mcp::rmcp::service::RequestContext;
+use eve_tools::mcp::rmcp::service::{RequestContext, SubscriptionContext};
 use eve_tools::mcp::rmcp::{ErrorData, RoleServer, ServerHandler};
 use eve_tools::prelude::*;
 use schemars::JsonSchema;
@@ -212,10 +215,40 @@ async fn work(part: u32) -> Result<u32, StepError> {
     Ok(part)
 }
 
-/// Tools and tasks from eve; the rest of the suite's fixtures are not eve's concepts.
+/// Tools, tasks and runs as resources from eve; the rest of the suite's fixtures are not eve's
+/// concepts. Cloned once per session, as eve's `McpServer` is, so a session's subscriptions to
+/// eve's resources end with it.
 #[derive(Clone)]
 struct Fixture {
     eve: McpServer,
+}
+
+/// The suite's own resources: the two static ones, and the one its subscription scenarios
+/// subscribe to.
+const FIXTURE_RESOURCES: [(&str, &str, &str); 3] = [
+    ("test://static-text", "Static Text Resource", "text/plain"),
+    ("test://static-binary", "Static Binary Resource", "image/png"),
+    ("test://watched-resource", "Watched Resource", "text/plain"),
+];
+
+/// The id in a URI of the suite's template, `test://template/{id}/data`.
+fn template_id(uri: &str) -> Option<&str> {
+    uri.strip_prefix("test://template/").and_then(|rest| rest.strip_suffix("/data"))
+}
+
+/// Whether `uri` is one of the suite's resources.
+fn is_fixture_resource(uri: &str) -> bool {
+    FIXTURE_RESOURCES.iter().any(|(known, ..)| *known == uri) || template_id(uri).is_some()
+}
+
+fn no_resource(uri: &str) -> ErrorData {
+    let data = serde_json::json!({ "uri": uri });
+    ErrorData::resource_not_found(
+        format!(
+            "no resource at {uri}; this server has test://static-text, test://static-binary, test://watched-resource, test://template/{{id}}/data and eve://runs/{{runId}}[/timeline]"
+        ),
+        Some(data),
+    )
 }
 
 /// How long clients may cache the fixture's lists and resources.
@@ -227,6 +260,7 @@ impl ServerHandler for Fixture {
             .enable_tools()
             .enable_tasks()
             .enable_resources()
+            .enable_resources_subscribe()
             .enable_prompts()
             .enable_completions()
             .build();
@@ -234,28 +268,32 @@ impl ServerHandler for Fixture {
         ServerConfig::new(capabilities).with_server_info(eve.server_info)
     }
 
+    /// The suite's resources on the first page, then eve's runs, a page at a time: a cursor is
+    /// always eve's.
     async fn list_resources(
         &self,
-        _request: Option<PaginatedRequestParams>,
-        _cx: RequestContext<RoleServer>,
+        request: Option<PaginatedRequestParams>,
+        cx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let resources = vec![
-            Resource::new("test://static-text", "Static Text Resource").with_mime_type("text/plain"),
-            Resource::new("test://static-binary", "Static Binary Resource").with_mime_type("image/png"),
-        ];
-        Ok(ListResourcesResult::with_all_items(resources)
-            .with_ttl_ms(CACHE_TTL_MS)
-            .with_cache_scope(CacheScope::Public))
+        let first = request.as_ref().is_none_or(|request| request.cursor.is_none());
+        let mut page = self.eve.list_resources(request, cx).await?;
+        if first {
+            let own =
+                FIXTURE_RESOURCES.iter().map(|(uri, name, mime)| Resource::new(*uri, *name).with_mime_type(*mime));
+            page.resources.splice(0..0, own);
+        }
+        Ok(page)
     }
 
     async fn list_resource_templates(
         &self,
-        _request: Option<PaginatedRequestParams>,
-        _cx: RequestContext<RoleServer>,
+        request: Option<PaginatedRequestParams>,
+        cx: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        let templates = vec![
+        let mut templates = vec![
             ResourceTemplate::new("test://template/{id}/data", "Dynamic Resource").with_mime_type("application/json"),
         ];
+        templates.extend(self.eve.list_resource_templates(request, cx).await?.resource_templates);
         Ok(ListResourceTemplatesResult::with_all_items(templates)
             .with_ttl_ms(CACHE_TTL_MS)
             .with_cache_scope(CacheScope::Public))
@@ -264,28 +302,69 @@ impl ServerHandler for Fixture {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _cx: RequestContext<RoleServer>,
+        cx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
+        if self.eve.serves_uri(&request.uri) {
+            return self.eve.read_resource(request, cx).await;
+        }
         let uri = request.uri.as_str();
-        let template_id = uri.strip_prefix("test://template/").and_then(|rest| rest.strip_suffix("/data"));
-        let contents = match (uri, template_id) {
+        let contents = match (uri, template_id(uri)) {
             ("test://static-text", _) => {
                 ResourceContents::text("This is the content of the static text resource.", uri)
                     .with_mime_type("text/plain")
             }
             ("test://static-binary", _) => ResourceContents::blob(PNG, uri).with_mime_type("image/png"),
+            ("test://watched-resource", _) => {
+                ResourceContents::text("This resource never changes; subscribing to it is allowed.", uri)
+                    .with_mime_type("text/plain")
+            }
             (_, Some(id)) => {
                 let data = serde_json::json!({"id": id, "templateTest": true, "data": format!("Data for ID: {id}")});
                 ResourceContents::text(data.to_string(), uri).with_mime_type("application/json")
             }
-            _ => {
-                let data = serde_json::json!({ "uri": uri });
-                return Err(ErrorData::resource_not_found(format!("no resource at {uri}"), Some(data)));
-            }
+            _ => return Err(no_resource(uri)),
         };
         let result =
             ReadResourceResult::new(vec![contents]).with_ttl_ms(CACHE_TTL_MS).with_cache_scope(CacheScope::Public);
         Ok(result.into())
+    }
+
+    /// eve's resources are eve's to watch; the suite's never change, so a subscription to one
+    /// has nothing to send.
+    #[expect(deprecated, reason = "clients before revision 2026-07-28 subscribe with `resources/subscribe`")]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if self.eve.serves_uri(&request.uri) {
+            return self.eve.subscribe(request, cx).await;
+        }
+        if is_fixture_resource(&request.uri) { Ok(()) } else { Err(no_resource(&request.uri)) }
+    }
+
+    #[expect(deprecated, reason = "clients before revision 2026-07-28 unsubscribe with `resources/unsubscribe`")]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if self.eve.serves_uri(&request.uri) {
+            return self.eve.unsubscribe(request, cx).await;
+        }
+        Ok(())
+    }
+
+    /// eve's URIs as eve accepts them, and the suite's (which never change).
+    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        let eve = self.eve.accepted_subscription_filter(requested).and_then(|filter| filter.resource_subscriptions);
+        let own = requested.resource_subscriptions.iter().flatten().filter(|uri| is_fixture_resource(uri));
+        let uris: Vec<String> = eve.into_iter().flatten().chain(own.cloned()).collect();
+        Some(SubscriptionFilter::builder().resource_subscriptions(uris).build())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        self.eve.listen(context).await
     }
 
     async fn list_prompts(

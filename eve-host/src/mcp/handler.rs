@@ -1,18 +1,21 @@
-//! The MCP methods: `tools/list`, `tools/call` and the tasks extension's `tasks/get`,
-//! `tasks/update` and `tasks/cancel`.
+//! The MCP methods: `tools/list`, `tools/call`, the tasks extension's `tasks/get`,
+//! `tasks/update` and `tasks/cancel`, and runs as resources (`resources/list`,
+//! `resources/templates/list`, `resources/read`, `resources/subscribe`, `resources/unsubscribe`
+//! and `subscriptions/listen`; see `resources.rs`).
 
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, CreateTaskResult,
-    GetTaskParams, GetTaskResult, Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
-    ServerConfig, Task, TaskStatus, Tool, UpdateTaskParams,
+    GetTaskParams, GetTaskResult, Implementation, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
+    SubscribeRequestParams, SubscriptionFilter, Task, TaskStatus, Tool, UnsubscribeRequestParams, UpdateTaskParams,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
 
 use super::status::{Snapshot, detailed};
 use super::tools::{Entry, Kind, completed, failed};
-use super::{Inner, McpServer, call};
+use super::{Inner, McpServer, call, resources};
 use eve_runtime::journal::RunId;
 use eve_runtime::{Error, StartOptions};
 
@@ -21,7 +24,8 @@ const TOOLS_TTL_MS: u64 = 60 * 60 * 1000;
 
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
-        let capabilities = ServerCapabilities::builder().enable_tools().enable_tasks().build();
+        let capabilities = ServerCapabilities::builder().enable_tools().enable_tasks();
+        let capabilities = capabilities.enable_resources().enable_resources_subscribe().build();
         ServerConfig::new(capabilities).with_server_info(Implementation::new("eve", env!("CARGO_PKG_VERSION")))
     }
 
@@ -125,6 +129,71 @@ impl ServerHandler for McpServer {
             }
             .await,
         )
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        counted("resources/list", resources::list(&self.inner.runtime, request).await)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        counted("resources/templates/list", Ok(resources::templates()))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        counted("resources/read", resources::read(&self.inner.runtime, &request.uri).await.map(Into::into))
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let subscribed = self.subscriptions.subscribe(&self.inner.runtime, request.uri, cx.peer).await;
+        counted("resources/subscribe", subscribed)
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.subscriptions.unsubscribe(&request.uri);
+        counted("resources/unsubscribe", Ok(()))
+    }
+
+    /// Accepts the `eve://` URIs of a `subscriptions/listen` filter; other categories and URIs
+    /// are not eve's to send.
+    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        let uris = requested.resource_subscriptions.iter().flatten().filter(|uri| self.serves_uri(uri));
+        Some(SubscriptionFilter::builder().resource_subscriptions(uris.cloned()).build())
+    }
+
+    /// Watches each `eve://` URI the stream accepted until the client cancels it. A URI of a run
+    /// that does not exist is left unwatched (the stream is acknowledged before this runs).
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let mut watching = Vec::new();
+        for uri in context.accepted().resource_subscriptions.iter().flatten().filter(|uri| self.serves_uri(uri)) {
+            let notify = resources::Notify::Stream(context.sink().clone());
+            match resources::watch(&self.inner.runtime, uri, notify).await {
+                Ok(handle) => watching.push(resources::Watching::from(handle)),
+                Err(error) => tracing::debug!(uri, "subscriptions/listen leaves a URI unwatched: {}", error.message),
+            }
+        }
+        context.cancelled().await;
+        drop(watching);
+        Ok(())
     }
 }
 

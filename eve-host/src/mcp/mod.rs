@@ -1,6 +1,7 @@
 //! The Model Context Protocol server (cargo feature `mcp`): every tool in the manifest, served to
 //! MCP clients over stdio ([`serve_stdio`]) or Streamable HTTP (`/mcp` on
-//! [`crate::http::Server`]), with durable runs as MCP tasks.
+//! [`crate::http::Server`]), with durable runs as MCP tasks and as resources a client reads and
+//! watches.
 //!
 //! ```no_run
 //! #[tokio::main]
@@ -27,6 +28,9 @@
 //! | a body that returned an error | `completed` with `isError: true` |
 //! | a run that panicked, diverged or outgrew its history | `failed`, with a JSON-RPC error |
 //! | a cancelled run | `cancelled` |
+//! | a run | the resource `eve://runs/{runId}` (its tool, status, waits and outcome, as JSON) and `eve://runs/{runId}/timeline` (its timeline); both are resource templates, and `resources/list` lists the store's runs newest first, a page at a time, with the store's cursor |
+//! | an unknown run's URI | a missing resource: `-32602` on protocol 2026-07-28 (SEP-2164), `-32002` before, with `data.uri` |
+//! | a run's journal growing | `notifications/resources/updated` for each subscribed URI whose resource changed, following the journal ([`Runtime::follow`]): per session with `resources/subscribe` until `resources/unsubscribe` or the session's end (older revisions), or per `subscriptions/listen` stream until it is cancelled (2026-07-28) |
 //!
 //! # State
 //!
@@ -37,6 +41,11 @@
 //! last seen to change (`lastUpdatedAt`; after a restart, the first time it is read). A sign-in's
 //! link is rebuilt from the journal with the runtime's secret key ([`Runtime::sign_in_url`]); one
 //! whose provider this runtime lacks shows as `working`, with a status message saying so.
+//!
+//! A resource subscription is the one thing that costs a Tokio task: a watch of the run while the
+//! run lives and the subscription stands. It lives in memory, with its session (or its
+//! `subscriptions/listen` stream); a client that reconnects after a restart subscribes again. The
+//! gauge `eve_mcp_resource_watches` counts the watches alive.
 //!
 //! # Bad input
 //!
@@ -52,6 +61,7 @@ mod handler;
 #[cfg(feature = "http")]
 pub(crate) mod http;
 mod questions;
+mod resources;
 mod status;
 mod stdio;
 mod tools;
@@ -78,13 +88,24 @@ const TAKE_IN_ANSWERS: Duration = Duration::from_secs(5);
 /// and a stdio client is local.
 pub const STDIO_MESSAGE_LIMIT: usize = 4 * 1024 * 1024;
 
-/// An MCP server over a [`Runtime`]'s tools. Cheap to clone; clones share one server.
+/// An MCP server over a [`Runtime`]'s tools and runs. Cheap to clone: clones share the runtime
+/// and the settings, but each clone starts with no resource subscriptions of its own, because a
+/// subscription belongs to a session and rmcp serves each session with a handler of its own (a
+/// clone per session over Streamable HTTP, the handler given to `serve` over stdio). Dropping the
+/// handler, as rmcp does when its session ends, ends its subscriptions.
 ///
 /// It implements rmcp's [`ServerHandler`](rmcp::ServerHandler), so it can also be served on any
-/// rmcp transport.
-#[derive(Clone)]
+/// rmcp transport, or called by a handler of the application's own that serves more (see
+/// [`McpServer::serves_uri`]).
 pub struct McpServer {
     inner: Arc<Inner>,
+    subscriptions: resources::Subscriptions,
+}
+
+impl Clone for McpServer {
+    fn clone(&self) -> Self {
+        McpServer { inner: self.inner.clone(), subscriptions: resources::Subscriptions::default() }
+    }
 }
 
 #[derive(Clone)]
@@ -109,7 +130,7 @@ impl McpServer {
             seen: Arc::new(status::LastChanges::default()),
             runtime,
         };
-        McpServer { inner: Arc::new(inner) }
+        McpServer { inner: Arc::new(inner), subscriptions: resources::Subscriptions::default() }
     }
 
     /// Makes `tool` run only as a task: a call from a client that has not declared the tasks
@@ -136,6 +157,44 @@ impl McpServer {
     /// The runtime this server runs tools with.
     pub fn runtime(&self) -> &Runtime {
         &self.inner.runtime
+    }
+
+    /// Whether `uri` is one of the resources this server serves (`eve://…`, see the table
+    /// above). A handler that serves resources of its own besides eve's hands these URIs to
+    /// this server's resource methods, and lists eve's resources and templates after its own:
+    ///
+    /// ```
+    /// use eve_tools::mcp::McpServer;
+    /// use eve_tools::mcp::rmcp::model::{ReadResourceRequestParams, ReadResourceResponse, ServerConfig};
+    /// use eve_tools::mcp::rmcp::service::RequestContext;
+    /// use eve_tools::mcp::rmcp::{ErrorData, RoleServer, ServerHandler};
+    ///
+    /// #[derive(Clone)]
+    /// struct App {
+    ///     eve: McpServer,
+    /// }
+    ///
+    /// impl ServerHandler for App {
+    ///     fn get_info(&self) -> ServerConfig {
+    ///         self.eve.get_info()
+    ///     }
+    ///
+    ///     async fn read_resource(
+    ///         &self,
+    ///         request: ReadResourceRequestParams,
+    ///         cx: RequestContext<RoleServer>,
+    ///     ) -> Result<ReadResourceResponse, ErrorData> {
+    ///         if self.eve.serves_uri(&request.uri) {
+    ///             return self.eve.read_resource(request, cx).await;
+    ///         }
+    ///         Err(ErrorData::resource_not_found(format!("no resource at {}", request.uri), None))
+    ///     }
+    ///     // ... and the same for `subscribe` and `unsubscribe`; `list_resources` lists the
+    ///     // app's own on the first page, then eve's pages, passing the cursor on.
+    /// }
+    /// ```
+    pub fn serves_uri(&self, uri: &str) -> bool {
+        resources::is_eve_uri(uri)
     }
 
     /// Serves MCP over a byte stream pair (newline-delimited JSON-RPC) until the client closes
