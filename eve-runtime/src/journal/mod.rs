@@ -25,6 +25,7 @@ pub mod ask;
 pub(crate) mod canonical;
 pub mod decode;
 pub mod depth;
+pub mod form;
 mod payload;
 mod position;
 mod trace;
