@@ -23,7 +23,7 @@ use eve_tools::mcp::rmcp::service::RequestContext;
 use eve_tools::mcp::rmcp::{ErrorData, RoleServer, ServerHandler};
 use eve_tools::prelude::*;
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
 const WAV: &str = "UklGRiQAAABXQVZFZm10IBAAAAABAAEARKwAAIhYAQACABAAZGF0YQAAAAA=";
@@ -151,6 +151,154 @@ pub async fn test_input_required_result_multi_round(_input: Nothing, ctx: &Workf
     let name = ctx.ask(Ask::text("What is your name?")).await;
     let color = ctx.ask(Ask::text("What is your favorite color?")).await;
     Ok(format!("Hello, {}! You like {}.", name.text().unwrap_or("stranger"), color.text().unwrap_or("nothing")))
+}
+
+/// What to show the person.
+#[derive(Deserialize, JsonSchema)]
+pub struct Message {
+    /// The message.
+    message: String,
+}
+
+/// A person's details, asked as a form.
+#[derive(Serialize, Deserialize, JsonSchema)]
+pub struct Details {
+    /// User's response
+    username: String,
+    /// User's email address
+    email: String,
+}
+
+/// What a form's outcome says, as the suite's tools report it.
+fn reported<T: Serialize>(outcome: FormOutcome<T>) -> String {
+    match outcome {
+        FormOutcome::Answered(value) => {
+            format!("action=accept, content={}", serde_json::to_value(value).unwrap_or_default())
+        }
+        FormOutcome::Declined => "action=decline".into(),
+        FormOutcome::Cancelled => "action=cancel".into(),
+        FormOutcome::Unavailable => "action=unavailable".into(),
+    }
+}
+
+/// Ask a person for their details in a form.
+#[workflow_tool]
+pub async fn test_elicitation(input: Message, ctx: &WorkflowCtx) -> Result<String, ToolError> {
+    let outcome = ctx.ask_form::<Details>(input.message)?.await;
+    Ok(format!("User response: <{}>", reported(outcome)))
+}
+
+/// A status with a default (SEP-1034). Its variants have no doc comments: a variant's doc
+/// comment becomes its title, and SEP-1034 wants an untitled `enum`.
+#[derive(Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "lowercase")]
+#[allow(missing_docs)]
+pub enum Status {
+    #[default]
+    Active,
+    Inactive,
+    Pending,
+}
+
+/// A profile whose every field has a default (SEP-1034).
+#[derive(Serialize, Deserialize, JsonSchema)]
+#[serde(default)]
+pub struct Profile {
+    /// User name
+    name: String,
+    /// User age
+    age: i64,
+    /// User score
+    score: f64,
+    /// User status
+    status: Status,
+    /// Verification status
+    verified: bool,
+}
+
+impl Default for Profile {
+    fn default() -> Self {
+        Profile { name: "John Doe".into(), age: 30, score: 95.5, status: Status::Active, verified: true }
+    }
+}
+
+/// Ask for a profile whose fields have defaults (SEP-1034).
+#[workflow_tool]
+pub async fn test_elicitation_sep1034_defaults(_input: Nothing, ctx: &WorkflowCtx) -> Result<String, ToolError> {
+    let outcome = ctx.ask_form::<Profile>("Please review your profile")?.await;
+    Ok(format!("Elicitation completed: {}", reported(outcome)))
+}
+
+/// A choice without titles (no doc comments on its variants).
+#[derive(Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(missing_docs)]
+pub enum Untitled {
+    Option1,
+    Option2,
+    Option3,
+}
+
+/// A choice whose options have titles, from their doc comments (SEP-1330).
+#[derive(Serialize, Deserialize, JsonSchema)]
+pub enum TitledSingle {
+    /// First Option
+    #[serde(rename = "value1")]
+    First,
+    /// Second Option
+    #[serde(rename = "value2")]
+    Second,
+    /// Third Option
+    #[serde(rename = "value3")]
+    Third,
+}
+
+/// A choice of several, titled (SEP-1330).
+#[derive(Serialize, Deserialize, JsonSchema)]
+pub enum TitledMulti {
+    /// First Choice
+    #[serde(rename = "value1")]
+    First,
+    /// Second Choice
+    #[serde(rename = "value2")]
+    Second,
+    /// Third Choice
+    #[serde(rename = "value3")]
+    Third,
+}
+
+/// The older titled choice: `enumNames` beside `enum`.
+#[derive(Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[schemars(extend("enumNames" = ["Option One", "Option Two", "Option Three"]))]
+#[allow(missing_docs)]
+pub enum Legacy {
+    Opt1,
+    Opt2,
+    Opt3,
+}
+
+/// Every kind of choice a form has (SEP-1330).
+#[derive(Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Choices {
+    /// Pick one.
+    untitled_single: Untitled,
+    /// Pick one.
+    titled_single: TitledSingle,
+    /// Pick one.
+    legacy_enum: Legacy,
+    /// Pick any.
+    untitled_multi: Vec<Untitled>,
+    /// Pick any.
+    titled_multi: Vec<TitledMulti>,
+}
+
+/// Ask for every kind of choice (SEP-1330).
+#[workflow_tool]
+pub async fn test_elicitation_sep1330_enums(_input: Nothing, ctx: &WorkflowCtx) -> Result<String, ToolError> {
+    let outcome = ctx.ask_form::<Choices>("Please choose")?.await;
+    Ok(format!("Elicitation completed: {}", reported(outcome)))
 }
 
 /// Return simple text.
