@@ -38,6 +38,7 @@ pub use crate::journal::ask::{
     Answer, AnswerAction, AnswerError, Ask, AskOption, AskOutcome, Display, FieldRefusal, FormError, Style,
 };
 pub(crate) use crate::journal::ask::{hash, request_op};
+pub use crate::journal::sample::{Completion, Sampling};
 
 /// A pending question, returned by `ctx.ask` (resolving to an [`AskOutcome`]) and
 /// `ctx.ask_form` (a [`FormOutcome`]). Await it (or `&mut` it in a `select!`) for the outcome; it
@@ -88,6 +89,37 @@ pub enum FormOutcome<T> {
     Cancelled,
     /// Nobody can answer: the run is not interactive.
     Unavailable,
+}
+
+/// How a request for the client's model ([`WorkflowCtx::sample`](crate::context::WorkflowCtx::sample))
+/// resolved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SampleOutcome {
+    /// The client's model (or whoever answered for it) completed it.
+    Completed(Completion),
+    /// The client declined to sample.
+    Declined,
+    /// The request was withdrawn (by the body, or because the run was cancelled), or dismissed.
+    Cancelled,
+    /// Nobody can answer: the run is not interactive.
+    Unavailable,
+}
+
+/// A completion is checked before the runtime accepts it, so it reads back.
+impl Resolution for SampleOutcome {
+    fn of(outcome: AskOutcome, op: Option<Op>) -> Self {
+        match outcome {
+            AskOutcome::Answered { value: Some(value), .. } => match Completion::from_value(&value) {
+                Ok(completion) => SampleOutcome::Completed(completion),
+                Err(error) => {
+                    panic!("the answer to {} was accepted, yet is {error}", op.map(request_id).unwrap_or_default())
+                }
+            },
+            AskOutcome::Answered { .. } | AskOutcome::Declined => SampleOutcome::Declined,
+            AskOutcome::Cancelled => SampleOutcome::Cancelled,
+            AskOutcome::Unavailable => SampleOutcome::Unavailable,
+        }
+    }
 }
 
 /// A form's answer is checked against `T`'s JSON Schema before the runtime accepts it, so it

@@ -96,6 +96,19 @@ impl WorkflowCtx {
         Ok(self.ask_as(Ask::form::<T>(prompt)?))
     }
 
+    /// Asks the calling client's model for a completion ([`Sampling`](crate::ask::Sampling)),
+    /// and returns the pending answer, which resolves to a
+    /// [`SampleOutcome`](crate::ask::SampleOutcome). It is a durable wait like `ask`: journaled
+    /// once, answered once, kept across restarts, withdrawn when the run is cancelled. Over MCP
+    /// the client's model answers (`sampling/createMessage`); a client that declared no sampling
+    /// capability gets an error at its call instead. Elsewhere it is listed with the run's
+    /// questions (display `sampling`) and answered with a [`Completion`](crate::ask::Completion)
+    /// as the value.
+    #[track_caller]
+    pub fn sample(&self, request: crate::ask::Sampling) -> Pending<crate::ask::SampleOutcome> {
+        self.ask_as(Ask::sampling(request))
+    }
+
     #[track_caller]
     fn ask_as<O>(&self, request: Ask) -> Pending<O> {
         let core = &self.core;

@@ -9,6 +9,7 @@
 
 use std::time::Duration;
 
+use eve_tools::SampleOutcome;
 use eve_tools::mcp::McpServer;
 use eve_tools::mcp::ToolContent;
 use eve_tools::mcp::rmcp::model::{
@@ -22,6 +23,7 @@ use eve_tools::mcp::rmcp::model::{
 use eve_tools::mcp::rmcp::service::RequestContext;
 use eve_tools::mcp::rmcp::{ErrorData, RoleServer, ServerHandler};
 use eve_tools::prelude::*;
+use eve_tools::sample::Sampling;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -131,11 +133,14 @@ pub async fn test_input_required_result_tampered_state(
     Ok(format!("Hello, {}!", name.text().unwrap_or("stranger")))
 }
 
-/// Ask for a name, if the client can be asked (SEP-2322 capabilities).
+/// Ask a person for a name and the client's model for a greeting at once: each is sent only to a
+/// client that can answer it (SEP-2322 capabilities).
 #[workflow_tool]
 pub async fn test_input_required_result_capabilities(_input: Nothing, ctx: &WorkflowCtx) -> Result<String, ToolError> {
-    let name = ctx.ask(Ask::text("What is your name?")).await;
-    Ok(format!("Hello, {}!", name.text().unwrap_or("stranger")))
+    let name = ctx.ask(Ask::text("What is your name?"));
+    let greeting = ctx.sample(Sampling::user("Generate a greeting", 50));
+    let (name, greeting) = futures::join!(name, greeting);
+    Ok(format!("{}, {}!", sampled(greeting), name.text().unwrap_or("stranger")))
 }
 
 /// Ask for a confirmation (SEP-2322 request state).
@@ -299,6 +304,35 @@ pub struct Choices {
 pub async fn test_elicitation_sep1330_enums(_input: Nothing, ctx: &WorkflowCtx) -> Result<String, ToolError> {
     let outcome = ctx.ask_form::<Choices>("Please choose")?.await;
     Ok(format!("Elicitation completed: {}", reported(outcome)))
+}
+
+/// What to ask the client's model.
+#[derive(Deserialize, JsonSchema)]
+pub struct SamplePrompt {
+    /// The prompt.
+    prompt: String,
+}
+
+/// What a sampling outcome says, as the suite's tools report it.
+fn sampled(outcome: SampleOutcome) -> String {
+    match outcome {
+        SampleOutcome::Completed(completion) => completion.text().unwrap_or("(not text)").to_owned(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// Ask the client's model to complete a prompt.
+#[workflow_tool]
+pub async fn test_sampling(input: SamplePrompt, ctx: &WorkflowCtx) -> Result<String, ToolError> {
+    let outcome = ctx.sample(Sampling::user(input.prompt, 100)).await;
+    Ok(format!("LLM response: {}", sampled(outcome)))
+}
+
+/// Ask the client's model a question (SEP-2322).
+#[workflow_tool]
+pub async fn test_input_required_result_sampling(_input: Nothing, ctx: &WorkflowCtx) -> Result<String, ToolError> {
+    let outcome = ctx.sample(Sampling::user("What is the capital of France?", 100)).await;
+    Ok(format!("The model says: {}", sampled(outcome)))
 }
 
 /// Return simple text.

@@ -18,6 +18,10 @@
 //! approve/cancel), which is what a person declining "Deploy?" means. (Before forms, a decline
 //! of any other question and every `cancel` cancelled the whole run.)
 //!
+//! A request for the client's model (`ctx.sample`) becomes a `sampling/createMessage` input
+//! request, its parameters those the run journaled; the client's result is the completion,
+//! checked before the run gets it.
+//!
 //! A sign-in becomes a URL elicitation carrying the sign-in link. Its response only says whether
 //! the person went there: the sign-in itself completes through the provider's callback; a
 //! `decline` or `cancel` cancels the run.
@@ -49,6 +53,17 @@ pub(crate) enum Response {
     Acknowledged,
     /// Cancel the run.
     Stop,
+}
+
+/// The input request `ask` becomes: a sampling request for the client's model, else a form
+/// elicitation.
+pub(crate) fn question_input(ask: &Ask) -> Result<InputRequest, ErrorData> {
+    let Some(sampling) = &ask.sampling else { return Ok(input_request(question_request(ask)?)) };
+    let params = serde_json::to_value(sampling).and_then(serde_json::from_value).map_err(|error| {
+        ErrorData::internal_error(format!("cannot express the sampling request as MCP's: {error}"), None)
+    })?;
+    #[allow(deprecated, reason = "sampling is deprecated by SEP-2577, and still what clients answer")]
+    Ok(InputRequest::CreateMessage(rmcp::model::CreateMessageRequest::new(params)))
 }
 
 /// The elicitation `ask` becomes.
@@ -110,6 +125,13 @@ pub(crate) fn input_request(params: ElicitRequestParams) -> InputRequest {
 /// What the response `value`, under the key of a question `ask`, asks for; the error names the
 /// field at fault below `field` (the response's JSON path).
 pub(crate) fn question_response(ask: &Ask, value: &Value, field: &str) -> Result<Response, String> {
+    if ask.sampling.is_some() {
+        let answer = Answer::value(value.clone());
+        return match ask.check(&answer) {
+            Ok(()) => Ok(Response::Answer(answer)),
+            Err(error) => Err(format!("`{field}`: {error}")),
+        };
+    }
     let result = elicit_result(value, field)?;
     match result.action {
         ElicitationAction::Accept => {}

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::Op;
 pub use super::form::{FieldRefusal, FormError};
+use super::sample::{Completion, Sampling};
 
 /// How a channel should render a question.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -22,6 +23,9 @@ pub enum Display {
     Text,
     /// A form of several fields, described by the question's [`schema`](Ask::schema).
     Form,
+    /// A request for the calling client's model, [`sampling`](Ask::sampling), answered with
+    /// its completion.
+    Sampling,
 }
 
 /// How an option should look.
@@ -78,6 +82,10 @@ pub struct Ask {
     /// fits it. `None` for other questions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema: Option<Value>,
+    /// A request for the client's model (`ctx.sample`): the answer is a `value` holding its
+    /// [`Completion`]. `None` for questions to people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampling: Option<Box<Sampling>>,
 }
 
 impl Ask {
@@ -89,6 +97,7 @@ impl Ask {
             options: Vec::new(),
             allow_freeform: false,
             schema: None,
+            sampling: None,
         }
     }
 
@@ -124,6 +133,14 @@ impl Ask {
         let schema = settings.into_generator().into_root_schema_for::<T>();
         let schema = serde_json::to_value(schema).expect("a JSON Schema always serializes to JSON");
         Ask::form_with_schema(prompt, &T::schema_name(), &schema)
+    }
+
+    /// A request for a completion from the calling client's model: over MCP a
+    /// `sampling/createMessage`, elsewhere listed with the questions and answered with a
+    /// [`Completion`] as the `value`.
+    pub fn sampling(request: Sampling) -> Self {
+        let prompt = request.summary();
+        Ask { display: Display::Sampling, sampling: Some(Box::new(request)), ..Ask::confirmation(prompt) }
     }
 
     /// A form described by a JSON Schema of an object (subschemas inlined) rather than a type:
@@ -187,7 +204,9 @@ impl Ask {
     /// Whether a typed reply answers it: a text question, one that allows a free-form reply, and
     /// one without options (which could otherwise never be answered).
     pub fn takes_text(&self) -> bool {
-        self.schema.is_none() && (self.allow_freeform || self.display == Display::Text || self.options.is_empty())
+        self.schema.is_none()
+            && self.sampling.is_none()
+            && (self.allow_freeform || self.display == Display::Text || self.options.is_empty())
     }
 
     /// Checks that `answer` answers this question, saying what is wrong if not. A person may
@@ -200,6 +219,13 @@ impl Ask {
         }
         if let Some(schema) = &self.schema {
             return self.check_form(schema, answer);
+        }
+        if self.sampling.is_some() {
+            let Some(value) = answer.value.as_ref().filter(|_| answer.option_id.is_none() && answer.text.is_none())
+            else {
+                return Err(AnswerError::CompletionNeeded);
+            };
+            return Completion::from_value(value).map(drop).map_err(AnswerError::NotACompletion);
         }
         if answer.value.is_some() {
             return Err(AnswerError::ValueNotAccepted);
@@ -388,6 +414,15 @@ pub enum AnswerError {
         /// What is wrong, naming the field.
         message: String,
     },
+    /// The request is for the client's model: it is answered with a completion as `value`.
+    #[error(
+        "this request is for the client's model: answer with `value`, its completion \
+         ({{\"role\": \"assistant\", \"content\": {{\"type\": \"text\", \"text\": \"…\"}}, \"model\": \"…\"}})"
+    )]
+    CompletionNeeded,
+    /// The value is not a completion.
+    #[error("the value is {0}")]
+    NotACompletion(String),
     /// A value was given to a question that is not a form.
     #[error("`value` is not accepted: this question is not a form; answer with `option_id` or `text`")]
     ValueNotAccepted,
@@ -433,6 +468,8 @@ pub(crate) fn hash(request: &Ask) -> super::InputHash {
         // they did.
         #[serde(skip_serializing_if = "Option::is_none")]
         schema: Option<&'a Value>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        sampling: Option<&'a Sampling>,
     }
     let hashed = Hashed {
         prompt: &request.prompt,
@@ -440,6 +477,7 @@ pub(crate) fn hash(request: &Ask) -> super::InputHash {
         options: &request.options,
         allow_freeform: request.allow_freeform,
         schema: request.schema.as_ref(),
+        sampling: request.sampling.as_deref(),
     };
     let bytes = serde_json::to_vec(&hashed).expect("an ask always serializes");
     super::InputHash::of(&bytes)

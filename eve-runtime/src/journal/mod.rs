@@ -28,6 +28,7 @@ pub mod depth;
 pub mod form;
 mod payload;
 mod position;
+pub mod sample;
 mod trace;
 pub mod webhook;
 
