@@ -419,3 +419,48 @@ async fn a_declined_or_dismissed_form_is_an_outcome_the_body_sees() {
     let run = runtime.start_with("ask_for_a_plan", json!({}), options).await.unwrap();
     assert_eq!(run.outcome().await.unwrap(), RunOutcome::Completed(json!("unavailable")));
 }
+
+/// Asks the client's model to name a capital and says what came of it.
+#[workflow_tool]
+pub async fn ask_the_model(_input: Nothing, ctx: &WorkflowCtx) -> Result<String, ToolError> {
+    let request = eve_tools::sample::Sampling::user("What is the capital of France?", 20).system("One word.");
+    Ok(match ctx.sample(request).await {
+        eve_tools::SampleOutcome::Completed(completion) => {
+            format!("{} said {}", completion.model, completion.text().unwrap_or("(not text)"))
+        }
+        other => format!("{other:?}"),
+    })
+}
+
+/// A request for the client's model is listed with the run's questions (display `sampling`,
+/// its request journaled), answered once with a completion as the value (one that is not a
+/// completion is refused, naming the field), and the body gets the completion.
+#[tokio::test]
+async fn a_sampling_request_is_answered_with_a_completion_from_any_surface() {
+    let runtime = World::in_memory().runtime(16);
+    let run = runtime.start("ask_the_model", json!({})).await.unwrap();
+    run.parked().await.unwrap();
+    let question = runtime.open_questions(run.id()).await.unwrap().remove(0);
+    assert_eq!(question.request.display, eve_tools::Display::Sampling);
+    let public = serde_json::to_value(&question.request).unwrap();
+    assert_eq!(public["sampling"]["systemPrompt"], "One word.");
+    assert_eq!(
+        public["sampling"]["messages"][0]["content"],
+        json!({"type": "text", "text": "What is the capital of France?"})
+    );
+    let id = &question.request_id;
+    let error = runtime.answer(run.id(), id, Answer::text("Paris")).await.unwrap_err();
+    assert!(error.to_string().starts_with("this request is for the client's model: answer with `value`"), "{error}");
+    let wrong = json!({"role": "assistant", "content": {"type": "text", "text": "Paris"}});
+    let error = runtime.answer(run.id(), id, Answer::value(wrong)).await.unwrap_err();
+    assert!(error.to_string().starts_with("the value is not a completion: missing field `model`"), "{error}");
+    let wrong = json!({"role": "model", "content": {"type": "text", "text": "Paris"}, "model": "m"});
+    let error = runtime.answer(run.id(), id, Answer::value(wrong)).await.unwrap_err();
+    assert!(
+        error.to_string().starts_with("the value is not a completion at `role`: unknown variant `model`"),
+        "{error}"
+    );
+    let completion = json!({"role": "assistant", "content": {"type": "text", "text": "Paris"}, "model": "m-1", "stopReason": "endTurn"});
+    runtime.answer(run.id(), id, Answer::value(completion)).await.unwrap();
+    assert_eq!(run.outcome().await.unwrap(), RunOutcome::Completed(json!("m-1 said Paris")));
+}
