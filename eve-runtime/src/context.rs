@@ -77,6 +77,40 @@ impl WorkflowCtx {
     /// the result (or `&mut` it inside a `select!` to keep it open across several waits).
     #[track_caller]
     pub fn ask(&self, request: Ask) -> Pending {
+        self.ask_as(request)
+    }
+
+    /// Asks a person to fill in a form of `T`'s fields ([`Ask::form`]) and returns the pending
+    /// answer, which resolves to a [`FormOutcome`](crate::ask::FormOutcome) holding a `T`. The
+    /// answer is checked against `T`'s JSON Schema before the runtime takes it, and an answer
+    /// that does not fit is refused, naming the field, so the body only ever sees a `T`.
+    ///
+    /// # Errors
+    ///
+    /// `T` has a field a form cannot show (see [`Ask::form`]); nothing is asked then.
+    #[track_caller]
+    pub fn ask_form<T: schemars::JsonSchema + serde::de::DeserializeOwned>(
+        &self,
+        prompt: impl Into<String>,
+    ) -> Result<Pending<crate::ask::FormOutcome<T>>, crate::ask::FormError> {
+        Ok(self.ask_as(Ask::form::<T>(prompt)?))
+    }
+
+    /// Asks the calling client's model for a completion ([`Sampling`](crate::ask::Sampling)),
+    /// and returns the pending answer, which resolves to a
+    /// [`SampleOutcome`](crate::ask::SampleOutcome). It is a durable wait like `ask`: journaled
+    /// once, answered once, kept across restarts, withdrawn when the run is cancelled. Over MCP
+    /// the client's model answers (`sampling/createMessage`); a client that declared no sampling
+    /// capability gets an error at its call instead. Elsewhere it is listed with the run's
+    /// questions (display `sampling`) and answered with a [`Completion`](crate::ask::Completion)
+    /// as the value.
+    #[track_caller]
+    pub fn sample(&self, request: crate::ask::Sampling) -> Pending<crate::ask::SampleOutcome> {
+        self.ask_as(Ask::sampling(request))
+    }
+
+    #[track_caller]
+    fn ask_as<O>(&self, request: Ask) -> Pending<O> {
         let core = &self.core;
         let signature = OpSignature { kind: OpKind::Ask, name: "ask".into(), input_hash: ask::hash(&request) };
         let unresolved = Slot::Ask { outcome: (!core.interactive).then_some(AskOutcome::Unavailable) };

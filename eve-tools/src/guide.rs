@@ -10,7 +10,7 @@
 //! |---|---|
 //! | [`durability`] | what a tool gets: steps and retries, durable waits, cancellation, divergence, the compile-time rules, the manifest |
 //! | [`long_runs`] | the history limit and `continue_as_new` |
-//! | [`in_the_loop`] | questions to people (`ask`), hooks and webhooks |
+//! | [`in_the_loop`] | questions to people (`ask`) and forms (`ask_form`), hooks and webhooks |
 //! | [`progress`] | reporting progress from a workflow body |
 //! | [`running_tools`] | the runtime, the host command line, `chat` and `inspect`, the stores |
 //! | [`versions`] | changing a workflow with runs in flight: `export` and `replay` |

@@ -326,12 +326,17 @@ pub use eve_macros::workflow_tool;
 /// # }
 /// ```
 pub use eve_macros::task;
-pub use eve_runtime::ask::{Answer, AnswerError, Ask, AskOption, AskOutcome, Display, Pending, Style};
+pub use eve_runtime::ask::{
+    Answer, AnswerAction, AnswerError, Ask, AskOption, AskOutcome, Display, FormError, FormOutcome, Pending,
+    SampleOutcome, Style,
+};
 pub use eve_runtime::auth::{AccessToken, AuthError, AuthProvider, Principal, Provider};
 pub use eve_runtime::auth::{MemoryTokenStore, TokenSet, TokenStore, TokenStoreError};
 pub use eve_runtime::context::{Call, Receive, ServeCtx, StepCtxSource, StretchSignal, TaskCtx, ToolCtx, WorkflowCtx};
 pub use eve_runtime::error::{FatalError, NonDeterminismError, RetryableError, StepError, StoreError, ToolError};
 pub use eve_runtime::events::RunEvent;
+/// Requests for the calling client's model (`ctx.sample`) and their completions.
+pub use eve_runtime::journal::sample;
 pub use eve_runtime::journal::{Entry, Op, Position, RunFailure, RunId, RunStatus};
 pub use eve_runtime::progress::Progress;
 pub use eve_runtime::registry::{Lifetime, Manifest, Shape, Suspend};
@@ -442,7 +447,7 @@ macro_rules! tools {
 /// What most tool modules need: `use eve_tools::prelude::*;`.
 pub mod prelude {
     pub use crate::{
-        AbortSignal, Ask, AskOutcome, Cancelled, FatalError, Hook, HookError, Progress, Provider, Respond,
+        AbortSignal, Ask, AskOutcome, Cancelled, FatalError, FormOutcome, Hook, HookError, Progress, Provider, Respond,
         RetryableError, Runtime, StepCtx, StepError, TaskCtx, ToolCtx, ToolError, Webhook, WebhookOptions,
         WebhookRequest, WebhookResponse, WorkflowCtx, create_hook, create_hook_with_token, create_webhook,
         create_webhook_with, sleep, sleep_until, step, task, tool, workflow_tool,

@@ -51,6 +51,30 @@ pub struct Approval {
 #[derive(Deserialize, JsonSchema)]
 pub struct Nothing {}
 
+/// A release, asked as a form.
+#[derive(Deserialize, JsonSchema)]
+pub struct Release {
+    /// The version to release.
+    version: String,
+    /// How many replicas.
+    #[serde(default = "two")]
+    replicas: u8,
+}
+
+fn two() -> u8 {
+    2
+}
+
+/// Ask a person how to release, in a form.
+#[workflow_tool]
+pub async fn plan_release(_input: Nothing, ctx: &WorkflowCtx) -> Result<String, ToolError> {
+    Ok(match ctx.ask_form::<Release>("Release what?")?.await {
+        FormOutcome::Answered(release) => format!("releasing {} on {} replicas", release.version, release.replicas),
+        FormOutcome::Declined => "not releasing: declined".into(),
+        FormOutcome::Cancelled | FormOutcome::Unavailable => "not releasing: nobody answered".into(),
+    })
+}
+
 /// Fail, always.
 #[workflow_tool]
 pub async fn fail_on_purpose(_input: Nothing, _ctx: &WorkflowCtx) -> Result<(), ToolError> {

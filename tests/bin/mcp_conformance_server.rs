@@ -11,6 +11,7 @@
 
 use std::time::Duration;
 
+use eve_tools::SampleOutcome;
 use eve_tools::mcp::McpServer;
 use eve_tools::mcp::ToolContent;
 use eve_tools::mcp::rmcp::model::{
@@ -25,8 +26,9 @@ use eve_tools::mcp::rmcp::model::{
 use eve_tools::mcp::rmcp::service::{RequestContext, SubscriptionContext};
 use eve_tools::mcp::rmcp::{ErrorData, RoleServer, ServerHandler};
 use eve_tools::prelude::*;
+use eve_tools::sample::Sampling;
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
 const WAV: &str = "UklGRiQAAABXQVZFZm10IBAAAAABAAEARKwAAIhYAQACABAAZGF0YQAAAAA=";
@@ -134,11 +136,14 @@ pub async fn test_input_required_result_tampered_state(
     Ok(format!("Hello, {}!", name.text().unwrap_or("stranger")))
 }
 
-/// Ask for a name, if the client can be asked (SEP-2322 capabilities).
+/// Ask a person for a name and the client's model for a greeting at once: each is sent only to a
+/// client that can answer it (SEP-2322 capabilities).
 #[workflow_tool]
 pub async fn test_input_required_result_capabilities(_input: Nothing, ctx: &WorkflowCtx) -> Result<String, ToolError> {
-    let name = ctx.ask(Ask::text("What is your name?")).await;
-    Ok(format!("Hello, {}!", name.text().unwrap_or("stranger")))
+    let name = ctx.ask(Ask::text("What is your name?"));
+    let greeting = ctx.sample(Sampling::user("Generate a greeting", 50));
+    let (name, greeting) = futures::join!(name, greeting);
+    Ok(format!("{}, {}!", sampled(greeting), name.text().unwrap_or("stranger")))
 }
 
 /// Ask for a confirmation (SEP-2322 request state).
@@ -154,6 +159,183 @@ pub async fn test_input_required_result_multi_round(_input: Nothing, ctx: &Workf
     let name = ctx.ask(Ask::text("What is your name?")).await;
     let color = ctx.ask(Ask::text("What is your favorite color?")).await;
     Ok(format!("Hello, {}! You like {}.", name.text().unwrap_or("stranger"), color.text().unwrap_or("nothing")))
+}
+
+/// What to show the person.
+#[derive(Deserialize, JsonSchema)]
+pub struct Message {
+    /// The message.
+    message: String,
+}
+
+/// A person's details, asked as a form.
+#[derive(Serialize, Deserialize, JsonSchema)]
+pub struct Details {
+    /// User's response
+    username: String,
+    /// User's email address
+    email: String,
+}
+
+/// What a form's outcome says, as the suite's tools report it.
+fn reported<T: Serialize>(outcome: FormOutcome<T>) -> String {
+    match outcome {
+        FormOutcome::Answered(value) => {
+            format!("action=accept, content={}", serde_json::to_value(value).unwrap_or_default())
+        }
+        FormOutcome::Declined => "action=decline".into(),
+        FormOutcome::Cancelled => "action=cancel".into(),
+        FormOutcome::Unavailable => "action=unavailable".into(),
+    }
+}
+
+/// Ask a person for their details in a form.
+#[workflow_tool]
+pub async fn test_elicitation(input: Message, ctx: &WorkflowCtx) -> Result<String, ToolError> {
+    let outcome = ctx.ask_form::<Details>(input.message)?.await;
+    Ok(format!("User response: <{}>", reported(outcome)))
+}
+
+/// A status with a default (SEP-1034). Its variants have no doc comments: a variant's doc
+/// comment becomes its title, and SEP-1034 wants an untitled `enum`.
+#[derive(Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "lowercase")]
+#[allow(missing_docs)]
+pub enum Status {
+    #[default]
+    Active,
+    Inactive,
+    Pending,
+}
+
+/// A profile whose every field has a default (SEP-1034).
+#[derive(Serialize, Deserialize, JsonSchema)]
+#[serde(default)]
+pub struct Profile {
+    /// User name
+    name: String,
+    /// User age
+    age: i64,
+    /// User score
+    score: f64,
+    /// User status
+    status: Status,
+    /// Verification status
+    verified: bool,
+}
+
+impl Default for Profile {
+    fn default() -> Self {
+        Profile { name: "John Doe".into(), age: 30, score: 95.5, status: Status::Active, verified: true }
+    }
+}
+
+/// Ask for a profile whose fields have defaults (SEP-1034).
+#[workflow_tool]
+pub async fn test_elicitation_sep1034_defaults(_input: Nothing, ctx: &WorkflowCtx) -> Result<String, ToolError> {
+    let outcome = ctx.ask_form::<Profile>("Please review your profile")?.await;
+    Ok(format!("Elicitation completed: {}", reported(outcome)))
+}
+
+/// A choice without titles (no doc comments on its variants).
+#[derive(Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(missing_docs)]
+pub enum Untitled {
+    Option1,
+    Option2,
+    Option3,
+}
+
+/// A choice whose options have titles, from their doc comments (SEP-1330).
+#[derive(Serialize, Deserialize, JsonSchema)]
+pub enum TitledSingle {
+    /// First Option
+    #[serde(rename = "value1")]
+    First,
+    /// Second Option
+    #[serde(rename = "value2")]
+    Second,
+    /// Third Option
+    #[serde(rename = "value3")]
+    Third,
+}
+
+/// A choice of several, titled (SEP-1330).
+#[derive(Serialize, Deserialize, JsonSchema)]
+pub enum TitledMulti {
+    /// First Choice
+    #[serde(rename = "value1")]
+    First,
+    /// Second Choice
+    #[serde(rename = "value2")]
+    Second,
+    /// Third Choice
+    #[serde(rename = "value3")]
+    Third,
+}
+
+/// The older titled choice: `enumNames` beside `enum`.
+#[derive(Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[schemars(extend("enumNames" = ["Option One", "Option Two", "Option Three"]))]
+#[allow(missing_docs)]
+pub enum Legacy {
+    Opt1,
+    Opt2,
+    Opt3,
+}
+
+/// Every kind of choice a form has (SEP-1330).
+#[derive(Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Choices {
+    /// Pick one.
+    untitled_single: Untitled,
+    /// Pick one.
+    titled_single: TitledSingle,
+    /// Pick one.
+    legacy_enum: Legacy,
+    /// Pick any.
+    untitled_multi: Vec<Untitled>,
+    /// Pick any.
+    titled_multi: Vec<TitledMulti>,
+}
+
+/// Ask for every kind of choice (SEP-1330).
+#[workflow_tool]
+pub async fn test_elicitation_sep1330_enums(_input: Nothing, ctx: &WorkflowCtx) -> Result<String, ToolError> {
+    let outcome = ctx.ask_form::<Choices>("Please choose")?.await;
+    Ok(format!("Elicitation completed: {}", reported(outcome)))
+}
+
+/// What to ask the client's model.
+#[derive(Deserialize, JsonSchema)]
+pub struct SamplePrompt {
+    /// The prompt.
+    prompt: String,
+}
+
+/// What a sampling outcome says, as the suite's tools report it.
+fn sampled(outcome: SampleOutcome) -> String {
+    match outcome {
+        SampleOutcome::Completed(completion) => completion.text().unwrap_or("(not text)").to_owned(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// Ask the client's model to complete a prompt.
+#[workflow_tool]
+pub async fn test_sampling(input: SamplePrompt, ctx: &WorkflowCtx) -> Result<String, ToolError> {
+    let outcome = ctx.sample(Sampling::user(input.prompt, 100)).await;
+    Ok(format!("LLM response: {}", sampled(outcome)))
+}
+
+/// Ask the client's model a question (SEP-2322).
+#[workflow_tool]
+pub async fn test_input_required_result_sampling(_input: Nothing, ctx: &WorkflowCtx) -> Result<String, ToolError> {
+    let outcome = ctx.sample(Sampling::user("What is the capital of France?", 100)).await;
+    Ok(format!("The model says: {}", sampled(outcome)))
 }
 
 /// Return simple text.

@@ -364,3 +364,98 @@ async fn a_person_cancels_a_run_from_the_inspector() {
     })
     .await;
 }
+
+/// Where to release.
+#[derive(Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Region {
+    /// Europe
+    Eu,
+    /// United States
+    Us,
+}
+
+/// A release, asked as a form.
+#[derive(Deserialize, JsonSchema)]
+pub struct Release {
+    /// The version to release.
+    version: String,
+    /// Where.
+    region: Region,
+    /// How many replicas.
+    #[serde(default = "two")]
+    replicas: u8,
+    /// Whether to tell the team.
+    #[serde(default)]
+    announce: bool,
+}
+
+fn two() -> u8 {
+    2
+}
+
+/// Asks a person how to release, in a form, and says what it got.
+#[workflow_tool]
+pub async fn browser_release(_input: Refund, ctx: &WorkflowCtx) -> Result<String, ToolError> {
+    Ok(match ctx.ask_form::<Release>("Release what?")?.await {
+        FormOutcome::Answered(release) => {
+            let region = match release.region {
+                Region::Eu => "eu",
+                Region::Us => "us",
+            };
+            format!("{} to {region} on {}, announce {}", release.version, release.replicas, release.announce)
+        }
+        FormOutcome::Declined => "declined".into(),
+        FormOutcome::Cancelled | FormOutcome::Unavailable => "nobody answered".into(),
+    })
+}
+
+/// A form question gets a form generated from its schema: labelled fields, the choice titled,
+/// the default filled in; a missing required field is said before anything is sent, a value the
+/// server refuses is shown, and the filled form completes the run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_fills_in_a_form_generated_from_its_schema() {
+    let driver = driver().await;
+    let served = serve_with(|runtime| runtime, |server| server).await;
+    let run = served.runtime.start("browser_release", json!({ "amount": 1 })).await.unwrap();
+    run.parked().await.unwrap();
+    let browser = browser(&driver).await;
+
+    with_screenshot_on_failure(browser.clone(), "form", async {
+        browser.goto(&served.url(&format!("/ui#/runs/{}", run.id()))).await.map_err(fail)?;
+        let form = "form.question.form";
+        elements(&browser, &format!("{form} input, {form} select"), |count| count == 4, "the form's four fields")
+            .await?;
+        accessible(&browser, "form").await?;
+        let replicas = browser.find(Locator::Css(&format!("{form} input[name=replicas]"))).await.map_err(fail)?;
+        assert_eq!(replicas.prop("value").await.map_err(fail)?.as_deref(), Some("2"), "the default is filled in");
+        let region = browser.find(Locator::Css(&format!("{form} select[name=region]"))).await.map_err(fail)?;
+        assert!(region.text().await.map_err(fail)?.contains("United States"), "choices show their titles");
+        let submit = browser.find(Locator::Css(&format!("{form} button[type=submit]"))).await.map_err(fail)?;
+        submit.click().await.map_err(fail)?;
+        // Fields come in the schema's order, which is by name.
+        text_of(&browser, ".form-message", |text| text == "Fill in region.", "a missing field is named").await?;
+        region.select_by_value("us").await.map_err(fail)?;
+        submit.click().await.map_err(fail)?;
+        text_of(&browser, ".form-message", |text| text == "Fill in version.", "the next missing field").await?;
+
+        let version = browser.find(Locator::Css(&format!("{form} input[name=version]"))).await.map_err(fail)?;
+        version.send_keys("1.4").await.map_err(fail)?;
+        replicas.clear().await.map_err(fail)?;
+        replicas.send_keys("300").await.map_err(fail)?;
+        submit.click().await.map_err(fail)?;
+        text_of(&browser, "body", |text| text.contains("field `replicas` must be at most 255"), "the refusal").await?;
+        assert!(served.runtime.open_questions(run.id()).await.map_err(fail)?.len() == 1, "nothing was answered");
+
+        replicas.clear().await.map_err(fail)?;
+        replicas.send_keys("3").await.map_err(fail)?;
+        let announce = browser.find(Locator::Css(&format!("{form} input[name=announce]"))).await.map_err(fail)?;
+        announce.click().await.map_err(fail)?;
+        submit.click().await.map_err(fail)?;
+        text_of(&browser, "#run-status", |text| text.starts_with("completed"), "the run completes").await?;
+        let outcome = run.outcome().await.map_err(fail)?;
+        assert_eq!(outcome, eve_tools::RunOutcome::Completed(json!("1.4 to us on 3, announce true")));
+        Ok(())
+    })
+    .await;
+}

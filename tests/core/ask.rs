@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use eve_tests::{World, executed, executions};
 use eve_tools::prelude::*;
-use eve_tools::{Answer, AnswerError, Error, RunEvent, RunOutcome, StartOptions};
+use eve_tools::{Answer, AnswerError, Error, FormOutcome, RunEvent, RunOutcome, StartOptions};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -311,4 +311,156 @@ async fn a_followed_view_opens_and_closes_questions_as_the_journal_does() {
     }
     assert!(view.questions.is_empty() && view.status() == eve_tools::RunStatus::Completed, "{view:?}");
     assert_eq!(view, RunView::of(&runtime.journal(run.id()).await.unwrap().entries));
+}
+
+/// Where to deploy.
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize, serde::Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Env {
+    /// Production
+    Prod,
+    /// Staging
+    Staging,
+}
+
+/// How to deploy, asked as a form.
+#[derive(Debug, PartialEq, Deserialize, serde::Serialize, JsonSchema)]
+pub struct Plan {
+    /// Where.
+    env: Env,
+    /// How many replicas.
+    #[serde(default = "two")]
+    replicas: u8,
+    /// Who to tell, if anyone.
+    notify: Option<String>,
+}
+
+fn two() -> u8 {
+    2
+}
+
+/// Asks for a plan as a form and says what came of it: the plan the body got as a `Plan`, or
+/// the outcome's name.
+#[workflow_tool]
+pub async fn ask_for_a_plan(_input: Nothing, ctx: &WorkflowCtx) -> Result<String, ToolError> {
+    Ok(match ctx.ask_form::<Plan>("Deploy how?")?.await {
+        FormOutcome::Answered(plan) => format!("{:?} x{} notify {:?}", plan.env, plan.replicas, plan.notify),
+        FormOutcome::Declined => "declined".into(),
+        FormOutcome::Cancelled => "cancelled".into(),
+        FormOutcome::Unavailable => "unavailable".into(),
+    })
+}
+
+/// A form is listed with its schema (defaults, titled choices, required fields); an answer that
+/// does not fit is refused, naming the field, and changes nothing; one that fits reaches the body
+/// as the type.
+#[tokio::test]
+async fn a_form_is_answered_with_a_value_of_its_type_and_refused_naming_the_field() {
+    let runtime = World::in_memory().runtime(16);
+    let run = runtime.start("ask_for_a_plan", json!({})).await.unwrap();
+    run.parked().await.unwrap();
+    let question = runtime.open_questions(run.id()).await.unwrap().remove(0);
+    assert_eq!(question.request.display, eve_tools::Display::Form);
+    let schema = question.request.schema.clone().unwrap();
+    assert_eq!(schema["required"], json!(["env"]));
+    assert_eq!(schema["properties"]["replicas"]["default"], 2);
+    let envs = json!([{"const": "prod", "title": "Production"}, {"const": "staging", "title": "Staging"}]);
+    assert_eq!(schema["properties"]["env"]["oneOf"], envs);
+    let id = &question.request_id;
+    // (an answer, what its refusal says)
+    let refused = [
+        (Answer::value(json!({"replicas": 3})), "the value does not fit the form: field `env` is required"),
+        (
+            Answer::value(json!({"env": "dev"})),
+            "the value does not fit the form: field `env` must be one of prod, staging, not \"dev\"",
+        ),
+        (
+            Answer::value(json!({"env": "prod", "replicas": 300})),
+            "the value does not fit the form: field `replicas` must be at most 255, not 300",
+        ),
+        (
+            Answer::value(json!({"env": "prod", "region": "eu"})),
+            "the value does not fit the form: the form has no field `region`; its fields are `env`, `notify`, `replicas`",
+        ),
+        (
+            Answer::option("prod"),
+            "this question is a form: answer with `value`, a JSON object of its fields (see its `schema`)",
+        ),
+    ];
+    for (answer, message) in refused {
+        let error = runtime.answer(run.id(), id, answer).await.unwrap_err();
+        assert_eq!(error.to_string(), message);
+    }
+    assert_eq!(request_ids(&runtime, run.id()).await, std::slice::from_ref(id), "the form is still open");
+    runtime.answer(run.id(), id, Answer::value(json!({"env": "staging", "notify": "ops"}))).await.unwrap();
+    let output = run.outcome().await.unwrap();
+    assert_eq!(output, RunOutcome::Completed(json!("Staging x2 notify Some(\"ops\")")));
+}
+
+/// Declining and dismissing are outcomes the body sees, journaled as such; a run nobody can
+/// answer gets `Unavailable`.
+#[tokio::test]
+async fn a_declined_or_dismissed_form_is_an_outcome_the_body_sees() {
+    let runtime = World::in_memory().runtime(16);
+    for (answer, expected) in [(Answer::declined(), "declined"), (Answer::dismissed(), "cancelled")] {
+        let run = runtime.start("ask_for_a_plan", json!({})).await.unwrap();
+        run.parked().await.unwrap();
+        let id = request_ids(&runtime, run.id()).await.remove(0);
+        runtime.answer(run.id(), &id, answer).await.unwrap();
+        assert_eq!(run.outcome().await.unwrap(), RunOutcome::Completed(json!(expected)));
+        let journal = runtime.journal(run.id()).await.unwrap();
+        let resolved = journal.entries.iter().find_map(|entry| match entry {
+            eve_tools::Entry::AskResolved { outcome, .. } => Some(outcome.status()),
+            _ => None,
+        });
+        assert_eq!(resolved, Some(expected));
+    }
+    let options = StartOptions::new().non_interactive();
+    let run = runtime.start_with("ask_for_a_plan", json!({}), options).await.unwrap();
+    assert_eq!(run.outcome().await.unwrap(), RunOutcome::Completed(json!("unavailable")));
+}
+
+/// Asks the client's model to name a capital and says what came of it.
+#[workflow_tool]
+pub async fn ask_the_model(_input: Nothing, ctx: &WorkflowCtx) -> Result<String, ToolError> {
+    let request = eve_tools::sample::Sampling::user("What is the capital of France?", 20).system("One word.");
+    Ok(match ctx.sample(request).await {
+        eve_tools::SampleOutcome::Completed(completion) => {
+            format!("{} said {}", completion.model, completion.text().unwrap_or("(not text)"))
+        }
+        other => format!("{other:?}"),
+    })
+}
+
+/// A request for the client's model is listed with the run's questions (display `sampling`,
+/// its request journaled), answered once with a completion as the value (one that is not a
+/// completion is refused, naming the field), and the body gets the completion.
+#[tokio::test]
+async fn a_sampling_request_is_answered_with_a_completion_from_any_surface() {
+    let runtime = World::in_memory().runtime(16);
+    let run = runtime.start("ask_the_model", json!({})).await.unwrap();
+    run.parked().await.unwrap();
+    let question = runtime.open_questions(run.id()).await.unwrap().remove(0);
+    assert_eq!(question.request.display, eve_tools::Display::Sampling);
+    let public = serde_json::to_value(&question.request).unwrap();
+    assert_eq!(public["sampling"]["systemPrompt"], "One word.");
+    assert_eq!(
+        public["sampling"]["messages"][0]["content"],
+        json!({"type": "text", "text": "What is the capital of France?"})
+    );
+    let id = &question.request_id;
+    let error = runtime.answer(run.id(), id, Answer::text("Paris")).await.unwrap_err();
+    assert!(error.to_string().starts_with("this request is for the client's model: answer with `value`"), "{error}");
+    let wrong = json!({"role": "assistant", "content": {"type": "text", "text": "Paris"}});
+    let error = runtime.answer(run.id(), id, Answer::value(wrong)).await.unwrap_err();
+    assert!(error.to_string().starts_with("the value is not a completion: missing field `model`"), "{error}");
+    let wrong = json!({"role": "model", "content": {"type": "text", "text": "Paris"}, "model": "m"});
+    let error = runtime.answer(run.id(), id, Answer::value(wrong)).await.unwrap_err();
+    assert!(
+        error.to_string().starts_with("the value is not a completion at `role`: unknown variant `model`"),
+        "{error}"
+    );
+    let completion = json!({"role": "assistant", "content": {"type": "text", "text": "Paris"}, "model": "m-1", "stopReason": "endTurn"});
+    runtime.answer(run.id(), id, Answer::value(completion)).await.unwrap();
+    assert_eq!(run.outcome().await.unwrap(), RunOutcome::Completed(json!("m-1 said Paris")));
 }

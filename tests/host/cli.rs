@@ -34,6 +34,7 @@ fn the_manifest_lists_every_tool_with_its_shape_and_every_step_with_its_policy()
         "greet",
         "greet_durably",
         "greet_later",
+        "plan_release",
         "sleep",
         "tally_votes",
     ];
@@ -126,7 +127,7 @@ fn mistakes_get_one_clear_sentence_and_a_failing_exit_code() {
         (
             &["call", "nope"],
             "error: no tool named `nope`; this binary has: ask_question, await_approval, fail_on_purpose, greet, \
-             greet_durably, greet_later, sleep, tally_votes. A library's tools are in a binary only if the binary links the \
+             greet_durably, greet_later, plan_release, sleep, tally_votes. A library's tools are in a binary only if the binary links the \
              library: name it in the host with `eve_tools::tools!(my_tools)`",
         ),
         (&["call", "greet", "{name: Ada}"], "error: the input is not valid JSON (key must be a string"),
@@ -179,7 +180,10 @@ fn questions_are_listed_and_answered_from_the_command_line() {
     assert!(stdout.contains("answer with: answer run-q ask-0 --option <id>"), "{stdout}");
 
     let refused: [(&[&str], &str); 4] = [
-        (&["answer", "run-q", "ask-0"], "error: the answer is empty: give --option <id>, --text '...', or both"),
+        (
+            &["answer", "run-q", "ask-0"],
+            "error: the answer is empty: give --option <id>, --text '...', --json '{...}' for a form, or --decline",
+        ),
         (
             &["answer", "run-q", "ask-0", "--option", "later"],
             "error: --option \"later\" is not one of the question's options: ship, wait",
@@ -216,6 +220,48 @@ fn questions_are_listed_and_answered_from_the_command_line() {
         stderr.starts_with("error: --option is not accepted: this question takes text; answer with --text"),
         "{stderr}"
     );
+}
+
+/// A form is listed with its fields and answered with `--json`; a value that does not fit is
+/// refused naming the field, and `--decline` declines it.
+#[test]
+fn forms_are_answered_with_json_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, stdout, stderr) = host(dir.path(), &["call", "plan_release", "--id", "run-f"]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("ask-0  Release what?"), "{stdout}");
+    let (ok, stdout, _) = host(dir.path(), &["questions", "run-f"]);
+    assert!(ok);
+    assert!(stdout.contains("--json with the fields:"), "{stdout}");
+    assert!(stdout.contains("replicas     integer, default 2  How many replicas."), "{stdout}");
+    assert!(stdout.contains("version      string, required  The version to release."), "{stdout}");
+    assert!(stdout.contains("answer with: answer run-f ask-0 --json '{...}' (or --decline)"), "{stdout}");
+
+    let refused: [(&[&str], &str); 3] = [
+        (
+            &["answer", "run-f", "ask-0", "--json", r#"{"replicas": 3}"#],
+            "error: --json does not fit the form: field `version` is required",
+        ),
+        (&["answer", "run-f", "ask-0", "--json", "{version"], "error: the form's value (--json) is not valid JSON"),
+        (
+            &["answer", "run-f", "ask-0", "--text", "1.2"],
+            "error: this question is a form: answer with --json '{...}', an object of its fields",
+        ),
+    ];
+    for (args, expected) in refused {
+        let (ok, _, stderr) = host(dir.path(), args);
+        assert!(!ok, "{args:?} must fail");
+        assert!(stderr.starts_with(expected), "{args:?}: {stderr}");
+    }
+    let (ok, stdout, stderr) = host(dir.path(), &["answer", "run-f", "ask-0", "--json", r#"{"version": "1.2"}"#]);
+    assert!(ok, "{stderr}");
+    assert_eq!(stdout.trim(), "\"releasing 1.2 on 2 replicas\"");
+
+    let (ok, _, stderr) = host(dir.path(), &["call", "plan_release", "--id", "run-d"]);
+    assert!(ok, "{stderr}");
+    let (ok, stdout, stderr) = host(dir.path(), &["answer", "run-d", "ask-0", "--decline"]);
+    assert!(ok, "{stderr}");
+    assert_eq!(stdout.trim(), "\"not releasing: declined\"");
 }
 
 /// `resume-hook` follows the run as `answer` does, and `inspect` shows deliveries the run has not

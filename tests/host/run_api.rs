@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use eve_tests::http::{Seen, serve};
 use eve_tools::prelude::*;
-use eve_tools::{Answer, AnswerError, Error, RunId};
+use eve_tools::{Answer, AnswerError, Error, FormOutcome, RunId};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -179,6 +179,63 @@ async fn a_text_question_answered_with_an_option_says_it_takes_text() {
     let (message, field) = seen.error();
     assert_eq!((seen.status, field), (422, json!("optionId")), "{message}");
     assert!(message.contains("takes text") && message.contains("`text`") && !message.contains("()"), "{message}");
+}
+
+/// A release, asked as a form.
+#[derive(Deserialize, JsonSchema)]
+pub struct Release {
+    /// The version.
+    version: String,
+    /// How many replicas; one to nine.
+    #[schemars(range(min = 1, max = 9))]
+    replicas: u8,
+}
+
+/// Asks for a release as a form and says what came of it.
+#[workflow_tool]
+pub async fn ask_release(_input: Nothing, ctx: &WorkflowCtx) -> Result<String, ToolError> {
+    Ok(match ctx.ask_form::<Release>("Release what?")?.await {
+        FormOutcome::Answered(release) => format!("{} x{}", release.version, release.replicas),
+        FormOutcome::Declined => "declined".into(),
+        FormOutcome::Cancelled | FormOutcome::Unavailable => "nobody answered".into(),
+    })
+}
+
+/// Over the run API a form is listed with its schema and answered with `value`; a value that
+/// does not fit is a 422 naming the field inside `value`; `action` declines it.
+#[tokio::test]
+async fn a_form_is_answered_over_the_run_api_with_a_value() {
+    let served = serve().await;
+    let post = |run: &RunId, body: Value| {
+        let url = served.url(&format!("/v1/runs/{run}/questions/ask-0"));
+        let request = served.client.post(url).json(&body);
+        async move { Seen::of(request.send().await.unwrap()).await }
+    };
+    let run = served.runtime.start("ask_release", json!({})).await.unwrap();
+    run.parked().await.unwrap();
+    let listed =
+        Seen::of(served.client.get(served.url(&format!("/v1/runs/{}/questions", run.id()))).send().await.unwrap())
+            .await;
+    let request = &listed.json()["questions"][0]["request"];
+    assert_eq!(request["display"], "form");
+    assert_eq!(
+        request["schema"]["properties"]["replicas"],
+        json!({"type": "integer", "minimum": 1, "maximum": 9, "description": "How many replicas; one to nine."})
+    );
+    let seen = post(run.id(), json!({ "value": { "version": "1.2", "replicas": 12 } })).await;
+    let (message, field) = seen.error();
+    assert_eq!((seen.status, field), (422, json!("value.replicas")), "{message}");
+    assert_eq!(message, "`value` does not fit the form: field `replicas` must be at most 9, not 12");
+    let seen = post(run.id(), json!({ "text": "1.2" })).await;
+    assert_eq!(seen.status, 422, "a form takes a value: {}", seen.error().0);
+    let seen = post(run.id(), json!({ "value": { "version": "1.2", "replicas": 3 } })).await;
+    assert_eq!(seen.status, 204);
+    assert_eq!(run.outcome().await.unwrap().output(), Some(&json!("1.2 x3")));
+
+    let declined = served.runtime.start("ask_release", json!({})).await.unwrap();
+    declined.parked().await.unwrap();
+    assert_eq!(post(declined.id(), json!({ "action": "decline" })).await.status, 204);
+    assert_eq!(declined.outcome().await.unwrap().output(), Some(&json!("declined")));
 }
 
 #[tokio::test]

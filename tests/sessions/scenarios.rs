@@ -16,7 +16,7 @@ use eve_tools::session::{
     UserMessage, strings,
 };
 use eve_tools::store::{MemoryStore, RunQuery};
-use eve_tools::{Answer, Entry, Receive, RunEvent, RunId, ServeCtx};
+use eve_tools::{Answer, Entry, FormOutcome, Receive, RunEvent, RunId, ServeCtx};
 use futures::StreamExt;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -87,6 +87,24 @@ pub async fn confirm(input: DeployInput, ctx: &TaskCtx) -> Result<String, ToolEr
     let ask = Ask::confirmation(format!("Deploy {}?", input.service)).option("yes", "Yes").option("no", "No");
     let answer = ctx.ask(ask).await;
     Ok(format!("{}: {}", answer.status(), if answer.chose("yes") { "yes" } else { "no" }))
+}
+
+/// How to scale, asked as a form.
+#[derive(Deserialize, JsonSchema)]
+pub struct Scale {
+    /// How many replicas; one to nine.
+    #[schemars(range(min = 1, max = 9))]
+    pub replicas: u8,
+}
+
+/// Asks the person how to scale a service, in a form, then reports the answer.
+#[task]
+pub async fn scale(input: DeployInput, ctx: &TaskCtx) -> Result<String, ToolError> {
+    Ok(match ctx.ask_form::<Scale>(format!("Scale {} to?", input.service))?.await {
+        FormOutcome::Answered(scale) => format!("scaled {} to {}", input.service, scale.replicas),
+        FormOutcome::Declined => "declined".into(),
+        FormOutcome::Cancelled | FormOutcome::Unavailable => "nobody answered".into(),
+    })
 }
 
 /// Which service.
@@ -820,6 +838,37 @@ async fn an_ask_inside_a_held_turn_parks_it_until_the_person_answers() {
     // An answer to a run that is not the session's child is refused.
     let wrong = session.answer("elsewhere.1:ask-1", Answer::option("yes")).await.unwrap_err();
     assert!(wrong.to_string().contains("ask-1"), "{wrong}");
+}
+
+/// A task's form reaches the feed with its schema, and a person's JSON answer through the session
+/// reaches the task as its type; one that does not fit is refused naming the field.
+#[tokio::test]
+async fn a_form_a_task_asks_is_answered_through_the_session_with_a_value() {
+    let world = World::in_memory();
+    let (runtime, _script) = scripted(
+        &world,
+        vec![
+            step(|_| ModelResponse::call("scale", json!({ "service": "api" }))),
+            step(|_| ModelResponse::text("I asked you.")),
+            step(|request| ModelResponse::text(format!("Result: {}", result_blocks(request).join("")))),
+        ],
+    );
+    let session = session(&runtime, &["scale"]).await;
+    session.send("Scale api").await.unwrap();
+    let first = read_until(&session, 0, "input.requested").await;
+    let task = find(&first, "task.started").field("taskId").unwrap().to_owned();
+    let requested = first.last().unwrap();
+    assert_eq!(requested.data["request"]["display"], "form");
+    assert_eq!(requested.data["request"]["schema"]["required"], json!(["replicas"]));
+    let request_id = requested.field("requestId").unwrap().to_owned();
+    let refused = session.answer(&request_id, Answer::value(json!({ "replicas": 0 }))).await.unwrap_err();
+    assert_eq!(refused.to_string(), "the value does not fit the form: field `replicas` must be at least 1, not 0");
+    session.answer(&request_id, Answer::value(json!({ "replicas": 4 }))).await.unwrap();
+    let rest = read_until(&session, requested.sequence, "session.waiting").await;
+    assert_eq!(
+        find(&rest, "message.completed").field("text").unwrap(),
+        format!("Result: {}", strings::task_result(&task, "scale", "completed", "scaled api to 4"))
+    );
 }
 
 /// One reply settles every call the body received before it: two calls, two `task.settled`, one

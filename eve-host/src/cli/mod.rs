@@ -28,7 +28,7 @@ use clap::{Parser, Subcommand};
 use futures::StreamExt;
 use serde_json::Value;
 
-use eve_runtime::ask::{Answer, AskOutcome};
+use eve_runtime::ask::{Answer, AnswerAction, AskOutcome};
 use eve_runtime::events::RunEvent;
 use eve_runtime::journal::{Entry, Position, RunId, StepOutcome};
 use eve_runtime::registry::{self, EntryPoint};
@@ -155,6 +155,15 @@ enum Command {
         /// The text typed, for questions that accept it.
         #[arg(long)]
         text: Option<String>,
+        /// A form's value: a JSON object of its fields (`questions` lists them).
+        #[arg(long = "json", value_name = "OBJECT")]
+        value: Option<String>,
+        /// Decline the question instead of answering it: the run sees it declined.
+        #[arg(long, conflicts_with_all = ["option_id", "text", "value", "dismiss"])]
+        decline: bool,
+        /// Dismiss the question without choosing: the run sees it cancelled.
+        #[arg(long, conflicts_with_all = ["option_id", "text", "value"])]
+        dismiss: bool,
     },
     /// Cancel a run: its waits resolve as cancelled and its cleanup runs.
     Cancel {
@@ -322,8 +331,14 @@ impl Host {
                 replay::records(&records, json)
             }
             Command::Questions { run } => questions(&runtime, &parse_run(&run)?).await,
-            Command::Answer { run, request, option_id, text } => {
-                answer(&runtime, &parse_run(&run)?, &request, Answer { option_id, text }).await
+            Command::Answer { run, request, option_id, text, value, decline, dismiss } => {
+                let value = value.map(|value| parse_json(&value, "form's value (--json)")).transpose()?;
+                let action = match (decline, dismiss) {
+                    (true, _) => AnswerAction::Decline,
+                    (_, true) => AnswerAction::Cancel,
+                    _ => AnswerAction::Accept,
+                };
+                answer(&runtime, &parse_run(&run)?, &request, Answer { option_id, text, value, action }).await
             }
             Command::Cancel { run, reason } => cancel(&runtime, &parse_run(&run)?, &reason).await,
             Command::ResumeHook { token, payload, idempotency_key } => {
@@ -648,12 +663,40 @@ fn print_questions(run: &RunId, open: &[eve_runtime::OpenQuestion]) {
             let description = option.description.as_deref().map(|text| format!(" ({text})")).unwrap_or_default();
             println!("    --option {:<12} {}{description}", option.id, option.label);
         }
-        if request.allow_freeform || request.options.is_empty() {
+        if let Some(schema) = &request.schema {
+            print_form(schema);
+        } else if request.allow_freeform || request.options.is_empty() {
             println!("    --text '...'");
         }
     }
-    let first = &open[0].request_id;
-    println!("answer with: answer {run} {first} --option <id> (or --text '...')");
+    let first = &open[0];
+    match first.request.schema {
+        Some(_) => println!("answer with: answer {run} {} --json '{{...}}' (or --decline)", first.request_id),
+        None => println!("answer with: answer {run} {} --option <id> (or --text '...')", first.request_id),
+    }
+}
+
+/// A form's fields, one a line: name, type or choices, whether required, default.
+fn print_form(schema: &Value) {
+    let required: Vec<&str> = schema["required"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    let Some(fields) = schema["properties"].as_object() else { return };
+    println!("    --json with the fields:");
+    for (name, field) in fields {
+        let choices = field.get("enum").or_else(|| field.pointer("/items/enum")).cloned().or_else(|| {
+            let titled = field.get("oneOf").or_else(|| field.pointer("/items/anyOf"))?.as_array()?;
+            Some(titled.iter().filter_map(|option| option.get("const").cloned()).collect())
+        });
+        let kind = match (choices, field["type"].as_str()) {
+            (Some(choices), Some("array")) => format!("some of {choices}"),
+            (Some(choices), _) => format!("one of {choices}"),
+            (None, kind) => kind.unwrap_or("any").to_owned(),
+        };
+        let required = if required.contains(&name.as_str()) { ", required" } else { "" };
+        let default = field.get("default").map(|default| format!(", default {default}")).unwrap_or_default();
+        let about =
+            field.get("description").and_then(Value::as_str).map(|text| format!("  {text}")).unwrap_or_default();
+        println!("      {name:<12} {kind}{required}{default}{about}");
+    }
 }
 
 fn note_waiting(run: &RunId) {
@@ -663,8 +706,11 @@ fn note_waiting(run: &RunId) {
 }
 
 async fn answer(runtime: &Runtime, run: &RunId, request: &str, answer: Answer) -> Result<(), String> {
-    if answer.option_id.is_none() && answer.text.is_none() {
-        return Err("the answer is empty: give --option <id>, --text '...', or both".to_owned());
+    let empty = answer.option_id.is_none() && answer.text.is_none() && answer.value.is_none();
+    if empty && answer.action == AnswerAction::Accept {
+        return Err(
+            "the answer is empty: give --option <id>, --text '...', --json '{...}' for a form, or --decline".to_owned()
+        );
     }
     let before = journal_length(runtime, run).await?;
     let end = journal_end(runtime, run).await?;
@@ -693,6 +739,14 @@ fn answer_refusal(refusal: eve_runtime::ask::AnswerError) -> String {
         }
         AnswerError::TextNotAllowed => "--text is not accepted: this question takes one of its options".to_owned(),
         AnswerError::TextOnly => "--option is not accepted: this question takes text; answer with --text".to_owned(),
+        AnswerError::FormNeedsValue => {
+            "this question is a form: answer with --json '{...}', an object of its fields (`questions` lists them)"
+                .to_owned()
+        }
+        AnswerError::InvalidValue { message, .. } => format!("--json does not fit the form: {message}"),
+        AnswerError::ValueNotAccepted => {
+            "--json is not accepted: this question is not a form; answer with --option or --text".to_owned()
+        }
         other => other.to_string(),
     }
 }
@@ -894,10 +948,11 @@ pub fn describe(entry: &Entry) -> String {
 
 fn describe_outcome(outcome: &AskOutcome) -> String {
     match outcome {
-        AskOutcome::Answered { option_id, text } => {
+        AskOutcome::Answered { option_id, text, value } => {
             let chosen = option_id.as_deref().map(|id| format!(" `{id}`")).unwrap_or_default();
             let typed = text.as_deref().map(|text| format!(" {text:?}")).unwrap_or_default();
-            format!("answered{chosen}{typed}")
+            let filled = value.as_ref().map(|value| format!(" {value}")).unwrap_or_default();
+            format!("answered{chosen}{typed}{filled}")
         }
         other => other.status().to_owned(),
     }

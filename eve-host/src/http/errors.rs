@@ -183,6 +183,10 @@ fn from_answer(error: AnswerError) -> ApiError {
             unprocessable("`optionId` is not accepted: this question takes text; answer with `text`".into())
                 .field("optionId")
         }
+        AnswerError::InvalidValue { field, message } => {
+            let at = field.map_or_else(|| "value".to_owned(), |field| format!("value.{field}"));
+            unprocessable(format!("`value` does not fit the form: {message}")).field(at)
+        }
         error @ AnswerError::NotOpen { .. } => ApiError::new(StatusCode::CONFLICT, error.to_string()),
         error => unprocessable(error.to_string()),
     }

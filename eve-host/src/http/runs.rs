@@ -15,7 +15,7 @@ use super::errors::{ApiError, from_runtime};
 use super::path::segment;
 use super::state::AppState;
 use crate::timeline::{Inspection, RunListing};
-use eve_runtime::ask::{Answer, Ask};
+use eve_runtime::ask::{Answer, AnswerAction, Ask};
 use eve_runtime::journal::{RunId, TraceParent};
 use eve_runtime::store::{RunQuery, unknown_state};
 use eve_runtime::time::Timestamp;
@@ -238,6 +238,12 @@ pub(crate) struct AnswerBody {
     option_id: Option<String>,
     #[serde(default)]
     text: Option<String>,
+    /// A form's value: a JSON object of its fields.
+    #[serde(default)]
+    value: Option<serde_json::Value>,
+    /// `decline` or `cancel` (dismiss) instead of answering; `accept` by default.
+    #[serde(default)]
+    action: AnswerAction,
 }
 
 /// `POST /v1/runs/{run}/questions/{request}`: answers the question once.
@@ -251,7 +257,7 @@ pub(crate) async fn answer(
     let run = run_id(&uri)?;
     let not_open = || ApiError::new(StatusCode::CONFLICT, format!("run {run} has no open question with this id"));
     let request = segment(&uri, REQUEST_SEGMENT).ok_or_else(not_open)?;
-    let answer = Answer { option_id: answer.option_id, text: answer.text };
+    let answer = Answer { option_id: answer.option_id, text: answer.text, value: answer.value, action: answer.action };
     state.runtime.answer(&run, &request, answer).await.map_err(from_runtime)?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -28,7 +28,7 @@ use super::path::segment;
 use super::serve;
 use super::state::AppState;
 use eve_runtime::Error;
-use eve_runtime::ask::Answer;
+use eve_runtime::ask::{Answer, AnswerAction};
 use eve_runtime::journal::RunId;
 use eve_sessions::{Session, SessionOptions, SessionRuntimeExt, TurnPolicy, UserMessage};
 
@@ -149,6 +149,12 @@ pub(crate) struct AnswerBody {
     option_id: Option<String>,
     #[serde(default)]
     text: Option<String>,
+    /// A form's value: a JSON object of its fields.
+    #[serde(default)]
+    value: Option<serde_json::Value>,
+    /// `decline` or `cancel` (dismiss) instead of answering; `accept` by default.
+    #[serde(default)]
+    action: AnswerAction,
 }
 
 /// `POST /v1/sessions/{session}/questions/{requestId}`: answers a task's question once.
@@ -162,7 +168,7 @@ pub(crate) async fn answer(
     let session = session(&state, &uri).await?;
     let not_open = || ApiError::new(StatusCode::CONFLICT, "the session has no open question with this id");
     let request = segment(&uri, REQUEST_SEGMENT).ok_or_else(not_open)?;
-    let answer = Answer { option_id: answer.option_id, text: answer.text };
+    let answer = Answer { option_id: answer.option_id, text: answer.text, value: answer.value, action: answer.action };
     session.answer(&request, answer).await.map_err(from_session)?;
     Ok(StatusCode::NO_CONTENT)
 }

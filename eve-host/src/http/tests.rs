@@ -129,7 +129,7 @@ async fn json_routes_name_the_field_at_fault() {
             "{\"optionid\": \"a\"}",
             422,
             json!("optionid"),
-            "unknown field `optionid`, expected `optionId` or `text`",
+            "unknown field `optionid`, expected one of `optionId`, `text`, `value`, `action`",
         ),
         (answer, "[]", 422, Value::Null, "the request body must be a JSON object, not an array"),
         (start, "{}", 422, json!("input"), "missing field `input`"),

@@ -371,13 +371,18 @@ impl<'a> Following<'a> {
 }
 
 /// The requests this client can be sent: questions need its elicitation capability (form
-/// mode), sign-ins URL mode; the links of sign-ins it cannot be sent come back separately.
+/// mode), sign-ins URL mode, requests for its model its sampling capability; the links of
+/// sign-ins it cannot be sent come back separately.
 fn askable(
     requests: InputRequests,
     capabilities: &ClientCapabilities,
     modern: bool,
     cx: &RequestContext<RoleServer>,
 ) -> (InputRequests, Vec<String>) {
+    let sampling = match modern {
+        true => capabilities.sampling.is_some(),
+        false => cx.peer.peer_info().is_some_and(|info| info.capabilities.sampling.is_some()),
+    };
     let (form, url) = if modern {
         let elicitation = capabilities.elicitation.as_ref();
         (elicitation.is_some(), elicitation.is_some_and(|modes| modes.url.is_some()))
@@ -399,6 +404,7 @@ fn askable(
                 }
                 _ => {}
             },
+            InputRequest::CreateMessage(_) if !sampling => {}
             _ => {
                 askable.insert(key, request);
             }
@@ -409,6 +415,14 @@ fn askable(
 
 /// The result for a client that cannot be asked the run's question.
 fn cannot_ask(entry: &Entry, snapshot: &Snapshot) -> rmcp::model::CallToolResult {
+    if snapshot.questions.iter().any(|question| question.request.sampling.is_some()) {
+        return failed(format!(
+            "tool `{}` asks the client's model for a completion, and this client declared no sampling capability; \
+             run {} waits with the request open: answer it over the run API or with `answer --json`, or call the \
+             tool from a client with sampling",
+            entry.descriptor.name, snapshot.run
+        ));
+    }
     let prompt = snapshot.questions.first().map_or("", |question| question.request.prompt.as_str());
     failed(format!(
         "tool `{}` asks a person {prompt:?}, and this client cannot show questions (it declared no elicitation \
@@ -423,11 +437,19 @@ fn cannot_ask(entry: &Entry, snapshot: &Snapshot) -> rmcp::model::CallToolResult
 async fn elicit(cx: &RequestContext<RoleServer>, requests: InputRequests) -> Result<InputResponses, ErrorData> {
     let mut responses = InputResponses::new();
     for (key, request) in requests {
-        let InputRequest::Elicitation(elicit) = request else { continue };
-        let result = cx.peer.create_elicitation(elicit.params).await.map_err(|error| {
-            ErrorData::internal_error(format!("the client did not answer the question `{key}`: {error}"), None)
-        })?;
-        let value = serde_json::to_value(result)
+        let unanswered =
+            |error| ErrorData::internal_error(format!("the client did not answer the request `{key}`: {error}"), None);
+        let value = match request {
+            InputRequest::Elicitation(elicit) => {
+                serde_json::to_value(cx.peer.create_elicitation(elicit.params).await.map_err(unanswered)?)
+            }
+            #[allow(deprecated, reason = "sampling is deprecated by SEP-2577, and still what clients answer")]
+            InputRequest::CreateMessage(sample) => {
+                serde_json::to_value(cx.peer.create_message(sample.params).await.map_err(unanswered)?)
+            }
+            _ => continue,
+        };
+        let value = value
             .map_err(|error| ErrorData::internal_error(format!("cannot read the answer to `{key}`: {error}"), None))?;
         responses.insert(key, value);
     }

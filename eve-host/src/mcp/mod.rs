@@ -21,6 +21,7 @@
 //! | a call of a `#[workflow_tool]` or `#[task]` from a client that declares the tasks extension | a task (`resultType: "task"`) whose task id is the run's id, created durably by [`Runtime::start_with`] before the reply |
 //! | the same call from a client without the extension | the result once the run ends, with its steps as progress notifications while it works (read from the run's journal as it grows, [`Runtime::follow`]) |
 //! | an open question (`ctx.ask`) | a form elicitation keyed by the question's request id (`ask-3`): in `tasks/get` (`input_required`), as an `InputRequiredResult` (protocol 2026-07-28) or as an `elicitation/create` request (older revisions) |
+//! | a form (`ctx.ask_form::<T>`) | the same, with the form's journaled schema as `requestedSchema`; `content` is checked against it, and `decline`/`cancel` resolve the question `declined`/`cancelled` for the body |
 //! | a sign-in a step waits for | a URL elicitation carrying the sign-in link, keyed `sign-in-{op}` |
 //! | `tasks/update` | [`Runtime::answer`] for each answered question |
 //! | `tasks/cancel` | [`Runtime::cancel`]: the run's cleanup runs, and the task ends `cancelled` |

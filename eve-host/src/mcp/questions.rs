@@ -1,17 +1,26 @@
 //! Questions and sign-ins as MCP input requests, and the client's responses as answers.
 //!
-//! A question becomes a form elicitation: its prompt is the message; its options a single-select
-//! `choice` (titled with their labels, the default being the primary option, else the first);
-//! a question that takes typed text a `text` field. A response maps back:
+//! A form (`ctx.ask_form`) becomes a form elicitation whose `requestedSchema` is the form's own
+//! schema, journaled with it (defaults, SEP-1034; titled and multiple choices, SEP-1330); an
+//! `accept`'s `content` is its value, checked against the schema before the run gets it.
 //!
-//! - `accept` with `choice` and/or `text`: that answer; with neither, the only string field of
-//!   the content as the text, for a question that takes text (a client may name the field after
-//!   what it asks, `{"name": "Ada"}`), else the default option (a client that shows the default
-//!   preselected may omit it);
-//! - `decline` ("no, but go on"): for a two-option confirmation, the option that is not the
-//!   default (`cancel` of approve/cancel); any other question cannot be declined, so the run is
-//!   cancelled, as for `cancel`;
-//! - `cancel` ("stop"): the run is cancelled, and its cleanup runs.
+//! Any other question becomes a form elicitation too: its prompt is the message; its options a
+//! single-select `choice` (titled with their labels, the default being the primary option, else
+//! the first); a question that takes typed text a `text` field. An `accept` maps back: with
+//! `choice` and/or `text`, that answer; with neither, the only string field of the content as the
+//! text, for a question that takes text (a client may name the field after what it asks,
+//! `{"name": "Ada"}`), else the default option (a client that shows the default preselected may
+//! omit it).
+//!
+//! For every question, `decline` ("no") resolves it as declined and `cancel` ("not now") as
+//! cancelled: outcomes the body sees and acts on. One exception keeps the older mapping: a
+//! declined two-option confirmation picks the option that is not the default (`cancel` of
+//! approve/cancel), which is what a person declining "Deploy?" means. (Before forms, a decline
+//! of any other question and every `cancel` cancelled the whole run.)
+//!
+//! A request for the client's model (`ctx.sample`) becomes a `sampling/createMessage` input
+//! request, its parameters those the run journaled; the client's result is the completion,
+//! checked before the run gets it.
 //!
 //! A sign-in becomes a URL elicitation carrying the sign-in link. Its response only says whether
 //! the person went there: the sign-in itself completes through the provider's callback; a
@@ -23,7 +32,7 @@ use rmcp::model::{
 };
 use serde_json::{Value, json};
 
-use eve_runtime::ask::{Answer, Ask, Display, Style};
+use eve_runtime::ask::{Answer, AnswerError, Ask, Display, Style};
 
 /// The field a question's options are chosen with.
 const CHOICE: &str = "choice";
@@ -38,7 +47,7 @@ pub(crate) fn sign_in_key(op: u32) -> String {
 /// What a response to an input request asks for.
 #[derive(Debug, PartialEq)]
 pub(crate) enum Response {
-    /// Answer the question so.
+    /// Answer the question so (or decline or dismiss it).
     Answer(Answer),
     /// The person went to the sign-in link; nothing to deliver.
     Acknowledged,
@@ -46,8 +55,34 @@ pub(crate) enum Response {
     Stop,
 }
 
+/// The input request `ask` becomes: a sampling request for the client's model, else a form
+/// elicitation.
+pub(crate) fn question_input(ask: &Ask) -> Result<InputRequest, ErrorData> {
+    let Some(sampling) = &ask.sampling else { return Ok(input_request(question_request(ask)?)) };
+    let params = serde_json::to_value(sampling).and_then(serde_json::from_value).map_err(|error| {
+        ErrorData::internal_error(format!("cannot express the sampling request as MCP's: {error}"), None)
+    })?;
+    #[allow(deprecated, reason = "sampling is deprecated by SEP-2577, and still what clients answer")]
+    Ok(InputRequest::CreateMessage(rmcp::model::CreateMessageRequest::new(params)))
+}
+
 /// The elicitation `ask` becomes.
 pub(crate) fn question_request(ask: &Ask) -> Result<ElicitRequestParams, ErrorData> {
+    let schema = match &ask.schema {
+        Some(schema) => schema.clone(),
+        None => choice_schema(ask),
+    };
+    let requested_schema: ElicitationSchema = serde_json::from_value(schema).map_err(|error| {
+        ErrorData::internal_error(
+            format!("cannot express the question {:?} as an elicitation: {error}", ask.prompt),
+            None,
+        )
+    })?;
+    Ok(ElicitRequestParams::FormElicitationParams { meta: None, message: ask.prompt.clone(), requested_schema })
+}
+
+/// The schema of a question that is not a form: a `choice` of its options, a `text` field.
+fn choice_schema(ask: &Ask) -> Value {
     let mut properties = serde_json::Map::new();
     let mut required = Vec::new();
     if !ask.options.is_empty() {
@@ -68,14 +103,7 @@ pub(crate) fn question_request(ask: &Ask) -> Result<ElicitRequestParams, ErrorDa
             required.push(TEXT);
         }
     }
-    let schema = json!({"type": "object", "properties": properties, "required": required});
-    let requested_schema: ElicitationSchema = serde_json::from_value(schema).map_err(|error| {
-        ErrorData::internal_error(
-            format!("cannot express the question {:?} as an elicitation: {error}", ask.prompt),
-            None,
-        )
-    })?;
-    Ok(ElicitRequestParams::FormElicitationParams { meta: None, message: ask.prompt.clone(), requested_schema })
+    json!({"type": "object", "properties": properties, "required": required})
 }
 
 /// The URL elicitation of a sign-in with `provider` at `url`. `id` names it on revisions that
@@ -97,13 +125,30 @@ pub(crate) fn input_request(params: ElicitRequestParams) -> InputRequest {
 /// What the response `value`, under the key of a question `ask`, asks for; the error names the
 /// field at fault below `field` (the response's JSON path).
 pub(crate) fn question_response(ask: &Ask, value: &Value, field: &str) -> Result<Response, String> {
+    if ask.sampling.is_some() {
+        let answer = Answer::value(value.clone());
+        return match ask.check(&answer) {
+            Ok(()) => Ok(Response::Answer(answer)),
+            Err(error) => Err(format!("`{field}`: {error}")),
+        };
+    }
     let result = elicit_result(value, field)?;
     match result.action {
         ElicitationAction::Accept => {}
-        ElicitationAction::Decline => return Ok(declined(ask)),
-        _ => return Ok(Response::Stop),
+        ElicitationAction::Decline => return Ok(Response::Answer(declined(ask))),
+        _ => return Ok(Response::Answer(Answer::dismissed())),
     }
     let content = result.content.unwrap_or(Value::Null);
+    if ask.schema.is_some() {
+        let answer = Answer::value(if content.is_null() { json!({}) } else { content });
+        return match ask.check(&answer) {
+            Ok(()) => Ok(Response::Answer(answer)),
+            Err(AnswerError::InvalidValue { field: Some(name), message }) => {
+                Err(format!("`{field}.content.{name}`: {message}"))
+            }
+            Err(error) => Err(format!("`{field}.content`: {error}")),
+        };
+    }
     let string = |name: &str| match content.get(name) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(text)) => Ok(Some(text.clone())),
@@ -111,7 +156,7 @@ pub(crate) fn question_response(ask: &Ask, value: &Value, field: &str) -> Result
             Err(format!("`{field}.content.{name}` must be a string, not {}", eve_runtime::registry::json_kind(other)))
         }
     };
-    let mut answer = Answer { option_id: string(CHOICE)?, text: string(TEXT)? };
+    let mut answer = Answer { option_id: string(CHOICE)?, text: string(TEXT)?, ..Answer::default() };
     if answer.option_id.is_none() && answer.text.is_none() {
         answer.text = only_string(&content).filter(|_| takes_text(ask));
     }
@@ -139,15 +184,15 @@ fn elicit_result(value: &Value, field: &str) -> Result<ElicitResult, String> {
     })
 }
 
-/// A declined question: the other option of a two-option confirmation, else a stop.
-fn declined(ask: &Ask) -> Response {
+/// A declined question: the other option of a two-option confirmation, else declined.
+fn declined(ask: &Ask) -> Answer {
     let default = default_option(ask);
     match (&ask.display, ask.options.as_slice()) {
         (Display::Confirmation, [first, second]) => {
             let other = if Some(first.id.as_str()) == default { second } else { first };
-            Response::Answer(Answer::option(other.id.clone()))
+            Answer::option(other.id.clone())
         }
-        _ => Response::Stop,
+        _ => Answer::declined(),
     }
 }
 
@@ -205,13 +250,13 @@ mod tests {
             (deploy(), json!({"action": "accept", "content": {"confirm": true}}), option("approve")),
             (deploy(), json!({"action": "accept"}), option("approve")),
             (deploy(), json!({"action": "decline"}), option("cancel")),
-            (deploy(), json!({"action": "cancel"}), Ok(Response::Stop)),
+            (deploy(), json!({"action": "cancel"}), Ok(Response::Answer(Answer::dismissed()))),
             (
                 Ask::text("Why?"),
                 json!({"action": "accept", "content": {"text": "because"}}),
                 Ok(Response::Answer(Answer::text("because"))),
             ),
-            (Ask::text("Why?"), json!({"action": "decline"}), Ok(Response::Stop)),
+            (Ask::text("Why?"), json!({"action": "decline"}), Ok(Response::Answer(Answer::declined()))),
             (
                 Ask::text("Name?"),
                 json!({"action": "accept", "content": {"name": "Ada"}}),
@@ -226,5 +271,30 @@ mod tests {
         let refused = answer(&Ask::text("Why?"), json!({"action": "accept", "content": {"text": 3}})).unwrap_err();
         assert_eq!(refused, "`inputResponses.ask-0.content.text` must be a string, not a number");
         assert!(answer(&deploy(), json!({"nope": 1})).is_err());
+    }
+
+    /// A form is sent with its own schema, and its `content` is its value, checked against it.
+    #[test]
+    fn forms_are_elicited_with_their_schema() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "env": {"type": "string", "oneOf": [{"const": "prod", "title": "Production"}], "default": "prod"},
+                "replicas": {"type": "integer", "minimum": 1},
+            },
+            "required": ["replicas"],
+        });
+        let form = Ask::form_with_schema("Deploy how?", "the schema", &schema).unwrap();
+        let params = serde_json::to_value(question_request(&form).unwrap()).unwrap();
+        assert_eq!(params["requestedSchema"], schema, "sent as journaled");
+        let answer = |value: Value| question_response(&form, &value, "elicitation.ask-0");
+        let accepted = answer(json!({"action": "accept", "content": {"env": "prod", "replicas": 2}}));
+        assert_eq!(accepted, Ok(Response::Answer(Answer::value(json!({"env": "prod", "replicas": 2})))));
+        assert_eq!(answer(json!({"action": "decline"})), Ok(Response::Answer(Answer::declined())));
+        assert_eq!(answer(json!({"action": "cancel"})), Ok(Response::Answer(Answer::dismissed())));
+        let refused = answer(json!({"action": "accept", "content": {"replicas": 0}})).unwrap_err();
+        assert_eq!(refused, "`elicitation.ask-0.content.replicas`: field `replicas` must be at least 1, not 0");
+        let refused = answer(json!({"action": "accept"})).unwrap_err();
+        assert_eq!(refused, "`elicitation.ask-0.content.replicas`: field `replicas` is required");
     }
 }

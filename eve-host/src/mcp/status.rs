@@ -16,7 +16,7 @@ use rmcp::ErrorData;
 use rmcp::model::{CallToolResult, DetailedTask, InputRequests, JsonObject, Task, TaskPayload, TaskStatus};
 use serde_json::Value;
 
-use super::questions::{input_request, question_request, sign_in_key, sign_in_request};
+use super::questions::{input_request, question_input, sign_in_key, sign_in_request};
 use super::tools::{completed, failed};
 use eve_runtime::OpenQuestion;
 use eve_runtime::journal::{Position, RunFailure, RunId};
@@ -82,7 +82,7 @@ impl Snapshot {
         let mut requests = InputRequests::new();
         for question in &self.questions {
             if !skip.contains(&question.request_id) {
-                let request = input_request(question_request(&question.request)?);
+                let request = question_input(&question.request)?;
                 requests.insert(question.request_id.clone(), request);
             }
         }

@@ -25,8 +25,10 @@ pub mod ask;
 pub(crate) mod canonical;
 pub mod decode;
 pub mod depth;
+pub mod form;
 mod payload;
 mod position;
+pub mod sample;
 mod trace;
 pub mod webhook;
 

@@ -656,7 +656,99 @@
       noQuestions.hidden = questions.length !== 0;
     }
 
-    function questionForm({ requestId, request = {} }) {
+    function questionForm(question) {
+      return question.request && question.request.schema ? formOf(question) : choiceForm(question);
+    }
+
+    /**
+     * A form generated from a form question's schema: one labelled control a field (a select for
+     * a choice, checkboxes for a choice of several, a checkbox for a boolean, a number or text
+     * input otherwise), prefilled with the field's default. Sends `{value}`, or `{action: decline}`.
+     */
+    function formOf({ requestId, request }) {
+      const id = nextId('f');
+      const schema = request.schema;
+      const required = new Set(schema.required || []);
+      const message = h('p', { id: `${id}-message`, class: 'form-message', role: 'alert' });
+      const fields = Object.entries(schema.properties || {}).map(([name, field], i) =>
+        formField(`${id}-${i}`, name, field, required.has(name)));
+      const submit = h('button', { type: 'submit' }, 'Answer');
+      const decline = h('button', { type: 'button' }, 'Decline');
+      const form = h('form', { class: 'question form', dataset: { requestId }, novalidate: true },
+        h('fieldset', { 'aria-describedby': message.id },
+          h('legend', {}, request.prompt ?? requestId),
+          fields.map((field) => field.node),
+          message, h('div', { class: 'actions' }, submit, decline)));
+      const path = `${runPath(runId)}/questions/${encodeURIComponent(requestId)}`;
+      form.addEventListener('submit', async (event) => {
+        event.preventDefault();
+        const value = {};
+        for (const field of fields) {
+          const read = field.read();
+          if (read === undefined && field.required) {
+            message.textContent = `Fill in ${field.label}.`;
+            field.focus();
+            return;
+          }
+          if (read !== undefined) value[field.name] = read;
+        }
+        message.textContent = '';
+        await post(submit, path, { value }, 'Answer sent');
+      });
+      decline.addEventListener('click', () => post(decline, path, { action: 'decline' }, 'Declined'));
+      return form;
+    }
+
+    /** One field of a generated form: its node, how to read its value, and how to focus it. */
+    function formField(id, name, field, required) {
+      const label = field.title || name;
+      const hint = field.description ? h('span', { id: `${id}-hint`, class: 'hint' }, field.description) : null;
+      const described = hint ? hint.id : null;
+      const titled = (options) => options.map((o) => ({ value: o.const, title: o.title ?? o.const }));
+      const choices = field.oneOf ? titled(field.oneOf)
+        : field.enum ? field.enum.map((value, i) => ({ value, title: (field.enumNames || [])[i] ?? value }))
+        : null;
+      const given = { name, label, required };
+      if (field.type === 'array') {
+        const items = field.items || {};
+        const options = items.anyOf ? titled(items.anyOf) : (items.enum || []).map((value) => ({ value, title: value }));
+        const chosen = new Set(field.default || []);
+        const boxes = options.map((option, i) => h('input', { type: 'checkbox', id: `${id}-${i}`,
+          value: option.value, checked: chosen.has(option.value) }));
+        const node = h('fieldset', { class: 'field', 'aria-describedby': described },
+          h('legend', {}, label), hint,
+          options.map((option, i) => h('div', { class: 'option' }, boxes[i],
+            h('label', { for: boxes[i].id }, option.title))));
+        return { ...given, node, focus: () => boxes[0] && boxes[0].focus(),
+          read: () => boxes.filter((box) => box.checked).map((box) => box.value) };
+      }
+      let control;
+      let read;
+      if (choices) {
+        control = h('select', { id, name, 'aria-describedby': described },
+          h('option', { value: '' }, required ? 'Choose…' : '(none)'),
+          choices.map((choice) => h('option', { value: choice.value, selected: choice.value === field.default },
+            choice.title)));
+        read = () => control.value === '' ? undefined : control.value;
+      } else if (field.type === 'boolean') {
+        control = h('input', { type: 'checkbox', id, name, checked: field.default === true,
+          'aria-describedby': described });
+        read = () => control.checked;
+      } else if (field.type === 'integer' || field.type === 'number') {
+        control = h('input', { type: 'number', id, name, step: field.type === 'integer' ? 1 : 'any',
+          min: field.minimum, max: field.maximum, value: field.default, 'aria-describedby': described });
+        read = () => control.value.trim() === '' ? undefined : Number(control.value);
+      } else {
+        const kinds = { email: 'email', uri: 'url', date: 'date' };
+        control = h('input', { type: kinds[field.format] || 'text', id, name, autocomplete: 'off',
+          value: field.default, 'aria-describedby': described });
+        read = () => control.value.trim() === '' ? undefined : control.value;
+      }
+      const node = h('div', { class: 'field' }, h('label', { for: id }, label), control, hint);
+      return { ...given, node, read, focus: () => control.focus() };
+    }
+
+    function choiceForm({ requestId, request = {} }) {
       const id = nextId('q');
       const options = request.options || [];
       const wantsText = request.allowFreeform || request.display === 'text' || options.length === 0;
