@@ -223,12 +223,12 @@ impl WorkflowCtx {
     pub fn start_child(&self, child: ChildRun) -> Option<RunId> {
         let core = &self.core;
         core.start_run(|| {
-            let ChildRun { run, tool, input, parent, notices } = child;
+            let ChildRun { run, workflow_id, tool, build, input, parent, notices } = child;
             let options = crate::control::StartOptions::new().parent(parent);
             // The child joins its parent's trace: its activations are children of the parent
             // activation's span, current while the body runs.
             let trace = (core.services.clock.now(), crate::trace::traceparent(&tracing::Span::current()));
-            (options.new_run(run, tool, input, trace), notices)
+            (options.new_run(run, (workflow_id, tool, build), input, trace), notices)
         })
     }
 
@@ -280,8 +280,12 @@ fn uuid_v4() -> String {
 pub struct ChildRun {
     /// Its id: a parent names its children itself, so that a replay names them again.
     pub run: RunId,
-    /// The tool (or internal workflow) whose body it runs.
-    pub tool: &'static crate::registry::ToolDescriptor,
+    /// The workflow id of its body.
+    pub workflow_id: &'static str,
+    /// The tool name its summary shows.
+    pub tool: &'static str,
+    /// The build of its body (`ToolDescriptor::build`), which it records as it starts.
+    pub build: crate::journal::BuildStamp,
     /// Its input, already checked against the tool.
     pub input: Value,
     /// The run and hook it reports to.

@@ -25,7 +25,7 @@ use serde_json::Value;
 
 use crate::error::Error;
 use crate::events::RunEvent;
-use crate::journal::{Op, ParentLink, RunId, TraceParent};
+use crate::journal::{BuildStamp, Op, ParentLink, RunId, TraceParent};
 use crate::store::NewRun;
 use crate::time::Timestamp;
 
@@ -112,20 +112,21 @@ impl StartOptions {
         self
     }
 
-    /// The run these options start: `id`, of `tool`'s workflow, with
+    /// The run these options start: `id`, of the workflow `workflow_id` offered as `tool` and
+    /// compiled as `build`, with
     /// `input`, created at `created_at`, its activations children of `traceparent`.
     pub(crate) fn new_run(
         &self,
         id: RunId,
-        tool: &crate::registry::ToolDescriptor,
+        (workflow_id, tool, build): (&str, &str, BuildStamp),
         input: Value,
         (created_at, traceparent): (Timestamp, Option<TraceParent>),
     ) -> NewRun {
         NewRun {
             id,
-            workflow_id: tool.workflow_id.to_owned(),
-            tool: tool.name.to_owned(),
-            build: Some(crate::journal::BuildStamp::of(tool)),
+            workflow_id: workflow_id.to_owned(),
+            tool: tool.to_owned(),
+            build: Some(build),
             input,
             created_at,
             principal: self.principal.clone(),

@@ -113,6 +113,14 @@ pub struct ToolDescriptor {
     pub version: &'static str,
 }
 
+impl ToolDescriptor {
+    /// The stamp runs of this tool started by this binary record: its body's fingerprint and the
+    /// build's version.
+    pub fn build(&self) -> crate::journal::BuildStamp {
+        crate::journal::BuildStamp { fingerprint: self.fingerprint.to_owned(), version: self.version.to_owned() }
+    }
+}
+
 /// Submits a tool to the registry.
 #[derive(Debug)]
 pub struct ToolRegistration(pub &'static ToolDescriptor);
@@ -265,7 +273,7 @@ pub fn manifest() -> Manifest {
             EntryPoint::Serve(_) => "serve",
         },
         workflow_id: tool.workflow_id.to_owned(),
-        build: crate::journal::BuildStamp::of(tool),
+        build: tool.build(),
     });
     let steps = steps().into_iter().map(|step| {
         let RetryPolicy { max_attempts, backoff } = step.policy();

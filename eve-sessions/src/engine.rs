@@ -993,7 +993,15 @@ impl<'c> Body<'c> {
             delivery_id: call_delivery_id(run, &call),
             delivery: Delivery::Hook { op: CALLS_HOOK, payload: call_payload(&call) },
         });
-        let child = ChildRun { run: run.clone(), tool, input, parent, notices: notices.into_iter().collect() };
+        let child = ChildRun {
+            run: run.clone(),
+            workflow_id: tool.workflow_id,
+            tool: tool.name,
+            build: tool.build(),
+            input,
+            parent,
+            notices: notices.into_iter().collect(),
+        };
         match self.ctx.start_child(child) {
             Some(started) if &started == run => Ok(()),
             Some(started) => Err(format!("the journal records run {started} here, not {run}")),

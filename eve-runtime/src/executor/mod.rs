@@ -579,7 +579,7 @@ impl Driver {
             // The new history is the same run, so its activations stay in the run's trace.
             traceparent: started.traceparent.clone().map(Box::new),
             // The new history is started by this build.
-            build: Some(Box::new(crate::journal::BuildStamp::of(tool))),
+            build: Some(Box::new(tool.build())),
         };
         if let Some(limit) = rt.max_entry_bytes
             && let Err(too_large) = fit::check(&entry, limit, "the new history's first entry, with the input,")

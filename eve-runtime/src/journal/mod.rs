@@ -472,13 +472,6 @@ pub struct BuildStamp {
     pub version: String,
 }
 
-impl BuildStamp {
-    /// The stamp of `tool` as this binary compiled it.
-    pub fn of(tool: &crate::registry::ToolDescriptor) -> Self {
-        BuildStamp { fingerprint: tool.fingerprint.to_owned(), version: tool.version.to_owned() }
-    }
-}
-
 /// One journal entry. See the module documentation for the two groups of entries.
 ///
 /// Entries are stored as JSON in serde's externally tagged form, `{"step_completed": {...}}`,

@@ -596,8 +596,9 @@ impl Runtime {
         traceparent: Option<TraceParent>,
     ) -> Result<RunHandle, Error> {
         let shared = &self.shared;
+        let workflow = (descriptor.workflow_id, descriptor.name, descriptor.build());
         let new =
-            options.new_run(id.clone(), descriptor, input.clone(), (shared.services.clock.now(), traceparent.clone()));
+            options.new_run(id.clone(), workflow, input.clone(), (shared.services.clock.now(), traceparent.clone()));
         let started = Started {
             principal: options.principal,
             interactive: options.interactive,
