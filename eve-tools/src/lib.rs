@@ -333,6 +333,7 @@ pub use eve_runtime::context::{Call, Receive, ServeCtx, StepCtxSource, StretchSi
 pub use eve_runtime::error::{FatalError, NonDeterminismError, RetryableError, StepError, StoreError, ToolError};
 pub use eve_runtime::events::RunEvent;
 pub use eve_runtime::journal::{Entry, Op, Position, RunFailure, RunId, RunStatus};
+pub use eve_runtime::logs::LogLevel;
 pub use eve_runtime::progress::Progress;
 pub use eve_runtime::registry::{Lifetime, Manifest, Shape, Suspend};
 pub use eve_runtime::step::{Backoff, RetryPolicy, StepCall, StepCtx};
@@ -347,7 +348,7 @@ pub use eve_runtime::{
     AuthorizationStart, Clock, Error, HookDelivery, ManualClock, OpenQuestion, Phase, RunHandle, RunOutcome, Runtime,
     RuntimeBuilder, StartOptions, SystemClock, Timestamp, WebhookReply,
 };
-pub use eve_runtime::{control, follow, journal, secret, testing, trace, view};
+pub use eve_runtime::{control, follow, journal, logs, secret, testing, trace, view};
 
 // Sign-in with OAuth 2.0, and tokens sealed in files (feature `oauth2`).
 #[cfg(feature = "oauth2")]
@@ -441,7 +442,7 @@ macro_rules! tools {
 /// What most tool modules need: `use eve_tools::prelude::*;`.
 pub mod prelude {
     pub use crate::{
-        AbortSignal, Ask, AskOutcome, Cancelled, FatalError, Hook, HookError, Progress, Provider, Respond,
+        AbortSignal, Ask, AskOutcome, Cancelled, FatalError, Hook, HookError, LogLevel, Progress, Provider, Respond,
         RetryableError, Runtime, StepCtx, StepError, TaskCtx, ToolCtx, ToolError, Webhook, WebhookOptions,
         WebhookRequest, WebhookResponse, WorkflowCtx, create_hook, create_hook_with_token, create_webhook,
         create_webhook_with, sleep, sleep_until, step, task, tool, workflow_tool,
