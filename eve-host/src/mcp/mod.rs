@@ -49,6 +49,7 @@
 
 mod call;
 mod handler;
+mod logging;
 #[cfg(feature = "http")]
 pub(crate) mod http;
 mod questions;
@@ -96,6 +97,8 @@ struct Inner {
     poll_interval: Duration,
     states: Arc<call::States>,
     seen: Arc<status::LastChanges>,
+    /// The log levels sessions set with `logging/setLevel`.
+    levels: Arc<logging::SessionLevels>,
 }
 
 impl McpServer {
@@ -107,6 +110,7 @@ impl McpServer {
             poll_interval: Duration::from_millis(500),
             states: Arc::new(call::States::new(&SecretKey::generate())),
             seen: Arc::new(status::LastChanges::default()),
+            levels: Arc::default(),
             runtime,
         };
         McpServer { inner: Arc::new(inner) }
