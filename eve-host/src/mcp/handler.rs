@@ -83,7 +83,11 @@ impl ServerHandler for McpServer {
     }
 
     #[allow(deprecated, reason = "rmcp marks MCP logging deprecated (SEP-2577); revisions before 2026-07-28 have it")]
-    async fn set_level(&self, request: rmcp::model::SetLevelRequestParams, cx: RequestContext<RoleServer>) -> Result<(), ErrorData> {
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
         counted("logging/setLevel", self.inner.levels.set(&cx, request.level))
     }
 

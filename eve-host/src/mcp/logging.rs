@@ -132,8 +132,8 @@ async fn send(peer: &Peer<RoleServer>, level: LogLevel, message: LogMessage) {
     if message.level < level {
         return;
     }
-    let notification = LoggingMessageNotificationParam::new(to_mcp(message.level), message.message.into())
-        .with_logger(message.tool);
+    let notification =
+        LoggingMessageNotificationParam::new(to_mcp(message.level), message.message.into()).with_logger(message.tool);
     if let Err(error) = peer.notify_logging_message(notification).await {
         tracing::debug!("cannot send a log message to the MCP client: {error}");
     }
