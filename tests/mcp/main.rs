@@ -4,4 +4,5 @@
 
 mod conformance;
 mod http;
+mod logging;
 mod stdio;
