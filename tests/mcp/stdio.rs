@@ -559,3 +559,33 @@ async fn malformed_lines_get_their_errors_and_the_server_goes_on() {
     server.await.unwrap().unwrap();
     runtime.shutdown().await;
 }
+
+/// `host mcp` logs to standard error, filtered by `RUST_LOG`, and keeps standard output for the
+/// protocol: a refused line is answered on stdout and logged on stderr.
+#[tokio::test]
+async fn host_mcp_logs_to_stderr_under_rust_log() {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-host"))
+        .arg("mcp")
+        .env("EVE_DATA_DIR", dir.path())
+        .env("RUST_LOG", "eve_host=debug")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the host binary starts");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = tokio::io::BufReader::new(child.stdout.take().unwrap());
+    stdin.write_all(b"{not json\n").await.unwrap();
+    let mut answer = String::new();
+    tokio::time::timeout(Duration::from_secs(20), stdout.read_line(&mut answer)).await.unwrap().unwrap();
+    let answer: Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(answer["error"]["code"], -32700, "{answer}");
+    drop(stdin);
+    tokio::time::timeout(Duration::from_secs(20), child.wait()).await.unwrap().unwrap();
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).await.unwrap();
+    assert!(stderr.contains("refused an MCP message") && stderr.contains("not JSON"), "stderr: {stderr}");
+    assert!(!stderr.contains("{not json"), "the refused line itself is not logged: {stderr}");
+}

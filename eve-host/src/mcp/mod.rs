@@ -66,6 +66,7 @@ use std::time::Duration;
 
 use rmcp::ServiceExt;
 
+pub(crate) use self::stdio::log_to_stderr;
 pub use self::stdio::{StdioReader, StdioWriter, stdio};
 pub use self::tools::ToolContent;
 use eve_runtime::Runtime;
