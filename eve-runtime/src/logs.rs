@@ -130,8 +130,11 @@ pub(crate) struct Listeners {
     /// to costs one load.
     count: AtomicUsize,
     next_id: AtomicU64,
-    by_source: Mutex<HashMap<String, Vec<(u64, mpsc::Sender<LogMessage>)>>>,
+    by_source: Mutex<HashMap<String, Vec<Listener>>>,
 }
+
+/// One listener: its id (to forget it by) and its queue.
+type Listener = (u64, mpsc::Sender<LogMessage>);
 
 impl Listeners {
     /// Sends `message`, at `level`, from `tool`, to the listeners of `source` (a run's or a
