@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs the official MCP conformance suite, in server mode, against eve's fixture server
-# (tests/bin/mcp_conformance_server.rs): every scenario the 2026-07-28 revision requires, then
-# each scenario of the tasks extension. Fails on any failure that is not in the baseline
-# (scripts/mcp-conformance/baseline.yaml, a reason on each line), and on a baseline entry that
-# now passes. Called by `cargo test` (tests/mcp/conformance.rs), which passes the server binary:
+# (tests/bin/mcp_conformance_server.rs): every scenario the 2026-07-28 revision requires, the
+# whole active suite, then each scenario of the tasks extension. Fails on any failure that is not
+# in the baseline (scripts/mcp-conformance/baseline.yaml, a reason on each line), and on a
+# baseline entry that now passes. Called by `cargo test` (tests/mcp/conformance.rs), which passes the server binary:
 #
 #   scripts/mcp-conformance.sh target/debug/mcp-conformance-server
 #
@@ -70,6 +70,9 @@ run() {
 }
 
 run requirements-2026-07-28 --requirements 2026-07-28
+# The active suite (every scenario that is neither pending nor draft, of every revision): logging,
+# sampling, forms and resource subscriptions from the revisions before 2026-07-28 among them.
+run active --suite active
 for scenario in tasks-lifecycle tasks-capability-negotiation tasks-wire-fields tasks-request-state-removal \
     tasks-mrtr-input tasks-request-headers tasks-dispatch-and-envelope tasks-status-notifications \
     tasks-required-task-error tasks-mrtr-composition; do

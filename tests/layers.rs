@@ -28,6 +28,8 @@ const RUNTIME: &[(&str, u32)] = &[
     ("failpoint", 0),
     // What the runtime counts and times, and the switch the parts record by.
     ("metrics", 0),
+    // Log messages a body sends, and who listens to them: not durable, beside the journal.
+    ("logs", 0),
     // The journal and what it records.
     ("journal", 1),
     ("json", 1),

@@ -211,6 +211,20 @@ impl WorkflowCtx {
         self.core.record_only(RecordKind::Published, || value.into());
     }
 
+    /// Sends a log message: to `tracing`, and to whoever listens to this run (an MCP client
+    /// that asked for logs at `level` or below gets it as `notifications/message`). Never
+    /// journaled, and not sent again when a replay makes the same call: see [`crate::logs`].
+    ///
+    /// ```
+    /// use eve_runtime::{LogLevel, WorkflowCtx};
+    /// fn note_plan(ctx: &WorkflowCtx, files: usize) {
+    ///     ctx.log(LogLevel::Info, format!("copying {files} files"));
+    /// }
+    /// ```
+    pub fn log(&self, level: crate::logs::LogLevel, message: impl Into<String>) {
+        self.core.log(self.tool, level, message.into());
+    }
+
     /// Starts `child`: the child run is created by the commit that journals this start, so a
     /// crash never leaves a child without its parent's record of it, and replay does not start it
     /// again. Returns the id the journal records here, or `None` once the body has diverged from
@@ -637,6 +651,20 @@ impl ToolCtx {
     /// The model-facing name of the tool being run.
     pub fn tool_name(&self) -> &'static str {
         self.tool
+    }
+
+    /// Sends a log message: to `tracing`, and to whoever listens to this call (an MCP client
+    /// that asked for logs at `level` or below gets it as `notifications/message`); see
+    /// [`crate::logs`].
+    ///
+    /// ```
+    /// use eve_runtime::{LogLevel, ToolCtx};
+    /// fn note_cache_miss(ctx: &ToolCtx, key: &str) {
+    ///     ctx.log(LogLevel::Debug, format!("{key} is not cached; asking the API"));
+    /// }
+    /// ```
+    pub fn log(&self, level: crate::logs::LogLevel, message: impl Into<String>) {
+        self.services.logs.send(&self.call_id, self.tool, level, message.into());
     }
 
     /// A plain tool's abort signal never fires: it lives inside one model step.

@@ -18,6 +18,7 @@ pub mod failpoint;
 pub mod follow;
 pub mod journal;
 pub mod json;
+pub mod logs;
 pub mod metrics;
 pub mod progress;
 pub mod random;
@@ -42,6 +43,7 @@ pub use context::{Receive, ServeCtx, StepCtxSource, TaskCtx, ToolCtx, WorkflowCt
 pub use error::{FatalError, NonDeterminismError, RetryableError, StepError, StoreError, ToolError};
 pub use events::RunEvent;
 pub use journal::{Entry, Op, RunId, RunStatus};
+pub use logs::LogLevel;
 pub use registry::{Manifest, Shape, manifest};
 pub use runtime::{AuthorizationStart, OpenQuestion, PendingResponse, WebhookReply};
 pub use runtime::{DATABASE_URL_VARIABLE, DefaultStore, Opening};

@@ -89,6 +89,23 @@ impl StepCtx {
         })
     }
 
+    /// Sends a log message, named for this step: to `tracing`, and to whoever listens to its
+    /// run (see [`crate::logs`]). Each attempt that runs sends its own; a step whose completion
+    /// is journaled never runs again, so a replay sends nothing. Outside any run, only `tracing`
+    /// gets it.
+    pub fn log(&self, level: crate::logs::LogLevel, message: impl Into<String>) {
+        let message = message.into();
+        let Some(core) = &self.core else {
+            crate::logs::trace("", "step", level, &message);
+            return;
+        };
+        let name = self.op.and_then(|op| match &core.lock().ops.get(op.0 as usize)?.slot {
+            Slot::Step(step) => Some(step.def.name()),
+            _ => None,
+        });
+        core.services.logs.send(core.run.as_str(), name.unwrap_or("step"), level, message);
+    }
+
     /// Whether the run has been cancelled. Cleanup steps still run after a cancellation.
     pub fn is_cancelled(&self) -> bool {
         self.core.as_ref().is_some_and(|core| core.is_cancelled())

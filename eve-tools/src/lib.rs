@@ -338,6 +338,7 @@ pub use eve_runtime::events::RunEvent;
 /// Requests for the calling client's model (`ctx.sample`) and their completions.
 pub use eve_runtime::journal::sample;
 pub use eve_runtime::journal::{Entry, Op, Position, RunFailure, RunId, RunStatus};
+pub use eve_runtime::logs::LogLevel;
 pub use eve_runtime::progress::Progress;
 pub use eve_runtime::registry::{Lifetime, Manifest, Shape, Suspend};
 pub use eve_runtime::step::{Backoff, RetryPolicy, StepCall, StepCtx};
@@ -352,7 +353,7 @@ pub use eve_runtime::{
     AuthorizationStart, Clock, Error, HookDelivery, ManualClock, OpenQuestion, Phase, RunHandle, RunOutcome, Runtime,
     RuntimeBuilder, StartOptions, SystemClock, Timestamp, WebhookReply,
 };
-pub use eve_runtime::{control, follow, journal, secret, testing, trace, view};
+pub use eve_runtime::{control, follow, journal, logs, secret, testing, trace, view};
 
 // Sign-in with OAuth 2.0, and tokens sealed in files (feature `oauth2`).
 #[cfg(feature = "oauth2")]
@@ -447,10 +448,10 @@ macro_rules! tools {
 /// What most tool modules need: `use eve_tools::prelude::*;`.
 pub mod prelude {
     pub use crate::{
-        AbortSignal, Ask, AskOutcome, Cancelled, FatalError, FormOutcome, Hook, HookError, Progress, Provider, Respond,
-        RetryableError, Runtime, StepCtx, StepError, TaskCtx, ToolCtx, ToolError, Webhook, WebhookOptions,
-        WebhookRequest, WebhookResponse, WorkflowCtx, create_hook, create_hook_with_token, create_webhook,
-        create_webhook_with, sleep, sleep_until, step, task, tool, workflow_tool,
+        AbortSignal, Ask, AskOutcome, Cancelled, FatalError, FormOutcome, Hook, HookError, LogLevel, Progress,
+        Provider, Respond, RetryableError, Runtime, StepCtx, StepError, TaskCtx, ToolCtx, ToolError, Webhook,
+        WebhookOptions, WebhookRequest, WebhookResponse, WorkflowCtx, create_hook, create_hook_with_token,
+        create_webhook, create_webhook_with, sleep, sleep_until, step, task, tool, workflow_tool,
     };
     #[cfg(feature = "postgres")]
     pub use eve_postgres::PostgresBuilderExt;

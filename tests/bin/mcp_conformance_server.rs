@@ -9,6 +9,9 @@
 //! an eve tool, and its runs are resources beside the suite's, as an application that serves
 //! resources of its own would combine them.
 
+// The suite's logging scenarios need rmcp's logging types, which it marks deprecated (SEP-2577).
+#![allow(deprecated)]
+
 use std::time::Duration;
 
 use eve_tools::SampleOutcome;
@@ -20,8 +23,8 @@ use eve_tools::mcp::rmcp::model::{
     GetTaskResult, ImageContent, InputRequests, InputRequiredResult, ListPromptsResult, ListResourceTemplatesResult,
     ListResourcesResult, ListToolsResult, PaginatedRequestParams, Prompt, PromptArgument, PromptMessage,
     ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Reference, Resource, ResourceContents,
-    ResourceTemplate, Role, ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool,
-    UnsubscribeRequestParams, UpdateTaskParams,
+    ResourceTemplate, Role, ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
+    SubscriptionFilter, Tool, UnsubscribeRequestParams, UpdateTaskParams,
 };
 use eve_tools::mcp::rmcp::service::{RequestContext, SubscriptionContext};
 use eve_tools::mcp::rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -397,6 +400,26 @@ async fn work(part: u32) -> Result<u32, StepError> {
     Ok(part)
 }
 
+/// Log three messages at `info`, 50 ms apart (durable sleeps), as the run goes.
+#[workflow_tool]
+pub async fn test_tool_with_logging(_input: Nothing, ctx: &WorkflowCtx) -> Result<String, ToolError> {
+    ctx.log(LogLevel::Info, "Tool execution started");
+    sleep(Duration::from_millis(50)).await?;
+    ctx.log(LogLevel::Info, "Tool processing data");
+    sleep(Duration::from_millis(50)).await?;
+    ctx.log(LogLevel::Info, "Tool execution completed");
+    Ok("Logging test completed".into())
+}
+
+/// Log a message at every level; a request that asked for no logs gets none (SEP-2575).
+#[tool]
+pub async fn test_logging_tool(_input: Nothing, ctx: &ToolCtx) -> Result<String, ToolError> {
+    for level in LogLevel::ALL {
+        ctx.log(level, format!("a message at {level}"));
+    }
+    Ok("Logged a message at every level".into())
+}
+
 /// Tools, tasks and runs as resources from eve; the rest of the suite's fixtures are not eve's
 /// concepts. Cloned once per session, as eve's `McpServer` is, so a session's subscriptions to
 /// eve's resources end with it.
@@ -445,6 +468,7 @@ impl ServerHandler for Fixture {
             .enable_resources_subscribe()
             .enable_prompts()
             .enable_completions()
+            .enable_logging()
             .build();
         let eve = self.eve.get_info();
         ServerConfig::new(capabilities).with_server_info(eve.server_info)
@@ -650,6 +674,10 @@ impl ServerHandler for Fixture {
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         self.eve.call_tool(request, cx).await
+    }
+
+    async fn set_level(&self, request: SetLevelRequestParams, cx: RequestContext<RoleServer>) -> Result<(), ErrorData> {
+        self.eve.set_level(request, cx).await
     }
 
     async fn get_task(

@@ -1,6 +1,6 @@
 //! The official MCP conformance suite in server mode against eve's fixture server, run by
-//! `scripts/mcp-conformance.sh`: every scenario protocol revision 2026-07-28 requires, and the
-//! tasks extension's scenarios. It fails on any failure not in the committed baseline (each line
+//! `scripts/mcp-conformance.sh`: every scenario protocol revision 2026-07-28 requires, the whole
+//! active suite, and the tasks extension's scenarios. It fails on any failure not in the committed baseline (each line
 //! with its reason), and when npm cannot install the pinned suite: it never skips.
 
 use std::process::Command;

@@ -128,6 +128,11 @@ async fn bad_json_rpc_gets_the_spec_error_codes_and_starts_nothing() {
     let (status, body) = post(&url, "tools/call", r#"{"hello": "world"}"#.to_owned(), &auth).await;
     assert_eq!((status, code(&body)), (StatusCode::BAD_REQUEST, Some(-32600)), "not JSON-RPC: {body:?}");
 
+    let old = json!({"jsonrpc": "1.0", "id": 7, "method": "tools/list"}).to_string();
+    let (status, body) = post(&url, "tools/list", old, &auth).await;
+    assert_eq!((status, code(&body)), (StatusCode::BAD_REQUEST, Some(-32600)), "JSON-RPC 1.0: {body:?}");
+    assert_eq!(body.as_ref().unwrap()["id"], 7, "its id is echoed: {body:?}");
+
     let no_name = request("tools/call", json!({"arguments": {}})).to_string();
     let (status, body) = post(&url, "tools/call", no_name, &auth).await;
     assert_eq!((status, code(&body)), (StatusCode::BAD_REQUEST, Some(-32602)), "params of the wrong shape: {body:?}");
@@ -159,5 +164,39 @@ async fn bad_json_rpc_gets_the_spec_error_codes_and_starts_nothing() {
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
 
     assert!(runtime.runs(None, 10).await.unwrap().is_empty(), "nothing was started");
+    server.shutdown().await;
+}
+
+/// Ending a session (`DELETE` with its `MCP-Session-Id`) answers 2xx once; a `DELETE` of a session
+/// this server does not know, or has ended, answers `404` (it answered `202`, as if it had ended
+/// one), and so does a request on an ended session.
+#[tokio::test]
+async fn a_delete_of_an_unknown_or_ended_session_is_not_found() {
+    let (_runtime, server, url) = server(Some(KEY)).await;
+    let client = reqwest::Client::new();
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "eve-http-test", "version": "0"}}});
+    let response = client
+        .post(format!("{url}/mcp"))
+        .header("Authorization", bearer())
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .body(initialize.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let session = response.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    let delete = |id: String| {
+        client
+            .delete(format!("{url}/mcp"))
+            .header("Authorization", bearer())
+            .header("MCP-Protocol-Version", "2025-11-25")
+            .header("MCP-Session-Id", id)
+            .send()
+    };
+    assert_eq!(delete("no-such-session".into()).await.unwrap().status(), StatusCode::NOT_FOUND, "unknown");
+    assert!(delete(session.clone()).await.unwrap().status().is_success(), "the session ends");
+    assert_eq!(delete(session).await.unwrap().status(), StatusCode::NOT_FOUND, "already ended");
     server.shutdown().await;
 }

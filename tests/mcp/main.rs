@@ -4,5 +4,6 @@
 
 mod conformance;
 mod http;
+mod logging;
 mod resources;
 mod stdio;

@@ -479,3 +479,113 @@ async fn a_sign_in_is_an_input_request_with_its_link_also_after_a_restart() {
     server.await.unwrap().unwrap();
     runtime.shutdown().await;
 }
+
+/// Writes `line` and a newline to the server, and reads the next line it writes.
+async fn exchange(
+    write: &mut (impl tokio::io::AsyncWrite + Unpin),
+    read: &mut (impl tokio::io::AsyncBufRead + Unpin),
+    line: &[u8],
+) -> Value {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    write.write_all(line).await.unwrap();
+    write.write_all(b"\n").await.unwrap();
+    write.flush().await.unwrap();
+    let mut answer = String::new();
+    tokio::time::timeout(Duration::from_secs(10), read.read_line(&mut answer))
+        .await
+        .unwrap_or_else(|_| panic!("no answer to {:?}", String::from_utf8_lossy(&line[..line.len().min(80)])))
+        .unwrap();
+    serde_json::from_str(&answer).unwrap_or_else(|error| panic!("{error}: {answer}"))
+}
+
+/// A clean wire: a line that is not JSON, is nested too deep, is over the size limit or is not
+/// UTF-8 gets `-32700` with id null; JSON that is not a JSON-RPC 2.0 message gets `-32600` with
+/// its id when it has one; and the server goes on, answering the next request. Seen failing:
+/// rmcp ignored the first four without a word and answered `"jsonrpc": "1.0"` with no id.
+#[tokio::test]
+async fn malformed_lines_get_their_errors_and_the_server_goes_on() {
+    let runtime = Runtime::builder().store(MemoryStore::new()).build().unwrap();
+    let (client_side, server_side) = tokio::io::duplex(1 << 16);
+    let (read, write) = tokio::io::split(server_side);
+    let server = tokio::spawn(McpServer::new(runtime.clone()).serve_io(read, write));
+    let (read, mut write) = tokio::io::split(client_side);
+    let mut read = tokio::io::BufReader::new(read);
+
+    let parse_error = |answer: &Value, what: &str| {
+        assert_eq!(answer["error"]["code"], -32700, "{what}: {answer}");
+        assert_eq!(answer["id"], Value::Null, "{what}: {answer}");
+        assert!(answer.as_object().unwrap().contains_key("id"), "{what}: id is null, not missing: {answer}");
+    };
+    // Before the handshake, and after it.
+    parse_error(&exchange(&mut write, &mut read, b"{not json").await, "not JSON, first");
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}});
+    let answer = exchange(&mut write, &mut read, initialize.to_string().as_bytes()).await;
+    assert_eq!(answer["id"], 1, "{answer}");
+    assert!(answer["result"]["protocolVersion"].is_string(), "{answer}");
+    {
+        use tokio::io::AsyncWriteExt;
+        write.write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n").await.unwrap();
+    }
+    parse_error(&exchange(&mut write, &mut read, b"{not json").await, "not JSON");
+    let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+    parse_error(&exchange(&mut write, &mut read, deep.as_bytes()).await, "too deep");
+    let long =
+        format!(r#"{{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{{"pad":"{}"}}}}"#, "x".repeat(5 << 20));
+    let answer = exchange(&mut write, &mut read, long.as_bytes()).await;
+    parse_error(&answer, "too long");
+    assert!(answer["error"]["message"].as_str().unwrap().contains("4194304 bytes"), "names the limit: {answer}");
+    let answer = exchange(&mut write, &mut read, b"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/\xff\"}").await;
+    parse_error(&answer, "not UTF-8");
+    assert!(answer["error"]["message"].as_str().unwrap().contains("UTF-8"), "{answer}");
+
+    let old = json!({"jsonrpc": "1.0", "id": 7, "method": "tools/list"});
+    let answer = exchange(&mut write, &mut read, old.to_string().as_bytes()).await;
+    assert_eq!((answer["error"]["code"].clone(), answer["id"].clone()), (json!(-32600), json!(7)), "{answer}");
+    assert!(
+        answer["error"]["message"].as_str().unwrap().contains("\"jsonrpc\": \"2.0\""),
+        "says what to send: {answer}"
+    );
+    let answer = exchange(&mut write, &mut read, br#"{"hello": "world"}"#).await;
+    assert_eq!((answer["error"]["code"].clone(), answer["id"].clone()), (json!(-32600), Value::Null), "{answer}");
+
+    let list = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/list"});
+    let answer = exchange(&mut write, &mut read, list.to_string().as_bytes()).await;
+    assert_eq!(answer["id"], 8, "{answer}");
+    assert!(answer["result"]["tools"].as_array().is_some_and(|tools| !tools.is_empty()), "{answer}");
+
+    drop(write);
+    drop(read);
+    server.await.unwrap().unwrap();
+    runtime.shutdown().await;
+}
+
+/// `host mcp` logs to standard error, filtered by `RUST_LOG`, and keeps standard output for the
+/// protocol: a refused line is answered on stdout and logged on stderr.
+#[tokio::test]
+async fn host_mcp_logs_to_stderr_under_rust_log() {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-host"))
+        .arg("mcp")
+        .env("EVE_DATA_DIR", dir.path())
+        .env("RUST_LOG", "eve_host=debug")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the host binary starts");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = tokio::io::BufReader::new(child.stdout.take().unwrap());
+    stdin.write_all(b"{not json\n").await.unwrap();
+    let mut answer = String::new();
+    tokio::time::timeout(Duration::from_secs(20), stdout.read_line(&mut answer)).await.unwrap().unwrap();
+    let answer: Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(answer["error"]["code"], -32700, "{answer}");
+    drop(stdin);
+    tokio::time::timeout(Duration::from_secs(20), child.wait()).await.unwrap().unwrap();
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).await.unwrap();
+    assert!(stderr.contains("refused an MCP message") && stderr.contains("not JSON"), "stderr: {stderr}");
+    assert!(!stderr.contains("{not json"), "the refused line itself is not logged: {stderr}");
+}

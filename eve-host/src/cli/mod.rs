@@ -1125,6 +1125,7 @@ fn shortened(text: &str) -> String {
 /// the data directory's secret key, so a round goes on after the server restarts.
 #[cfg(feature = "mcp")]
 async fn mcp(runtime: Runtime, data_dir: &std::path::Path) -> Result<(), String> {
+    crate::mcp::log_to_stderr();
     let path = data_dir.join("eve.key");
     let key = eve_runtime::secret::SecretKey::load_or_create(&path)
         .map_err(|error| format!("cannot read or create the secret key at {} ({error})", path.display()))?;

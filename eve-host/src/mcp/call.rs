@@ -9,6 +9,9 @@
 //!   tool's name, so a client can neither forge one nor point one at another run.
 //! - Older revisions get an `elicitation/create` request per question while the call waits.
 //!
+//! The run's log messages reach the call's client as `notifications/message` if it asked for
+//! them (see `logging`).
+//!
 //! A client that cancels the call (`notifications/cancelled`) cancels the run: nobody else knows
 //! its id. A client that never comes back for a second round leaves its run parked, with its
 //! question open; it can still be answered over the run API or the CLI.
@@ -28,6 +31,7 @@ use rmcp::{ErrorData, RoleServer};
 use serde::{Deserialize, Serialize};
 
 use super::Inner;
+use super::logging::Forwarding;
 use super::questions::{Response, question_response, sign_in_key, sign_in_response};
 use super::status::{Snapshot, call_result};
 use super::tools::{Entry, failed};
@@ -99,10 +103,15 @@ pub(crate) async fn start(
 ) -> Result<CallToolResponse, ErrorData> {
     let run = RunId::generate();
     let options = traced(StartOptions::new().id(run.clone()), cx);
+    // Listening before the run starts: its first messages come before anything is journaled.
+    let logs = Forwarding::start(inner, run.as_str(), cx);
     if let Err(error) = inner.runtime.start_with(entry.descriptor.name, arguments, options).await {
+        logs.finish().await;
         return start_refused(error);
     }
-    follow(inner, entry, run, Position::START, HashSet::new(), cx).await
+    let result = follow(inner, entry, run, Position::START, HashSet::new(), cx).await;
+    logs.finish().await;
+    result
 }
 
 /// `options` with the caller's trace context as the parent of the run's trace: the request's
@@ -139,9 +148,14 @@ pub(crate) async fn next_round(
 ) -> Result<CallToolResponse, ErrorData> {
     let State { run, at } = inner.states.open(state, entry.descriptor.name)?;
     let snapshot = read(&inner.runtime, &run).await?;
+    let logs = Forwarding::start(inner, run.as_str(), cx);
     let empty = InputResponses::new();
-    let taken = deliver(inner, &snapshot, responses.unwrap_or(&empty), "inputResponses").await?;
-    follow(inner, entry, run, at.unwrap_or(snapshot.next), taken, cx).await
+    let result = match deliver(inner, &snapshot, responses.unwrap_or(&empty), "inputResponses").await {
+        Ok(taken) => follow(inner, entry, run, at.unwrap_or(snapshot.next), taken, cx).await,
+        Err(error) => Err(error),
+    };
+    logs.finish().await;
+    result
 }
 
 /// The run's journal, as a snapshot; an unknown run is the caller's mistake (`-32602`).

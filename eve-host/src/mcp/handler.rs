@@ -1,5 +1,5 @@
-//! The MCP methods: `tools/list`, `tools/call`, the tasks extension's `tasks/get`,
-//! `tasks/update` and `tasks/cancel`, and runs as resources (`resources/list`,
+//! The MCP methods: `tools/list`, `tools/call`, `logging/setLevel`, the tasks extension's
+//! `tasks/get`, `tasks/update` and `tasks/cancel`, and runs as resources (`resources/list`,
 //! `resources/templates/list`, `resources/read`, `resources/subscribe`, `resources/unsubscribe`
 //! and `subscriptions/listen`; see `resources.rs`).
 
@@ -13,6 +13,7 @@ use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
 
+use super::logging::{self, Forwarding};
 use super::status::{Snapshot, detailed};
 use super::tools::{Entry, Kind, completed, failed};
 use super::{Inner, McpServer, call, resources};
@@ -25,7 +26,7 @@ const TOOLS_TTL_MS: u64 = 60 * 60 * 1000;
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder().enable_tools().enable_tasks();
-        let capabilities = capabilities.enable_resources().enable_resources_subscribe().build();
+        let capabilities = logging::declare(capabilities.enable_resources().enable_resources_subscribe().build());
         ServerConfig::new(capabilities).with_server_info(Implementation::new("eve", env!("CARGO_PKG_VERSION")))
     }
 
@@ -68,7 +69,7 @@ impl ServerHandler for McpServer {
                     return Ok(failed(message).into());
                 }
                 match entry.kind {
-                    Kind::Plain => call_plain(inner, entry, arguments).await,
+                    Kind::Plain => call_plain(inner, entry, arguments, &cx).await,
                     Kind::Durable
                         if cx.client_capabilities().is_some_and(|capabilities| capabilities.supports_tasks()) =>
                     {
@@ -83,6 +84,15 @@ impl ServerHandler for McpServer {
             }
             .await,
         )
+    }
+
+    #[allow(deprecated, reason = "rmcp marks MCP logging deprecated (SEP-2577); revisions before 2026-07-28 have it")]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        counted("logging/setLevel", self.inner.levels.set(&cx, request.level))
     }
 
     async fn get_task(
@@ -212,9 +222,19 @@ fn counted<T>(method: &'static str, result: Result<T, ErrorData>) -> Result<T, E
     result
 }
 
-/// Calls a plain tool. Its arguments were checked, so an error from it is the tool's own.
-async fn call_plain(inner: &Inner, entry: &Entry, arguments: Value) -> Result<CallToolResponse, ErrorData> {
-    match inner.runtime.call_tool(entry.descriptor.name, arguments).await {
+/// Calls a plain tool, forwarding its log messages if the client asked for them. Its arguments
+/// were checked, so an error from it is the tool's own.
+async fn call_plain(
+    inner: &Inner,
+    entry: &Entry,
+    arguments: Value,
+    cx: &RequestContext<RoleServer>,
+) -> Result<CallToolResponse, ErrorData> {
+    let call_id = RunId::generate().to_string();
+    let logs = Forwarding::start(inner, &call_id, cx);
+    let output = inner.runtime.call_tool_as(entry.descriptor.name, arguments, &call_id).await;
+    logs.finish().await;
+    match output {
         Ok(output) => Ok(completed(&output).into()),
         Err(Error::ToolFailed { error, .. }) => Ok(failed(error.to_string()).into()),
         Err(error) => Ok(failed(error.to_string()).into()),

@@ -8,11 +8,12 @@
 //! streams end.
 //!
 //! Before rmcp sees a `POST`, its body is read here, held to the server's body limit (`413`) and
-//! body timeout (`408`), and checked as JSON-RPC, so that a malformed message gets the JSON-RPC
-//! error the specifications name, with HTTP `400`: `-32700` for a body that is not JSON, `-32600`
-//! for JSON that is not a JSON-RPC message, `-32602` for a request whose method is known but
-//! whose parameters do not have the method's shape (rmcp alone answers all three with a
-//! plain-text `415`).
+//! body timeout (`408`), and checked as JSON-RPC (`wire.rs`), so that a malformed message gets
+//! the JSON-RPC error the specifications name, with HTTP `400`: `-32700` for a body that is not
+//! JSON, `-32600` for JSON that is not a JSON-RPC message (with its id, if it has one), `-32602`
+//! for a request whose method is known but whose parameters do not have the method's shape (rmcp
+//! alone answers all three with a plain-text `415`). A `DELETE` of a session the server does not
+//! have (unknown, or ended) answers `404`, as any other request on it does (rmcp answers `202`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,10 +25,8 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
 use rmcp::ServerHandler;
-use rmcp::model::{ClientJsonRpcMessage, ClientRequest};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -60,9 +59,11 @@ impl Mounter {
     pub fn new<H: ServerHandler + Clone>(handler: H) -> Self {
         Mounter(Arc::new(move |mount| {
             let limits = Limits { body: mount.body_limit, timeout: mount.body_timeout };
+            let sessions = Arc::new(LocalSessionManager::default());
             axum::Router::new()
-                .fallback_service(service(handler.clone(), mount))
+                .fallback_service(service(handler.clone(), mount, sessions.clone()))
                 .layer(middleware::from_fn_with_state(limits, well_formed))
+                .layer(middleware::from_fn_with_state(sessions, known_session))
         }))
     }
 
@@ -73,7 +74,11 @@ impl Mounter {
 }
 
 /// The `/mcp` service for `handler`, mounted as `mount` says.
-fn service<H: ServerHandler + Clone>(handler: H, mount: Mount) -> StreamableHttpService<H, LocalSessionManager> {
+fn service<H: ServerHandler + Clone>(
+    handler: H,
+    mount: Mount,
+    sessions: Arc<LocalSessionManager>,
+) -> StreamableHttpService<H, LocalSessionManager> {
     let hosts: &[&str] = if mount.keyed { &[] } else { &LOOPBACK_HOSTS };
     let origins = mount.origins.into_iter().chain(LOOPBACK_ORIGINS.map(str::to_owned));
     let stopped = CancellationToken::new();
@@ -88,24 +93,28 @@ fn service<H: ServerHandler + Clone>(handler: H, mount: Mount) -> StreamableHttp
         .with_allowed_origins(origins)
         .with_max_request_body_bytes(mount.body_limit)
         .with_cancellation_token(stopped);
-    StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(LocalSessionManager::default()), config)
+    StreamableHttpService::new(move || Ok(handler.clone()), sessions, config)
 }
 
-/// The protocol's request methods that take parameters. Methods protocol 2026-07-28 removed
-/// (`initialize`, `logging/setLevel`, `resources/subscribe`, ...) are left to rmcp, which
-/// answers them `-32601` as that revision asks.
-const METHODS: [&str; 10] = [
-    "tools/call",
-    "tasks/get",
-    "tasks/update",
-    "tasks/cancel",
-    "prompts/get",
-    "resources/read",
-    "completion/complete",
-    "subscriptions/listen",
-    "skills/get",
-    "resources/directory/read",
-];
+/// Answers `404` to a `DELETE` of a session this server does not have (unknown, or ended
+/// already), as to any other request on one; rmcp answers `202`, as if it had ended one. A
+/// `DELETE` under protocol 2026-07-28, which has no sessions, is left to rmcp (`405`).
+async fn known_session(State(sessions): State<Arc<LocalSessionManager>>, request: Request, next: Next) -> Response {
+    use rmcp::transport::streamable_http_server::session::SessionManager;
+    let headers = request.headers();
+    let sessionless = headers
+        .get("mcp-protocol-version")
+        .and_then(|version| version.to_str().ok())
+        .is_some_and(|version| version >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str());
+    let session = headers.get("mcp-session-id").and_then(|id| id.to_str().ok());
+    if let (&Method::DELETE, false, Some(session)) = (request.method(), sessionless, session) {
+        let known = sessions.has_session(&Arc::from(session)).await.unwrap_or(true);
+        if !known {
+            return (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response();
+        }
+    }
+    next.run(request).await
+}
 
 #[derive(Clone, Copy)]
 struct Limits {
@@ -138,39 +147,10 @@ async fn well_formed(State(limits): State<Limits>, request: Request, next: Next)
     next.run(Request::from_parts(parts, Body::from(bytes))).await
 }
 
-/// The JSON-RPC error for a body that is not a message rmcp can take.
+/// The JSON-RPC error for a body that is not a message rmcp can take (see `wire.rs`).
 fn malformed(bytes: &Bytes) -> Option<Response> {
-    let value: Value = match serde_json::from_slice(bytes) {
-        Ok(value) => value,
-        Err(error) => return Some(rpc_error(Value::Null, -32700, format!("the body is not JSON: {error}"))),
-    };
-    let method = value.get("method").and_then(Value::as_str).unwrap_or_default();
-    // rmcp takes a request it cannot decode as a custom one (then `-32601`); for the protocol's
-    // own methods, that means parameters of the wrong shape.
-    match serde_json::from_value::<ClientJsonRpcMessage>(value.clone()) {
-        Ok(ClientJsonRpcMessage::Request(request))
-            if matches!(request.request, ClientRequest::CustomRequest(_)) && METHODS.contains(&method) => {}
-        Ok(_) => return None,
-        Err(_) => {}
-    }
-    let id = value.get("id").filter(|id| id.is_string() || id.is_number()).cloned();
-    let is_request = value.get("jsonrpc") == Some(&json!("2.0")) && !method.is_empty();
-    Some(match (is_request, id) {
-        (true, Some(id)) => {
-            rpc_error(id, -32602, format!("the params of `{method}` do not have the shape the method takes"))
-        }
-        _ => rpc_error(
-            Value::Null,
-            -32600,
-            "the body is not a JSON-RPC 2.0 message: send an object with \"jsonrpc\": \"2.0\", \"method\" and \"id\""
-                .to_owned(),
-        ),
-    })
-}
-
-fn rpc_error(id: Value, code: i32, message: String) -> Response {
-    let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
-    let mut response = (StatusCode::BAD_REQUEST, body.to_string()).into_response();
+    let refusal = super::wire::check(bytes).err()?;
+    let mut response = (StatusCode::BAD_REQUEST, refusal.to_json().to_string()).into_response();
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    response
+    Some(response)
 }

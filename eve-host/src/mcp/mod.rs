@@ -55,23 +55,29 @@
 //! revision 2025-11-25 moved input validation errors into the result, so a model can correct
 //! itself); an answer that does not fit its question is `-32602` naming the field. Nothing is
 //! started or answered in any of these cases. A message over the size limit is refused by the
-//! transport: `413` over HTTP; over stdio, a line longer than the limit is dropped (and logged).
+//! transport: `413` over HTTP; over stdio, `-32700` (and the line is skipped without being kept
+//! in memory). A message that is not JSON, or not UTF-8, is `-32700` with id null, one that is
+//! not JSON-RPC 2.0 is `-32600` with its id; over stdio, the server goes on with the next line
+//! (see `wire.rs`).
 
 mod call;
 mod handler;
 #[cfg(feature = "http")]
 pub(crate) mod http;
+mod logging;
 mod questions;
 mod resources;
 mod status;
 mod stdio;
 mod tools;
+mod wire;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::ServiceExt;
 
+pub(crate) use self::stdio::log_to_stderr;
 pub use self::stdio::{StdioReader, StdioWriter, stdio};
 pub use self::tools::ToolContent;
 use eve_runtime::Runtime;
@@ -118,6 +124,8 @@ struct Inner {
     poll_interval: Duration,
     states: Arc<call::States>,
     seen: Arc<status::LastChanges>,
+    /// The log levels sessions set with `logging/setLevel`.
+    levels: Arc<logging::SessionLevels>,
 }
 
 impl McpServer {
@@ -129,6 +137,7 @@ impl McpServer {
             poll_interval: Duration::from_millis(500),
             states: Arc::new(call::States::new(&SecretKey::generate())),
             seen: Arc::new(status::LastChanges::default()),
+            levels: Arc::default(),
             runtime,
         };
         McpServer { inner: Arc::new(inner), subscriptions: resources::Subscriptions::default() }
@@ -209,8 +218,7 @@ impl McpServer {
         R: tokio::io::AsyncRead + Send + Unpin + 'static,
         W: tokio::io::AsyncWrite + Send + Unpin + 'static,
     {
-        let transport = rmcp::transport::async_rw::AsyncRwTransport::new_server(read, write)
-            .with_max_line_length(STDIO_MESSAGE_LIMIT);
+        let transport = wire::LineTransport::new(read, write, STDIO_MESSAGE_LIMIT);
         let running = self.serve(transport).await.map_err(|error| ServeError(error.to_string()))?;
         running.waiting().await.map_err(|error| ServeError(error.to_string()))?;
         Ok(())

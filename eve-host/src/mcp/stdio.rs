@@ -98,3 +98,19 @@ impl AsyncWrite for StdioWriter {
         }
     }
 }
+
+/// The filter of [`log_to_stderr`] when `RUST_LOG` is not set: warnings and errors, which
+/// include every message the server refuses.
+const DEFAULT_LOG_FILTER: &str = "warn";
+
+/// Makes `tracing` write to standard error, filtered by `RUST_LOG` (`warn` when unset): the log
+/// of `host mcp`, whose standard output carries the protocol. Does nothing if the process has a
+/// subscriber already (the host's trace exporter, say).
+pub(crate) fn log_to_stderr() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER));
+    let installed = tracing_subscriber::fmt().with_writer(io::stderr).with_env_filter(filter).try_init();
+    if installed.is_err() {
+        tracing::debug!("a tracing subscriber is installed already; `host mcp` leaves it as it is");
+    }
+}

@@ -490,6 +490,19 @@ impl RunCore {
         self.state.signals()
     }
 
+    /// Whether the executor is feeding the body its journal (a replay), without taking the lock:
+    /// what the body does meanwhile it did before, so a log message it sends now was sent then.
+    pub fn replaying(&self) -> bool {
+        self.signals() & signal::REPLAYING != 0
+    }
+
+    /// Sends a log message of the body (see [`crate::logs`]), unless it is replaying.
+    pub fn log(&self, tool: &'static str, level: crate::logs::LogLevel, message: String) {
+        if !self.replaying() {
+            self.services.logs.send(self.run.as_str(), tool, level, message);
+        }
+    }
+
     /// Whether the body diverged from its journal, without taking the lock.
     pub fn diverged(&self) -> bool {
         self.signals() & signal::DIVERGED != 0

@@ -34,6 +34,8 @@ pub(crate) struct Services {
     /// What a step may ask of the runtime these services belong to (which the implementation
     /// holds weakly): a step reaches it with `StepCtx::control`.
     pub control: std::sync::OnceLock<Arc<dyn RunControl>>,
+    /// Who listens to the log messages of which run or call.
+    pub logs: Arc<crate::logs::Listeners>,
 }
 
 /// A check that a payload decodes into a hook's type: `Err((message, field))` if not.
@@ -117,6 +119,7 @@ impl Services {
             callbacks: Callbacks::default(),
             payload_checks: PayloadChecks::default(),
             control: std::sync::OnceLock::new(),
+            logs: Arc::default(),
         }
     }
 

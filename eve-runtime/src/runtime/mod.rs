@@ -805,17 +805,43 @@ impl Runtime {
 
     /// Calls a plain `#[tool]` directly; it runs to completion and nothing is journaled.
     pub async fn call_tool(&self, tool: &str, input: Value) -> Result<Value, Error> {
+        self.call_tool_as(tool, input, &RunId::generate().to_string()).await
+    }
+
+    /// [`call_tool`](Runtime::call_tool) as the call `call_id` (what the tool's
+    /// [`ToolCtx::call_id`] says), so that its log messages can be listened to beforehand:
+    /// `runtime.logs(call_id)`.
+    pub async fn call_tool_as(&self, tool: &str, input: Value, call_id: &str) -> Result<Value, Error> {
         let descriptor = registry::tool(tool).ok_or_else(|| registry::unknown_tool(tool))?;
         let EntryPoint::Plain(entry) = descriptor.entry else {
             let hint = "start it as a run with Runtime::start";
             return Err(Error::WrongKind { tool: tool.to_owned(), actual: "a durable tool", hint });
         };
         registry::check_input(descriptor, &input).map_err(|refusal| registry::invalid_input(tool, refusal))?;
-        let ctx = ToolCtx::new(RunId::generate().to_string(), descriptor.name, self.shared.services.clone());
+        let ctx = ToolCtx::new(call_id.to_owned(), descriptor.name, self.shared.services.clone());
         let started = std::time::Instant::now();
         let output = entry(input, ctx).await;
         crate::metrics::tool_called(descriptor.name, output.is_ok(), started.elapsed());
         output.map_err(|error| Error::ToolFailed { tool: tool.to_owned(), error })
+    }
+
+    /// Listens to the log messages of the run `source` (its id) or of the plain tool call
+    /// `source` (its call id, given with [`call_tool_as`](Runtime::call_tool_as)) sent from now
+    /// on, in this process: what its body, steps or tool send with `ctx.log`. Best-effort: not
+    /// durable, not from other processes, and a listener that falls far behind misses some; see
+    /// [`logs`](crate::logs).
+    ///
+    /// ```
+    /// # async fn show(runtime: eve_runtime::Runtime, run: eve_runtime::RunId) {
+    /// use futures::StreamExt;
+    /// let mut logs = runtime.logs(run.as_str());
+    /// while let Some(log) = logs.next().await {
+    ///     eprintln!("{} [{}] {}", log.tool, log.level, log.message);
+    /// }
+    /// # }
+    /// ```
+    pub fn logs(&self, source: &str) -> crate::logs::Logs {
+        self.shared.services.logs.listen(source)
     }
 
     /// Subscribes to the events of every run: best-effort observations for logs and dashboards,
