@@ -30,9 +30,10 @@ const RUNTIME: &[(&str, u32)] = &[
     ("metrics", 0),
     // Log messages a body sends, and who listens to them: not durable, beside the journal.
     ("logs", 0),
+    // Decoding JSON with the path of what is wrong, and naming a value's kind.
+    ("json", 0),
     // The journal and what it records.
     ("journal", 1),
-    ("json", 1),
     ("secret", 2),
     ("error", 2),
     // How a run's journaled trace context is read from and set on spans (an exporter's seam).

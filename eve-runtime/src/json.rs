@@ -275,6 +275,18 @@ impl<'de> SeqAccess<'de> for Items<'de, '_> {
     }
 }
 
+/// What kind of JSON value `value` is, as error messages name it: `"an array"`, `"null"`, ...
+pub fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;

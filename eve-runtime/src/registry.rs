@@ -184,17 +184,7 @@ pub(crate) fn learn_step_names() {
     crate::journal::decode::learn_step_names(names);
 }
 
-/// What kind of JSON value `value` is, as error messages name it: `"an array"`, `"null"`, ...
-pub fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
+pub use crate::json::kind as json_kind;
 
 /// The manifest: every tool with its compiled shape, and every step with its policy. It is public
 /// JSON, so its keys are camelCase, as the HTTP API's and the event stream's are.

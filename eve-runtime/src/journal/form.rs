@@ -235,7 +235,7 @@ fn integer_bounds(property: &Value, out: &mut Map<String, Value>) {
 /// Checks that `value` answers the form whose schema is `schema` (as [`schema`] made it).
 pub fn check(schema: &Value, value: &Value) -> Result<(), FieldRefusal> {
     let Some(given) = value.as_object() else {
-        let message = format!("the answer to a form is a JSON object of its fields, not {}", kind_of(value));
+        let message = format!("the answer to a form is a JSON object of its fields, not {}", crate::json::kind(value));
         return Err(FieldRefusal { field: None, message });
     };
     let empty = Map::new();
@@ -363,19 +363,7 @@ fn format_example(format: Option<&str>) -> &'static str {
 }
 
 fn expected(what: &str, value: &Value) -> String {
-    format!("must be {what}, not {}", kind_of(value))
-}
-
-/// A value's kind in words: `a string`, `a number`, ….
-fn kind_of(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
+    format!("must be {what}, not {}", crate::json::kind(value))
 }
 
 #[cfg(test)]
