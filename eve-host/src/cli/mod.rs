@@ -346,7 +346,7 @@ impl Host {
             }
             Command::Serve { .. } => serve(&runtime, listener).await,
             #[cfg(feature = "mcp")]
-            Command::Mcp => mcp(runtime, &self.data_dir).await,
+            Command::Mcp => mcp(runtime).await,
             #[cfg(not(feature = "mcp"))]
             Command::Mcp => unreachable!("refused before the runtime is built"),
             Command::Chat { session, json } => chat::chat(&runtime, &self.data_dir, session.as_deref(), json).await,
@@ -1122,14 +1122,11 @@ fn shortened(text: &str) -> String {
 }
 
 /// MCP: serves the tools over stdio. Multi round-trip states are sealed with a key derived from
-/// the data directory's secret key, so a round goes on after the server restarts.
+/// the runtime's, the data directory's secret key, so a round goes on after the server restarts.
 #[cfg(feature = "mcp")]
-async fn mcp(runtime: Runtime, data_dir: &std::path::Path) -> Result<(), String> {
+async fn mcp(runtime: Runtime) -> Result<(), String> {
     crate::mcp::log_to_stderr();
-    let path = data_dir.join("eve.key");
-    let key = eve_runtime::secret::SecretKey::load_or_create(&path)
-        .map_err(|error| format!("cannot read or create the secret key at {} ({error})", path.display()))?;
-    let server = crate::mcp::McpServer::new(runtime.clone()).request_state_key(&key);
+    let server = crate::mcp::McpServer::new(runtime.clone());
     runtime.recover().await.map_err(|error| error.to_string())?;
     let (read, write) = crate::mcp::stdio();
     let served = server.serve_io(read, write).await;

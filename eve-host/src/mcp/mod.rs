@@ -135,7 +135,9 @@ impl McpServer {
             catalog: Arc::new(tools::Catalog::from_registry()),
             task_only: Vec::new(),
             poll_interval: Duration::from_millis(500),
-            states: Arc::new(call::States::new(&SecretKey::generate())),
+            // The runtime's key is the data directory's (or the one every worker shares), so a
+            // round that a restarted server, or another worker, receives goes on.
+            states: Arc::new(call::States::new(&runtime.derive_key(call::STATE_KEY_PURPOSE))),
             seen: Arc::new(status::LastChanges::default()),
             levels: Arc::default(),
             runtime,
@@ -157,8 +159,9 @@ impl McpServer {
     }
 
     /// Seals the state of multi round-trip calls (`requestState`) with a key derived from `key`
-    /// instead of one made for this process, so a round that a restarted server, or another
-    /// server sharing the key, receives goes on. The host CLI passes its data directory's key.
+    /// instead of the runtime's secret key (the data directory's `eve.key`, or the one given to
+    /// [`RuntimeBuilder::secret_key`](eve_runtime::RuntimeBuilder::secret_key)). Either way a
+    /// round that a restarted server, or another server with the same key, receives goes on.
     pub fn request_state_key(mut self, key: &SecretKey) -> Self {
         Arc::make_mut(&mut self.inner).states = Arc::new(call::States::new(key));
         self
