@@ -5,9 +5,9 @@
 use std::io::Write as _;
 use std::time::Duration;
 
+use eve_tools::SampleOutcome;
 use eve_tools::prelude::*;
 use eve_tools::sample::Sampling;
-use eve_tools::SampleOutcome;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

@@ -297,8 +297,14 @@ async fn survives_kills(surface: Surface, tasks: bool) {
     let sampling = &requests["ask-1"];
     assert_eq!(sampling["method"], "sampling/createMessage", "{sampling}");
     let params = &sampling["params"];
-    assert_eq!(params["messages"], json!([{"role": "user", "content": {"type": "text", "text": "Write one line announcing eve 1.0."}}]));
-    assert_eq!((params["systemPrompt"].as_str(), params["maxTokens"].as_u64()), (Some("You write short release announcements."), Some(64)));
+    assert_eq!(
+        params["messages"],
+        json!([{"role": "user", "content": {"type": "text", "text": "Write one line announcing eve 1.0."}}])
+    );
+    assert_eq!(
+        (params["systemPrompt"].as_str(), params["maxTokens"].as_u64()),
+        (Some("You write short release announcements."), Some(64))
+    );
     process.kill(dir.path()).await;
 
     // A new process: the request is still open, and the client's model answers it.

@@ -159,7 +159,10 @@ async fn tools_are_listed_from_the_manifest_and_plain_tools_answer_at_once() {
     let client = connect(host(dir.path()), Person::new(false, "approve"), true).await;
     let tools = client.list_all_tools().await.unwrap();
     let names: Vec<_> = tools.iter().map(|tool| tool.name.as_ref()).collect();
-    assert_eq!(names, ["announce", "approve_deploy", "ask_question", "greet", "long_job", "migrate", "release", "sleep", "weigh"]);
+    assert_eq!(
+        names,
+        ["announce", "approve_deploy", "ask_question", "greet", "long_job", "migrate", "release", "sleep", "weigh"]
+    );
     let greet = tools.iter().find(|tool| tool.name == "greet").unwrap();
     assert_eq!(greet.description.as_deref(), Some("Greet someone, at once."));
     assert_eq!(greet.input_schema.get("required"), Some(&json!(["name"])));
