@@ -396,10 +396,7 @@ fn askable(
     modern: bool,
     cx: &RequestContext<RoleServer>,
 ) -> (InputRequests, Vec<String>) {
-    let sampling = match modern {
-        true => capabilities.sampling.is_some(),
-        false => cx.peer.peer_info().is_some_and(|info| info.capabilities.sampling.is_some()),
-    };
+    let sampling = can_sample(cx);
     let (form, url) = if modern {
         let elicitation = capabilities.elicitation.as_ref();
         (elicitation.is_some(), elicitation.is_some_and(|modes| modes.url.is_some()))
@@ -428,6 +425,16 @@ fn askable(
         }
     }
     (askable, links)
+}
+
+/// Whether the client declared the sampling capability: with each request (2026-07-28), or at
+/// `initialize` (older revisions).
+pub(crate) fn can_sample(cx: &RequestContext<RoleServer>) -> bool {
+    if cx.protocol_version().is_some_and(|version| version >= ProtocolVersion::V_2026_07_28) {
+        cx.client_capabilities().is_some_and(|capabilities| capabilities.sampling.is_some())
+    } else {
+        cx.peer.peer_info().is_some_and(|info| info.capabilities.sampling.is_some())
+    }
 }
 
 /// The result for a client that cannot be asked the run's question.

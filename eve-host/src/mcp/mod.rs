@@ -121,6 +121,8 @@ struct Inner {
     catalog: Arc<tools::Catalog>,
     /// Tools that only run as tasks: a call from a client without the tasks extension is refused.
     task_only: Vec<String>,
+    /// Tools that ask the client's model: a call from a client without sampling is refused.
+    sampling_only: Vec<String>,
     poll_interval: Duration,
     states: Arc<call::States>,
     seen: Arc<status::LastChanges>,
@@ -134,6 +136,7 @@ impl McpServer {
         let inner = Inner {
             catalog: Arc::new(tools::Catalog::from_registry()),
             task_only: Vec::new(),
+            sampling_only: Vec::new(),
             poll_interval: Duration::from_millis(500),
             // The runtime's key is the data directory's (or the one every worker shares), so a
             // round that a restarted server, or another worker, receives goes on.
@@ -149,6 +152,16 @@ impl McpServer {
     /// extension gets the JSON-RPC error `-32021` (a missing client capability) and starts nothing.
     pub fn require_task(mut self, tool: impl Into<String>) -> Self {
         Arc::make_mut(&mut self.inner).task_only.push(tool.into());
+        self
+    }
+
+    /// Makes `tool` callable only by clients that declared the sampling capability, for a tool
+    /// that cannot do without the client's model (`ctx.sample`): a call from another client gets
+    /// the JSON-RPC error `-32021` (a missing client capability, `requiredCapabilities`
+    /// `{"sampling": {}}`) and starts nothing. Without it, such a call starts the run, which
+    /// waits with its request open, and the call gets an `isError` result saying so.
+    pub fn require_sampling(mut self, tool: impl Into<String>) -> Self {
+        Arc::make_mut(&mut self.inner).sampling_only.push(tool.into());
         self
     }
 
