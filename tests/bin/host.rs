@@ -1,6 +1,8 @@
 //! A binary hosting tools with the eve CLI, as a user's binary does.
 
+use eve_tools::SampleOutcome;
 use eve_tools::prelude::*;
+use eve_tools::sample::Sampling;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -101,6 +103,27 @@ pub struct Ballot {
     vote: Option<String>,
     #[serde(default)]
     done: bool,
+}
+
+/// What to write a note about.
+#[derive(Deserialize, JsonSchema)]
+pub struct Topic {
+    /// The topic.
+    topic: String,
+}
+
+/// Have the calling client's model write a note: answered over MCP by the client, elsewhere by
+/// a person with a completion.
+#[workflow_tool]
+pub async fn write_note(input: Topic, ctx: &WorkflowCtx) -> Result<String, ToolError> {
+    let request = Sampling::user(format!("Write a note about {}.", input.topic), 200).system("Be brief.");
+    Ok(match ctx.sample(request).await {
+        SampleOutcome::Completed(completion) => {
+            format!("{} (by {})", completion.text().unwrap_or("(not text)"), completion.model)
+        }
+        SampleOutcome::Declined => "no note: declined".into(),
+        SampleOutcome::Cancelled | SampleOutcome::Unavailable => "no note: nobody answered".into(),
+    })
 }
 
 #[step(max_attempts = 4, backoff = "250ms")]

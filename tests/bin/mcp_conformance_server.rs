@@ -341,6 +341,14 @@ pub async fn test_input_required_result_sampling(_input: Nothing, ctx: &Workflow
     Ok(format!("The model says: {}", sampled(outcome)))
 }
 
+/// Ask the client's model, which only a client with sampling can answer: served with
+/// `require_sampling`, so a call from a client without it is refused (SEP-2575).
+#[workflow_tool]
+pub async fn test_missing_capability(_input: Nothing, ctx: &WorkflowCtx) -> Result<String, ToolError> {
+    let outcome = ctx.sample(Sampling::user("Say something.", 50)).await;
+    Ok(format!("The model says: {}", sampled(outcome)))
+}
+
 /// Return simple text.
 #[tool]
 pub async fn test_simple_text(_input: Nothing) -> Result<String, ToolError> {
@@ -723,7 +731,7 @@ async fn serve() -> Result<(), String> {
         .public_url(format!("http://{local}"))
         .build()
         .map_err(|error| error.to_string())?;
-    let eve = McpServer::new(runtime.clone()).require_task("failing_job");
+    let eve = McpServer::new(runtime.clone()).require_task("failing_job").require_sampling("test_missing_capability");
     let server = eve_tools::http::Server::new(runtime)
         .mcp(Fixture { eve })
         .serve(listener)

@@ -5,7 +5,9 @@
 use std::io::Write as _;
 use std::time::Duration;
 
+use eve_tools::SampleOutcome;
 use eve_tools::prelude::*;
+use eve_tools::sample::Sampling;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -116,6 +118,43 @@ pub async fn migrate(input: Tables, progress: Progress) -> Result<(), ToolError>
         progress.report(serde_json::json!({ "migrated": done + 1, "of": input.tables.len() })).await?;
     }
     Ok(())
+}
+
+/// What to announce.
+#[derive(Deserialize, JsonSchema)]
+pub struct Announcement {
+    /// What the announcement is about.
+    topic: String,
+}
+
+/// Where and how to publish an announcement, as a person fills it in.
+#[derive(Deserialize, JsonSchema)]
+pub struct Publishing {
+    /// The channel to post it in.
+    channel: String,
+    /// How many times to post it.
+    copies: u32,
+}
+
+/// Outlines an announcement, has the client's model draft it, asks a person where to publish it,
+/// and publishes it: a step before and after each of the two waits.
+#[workflow_tool]
+pub async fn announce(input: Announcement, ctx: &WorkflowCtx) -> Result<String, ToolError> {
+    record("outline".into()).await?;
+    let request = Sampling::user(format!("Write one line announcing {}.", input.topic), 64)
+        .system("You write short release announcements.");
+    let draft = match ctx.sample(request).await {
+        SampleOutcome::Completed(completion) => completion.text().unwrap_or("(not text)").to_owned(),
+        SampleOutcome::Declined => return Ok("not announced: the client declined to draft it".into()),
+        SampleOutcome::Cancelled | SampleOutcome::Unavailable => return Ok("not announced: no draft".into()),
+    };
+    record(format!("draft {draft}")).await?;
+    let publishing = match ctx.ask_form::<Publishing>(format!("Publish {draft:?} where?"))?.await {
+        FormOutcome::Answered(publishing) => publishing,
+        _ => return Ok(format!("drafted {draft:?}, not published")),
+    };
+    record(format!("publish {} x{}", publishing.channel, publishing.copies)).await?;
+    Ok(format!("published {draft:?} in {} ({} copies)", publishing.channel, publishing.copies))
 }
 
 /// Appends `name` to the counts file, once per execution.

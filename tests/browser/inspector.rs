@@ -1,7 +1,8 @@
 //! The inspector in a real browser: headless Chromium driven through WebDriver (chromedriver),
 //! both installed by `scripts/chromium.sh` (Debian's `chromium` and `chromium-driver`). A person
 //! signs in with the server's key, lists the runs, filters them, opens a parked run with the
-//! keyboard, answers its question in the form and sees the run complete live (from the event
+//! keyboard, answers its question in the form (a form generated from a schema, a completion for a
+//! request for the client's model) and sees the run complete live (from the event
 //! stream, without reloading), travels back along its journal, and cancels another run. Each view
 //! is checked for labelled controls, named buttons and text contrast of at least 4.5:1.
 //!
@@ -13,7 +14,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use eve_tests::http::{Served, serve_with};
+use eve_tools::SampleOutcome;
 use eve_tools::prelude::*;
+use eve_tools::sample::Sampling;
 use fantoccini::{Client, ClientBuilder, Locator, key::Key};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -455,6 +458,67 @@ async fn a_person_fills_in_a_form_generated_from_its_schema() {
         text_of(&browser, "#run-status", |text| text.starts_with("completed"), "the run completes").await?;
         let outcome = run.outcome().await.map_err(fail)?;
         assert_eq!(outcome, eve_tools::RunOutcome::Completed(json!("1.4 to us on 3, announce true")));
+        Ok(())
+    })
+    .await;
+}
+
+/// Asks the client's model to name a release, and says what it got.
+#[workflow_tool]
+pub async fn browser_name_release(_input: Refund, ctx: &WorkflowCtx) -> Result<String, ToolError> {
+    let request = Sampling::user("Name the release.", 20).system("One word, please.");
+    Ok(match ctx.sample(request).await {
+        SampleOutcome::Completed(completion) => {
+            format!("{} by {}", completion.text().unwrap_or("(not text)"), completion.model)
+        }
+        SampleOutcome::Declined => "declined".into(),
+        SampleOutcome::Cancelled | SampleOutcome::Unavailable => "nobody answered".into(),
+    })
+}
+
+/// A request for the client's model shows what it sends the model (the system prompt, each
+/// message with its role, the token limit) and is answered by typing the completion, which the
+/// page sends as an assistant's completion. Seen failing: it was shown as a text question whose
+/// answer the server refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_answers_a_request_for_the_clients_model_with_a_completion() {
+    let driver = driver().await;
+    let served = serve_with(|runtime| runtime, |server| server).await;
+    let run = served.runtime.start("browser_name_release", json!({ "amount": 1 })).await.unwrap();
+    run.parked().await.unwrap();
+    let browser = browser(&driver).await;
+
+    with_screenshot_on_failure(browser.clone(), "sampling", async {
+        browser.goto(&served.url(&format!("/ui#/runs/{}", run.id()))).await.map_err(fail)?;
+        let form = "form.question.sampling";
+        text_of(
+            &browser,
+            &format!("{form} .sampling-system"),
+            |text| text == "system One word, please.",
+            "the system prompt",
+        )
+        .await?;
+        text_of(
+            &browser,
+            &format!("{form} .sampling-messages"),
+            |text| text == "user Name the release.",
+            "the message",
+        )
+        .await?;
+        text_of(&browser, form, |text| text.contains("At most 20 tokens."), "the token limit").await?;
+        accessible(&browser, "sampling form").await?;
+        let submit = browser.find(Locator::Css(&format!("{form} button[type=submit]"))).await.map_err(fail)?;
+        submit.click().await.map_err(fail)?;
+        text_of(&browser, ".form-message", |text| text == "Type the completion.", "an empty completion").await?;
+        let text = browser.find(Locator::Css(&format!("{form} textarea"))).await.map_err(fail)?;
+        text.send_keys("Aurora").await.map_err(fail)?;
+        let model = browser.find(Locator::Css(&format!("{form} input[name=model]"))).await.map_err(fail)?;
+        model.clear().await.map_err(fail)?;
+        model.send_keys("ada").await.map_err(fail)?;
+        submit.click().await.map_err(fail)?;
+        text_of(&browser, "#run-status", |text| text.starts_with("completed"), "the run completes").await?;
+        let outcome = run.outcome().await.map_err(fail)?;
+        assert_eq!(outcome, eve_tools::RunOutcome::Completed(json!("Aurora by ada")));
         Ok(())
     })
     .await;

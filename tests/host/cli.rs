@@ -37,6 +37,7 @@ fn the_manifest_lists_every_tool_with_its_shape_and_every_step_with_its_policy()
         "plan_release",
         "sleep",
         "tally_votes",
+        "write_note",
     ];
     assert_eq!(names, expected, "sorted by name");
     assert_eq!(all[0]["shape"], json!({ "lifetime": "step", "suspend": "workflow" }), "the provided ask_question");
@@ -182,7 +183,8 @@ fn questions_are_listed_and_answered_from_the_command_line() {
     let refused: [(&[&str], &str); 4] = [
         (
             &["answer", "run-q", "ask-0"],
-            "error: the answer is empty: give --option <id>, --text '...', --json '{...}' for a form, or --decline",
+            "error: the answer is empty: give --option <id>, --text '...', --json '{...}' for a form or a completion, or \
+             --decline",
         ),
         (
             &["answer", "run-q", "ask-0", "--option", "later"],
@@ -242,7 +244,7 @@ fn forms_are_answered_with_json_from_the_command_line() {
             &["answer", "run-f", "ask-0", "--json", r#"{"replicas": 3}"#],
             "error: --json does not fit the form: field `version` is required",
         ),
-        (&["answer", "run-f", "ask-0", "--json", "{version"], "error: the form's value (--json) is not valid JSON"),
+        (&["answer", "run-f", "ask-0", "--json", "{version"], "error: the value (--json) is not valid JSON"),
         (
             &["answer", "run-f", "ask-0", "--text", "1.2"],
             "error: this question is a form: answer with --json '{...}', an object of its fields",
@@ -262,6 +264,71 @@ fn forms_are_answered_with_json_from_the_command_line() {
     let (ok, stdout, stderr) = host(dir.path(), &["answer", "run-d", "ask-0", "--decline"]);
     assert!(ok, "{stderr}");
     assert_eq!(stdout.trim(), "\"not releasing: declined\"");
+}
+
+/// A request for the client's model is listed as what it sends the model (system prompt,
+/// messages, token limit) with the completion's shape, and answered with `--json` holding a
+/// completion; anything else is refused saying what a completion is, and `--decline` declines it.
+/// Seen failing: `questions` offered `--text '...'`, which the runtime refuses for a completion.
+#[test]
+fn a_request_for_the_clients_model_is_answered_with_a_completion_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, stdout, stderr) = host(dir.path(), &["call", "write_note", r#"{"topic": "the launch"}"#, "--id", "run-s"]);
+    assert!(ok, "{stderr}");
+    assert!(
+        stdout.contains("ask-0  A completion from the client's model for: Write a note about the launch."),
+        "{stdout}"
+    );
+    let (ok, stdout, _) = host(dir.path(), &["questions", "run-s"]);
+    assert!(ok);
+    let shape = r#"{"role": "assistant", "content": {"type": "text", "text": "..."}, "model": "..."}"#;
+    for line in [
+        "    system: Be brief.".to_owned(),
+        "    user: Write a note about the launch.".to_owned(),
+        "    at most 200 tokens".to_owned(),
+        format!("    --json with the completion: {shape}"),
+        format!("answer with: answer run-s ask-0 --json '{shape}' (or --decline)"),
+    ] {
+        assert!(stdout.lines().any(|shown| shown == line), "{line:?} in:\n{stdout}");
+    }
+    assert!(!stdout.contains("--text"), "a completion is not typed text: {stdout}");
+
+    let refused: [(&[&str], String); 3] = [
+        (
+            &["answer", "run-s", "ask-0", "--text", "Launch is Monday."],
+            format!("error: this request is for the client's model: answer with --json '{shape}', its completion"),
+        ),
+        (
+            &["answer", "run-s", "ask-0", "--json", r#"{"role": "assistant", "model": "me"}"#],
+            "error: --json is not a completion: missing field `content`".to_owned(),
+        ),
+        (
+            &[
+                "answer",
+                "run-s",
+                "ask-0",
+                "--json",
+                r#"{"role": "assistant", "content": {"type": "txt"}, "model": "m"}"#,
+            ],
+            "error: --json is not a completion at `content.type`: unknown variant `txt`".to_owned(),
+        ),
+    ];
+    for (args, expected) in refused {
+        let (ok, _, stderr) = host(dir.path(), args);
+        assert!(!ok, "{args:?} must fail");
+        assert!(stderr.starts_with(&expected), "{args:?}: {stderr}");
+    }
+    let completion =
+        r#"{"role": "assistant", "content": {"type": "text", "text": "Launch is Monday."}, "model": "ada"}"#;
+    let (ok, stdout, stderr) = host(dir.path(), &["answer", "run-s", "ask-0", "--json", completion]);
+    assert!(ok, "{stderr}");
+    assert_eq!(stdout.trim(), "\"Launch is Monday. (by ada)\"");
+
+    let (ok, _, stderr) = host(dir.path(), &["call", "write_note", r#"{"topic": "x"}"#, "--id", "run-d"]);
+    assert!(ok, "{stderr}");
+    let (ok, stdout, stderr) = host(dir.path(), &["answer", "run-d", "ask-0", "--decline"]);
+    assert!(ok, "{stderr}");
+    assert_eq!(stdout.trim(), "\"no note: declined\"");
 }
 
 /// `resume-hook` follows the run as `answer` does, and `inspect` shows deliveries the run has not

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use eve_tests::http::{Seen, serve};
 use eve_tools::prelude::*;
-use eve_tools::{Answer, AnswerError, Error, FormOutcome, RunId};
+use eve_tools::sample::Sampling;
+use eve_tools::{Answer, AnswerError, Error, FormOutcome, RunId, SampleOutcome};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -233,6 +234,64 @@ async fn a_form_is_answered_over_the_run_api_with_a_value() {
     assert_eq!(run.outcome().await.unwrap().output(), Some(&json!("1.2 x3")));
 
     let declined = served.runtime.start("ask_release", json!({})).await.unwrap();
+    declined.parked().await.unwrap();
+    assert_eq!(post(declined.id(), json!({ "action": "decline" })).await.status, 204);
+    assert_eq!(declined.outcome().await.unwrap().output(), Some(&json!("declined")));
+}
+
+/// Asks the client's model to name a release, and says what came of it.
+#[workflow_tool]
+pub async fn name_release(_input: Nothing, ctx: &WorkflowCtx) -> Result<String, ToolError> {
+    let request = Sampling::user("Name the release.", 20).system("One word.");
+    Ok(match ctx.sample(request).await {
+        SampleOutcome::Completed(completion) => format!("{} by {}", completion.text().unwrap_or("?"), completion.model),
+        SampleOutcome::Declined => "declined".into(),
+        SampleOutcome::Cancelled | SampleOutcome::Unavailable => "nobody answered".into(),
+    })
+}
+
+/// Over the run API a request for the client's model is listed with what it sends the model
+/// and answered with a completion as `value`; anything else is a 422 at `value` saying what a
+/// completion is; `action` declines it.
+#[tokio::test]
+async fn a_request_for_the_clients_model_is_answered_over_the_run_api_with_a_completion() {
+    let served = serve().await;
+    let post = |run: &RunId, body: Value| {
+        let url = served.url(&format!("/v1/runs/{run}/questions/ask-0"));
+        let request = served.client.post(url).json(&body);
+        async move { Seen::of(request.send().await.unwrap()).await }
+    };
+    let run = served.runtime.start("name_release", json!({})).await.unwrap();
+    run.parked().await.unwrap();
+    let listed =
+        Seen::of(served.client.get(served.url(&format!("/v1/runs/{}/questions", run.id()))).send().await.unwrap())
+            .await;
+    let request = &listed.json()["questions"][0]["request"];
+    assert_eq!(request["display"], "sampling");
+    assert_eq!(
+        request["sampling"],
+        json!({
+            "messages": [{"role": "user", "content": {"type": "text", "text": "Name the release."}}],
+            "systemPrompt": "One word.",
+            "maxTokens": 20,
+        })
+    );
+    let seen = post(run.id(), json!({ "text": "Aurora" })).await;
+    let (message, field) = seen.error();
+    assert_eq!((seen.status, field), (422, json!("value")), "{message}");
+    assert!(
+        message.starts_with("this request is for the client's model: answer with `value`, its completion"),
+        "{message}"
+    );
+    let seen = post(run.id(), json!({ "value": { "role": "assistant", "content": "Aurora", "model": "m" } })).await;
+    let (message, field) = seen.error();
+    assert_eq!((seen.status, field), (422, json!("value")), "{message}");
+    assert!(message.starts_with("`value` is not a completion at `content`"), "{message}");
+    let completion = json!({ "role": "assistant", "content": { "type": "text", "text": "Aurora" }, "model": "ada" });
+    assert_eq!(post(run.id(), json!({ "value": completion })).await.status, 204);
+    assert_eq!(run.outcome().await.unwrap().output(), Some(&json!("Aurora by ada")));
+
+    let declined = served.runtime.start("name_release", json!({})).await.unwrap();
     declined.parked().await.unwrap();
     assert_eq!(post(declined.id(), json!({ "action": "decline" })).await.status, 204);
     assert_eq!(declined.outcome().await.unwrap().output(), Some(&json!("declined")));

@@ -65,36 +65,37 @@ impl ClientHandler for Person {
 }
 
 /// A host process on `dir`, counting steps into `dir/counts`.
-fn host(dir: &Path) -> TokioChildProcess {
+pub(super) fn host(dir: &Path) -> TokioChildProcess {
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-host"));
     command.arg("mcp").env("EVE_DATA_DIR", dir).env("EVE_MCP_COUNTS", dir.join("counts"));
     TokioChildProcess::new(command).expect("the host binary starts")
 }
 
 /// Connects with the 2026-07-28 lifecycle (`server/discover`), or with `initialize` (legacy).
-async fn connect<T, E, A>(transport: T, person: Person, modern: bool) -> RunningService<RoleClient, Person>
+pub(super) async fn connect<H, T, E, A>(transport: T, client: H, modern: bool) -> RunningService<RoleClient, H>
 where
+    H: ClientHandler,
     T: IntoTransport<RoleClient, E, A> + Send + 'static,
     E: std::error::Error + Send + Sync + 'static,
 {
     if modern {
         let mode = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
-        person.serve_with_lifecycle(transport, mode).await.expect("server/discover succeeds")
+        client.serve_with_lifecycle(transport, mode).await.expect("server/discover succeeds")
     } else {
-        person.serve(transport).await.expect("initialize succeeds")
+        client.serve(transport).await.expect("initialize succeeds")
     }
 }
 
-fn call(tool: &str, arguments: Value) -> CallToolRequestParams {
+pub(super) fn call(tool: &str, arguments: Value) -> CallToolRequestParams {
     let arguments: JsonObject = arguments.as_object().expect("arguments are an object").clone();
     CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments)
 }
 
-fn text(result: &CallToolResult) -> String {
+pub(super) fn text(result: &CallToolResult) -> String {
     result.content.first().and_then(|block| block.as_text()).map(|text| text.text.clone()).unwrap_or_default()
 }
 
-fn counts(dir: &Path) -> Vec<String> {
+pub(super) fn counts(dir: &Path) -> Vec<String> {
     std::fs::read_to_string(dir.join("counts")).unwrap_or_default().lines().map(str::to_owned).collect()
 }
 
@@ -130,7 +131,7 @@ fn lock_free(dir: &Path) -> bool {
 
 /// Waits until process `pid`, a host on `dir`, has exited (it may stay a zombie until reaped)
 /// and no longer holds the store's lock.
-async fn exited(pid: u32, dir: &Path) {
+pub(super) async fn exited(pid: u32, dir: &Path) {
     let started = Instant::now();
     loop {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -158,7 +159,10 @@ async fn tools_are_listed_from_the_manifest_and_plain_tools_answer_at_once() {
     let client = connect(host(dir.path()), Person::new(false, "approve"), true).await;
     let tools = client.list_all_tools().await.unwrap();
     let names: Vec<_> = tools.iter().map(|tool| tool.name.as_ref()).collect();
-    assert_eq!(names, ["approve_deploy", "ask_question", "greet", "long_job", "migrate", "release", "sleep", "weigh"]);
+    assert_eq!(
+        names,
+        ["announce", "approve_deploy", "ask_question", "greet", "long_job", "migrate", "release", "sleep", "weigh"]
+    );
     let greet = tools.iter().find(|tool| tool.name == "greet").unwrap();
     assert_eq!(greet.description.as_deref(), Some("Greet someone, at once."));
     assert_eq!(greet.input_schema.get("required"), Some(&json!(["name"])));

@@ -155,7 +155,8 @@ enum Command {
         /// The text typed, for questions that accept it.
         #[arg(long)]
         text: Option<String>,
-        /// A form's value: a JSON object of its fields (`questions` lists them).
+        /// A form's value, a JSON object of its fields; or, for a request for the client's model,
+        /// its completion (`questions` shows which, and the shape).
         #[arg(long = "json", value_name = "OBJECT")]
         value: Option<String>,
         /// Decline the question instead of answering it: the run sees it declined.
@@ -332,7 +333,7 @@ impl Host {
             }
             Command::Questions { run } => questions(&runtime, &parse_run(&run)?).await,
             Command::Answer { run, request, option_id, text, value, decline, dismiss } => {
-                let value = value.map(|value| parse_json(&value, "form's value (--json)")).transpose()?;
+                let value = value.map(|value| parse_json(&value, "value (--json)")).transpose()?;
                 let action = match (decline, dismiss) {
                     (true, _) => AnswerAction::Decline,
                     (_, true) => AnswerAction::Cancel,
@@ -346,7 +347,7 @@ impl Host {
             }
             Command::Serve { .. } => serve(&runtime, listener).await,
             #[cfg(feature = "mcp")]
-            Command::Mcp => mcp(runtime, &self.data_dir).await,
+            Command::Mcp => mcp(runtime).await,
             #[cfg(not(feature = "mcp"))]
             Command::Mcp => unreachable!("refused before the runtime is built"),
             Command::Chat { session, json } => chat::chat(&runtime, &self.data_dir, session.as_deref(), json).await,
@@ -663,17 +664,47 @@ fn print_questions(run: &RunId, open: &[eve_runtime::OpenQuestion]) {
             let description = option.description.as_deref().map(|text| format!(" ({text})")).unwrap_or_default();
             println!("    --option {:<12} {}{description}", option.id, option.label);
         }
-        if let Some(schema) = &request.schema {
+        if let Some(sampling) = &request.sampling {
+            print_sampling(sampling);
+        } else if let Some(schema) = &request.schema {
             print_form(schema);
-        } else if request.allow_freeform || request.options.is_empty() {
+        } else if request.takes_text() {
             println!("    --text '...'");
         }
     }
     let first = &open[0];
-    match first.request.schema {
-        Some(_) => println!("answer with: answer {run} {} --json '{{...}}' (or --decline)", first.request_id),
-        None => println!("answer with: answer {run} {} --option <id> (or --text '...')", first.request_id),
+    let how = match (&first.request.sampling, &first.request.schema) {
+        (Some(_), _) => format!("--json '{COMPLETION_SHAPE}' (or --decline)"),
+        (None, Some(_)) => "--json '{...}' (or --decline)".to_owned(),
+        (None, None) => "--option <id> (or --text '...')".to_owned(),
+    };
+    println!("answer with: answer {run} {} {how}", first.request_id);
+}
+
+/// What a completion looks like, for the hints of a request for the client's model.
+const COMPLETION_SHAPE: &str = r#"{"role": "assistant", "content": {"type": "text", "text": "..."}, "model": "..."}"#;
+
+/// A request for the client's model: what it sends the model, one message a line, and the
+/// completion that answers it.
+fn print_sampling(sampling: &eve_runtime::ask::Sampling) {
+    use eve_runtime::journal::sample::{Content, Role};
+    if let Some(system) = &sampling.system_prompt {
+        println!("    system: {system}");
     }
+    for message in &sampling.messages {
+        let role = match message.role {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        };
+        let said = match &message.content {
+            Content::Text { text } => text.clone(),
+            Content::Image { mime_type, .. } => format!("[an image, {mime_type}]"),
+            Content::Audio { mime_type, .. } => format!("[audio, {mime_type}]"),
+        };
+        println!("    {role}: {said}");
+    }
+    println!("    at most {} tokens", sampling.max_tokens);
+    println!("    --json with the completion: {COMPLETION_SHAPE}");
 }
 
 /// A form's fields, one a line: name, type or choices, whether required, default.
@@ -709,7 +740,7 @@ async fn answer(runtime: &Runtime, run: &RunId, request: &str, answer: Answer) -
     let empty = answer.option_id.is_none() && answer.text.is_none() && answer.value.is_none();
     if empty && answer.action == AnswerAction::Accept {
         return Err(
-            "the answer is empty: give --option <id>, --text '...', --json '{...}' for a form, or --decline".to_owned()
+            "the answer is empty: give --option <id>, --text '...', --json '{...}' for a form or a completion, or --decline".to_owned()
         );
     }
     let before = journal_length(runtime, run).await?;
@@ -747,6 +778,10 @@ fn answer_refusal(refusal: eve_runtime::ask::AnswerError) -> String {
         AnswerError::ValueNotAccepted => {
             "--json is not accepted: this question is not a form; answer with --option or --text".to_owned()
         }
+        AnswerError::CompletionNeeded => {
+            format!("this request is for the client's model: answer with --json '{COMPLETION_SHAPE}', its completion")
+        }
+        AnswerError::NotACompletion(message) => format!("--json is {message}"),
         other => other.to_string(),
     }
 }
@@ -1122,14 +1157,11 @@ fn shortened(text: &str) -> String {
 }
 
 /// MCP: serves the tools over stdio. Multi round-trip states are sealed with a key derived from
-/// the data directory's secret key, so a round goes on after the server restarts.
+/// the runtime's, the data directory's secret key, so a round goes on after the server restarts.
 #[cfg(feature = "mcp")]
-async fn mcp(runtime: Runtime, data_dir: &std::path::Path) -> Result<(), String> {
+async fn mcp(runtime: Runtime) -> Result<(), String> {
     crate::mcp::log_to_stderr();
-    let path = data_dir.join("eve.key");
-    let key = eve_runtime::secret::SecretKey::load_or_create(&path)
-        .map_err(|error| format!("cannot read or create the secret key at {} ({error})", path.display()))?;
-    let server = crate::mcp::McpServer::new(runtime.clone()).request_state_key(&key);
+    let server = crate::mcp::McpServer::new(runtime.clone());
     runtime.recover().await.map_err(|error| error.to_string())?;
     let (read, write) = crate::mcp::stdio();
     let served = server.serve_io(read, write).await;

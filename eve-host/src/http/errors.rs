@@ -187,6 +187,8 @@ fn from_answer(error: AnswerError) -> ApiError {
             let at = field.map_or_else(|| "value".to_owned(), |field| format!("value.{field}"));
             unprocessable(format!("`value` does not fit the form: {message}")).field(at)
         }
+        error @ AnswerError::CompletionNeeded => unprocessable(error.to_string()).field("value"),
+        AnswerError::NotACompletion(message) => unprocessable(format!("`value` is {message}")).field("value"),
         error @ AnswerError::NotOpen { .. } => ApiError::new(StatusCode::CONFLICT, error.to_string()),
         error => unprocessable(error.to_string()),
     }

@@ -49,6 +49,9 @@ const FOLLOW_AGAIN: Duration = Duration::from_secs(1);
 /// may take their time to answer.
 const STATE_TTL: Duration = Duration::from_secs(24 * 3600);
 
+/// The purpose of the runtime key [`States`] are sealed with by default.
+pub(crate) const STATE_KEY_PURPOSE: &str = "eve-host mcp request state";
+
 /// Seals and opens `requestState`s.
 pub(crate) struct States(RequestStateCodec);
 
@@ -393,10 +396,7 @@ fn askable(
     modern: bool,
     cx: &RequestContext<RoleServer>,
 ) -> (InputRequests, Vec<String>) {
-    let sampling = match modern {
-        true => capabilities.sampling.is_some(),
-        false => cx.peer.peer_info().is_some_and(|info| info.capabilities.sampling.is_some()),
-    };
+    let sampling = can_sample(cx);
     let (form, url) = if modern {
         let elicitation = capabilities.elicitation.as_ref();
         (elicitation.is_some(), elicitation.is_some_and(|modes| modes.url.is_some()))
@@ -427,6 +427,16 @@ fn askable(
     (askable, links)
 }
 
+/// Whether the client declared the sampling capability: with each request (2026-07-28), or at
+/// `initialize` (older revisions).
+pub(crate) fn can_sample(cx: &RequestContext<RoleServer>) -> bool {
+    if cx.protocol_version().is_some_and(|version| version >= ProtocolVersion::V_2026_07_28) {
+        cx.client_capabilities().is_some_and(|capabilities| capabilities.sampling.is_some())
+    } else {
+        cx.peer.peer_info().is_some_and(|info| info.capabilities.sampling.is_some())
+    }
+}
+
 /// The result for a client that cannot be asked the run's question.
 fn cannot_ask(entry: &Entry, snapshot: &Snapshot) -> rmcp::model::CallToolResult {
     if snapshot.questions.iter().any(|question| question.request.sampling.is_some()) {
@@ -446,8 +456,11 @@ fn cannot_ask(entry: &Entry, snapshot: &Snapshot) -> rmcp::model::CallToolResult
     ))
 }
 
-/// Asks each request with `elicitation/create` (revisions before 2026-07-28) and collects the
-/// responses by key.
+/// Asks each request with `elicitation/create` or `sampling/createMessage` (revisions before
+/// 2026-07-28) and collects the responses by key. A client that answers a sampling request with
+/// an error (its user rejected it, say) has answered it: the error is its response, which
+/// declines the request (see `questions`). A request the client never answered (the connection
+/// closed, or it timed out) fails the call and leaves the run waiting.
 async fn elicit(cx: &RequestContext<RoleServer>, requests: InputRequests) -> Result<InputResponses, ErrorData> {
     let mut responses = InputResponses::new();
     for (key, request) in requests {
@@ -458,9 +471,14 @@ async fn elicit(cx: &RequestContext<RoleServer>, requests: InputRequests) -> Res
                 serde_json::to_value(cx.peer.create_elicitation(elicit.params).await.map_err(unanswered)?)
             }
             #[allow(deprecated, reason = "sampling is deprecated by SEP-2577, and still what clients answer")]
-            InputRequest::CreateMessage(sample) => {
-                serde_json::to_value(cx.peer.create_message(sample.params).await.map_err(unanswered)?)
-            }
+            InputRequest::CreateMessage(sample) => match cx.peer.create_message(sample.params).await {
+                Ok(result) => serde_json::to_value(result),
+                Err(rmcp::service::ServiceError::McpError(refusal)) => {
+                    tracing::debug!(key, "the client refused a sampling request: {}", refusal.message);
+                    serde_json::to_value(refusal)
+                }
+                Err(error) => return Err(unanswered(error)),
+            },
             _ => continue,
         };
         let value = value

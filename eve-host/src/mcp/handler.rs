@@ -64,6 +64,11 @@ impl ServerHandler for McpServer {
                 if let Some(state) = &request.request_state {
                     return call::next_round(inner, entry, state, request.input_responses.as_ref(), &cx).await;
                 }
+                if inner.sampling_only.iter().any(|name| name == entry.descriptor.name) && !call::can_sample(&cx) {
+                    #[allow(deprecated, reason = "sampling is deprecated by SEP-2577, and still what clients answer")]
+                    let required = ClientCapabilities::builder().enable_sampling().build();
+                    return Err(ErrorData::missing_required_client_capability(required));
+                }
                 let arguments = Value::Object(request.arguments.unwrap_or_default());
                 if let Err(message) = entry.check(&arguments) {
                     return Ok(failed(message).into());

@@ -121,6 +121,8 @@ struct Inner {
     catalog: Arc<tools::Catalog>,
     /// Tools that only run as tasks: a call from a client without the tasks extension is refused.
     task_only: Vec<String>,
+    /// Tools that ask the client's model: a call from a client without sampling is refused.
+    sampling_only: Vec<String>,
     poll_interval: Duration,
     states: Arc<call::States>,
     seen: Arc<status::LastChanges>,
@@ -134,8 +136,11 @@ impl McpServer {
         let inner = Inner {
             catalog: Arc::new(tools::Catalog::from_registry()),
             task_only: Vec::new(),
+            sampling_only: Vec::new(),
             poll_interval: Duration::from_millis(500),
-            states: Arc::new(call::States::new(&SecretKey::generate())),
+            // The runtime's key is the data directory's (or the one every worker shares), so a
+            // round that a restarted server, or another worker, receives goes on.
+            states: Arc::new(call::States::new(&runtime.derive_key(call::STATE_KEY_PURPOSE))),
             seen: Arc::new(status::LastChanges::default()),
             levels: Arc::default(),
             runtime,
@@ -150,6 +155,16 @@ impl McpServer {
         self
     }
 
+    /// Makes `tool` callable only by clients that declared the sampling capability, for a tool
+    /// that cannot do without the client's model (`ctx.sample`): a call from another client gets
+    /// the JSON-RPC error `-32021` (a missing client capability, `requiredCapabilities`
+    /// `{"sampling": {}}`) and starts nothing. Without it, such a call starts the run, which
+    /// waits with its request open, and the call gets an `isError` result saying so.
+    pub fn require_sampling(mut self, tool: impl Into<String>) -> Self {
+        Arc::make_mut(&mut self.inner).sampling_only.push(tool.into());
+        self
+    }
+
     /// How often clients should poll a task (`pollIntervalMs`); default 500 ms.
     pub fn poll_interval(mut self, interval: Duration) -> Self {
         Arc::make_mut(&mut self.inner).poll_interval = interval;
@@ -157,8 +172,9 @@ impl McpServer {
     }
 
     /// Seals the state of multi round-trip calls (`requestState`) with a key derived from `key`
-    /// instead of one made for this process, so a round that a restarted server, or another
-    /// server sharing the key, receives goes on. The host CLI passes its data directory's key.
+    /// instead of the runtime's secret key (the data directory's `eve.key`, or the one given to
+    /// [`RuntimeBuilder::secret_key`](eve_runtime::RuntimeBuilder::secret_key)). Either way a
+    /// round that a restarted server, or another server with the same key, receives goes on.
     pub fn request_state_key(mut self, key: &SecretKey) -> Self {
         Arc::make_mut(&mut self.inner).states = Arc::new(call::States::new(key));
         self

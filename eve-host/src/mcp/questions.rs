@@ -20,7 +20,9 @@
 //!
 //! A request for the client's model (`ctx.sample`) becomes a `sampling/createMessage` input
 //! request, its parameters those the run journaled; the client's result is the completion,
-//! checked before the run gets it.
+//! checked before the run gets it. A client that answers the request with a JSON-RPC error
+//! (`{"code": …, "message": …}`; its user rejected it, say) declines it: the body sees
+//! `SampleOutcome::Declined`.
 //!
 //! A sign-in becomes a URL elicitation carrying the sign-in link. Its response only says whether
 //! the person went there: the sign-in itself completes through the provider's callback; a
@@ -126,6 +128,9 @@ pub(crate) fn input_request(params: ElicitRequestParams) -> InputRequest {
 /// field at fault below `field` (the response's JSON path).
 pub(crate) fn question_response(ask: &Ask, value: &Value, field: &str) -> Result<Response, String> {
     if ask.sampling.is_some() {
+        if is_error_response(value) {
+            return Ok(Response::Answer(Answer::declined()));
+        }
         let answer = Answer::value(value.clone());
         return match ask.check(&answer) {
             Ok(()) => Ok(Response::Answer(answer)),
@@ -168,6 +173,12 @@ pub(crate) fn question_response(ask: &Ask, value: &Value, field: &str) -> Result
         format!("`{field}.content.{at}`: {error}")
     })?;
     Ok(Response::Answer(answer))
+}
+
+/// Whether `value` is a JSON-RPC error object, a client's refusal of a request: an integer
+/// `code` and a string `message` (a completion has neither).
+fn is_error_response(value: &Value) -> bool {
+    value.get("code").is_some_and(Value::is_i64) && value.get("message").is_some_and(Value::is_string)
 }
 
 /// What the response `value` to a sign-in's URL elicitation asks for.
@@ -271,6 +282,20 @@ mod tests {
         let refused = answer(&Ask::text("Why?"), json!({"action": "accept", "content": {"text": 3}})).unwrap_err();
         assert_eq!(refused, "`inputResponses.ask-0.content.text` must be a string, not a number");
         assert!(answer(&deploy(), json!({"nope": 1})).is_err());
+    }
+
+    /// A sampling request's response is the completion, or a client's error, which declines it;
+    /// anything else is refused, naming what a completion is.
+    #[test]
+    fn sampling_responses_are_completions_or_refusals() {
+        let ask = Ask::sampling(eve_runtime::ask::Sampling::user("Say hi.", 10));
+        let answer = |value: Value| question_response(&ask, &value, "elicitation.ask-0");
+        let completion = json!({"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m"});
+        assert_eq!(answer(completion.clone()), Ok(Response::Answer(Answer::value(completion))));
+        let rejected = json!({"code": -1, "message": "the user rejected the request"});
+        assert_eq!(answer(rejected), Ok(Response::Answer(Answer::declined())));
+        let refused = answer(json!({"role": "assistant", "content": {"type": "text"}, "model": "m"})).unwrap_err();
+        assert!(refused.starts_with("`elicitation.ask-0`: the value is not a completion at `content`"), "{refused}");
     }
 
     /// A form is sent with its own schema, and its `content` is its value, checked against it.

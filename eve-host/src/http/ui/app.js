@@ -657,7 +657,56 @@
     }
 
     function questionForm(question) {
-      return question.request && question.request.schema ? formOf(question) : choiceForm(question);
+      const request = question.request || {};
+      if (request.sampling) return samplingForm(question);
+      return request.schema ? formOf(question) : choiceForm(question);
+    }
+
+    /**
+     * A request for the client's model, shown as what it sends the model (the system prompt, the
+     * messages, the token limit) and answered by a person standing in for the model: the text
+     * typed becomes an assistant's completion, `{value: {role, content, model}}`; Decline
+     * declines it.
+     */
+    function samplingForm({ requestId, request }) {
+      const id = nextId('s');
+      const sampling = request.sampling;
+      const said = (content = {}) => content.type === 'text' ? content.text
+        : `[${content.type || 'empty'}${content.mimeType ? `, ${content.mimeType}` : ''}]`;
+      const messages = h('ol', { class: 'plain sampling-messages' }, (sampling.messages || []).map((m) =>
+        h('li', {}, h('span', { class: 'role' }, m.role), ' ', said(m.content))));
+      const system = sampling.systemPrompt
+        ? h('p', { class: 'sampling-system' }, h('span', { class: 'role' }, 'system'), ' ', sampling.systemPrompt)
+        : null;
+      const limit = h('p', { class: 'muted' }, `At most ${sampling.maxTokens} tokens.`);
+      const message = h('p', { id: `${id}-message`, class: 'form-message', role: 'alert' });
+      const text = h('textarea', { id: `${id}-text`, name: 'completion', rows: 4 });
+      const model = h('input', { type: 'text', id: `${id}-model`, name: 'model', autocomplete: 'off',
+        value: 'a person, in the inspector' });
+      const submit = h('button', { type: 'submit' }, 'Answer');
+      const decline = h('button', { type: 'button' }, 'Decline');
+      const form = h('form', { class: 'question sampling', dataset: { requestId }, novalidate: true },
+        h('fieldset', { 'aria-describedby': message.id },
+          h('legend', {}, 'A completion from the client\u2019s model'),
+          system, messages, limit,
+          h('div', { class: 'field' }, h('label', { for: text.id }, 'The completion'), text),
+          h('div', { class: 'field' }, h('label', { for: model.id }, 'Model'), model),
+          message, h('div', { class: 'actions' }, submit, decline)));
+      const path = `${runPath(runId)}/questions/${encodeURIComponent(requestId)}`;
+      form.addEventListener('submit', async (event) => {
+        event.preventDefault();
+        if (!text.value.trim()) {
+          message.textContent = 'Type the completion.';
+          text.focus();
+          return;
+        }
+        message.textContent = '';
+        const value = { role: 'assistant', content: { type: 'text', text: text.value },
+          model: model.value.trim() || 'a person, in the inspector', stopReason: 'endTurn' };
+        await post(submit, path, { value }, 'Answer sent');
+      });
+      decline.addEventListener('click', () => post(decline, path, { action: 'decline' }, 'Declined'));
+      return form;
     }
 
     /**
