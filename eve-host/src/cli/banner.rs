@@ -11,7 +11,7 @@ const ROUTES: &[(&str, &str, &str)] = &[
     ("GET", "/v1/runs/{run}/timeline", "a run's timeline, op by op (?at= for an earlier entry)"),
     ("POST", "/v1/runs/{run}/cancel", "cancel a run"),
     ("GET", "/v1/runs/{run}/questions", "a run's open questions"),
-    ("POST", "/v1/runs/{run}/questions/{request}", "answer one: {\"optionId\"?, \"text\"?}"),
+    ("POST", "/v1/runs/{run}/questions/{request}", "answer one: {\"optionId\"?, \"text\"?, \"value\"?, \"action\"?}"),
     ("GET", "/v1/events", "every run's events, or one run's (?run=), as server-sent events"),
     ("POST", "/v1/sessions", "start an agent session (and /v1/sessions/{session}/...)"),
     ("POST", "/.well-known/workflow/v1/hook/{token}", "resume a hook with a JSON payload"),
