@@ -128,8 +128,8 @@ fn mistakes_get_one_clear_sentence_and_a_failing_exit_code() {
         (
             &["call", "nope"],
             "error: no tool named `nope`; this binary has: ask_question, await_approval, fail_on_purpose, greet, \
-             greet_durably, greet_later, plan_release, sleep, tally_votes. A library's tools are in a binary only if the binary links the \
-             library: name it in the host with `eve_tools::tools!(my_tools)`",
+             greet_durably, greet_later, plan_release, sleep, tally_votes, write_note. A library's tools are in a \
+             binary only if the binary links the library: name it in the host with `eve_tools::tools!(my_tools)`",
         ),
         (&["call", "greet", "{name: Ada}"], "error: the input is not valid JSON (key must be a string"),
         (
