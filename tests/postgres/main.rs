@@ -8,6 +8,7 @@
 mod chaos;
 mod cluster;
 mod follow;
+mod pinning;
 mod processes;
 mod store;
 mod traces;
