@@ -195,7 +195,7 @@ const UPGRADE_PAGE: usize = 200;
 impl Runtime {
     /// Moves every unfinished run whose journal replays on this build to it, and says which it
     /// could not move and why: what `host runs upgrade` does once no worker of an old build is
-    /// left (see the `runtime::pinning` notes in ARCHITECTURE.md).
+    /// left.
     ///
     /// Each run is claimed, its journal checked as `replay` checks it (nothing runs), and, if it
     /// replays and its recorded fingerprint is not this build's, `RunUpgraded` is journaled: from
