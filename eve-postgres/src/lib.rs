@@ -77,8 +77,8 @@ use eve_runtime::journal::{Entry, Position, RunId};
 use eve_runtime::secret::TokenHash;
 use eve_runtime::store::{
     Append, Claimed, Commit, Created, Delivered, DeliveryPayload, Fence, HookRow, InboxItem, InboxLimits, IndexChanges,
-    JournalPage, NewRun, Recovery, RunPage, RunQuery, RunRecord, RunSummary, Store, StoreError, Target, TimerRow,
-    Watch, WorkerId,
+    JournalPage, NewRun, PassedOver, Recovery, RunPage, RunQuery, RunRecord, RunSummary, Store, StoreError, Target,
+    TimerRow, Watch, WorkerId,
 };
 use eve_runtime::time::Timestamp;
 
@@ -562,7 +562,16 @@ impl Store for PostgresStore {
     }
 
     async fn claimable(&self, now: Timestamp, limit: usize) -> Result<Vec<RunId>, StoreError> {
-        with_client!(self, "listing claimable runs", |client| reads::claimable(&mut client, now, limit))
+        self.claimable_except(now, limit, &[]).await
+    }
+
+    async fn claimable_except(
+        &self,
+        now: Timestamp,
+        limit: usize,
+        passed_over: &[PassedOver],
+    ) -> Result<Vec<RunId>, StoreError> {
+        with_client!(self, "listing claimable runs", |client| reads::claimable(&mut client, now, limit, passed_over))
     }
 
     fn continue_as_new<'a>(
@@ -578,12 +587,13 @@ impl Store for PostgresStore {
             Err(refused) => return Commit::Done(Err(refused)),
         };
         let continued = eve_runtime::store::kit::continued(std::slice::from_ref(started));
+        let fingerprint = eve_runtime::store::kit::build(std::slice::from_ref(started)).map(|build| &build.fingerprint);
         Commit::pending(async move {
             with_client!(self, format!("continuing run {run} as new"), |client| writes::continue_as_new(
                 &mut client,
                 run,
                 fence,
-                (continued, &text),
+                (continued, &text, fingerprint.map(String::as_str)),
                 keep_inbox,
                 &self.channel
             ))

@@ -10,8 +10,8 @@ use super::codec::{self, Failure, int};
 use super::sql::{query, query_opt};
 use eve_runtime::journal::{Entry, Position, RunId};
 use eve_runtime::store::{
-    HookMeta, HookRow, InboxItem, JournalPage, Recovery, RunPage, RunQuery, RunRecord, RunSummary, TimerRow,
-    WaitingSignIn,
+    HookMeta, HookRow, InboxItem, JournalPage, PassedOver, Recovery, RunPage, RunQuery, RunRecord, RunSummary,
+    TimerRow, WaitingSignIn,
 };
 use eve_runtime::time::Timestamp;
 
@@ -215,7 +215,15 @@ pub(super) async fn recovery(client: &mut Client) -> Result<Recovery, Failure> {
 /// and not leased to a worker whose lease outlives `now`. Rows that another transaction holds
 /// locked (a claim, an append or a delivery in flight) are skipped, not waited for; the row locks
 /// taken here end with the transaction, at once, and its commit does not wait for the disk.
-pub(super) async fn claimable(client: &mut Client, now: Timestamp, limit: usize) -> Result<Vec<RunId>, Failure> {
+///
+/// The runs `passed_over` names are left out while their fingerprint is the one given (see
+/// `Store::claimable_except`).
+pub(super) async fn claimable(
+    client: &mut Client,
+    now: Timestamp,
+    limit: usize,
+    passed_over: &[PassedOver],
+) -> Result<Vec<RunId>, Failure> {
     let tx = client.transaction().await?;
     let sql = "SELECT id FROM runs
                WHERE id IN (
@@ -224,11 +232,17 @@ pub(super) async fn claimable(client: &mut Client, now: Timestamp, limit: usize)
                    UNION SELECT run_id FROM timers WHERE due <= $1
                )
                AND status = 'active' AND (owner IS NULL OR lease_until <= $1)
+               AND NOT EXISTS (
+                   SELECT 1 FROM unnest($3::text[], $4::text[]) AS passed (id, fingerprint)
+                   WHERE passed.id = runs.id AND passed.fingerprint IS NOT DISTINCT FROM runs.fingerprint
+               )
                ORDER BY position LIMIT $2
                FOR UPDATE SKIP LOCKED";
     let (now, limit) = (int(now.as_millis()), int(limit as u64));
+    let passed: Vec<&str> = passed_over.iter().map(|passed| passed.run.as_str()).collect();
+    let fingerprints: Vec<Option<&str>> = passed_over.iter().map(|passed| passed.fingerprint.as_deref()).collect();
     let lazy = tx.batch_execute("SET LOCAL synchronous_commit = off");
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&now, &limit];
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] = [&now, &limit, &passed, &fingerprints];
     let found = ids(&tx, sql, &params);
     let ((), runs) = futures::try_join!(async { lazy.await.map_err(Failure::from) }, found)?;
     tx.commit().await?;

@@ -15,7 +15,9 @@
 //!   durable waits only (cleared by every append); `epoch`, `owner` and `lease_until` are the
 //!   current claim: every claim raises `epoch`, and an append must present it; `owner` is `NULL`
 //!   once the claim is released (or the run parked), and a lease whose `lease_until` has passed
-//!   may be taken by any worker. `position` grows with creation, for listings.
+//!   may be taken by any worker. `position` grows with creation, for listings. `fingerprint` is
+//!   that of the build the run's history runs on (`NULL` if its journal records none), changed
+//!   only with the entries that name a build (`run_started`, `run_upgraded`).
 //! - `journal`: `(run_id, seq) -> entry` JSON text, dense from 0; the key refuses a second write of
 //!   one position.
 //! - `timers`: pending sleeps and retries, one row per `(run_id, op, kind)`.
@@ -30,7 +32,7 @@ use super::codec::describe;
 use super::connect::ConnectError;
 
 /// The version of the tables this build writes and understands; older schemas are migrated.
-pub(super) const VERSION: i32 = 3;
+pub(super) const VERSION: i32 = 4;
 
 /// The SQL that brings a schema from version `n` to `n + 1`, at index `n`: index 0 creates the
 /// tables in an empty schema.
@@ -110,6 +112,18 @@ CREATE TABLE journal_previous (
 );
 UPDATE runs SET continued = coalesce(
     (SELECT (entry::jsonb #>> '{run_started,continued}')::integer FROM journal WHERE run_id = runs.id AND seq = 0), 0)
+WHERE status = 'active';
+"#,
+    // 3 -> 4: each run keeps the fingerprint of the build its history runs on (see
+    // `eve_runtime::store::kit::build`), so a worker leaves out of its polls the runs its build
+    // cannot replay without reading their journals. Unfinished runs take it from their journals;
+    // NULL where a journal records none.
+    r#"
+ALTER TABLE runs ADD COLUMN fingerprint text;
+UPDATE runs SET fingerprint = coalesce(
+    (SELECT entry::jsonb #>> '{run_upgraded,build,fingerprint}' FROM journal
+     WHERE run_id = runs.id AND entry LIKE '{"run_upgraded"%' ORDER BY seq DESC LIMIT 1),
+    (SELECT entry::jsonb #>> '{run_started,build,fingerprint}' FROM journal WHERE run_id = runs.id AND seq = 0))
 WHERE status = 'active';
 "#,
 ];

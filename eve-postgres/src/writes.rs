@@ -292,12 +292,13 @@ async fn accept_notice(tx: &Transaction<'_>, notice: &NoticeRow) -> Result<bool,
 }
 
 fn implies_nothing(changes: &IndexChanges) -> bool {
-    let IndexChanges { timers_added, timers_removed, hooks_added, hooks_removed, status } = changes;
+    let IndexChanges { timers_added, timers_removed, hooks_added, hooks_removed, status, fingerprint } = changes;
     timers_added.is_empty()
         && timers_removed.is_empty()
         && hooks_added.is_empty()
         && hooks_removed.is_empty()
         && status.is_none()
+        && fingerprint.is_none()
 }
 
 /// The statement at the heart of an append: checks the fence, status and journal length while
@@ -453,6 +454,9 @@ async fn apply_indexes(tx: &Transaction<'_>, run: &RunId, changes: &IndexChanges
     for op in &changes.hooks_removed {
         execute(tx, "DELETE FROM hooks WHERE run_id = $1 AND op = $2", &[&id, &i64::from(op.0)]).await?;
     }
+    if let Some(fingerprint) = &changes.fingerprint {
+        execute(tx, "UPDATE runs SET fingerprint = $2 WHERE id = $1", &[&id, &fingerprint]).await?;
+    }
     if changes.status.is_some() {
         release_indexes(tx, run).await?;
     }
@@ -514,23 +518,26 @@ pub(super) async fn park(
     commit(tx).await
 }
 
-/// Replaces the run's history with one that starts with `started` (see `Store::continue_as_new`).
+/// Replaces the run's history with one that starts with `started` (see `Store::continue_as_new`),
+/// which runs on the build with `fingerprint`.
 pub(super) async fn continue_as_new(
     client: &mut Client,
     run: &RunId,
     fence: Fence,
-    (continued, started): (u32, &str),
+    (continued, started, fingerprint): (u32, &str, Option<&str>),
     keep_inbox: bool,
     channel: &str,
 ) -> Result<(), Failure> {
     let tx = client.transaction().await?;
     let sql = concat!(
-        "UPDATE runs SET entries = 1, parked = false, continued = $3 WHERE id = $1 AND epoch = $2 AND status = 'active' ",
-        "RETURNING followed_until > ",
+        "UPDATE runs SET entries = 1, parked = false, continued = $3, fingerprint = $4 ",
+        "WHERE id = $1 AND epoch = $2 AND status = 'active' RETURNING followed_until > ",
         now_ms!()
     );
     let continued = i32::try_from(continued).unwrap_or(i32::MAX);
-    let updated = query_opt(&tx, sql, &[&run.as_str(), &int(fence.epoch), &continued]).await?;
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
+        [&run.as_str(), &int(fence.epoch), &continued, &fingerprint];
+    let updated = query_opt(&tx, sql, &params).await?;
     let Some(updated) = updated else {
         let Current { epoch, .. } = current(&tx, run).await?;
         if epoch != fence.epoch {

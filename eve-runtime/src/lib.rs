@@ -48,6 +48,7 @@ pub use registry::{Manifest, Shape, manifest};
 pub use runtime::{AuthorizationStart, OpenQuestion, PendingResponse, WebhookReply};
 pub use runtime::{DATABASE_URL_VARIABLE, DefaultStore, Opening};
 pub use runtime::{Error, HookDelivery, Phase, RunHandle, RunOutcome, Runtime, RuntimeBuilder, StartOptions};
+pub use runtime::{RefusedRun, Upgrade, UpgradedRun};
 pub use step::{Backoff, RetryPolicy, StepCall, StepCtx, StepDef};
 pub use time::{Clock, ManualClock, SystemClock, Timestamp};
 pub use wait::{AbortSignal, Cancelled, Hook, HookError, create_hook, create_hook_with_token, sleep, sleep_until};

@@ -119,7 +119,8 @@ pub struct ReplayReport {
     pub tool: String,
     /// How many entries the journal holds.
     pub entries: usize,
-    /// The build that started the journal's history, when the journal records it.
+    /// The build the journal's history runs on (the one that started it, or the one it was last
+    /// upgraded to), when the journal records it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub build: Option<crate::journal::BuildStamp>,
     /// The verdict.
@@ -174,9 +175,6 @@ pub fn replay_record(record: &RunRecord) -> ReplayReport {
 
 fn report(run: &RunId, tool: &str, entries: &[Entry]) -> ReplayReport {
     let verdict = crate::executor::check::check(run, entries);
-    let build = match entries.first() {
-        Some(Entry::RunStarted { build, .. }) => build.as_deref().cloned(),
-        _ => None,
-    };
+    let build = crate::store::kit::build(entries).cloned();
     ReplayReport { run: run.clone(), tool: tool.to_owned(), entries: entries.len(), build, verdict }
 }

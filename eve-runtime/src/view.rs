@@ -109,7 +109,8 @@ pub struct RunView {
     pub input: Value,
     /// When the current history started.
     pub started_at: Option<Timestamp>,
-    /// The build that started the current history, when its journal records it.
+    /// The build the current history runs on (the one that started it, or the one it was last
+    /// upgraded to), when its journal records it.
     pub build: Option<crate::journal::BuildStamp>,
     /// Every operation the body of the current history asked for, by op number.
     pub ops: BTreeMap<Op, OpView>,
@@ -155,6 +156,7 @@ impl RunView {
                     ..RunView::default()
                 };
             }
+            Entry::RunUpgraded { build, .. } => self.build = Some(build.as_ref().clone()),
             Entry::Recorded { op, kind, value } => {
                 let view = self.op(seq, *op, "recorded", record_name(*kind));
                 view.state = "done";

@@ -350,8 +350,8 @@ pub use eve_runtime::webhook::{
     is_secret_looking,
 };
 pub use eve_runtime::{
-    AuthorizationStart, Clock, Error, HookDelivery, ManualClock, OpenQuestion, Phase, RunHandle, RunOutcome, Runtime,
-    RuntimeBuilder, StartOptions, SystemClock, Timestamp, WebhookReply,
+    AuthorizationStart, Clock, Error, HookDelivery, ManualClock, OpenQuestion, Phase, RefusedRun, RunHandle,
+    RunOutcome, Runtime, RuntimeBuilder, StartOptions, SystemClock, Timestamp, Upgrade, UpgradedRun, WebhookReply,
 };
 pub use eve_runtime::{control, follow, journal, logs, secret, testing, trace, view};
 

@@ -215,6 +215,66 @@ pub async fn hammer(input: HammerInput, ctx: &WorkflowCtx) -> Result<serde_json:
     Ok(json!({ "sum": sum }))
 }
 
+/// The input of a run of the rolling deploy.
+#[derive(Deserialize, JsonSchema)]
+pub struct RollingInput {
+    n: u64,
+}
+
+/// Records where it ran and returns `value`.
+#[step(max_attempts = 1000, backoff = "100ms")]
+async fn first(ctx: &StepCtx, value: u64) -> Result<u64, StepError> {
+    record_attempt(ctx, "first").await?;
+    Ok(value)
+}
+
+/// The step the first build takes after the gate.
+#[cfg(not(feature = "v2"))]
+#[step(max_attempts = 1000, backoff = "100ms")]
+async fn second(ctx: &StepCtx, value: u64) -> Result<u64, StepError> {
+    record_attempt(ctx, "second").await?;
+    Ok(value + 1)
+}
+
+/// The step the second build takes after the gate instead.
+#[cfg(feature = "v2")]
+#[step(max_attempts = 1000, backoff = "100ms")]
+async fn second_v2(ctx: &StepCtx, value: u64) -> Result<u64, StepError> {
+    record_attempt(ctx, "second_v2").await?;
+    Ok(value + 2)
+}
+
+/// Records where the run finished and returns `value`.
+#[step(max_attempts = 1000, backoff = "100ms")]
+async fn last(ctx: &StepCtx, value: u64) -> Result<u64, StepError> {
+    record_attempt(ctx, "last").await?;
+    Ok(value)
+}
+
+/// A step, a wait on the hook `gate-<run id>`, a step that the second build changes, a wait on
+/// the hook `done-<run id>`, and a last step: a run waiting at the gate replays on either build,
+/// one waiting for `done` only on the build that took its second step.
+#[cfg(not(feature = "v2"))]
+#[workflow_tool]
+pub async fn rolling(input: RollingInput, ctx: &WorkflowCtx) -> Result<u64, ToolError> {
+    let x = first(ctx, input.n).await?;
+    let gate = create_hook_with_token::<u64>(format!("gate-{}", ctx.run_id())).recv().await?;
+    let y = second(ctx, x + gate).await?;
+    let done = create_hook_with_token::<u64>(format!("done-{}", ctx.run_id())).recv().await?;
+    Ok(last(ctx, y + done).await?)
+}
+
+/// The second build's `rolling`: `second_v2` where the first build calls `second`.
+#[cfg(feature = "v2")]
+#[workflow_tool]
+pub async fn rolling(input: RollingInput, ctx: &WorkflowCtx) -> Result<u64, ToolError> {
+    let x = first(ctx, input.n).await?;
+    let gate = create_hook_with_token::<u64>(format!("gate-{}", ctx.run_id())).recv().await?;
+    let y = second_v2(ctx, x + gate).await?;
+    let done = create_hook_with_token::<u64>(format!("done-{}", ctx.run_id())).recv().await?;
+    Ok(last(ctx, y + done).await?)
+}
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     // Traces go to the collector OTEL_EXPORTER_OTLP_ENDPOINT names, as the service this worker's

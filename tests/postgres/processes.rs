@@ -15,7 +15,8 @@ use std::time::Duration;
 
 use eve_tools::store::{PostgresOptions, PostgresStore};
 
-const WORKER_BIN: &str = env!("CARGO_BIN_EXE_pg-worker");
+/// The worker binary this test binary was built with.
+pub const WORKER_BIN: &str = env!("CARGO_BIN_EXE_pg-worker");
 
 /// How a fleet's workers hold and look for runs.
 #[derive(Clone, Copy, Debug)]
@@ -48,6 +49,8 @@ pub struct Worker {
     child: Child,
     /// Its HTTP server's base URL.
     pub base: String,
+    /// The binary it runs (another build's, in the rolling deploy).
+    bin: PathBuf,
 }
 
 impl Fleet {
@@ -80,7 +83,12 @@ impl Fleet {
 
     /// A command running `pg-worker` against the fleet's store, as `name`.
     pub fn command(&self, name: &str) -> Command {
-        let mut command = Command::new(WORKER_BIN);
+        self.command_of(Path::new(WORKER_BIN), name)
+    }
+
+    /// A command running the worker binary `bin` against the fleet's store, as `name`.
+    pub fn command_of(&self, bin: &Path, name: &str) -> Command {
+        let mut command = Command::new(bin);
         command
             .env("EVE_DATABASE_URL", &self.url)
             .env("EVE_DATABASE_SCHEMA", &self.schema)
@@ -94,17 +102,23 @@ impl Fleet {
 
     /// Starts worker `name` in a new slot; returns its slot.
     pub fn start(&mut self, name: &str) -> usize {
-        let worker = self.spawn(name, 1);
+        self.start_binary(name, Path::new(WORKER_BIN))
+    }
+
+    /// Starts worker `name` running the binary `bin` (another build of `pg-worker`) in a new slot;
+    /// returns its slot.
+    pub fn start_binary(&mut self, name: &str, bin: &Path) -> usize {
+        let worker = self.spawn(bin, name, 1);
         self.workers.push(worker);
         self.workers.len() - 1
     }
 
-    fn spawn(&self, name: &str, generation: u32) -> Worker {
+    fn spawn(&self, bin: &Path, name: &str, generation: u32) -> Worker {
         let Timing { lease, heartbeat, poll } = self.timing;
         let log = |kind: &str| self.dir().join(format!("{name}-{generation}.{kind}"));
         let stderr = std::fs::File::create(log("err")).expect("a log file");
         let mut child = self
-            .command(name)
+            .command_of(bin, name)
             .args(["worker", "--addr", "127.0.0.1:0"])
             .args(["--lease", &format!("{}ms", lease.as_millis())])
             .args(["--heartbeat", &format!("{}ms", heartbeat.as_millis())])
@@ -116,7 +130,7 @@ impl Fleet {
             .expect("the worker starts");
         let base = listening(&mut child, log("out"))
             .unwrap_or_else(|| panic!("worker {name} did not start; see {}", log("err").display()));
-        Worker { name: name.to_owned(), generation, child, base }
+        Worker { name: name.to_owned(), generation, child, base, bin: bin.to_owned() }
     }
 
     /// SIGKILLs the worker in `slot` (no goodbye: its claims stay until their leases expire).
@@ -131,8 +145,8 @@ impl Fleet {
         let old = &mut self.workers[slot];
         old.child.kill().expect("SIGKILL the worker");
         old.child.wait().expect("the killed worker is reaped");
-        let (name, generation) = (old.name.clone(), old.generation + 1);
-        self.workers[slot] = self.spawn(&name, generation);
+        let (name, generation, bin) = (old.name.clone(), old.generation + 1, old.bin.clone());
+        self.workers[slot] = self.spawn(&bin, &name, generation);
     }
 
     /// The base URLs of the workers now running.
@@ -157,7 +171,12 @@ impl Fleet {
 
     /// Runs a client command (`answer`, `cancel`, `runs`, ...) to its end: (success, stdout, stderr).
     pub fn client(&self, args: &[&str]) -> (bool, String, String) {
-        let output = self.command("client").args(args).env_remove("EVE_LOG").output().expect("the client runs");
+        self.client_of(Path::new(WORKER_BIN), args)
+    }
+
+    /// Runs a client command of the worker binary `bin` to its end: (success, stdout, stderr).
+    pub fn client_of(&self, bin: &Path, args: &[&str]) -> (bool, String, String) {
+        let output = self.command_of(bin, "client").args(args).env_remove("EVE_LOG").output().expect("the client runs");
         let text = |bytes: Vec<u8>| String::from_utf8_lossy(&bytes).into_owned();
         (output.status.success(), text(output.stdout), text(output.stderr))
     }

@@ -182,8 +182,8 @@ async fn a_newer_schema_is_refused_untouched() {
     admin.batch_execute("UPDATE schema_version SET version = 99, written_by = 'eve from the future'").await.unwrap();
     let error = connect_error(&schema.store_url(), schema.options()).await;
     match &error {
-        PostgresConnectError::NewerSchema { found: 99, supported: 3, .. } => {}
-        other => panic!("expected NewerSchema 99 > 3, got {other:?}"),
+        PostgresConnectError::NewerSchema { found: 99, supported: 4, .. } => {}
+        other => panic!("expected NewerSchema 99 > 4, got {other:?}"),
     }
     let message = error.to_string();
     assert!(message.contains("99") && message.contains("nothing was changed"), "{message}");
@@ -195,9 +195,10 @@ async fn a_newer_schema_is_refused_untouched() {
     );
 }
 
-/// A schema of version 1 (before the runs list was indexed by tool, and before runs numbered
-/// their histories) is migrated when a worker opens it: its runs stay, the index appears, and a
-/// run that had continued as new knows its history's number.
+/// A schema of version 1 (before the runs list was indexed by tool, before runs numbered their
+/// histories, and before they kept their build's fingerprint) is migrated when a worker opens it:
+/// its runs stay, the index appears, a run that had continued as new knows its history's number,
+/// and an unfinished run keeps the fingerprint its journal records.
 #[tokio::test]
 async fn a_version_1_schema_is_migrated_in_place() {
     let schema = Schema::new().await;
@@ -208,8 +209,10 @@ async fn a_version_1_schema_is_migrated_in_place() {
     admin
         .batch_execute(
             "DROP INDEX runs_by_tool; DROP TABLE journal_previous;
-             ALTER TABLE runs DROP COLUMN continued, DROP COLUMN followed_until;
+             ALTER TABLE runs DROP COLUMN continued, DROP COLUMN followed_until, DROP COLUMN fingerprint;
              UPDATE journal SET entry = jsonb_set(entry::jsonb, '{run_started,continued}', '2')::text WHERE seq = 0;
+             UPDATE journal SET entry = jsonb_set(entry::jsonb, '{run_started,build}',
+                 '{\"fingerprint\": \"feedc0de00000000\", \"version\": \"0.1.0\"}')::text WHERE seq = 0;
              UPDATE schema_version SET version = 1",
         )
         .await
@@ -223,8 +226,10 @@ async fn a_version_1_schema_is_migrated_in_place() {
         .expect("the journal reads")
         .expect("the run exists");
     assert_eq!(page.continued, 2, "the run's history number is read from its first entry");
+    let fingerprint: Option<String> = admin.query_one("SELECT fingerprint FROM runs", &[]).await.unwrap().get(0);
+    assert_eq!(fingerprint.as_deref(), Some("feedc0de00000000"), "the run's build is read from its first entry");
     let version: i32 = admin.query_one("SELECT version FROM schema_version", &[]).await.unwrap().get(0);
-    assert_eq!(version, 3);
+    assert_eq!(version, 4);
     let index = admin
         .query_opt("SELECT 1 FROM pg_indexes WHERE schemaname = current_schema() AND indexname = 'runs_by_tool'", &[])
         .await
@@ -275,7 +280,7 @@ async fn workers_starting_at_once_create_the_schema_once() {
     assert_eq!(listed.len(), 6, "every worker sees every run");
     let admin = schema.admin().await;
     let version: i32 = admin.query_one("SELECT version FROM schema_version", &[]).await.unwrap().get(0);
-    assert_eq!(version, 3);
+    assert_eq!(version, 4);
 }
 
 /// The pid of the schema's store connection waiting for a lock, once there is one. (Each call

@@ -45,6 +45,7 @@ mod inspect;
 mod replay;
 mod runs;
 mod tools;
+mod upgrade;
 
 pub use tools::Tools;
 
@@ -94,7 +95,11 @@ enum Command {
         wait: Duration,
     },
     /// List runs, newest first.
+    #[command(args_conflicts_with_subcommands = true)]
     Runs {
+        /// What to do with the runs instead of listing them.
+        #[command(subcommand)]
+        action: Option<RunsCommand>,
         /// Only runs with this status: active (parked or running), parked, running, completed,
         /// failed or cancelled.
         #[arg(long)]
@@ -244,6 +249,19 @@ enum Command {
     },
 }
 
+/// What `runs` does besides listing.
+#[derive(Debug, Subcommand)]
+enum RunsCommand {
+    /// Move every unfinished run whose journal replays on this build to it (after a deploy, once
+    /// no worker of the old build is left), and list the runs it cannot move with the op where
+    /// each diverges. Fails if any cannot move.
+    Upgrade {
+        /// Print what was done as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
 impl Host {
     /// The host configured from the command line and environment.
     pub fn from_env() -> Self {
@@ -304,7 +322,10 @@ impl Host {
             )) if self.database_url.is_none()
                 && matches!(
                     self.command,
-                    Command::Runs { .. } | Command::Inspect { .. } | Command::Export { .. } | Command::Replay { .. }
+                    Command::Runs { action: None, .. }
+                        | Command::Inspect { .. }
+                        | Command::Export { .. }
+                        | Command::Replay { .. }
                 ) =>
             {
                 return beside::read(&self.data_dir.join("eve.db"), &self.command);
@@ -314,7 +335,8 @@ impl Host {
         let done = match self.command {
             Command::Manifest => unreachable!("handled without a runtime"),
             Command::Call { tool, input, id, wait } => call(&runtime, &tool, &input, id.as_deref(), wait).await,
-            Command::Runs { status, limit } => runs(&runtime, status.as_deref(), limit).await,
+            Command::Runs { action: Some(RunsCommand::Upgrade { json }), .. } => upgrade::run(&runtime, json).await,
+            Command::Runs { status, limit, action: None } => runs(&runtime, status.as_deref(), limit).await,
             Command::Inspect { run, at, json } => inspect(&runtime, &run, at, json).await,
             Command::Export { run, out } => {
                 let record = runtime.journal(&parse_run(&run)?).await.map_err(|error| error.to_string())?;
@@ -946,6 +968,9 @@ pub fn describe(entry: &Entry) -> String {
     let mut text = String::new();
     let _ = match entry {
         Entry::RunStarted { tool, input, at, .. } => write!(text, "started {tool} with {input} at {at}"),
+        Entry::RunUpgraded { build, at, .. } => {
+            write!(text, "upgraded to build {} (body {}) at {at}", build.version, build.fingerprint)
+        }
         Entry::Recorded { op, kind, value } => write!(text, "{op}: recorded {kind:?} = {value}"),
         Entry::TimerScheduled { op, deadline } => write!(text, "{op}: sleep until {deadline}"),
         Entry::HookCreated { op, conflict, .. } => match conflict {

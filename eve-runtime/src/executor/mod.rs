@@ -84,7 +84,7 @@ use crate::journal::{Entry, Op, RunFailure, RunId, RunStatus};
 use crate::registry::{BodyFuture, EntryPoint};
 pub(crate) use crate::run_core::Services;
 use crate::run_core::{self, Mode, OpMap, ReplayIndex, RunCore, Started, signal};
-use crate::store::{Append, Commit, Fence, InboxItem, TimerKind};
+use crate::store::{Append, Claimed, Commit, Fence, InboxItem, TimerKind};
 use crate::time::Timestamp;
 
 /// What an executor needs from the runtime that drives it: the store, the services the body's
@@ -363,10 +363,9 @@ impl Driver {
         }
     }
 
-    /// Rebuilds a run from its journal: claim it, create its body and replay every delivery.
-    pub async fn cold(rt: &Engine, run: &RunId) -> Result<Result<Driver, RunOutcome>, StoreError> {
-        let now = rt.services.clock.now();
-        let claimed = rt.store.claim(run, &rt.worker, rt.lease, now, 0).await?;
+    /// Rebuilds a run from its journal, as `claimed` (a claim from sequence number 0) read it:
+    /// create its body and replay every delivery.
+    pub async fn cold(rt: &Engine, run: &RunId, claimed: Claimed) -> Result<Result<Driver, RunOutcome>, StoreError> {
         if let Some(outcome) = claimed.entries.last().and_then(RunOutcome::from_terminal) {
             return Ok(Err(outcome));
         }

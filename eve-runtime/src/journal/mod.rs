@@ -16,6 +16,9 @@
 //!   to the body one at a time in journal order, exactly as the live executor did, so a replay
 //!   sees the interleaving the original run saw.
 //!
+//! [`Entry::RunUpgraded`] is neither: it says which build a history runs on from then on, for the
+//! workers that decide whether they may advance the run; the body never sees it.
+//!
 //! The values a run journals (its input, a step's output, a recorded value) are [`Payload`]s: a
 //! `Value` tree, or the JSON text the body serialized a value of its own type to, which costs one
 //! allocation where a tree costs one for every map, key and string in it. Both are stored as the
@@ -515,6 +518,18 @@ pub enum Entry {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         build: Option<Box<BuildStamp>>,
     },
+    /// The run's history moved to another build (`Runtime::upgrade_runs`, `host runs upgrade`),
+    /// whose code replays it: from here on the run is this build's, as if it had started it. The
+    /// body never sees it.
+    RunUpgraded {
+        /// The build the history runs on from here on.
+        build: Box<BuildStamp>,
+        /// The build it ran on before, if its journal recorded one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from: Option<Box<BuildStamp>>,
+        /// When it moved.
+        at: Timestamp,
+    },
     /// A deterministic value (clock, randomness) handed to the body.
     Recorded {
         /// The operation.
@@ -691,6 +706,7 @@ impl Entry {
     pub fn kind(&self) -> &'static str {
         match self {
             Entry::RunStarted { .. } => "run_started",
+            Entry::RunUpgraded { .. } => "run_upgraded",
             Entry::Recorded { .. } => "recorded",
             Entry::TimerScheduled { .. } => "timer_scheduled",
             Entry::HookCreated { .. } => "hook_created",

@@ -19,6 +19,7 @@
 
 mod builder;
 mod deliver;
+mod pinning;
 mod worker;
 
 use std::collections::{BTreeMap, HashMap};
@@ -46,6 +47,7 @@ use crate::time::Clock;
 
 pub use self::builder::{DATABASE_URL_VARIABLE, DefaultStore, Opening, RuntimeBuilder};
 pub use self::deliver::{AuthorizationStart, OpenQuestion, PendingResponse, WebhookReply};
+pub use self::pinning::{RefusedRun, Upgrade, UpgradedRun};
 
 /// Where a run stands in this process.
 #[derive(Clone, Debug, PartialEq)]
@@ -85,6 +87,8 @@ pub(crate) struct Shared {
     replays: Semaphore,
     /// What sharing runs with other processes needs (used only on a shared store).
     sharing: worker::Sharing,
+    /// The runs this runtime leaves to workers of another build (see [`pinning`]).
+    passed_over: pinning::PassedOverRuns,
 }
 
 impl Shared {
@@ -100,6 +104,7 @@ impl Shared {
             phases: Mutex::new(HashMap::new()),
             replays: Semaphore::new(replays),
             sharing: worker::Sharing::new(sharing),
+            passed_over: pinning::PassedOverRuns::default(),
         }
     }
 }
@@ -129,7 +134,8 @@ impl Shared {
     /// Sends `msg` to the run's executor, activating the run if it is not active. A client of a
     /// shared store activates nothing: the store wakes the workers.
     pub fn wake(self: &Arc<Self>, run: &RunId, msg: Msg) {
-        if self.is_client() {
+        // A run passed over is left to workers of its own build, which the store wakes too.
+        if self.is_client() || self.is_passed_over(run) {
             return;
         }
         tracing::debug!(%run, reason = ?msg, "waking the run");
@@ -293,10 +299,19 @@ impl Shared {
         }
     }
 
-    /// Rebuilds an executor from the journal, or settles the run if it has already ended.
+    /// Rebuilds an executor from the journal, or settles the run if it has already ended; on a
+    /// shared store, passes the run over if this build cannot replay it (see [`pinning`]).
     async fn rebuild(self: &Arc<Self>, run: &RunId) -> Option<Box<Driver>> {
         let _permit = self.replays.acquire().await.expect("the replay semaphore is never closed");
-        match Driver::cold(self, run).await {
+        let now = self.services.clock.now();
+        let claimed = match self.store.claim(run, &self.worker, self.lease, now, 0).await {
+            Ok(claimed) => self.admit(run, claimed).await?,
+            Err(error) => {
+                self.lose(run, error);
+                return None;
+            }
+        };
+        match Driver::cold(self, run, claimed).await {
             Ok(Ok(driver)) => Some(Box::new(driver)),
             Ok(Err(outcome)) => {
                 self.finish(run, outcome);

@@ -8,7 +8,9 @@
 //! and its claim given back at once, so a worker takes it. [`Runtime::recover`] makes it a
 //! **worker**, which from then on also:
 //!
-//! - **takes work**: it polls [`Store::claimable`] every poll interval (500 ms by default), and
+//! - **takes work**: it polls [`Store::claimable`] every poll interval (500 ms by default)
+//!   (leaving out the runs it passed over because its build cannot replay them: see
+//!   [`pinning`](super::pinning)), and
 //!   listens to the store's wake-ups ([`Store::wake_ups`]), activating each run found or heard
 //!   of. Activation claims the run; a claim refused as [`StoreError::Leased`] means another worker
 //!   holds the run, and the run is left to it. A lost wake-up is made up for by the next poll, so
@@ -111,11 +113,13 @@ impl Shared {
     /// Looks at every run the store lists as claimable now, and activates those it can take.
     async fn take_claimable(self: &Arc<Self>) {
         let now = self.services.clock.now();
-        match self.store.claimable(now, CLAIM_BATCH).await {
+        match self.store.claimable_except(now, CLAIM_BATCH, &self.passed_over()).await {
             Ok(mut runs) => {
                 // Workers polling at once would all try the same run first; each starts elsewhere.
                 shuffle(&mut runs);
                 for run in runs {
+                    // Listed although passed over: its build changed since (an upgrade).
+                    self.look_again(&run);
                     self.wake(&run, Msg::Inbox);
                 }
             }

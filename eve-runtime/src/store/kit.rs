@@ -4,7 +4,7 @@
 //! alone.
 //!
 //! - [`IndexChanges`]: the timer, hook and status index changes that entries imply.
-//! - [`continued`]: a history's number, from its first entry.
+//! - [`continued`]: a history's number, from its first entry; [`build`]: the build it runs on.
 //! - [`decode_entry`] and [`from_str`]: a journal entry or delivery read back from the JSON text a
 //!   store wrote, within the journal's depth limit; [`fits`] and [`MAX_DEPTH`] check a value
 //!   before it is written.
@@ -15,7 +15,7 @@
 
 pub use crate::journal::decode::entry as decode_entry;
 pub use crate::journal::depth::{MAX_DEPTH, fits, from_str};
-use crate::journal::{Entry, Op, RunStatus, StepOutcome};
+use crate::journal::{BuildStamp, Entry, Op, RunStatus, StepOutcome};
 use crate::time::Timestamp;
 
 use super::{HookMeta, TimerKind};
@@ -26,6 +26,16 @@ pub fn continued(journal: &[Entry]) -> u32 {
         Some(Entry::RunStarted { continued, .. }) => *continued,
         _ => 0,
     }
+}
+
+/// The build a history runs on: the one the last [`Entry::RunUpgraded`] names, else the one its
+/// [`Entry::RunStarted`] records (`None` for a journal written before runs recorded their build).
+pub fn build(journal: &[Entry]) -> Option<&BuildStamp> {
+    journal.iter().rev().find_map(|entry| match entry {
+        Entry::RunUpgraded { build, .. } => Some(Some(&**build)),
+        Entry::RunStarted { build, .. } => Some(build.as_deref()),
+        _ => None,
+    })?
 }
 
 /// The index changes entries imply: every store applies them in the transaction that appends the
@@ -42,6 +52,10 @@ pub struct IndexChanges {
     pub hooks_removed: Vec<Op>,
     /// The run's new status, when an entry ends it.
     pub status: Option<RunStatus>,
+    /// The fingerprint of the build the run's history runs on from now on, when an entry names
+    /// one (a `RunStarted` that records its build, a `RunUpgraded`): a shared store keeps it beside
+    /// the run, so a worker can tell the runs its own build started without reading their journals.
+    pub fingerprint: Option<String>,
 }
 
 impl IndexChanges {
@@ -78,6 +92,9 @@ impl IndexChanges {
                     changes.hooks_added.push((*op, state_hash.clone(), meta));
                 }
                 Entry::AuthCompleted { op } => changes.hooks_removed.push(*op),
+                Entry::RunStarted { build: Some(build), .. } | Entry::RunUpgraded { build, .. } => {
+                    changes.fingerprint = Some(build.fingerprint.clone());
+                }
                 entry if entry.is_terminal() => changes.status = Some(RunStatus::after(entry)),
                 _ => {}
             }

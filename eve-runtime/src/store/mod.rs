@@ -746,6 +746,25 @@ pub trait Store: Send + Sync + 'static {
         Ok(runs)
     }
 
+    /// [`claimable`](Store::claimable), leaving out each run of `passed_over` while the store
+    /// still keeps the fingerprint given for it (see [`PassedOver`]): the runs a worker's build
+    /// cannot replay, so a batch is never filled with runs it would only give back, and a run
+    /// upgraded since ([`Entry::RunUpgraded`]) is listed again. A shared store keeps each run's
+    /// fingerprint to do so; the default (for single-process stores, whose runtimes pass nothing
+    /// over) leaves out the runs by id alone.
+    async fn claimable_except(
+        &self,
+        now: Timestamp,
+        limit: usize,
+        passed_over: &[PassedOver],
+    ) -> Result<Vec<RunId>, StoreError> {
+        let passed: std::collections::HashSet<&RunId> = passed_over.iter().map(|passed| &passed.run).collect();
+        let mut runs = self.claimable(now, limit.saturating_add(passed.len())).await?;
+        runs.retain(|run| !passed.contains(run));
+        runs.truncate(limit);
+        Ok(runs)
+    }
+
     /// Whether the store can serve now, for a readiness probe (`/readyz`): a round trip to where
     /// the runs are kept, and whatever else the store needs to do its part (a shared store's
     /// listening connection). The default lists one run. An error says what is not ready.
@@ -775,6 +794,18 @@ pub trait Store: Send + Sync + 'static {
     fn is_durable(&self) -> bool {
         true
     }
+}
+
+/// A run a worker passed over: its journal does not replay on the worker's build (see
+/// [`Store::claimable_except`]). It is passed over while its history runs on the build with
+/// `fingerprint` (`None`: a journal that records no build); once that changes (an upgrade, a
+/// continue-as-new by another build), the worker looks at it again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PassedOver {
+    /// The run.
+    pub run: RunId,
+    /// The fingerprint of the build its history ran on when the worker passed it over.
+    pub fingerprint: Option<String>,
 }
 
 /// A subscription to a shared store's notices of a run's commits: see [`Store::watch`].
