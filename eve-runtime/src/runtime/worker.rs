@@ -113,13 +113,18 @@ impl Shared {
     /// Looks at every run the store lists as claimable now, and activates those it can take.
     async fn take_claimable(self: &Arc<Self>) {
         let now = self.services.clock.now();
-        match self.store.claimable_except(now, CLAIM_BATCH, &self.passed_over()).await {
+        let passed_over = self.passed_over();
+        match self.store.claimable_except(now, CLAIM_BATCH, &passed_over).await {
             Ok(mut runs) => {
                 // Workers polling at once would all try the same run first; each starts elsewhere.
                 shuffle(&mut runs);
                 for run in runs {
-                    // Listed although passed over: its build changed since (an upgrade).
-                    self.look_again(&run);
+                    // Listed although passed over when the list was asked for: its build changed
+                    // since (an upgrade). A run passed over while the list was read is not looked
+                    // at again: `wake` leaves it alone.
+                    if passed_over.iter().any(|passed| passed.run == run) {
+                        self.look_again(&run);
+                    }
                     self.wake(&run, Msg::Inbox);
                 }
             }
