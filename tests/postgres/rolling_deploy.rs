@@ -84,7 +84,8 @@ async fn until_entries(store: &PostgresStore, run: &RunId, entries: u64) {
         }
         if Instant::now() >= deadline {
             let journal = store.load(run).await.expect("the store reads").expect("the run exists").entries;
-            let kinds: Vec<String> = journal.iter().map(|entry| format!("{entry:?}").chars().take(120).collect()).collect();
+            let kinds: Vec<String> =
+                journal.iter().map(|entry| format!("{entry:?}").chars().take(120).collect()).collect();
             panic!("run {run} did not park with {entries} entries: {summary:?}\n{}", kinds.join("\n"));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
