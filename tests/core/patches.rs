@@ -156,7 +156,10 @@ async fn finish_with_restarts(world: &World, run: &RunId) -> Value {
         runtime.settle().await;
         let handle = runtime.handle(run.clone());
         handle.parked().await.unwrap();
-        if let Some(outcome) = ended(&runtime, &handle).await {
+        let outcome = ended(&runtime, &handle).await;
+        // The process stops before the clock moves, so only the next one fires the timer.
+        runtime.shutdown().await;
+        if let Some(outcome) = outcome {
             return outcome;
         }
         world.clock.advance(HOUR + Duration::from_secs(1));
@@ -215,6 +218,7 @@ async fn a_new_run_takes_the_new_branch_on_every_replay() {
     let started = first.start("fulfil_v2", json!({ "id": 8 })).await.unwrap();
     started.parked().await.unwrap();
     let run = started.id().clone();
+    drop(started);
     first.shutdown().await;
     let output = finish_with_restarts(&world, &run).await;
     assert_eq!(output, json!(["packed 8", "insured 8", "shipped 8", "billed 8"]));
