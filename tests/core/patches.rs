@@ -138,6 +138,7 @@ async fn import(world: &World, journal: &JournalFile) -> RunId {
         parent: None,
         traceparent: None,
         build: None,
+        forked_from: None,
     };
     let owner = WorkerId("importer".into());
     let Created::New(fence) = world.store.create_run(new, &owner).await.unwrap() else { panic!("a new run") };

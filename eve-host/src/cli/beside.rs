@@ -13,7 +13,7 @@ use eve_sqlite::SqliteSnapshot;
 pub(super) fn read(path: &Path, command: &Command) -> Result<(), String> {
     let mut snapshot = SqliteSnapshot::open(path).map_err(|error| error.to_string())?;
     match command {
-        Command::Runs { status, limit } => {
+        Command::Runs { status, limit, .. } => {
             let query = runs::query(status.as_deref(), *limit)?;
             let listed = snapshot.list_runs(&query).map_err(|error| error.to_string())?;
             runs::print(&listed.runs, status.as_deref());

@@ -30,7 +30,7 @@ use serde_json::Value;
 
 use eve_runtime::ask::{Answer, AnswerAction, AskOutcome};
 use eve_runtime::events::RunEvent;
-use eve_runtime::journal::{Entry, Position, RunId, StepOutcome};
+use eve_runtime::journal::{Entry, Op, Position, RunId, StepOutcome};
 use eve_runtime::registry::{self, EntryPoint};
 use eve_runtime::view::progress_line;
 use eve_runtime::{Error, HookDelivery, Phase, RunOutcome, Runtime};
@@ -93,8 +93,12 @@ enum Command {
         #[arg(long, value_parser = humantime::parse_duration, default_value = "1m")]
         wait: Duration,
     },
-    /// List runs, newest first.
+    /// List runs, newest first; `runs fork` forks one.
+    #[command(args_conflicts_with_subcommands = true)]
     Runs {
+        /// What to do with a run instead of listing them.
+        #[command(subcommand)]
+        action: Option<RunsAction>,
         /// Only runs with this status: active (parked or running), parked, running, completed,
         /// failed or cancelled.
         #[arg(long)]
@@ -243,6 +247,26 @@ enum Command {
     },
 }
 
+/// What `runs` does with one run.
+#[derive(Debug, Subcommand)]
+enum RunsAction {
+    /// Fork a finished run (failed, say, on a bug since fixed): start a new run of its tool on
+    /// this build that keeps the journaled results of the ops before `--from` and runs the rest
+    /// live, then follow it until it parks or ends. Prints the new run's id first; the original
+    /// stays as it is.
+    Fork {
+        /// The run to fork.
+        run: String,
+        /// The first op to run again (`inspect` numbers them); the ops before it are not executed
+        /// again.
+        #[arg(long)]
+        from: u32,
+        /// How long to wait for a fork that waits only on its own timers before leaving it parked.
+        #[arg(long, value_parser = humantime::parse_duration, default_value = "1m")]
+        wait: Duration,
+    },
+}
+
 impl Host {
     /// The host configured from the command line and environment.
     pub fn from_env() -> Self {
@@ -303,7 +327,10 @@ impl Host {
             )) if self.database_url.is_none()
                 && matches!(
                     self.command,
-                    Command::Runs { .. } | Command::Inspect { .. } | Command::Export { .. } | Command::Replay { .. }
+                    Command::Runs { action: None, .. }
+                        | Command::Inspect { .. }
+                        | Command::Export { .. }
+                        | Command::Replay { .. }
                 ) =>
             {
                 return beside::read(&self.data_dir.join("eve.db"), &self.command);
@@ -313,7 +340,10 @@ impl Host {
         let done = match self.command {
             Command::Manifest => unreachable!("handled without a runtime"),
             Command::Call { tool, input, id, wait } => call(&runtime, &tool, &input, id.as_deref(), wait).await,
-            Command::Runs { status, limit } => runs(&runtime, status.as_deref(), limit).await,
+            Command::Runs { action: Some(RunsAction::Fork { run, from, wait }), .. } => {
+                runs::fork(&runtime, &parse_run(&run)?, Op(from), wait).await
+            }
+            Command::Runs { status, limit, .. } => runs(&runtime, status.as_deref(), limit).await,
             Command::Inspect { run, at, json } => inspect(&runtime, &run, at, json).await,
             Command::Export { run, out } => {
                 let record = runtime.journal(&parse_run(&run)?).await.map_err(|error| error.to_string())?;

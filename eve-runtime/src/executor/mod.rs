@@ -580,6 +580,8 @@ impl Driver {
             traceparent: started.traceparent.clone().map(Box::new),
             // The new history is started by this build.
             build: Some(Box::new(tool.build())),
+            // A fork stays a fork in its later histories.
+            forked_from: started.forked_from.clone().map(Box::new),
         };
         if let Some(limit) = rt.max_entry_bytes
             && let Err(too_large) = fit::check(&entry, limit, "the new history's first entry, with the input,")
