@@ -11,7 +11,7 @@ use eve_tests::{World, executed, executions};
 use eve_tools::journal::{Entry, ForkedFrom, RecordKind, RunFailure};
 use eve_tools::prelude::*;
 use eve_tools::store::{Append, Created, NewRun, WorkerId};
-use eve_tools::{Error, ForkError, Op, RunId, RunOutcome, Runtime};
+use eve_tools::{Clock, Error, ForkError, Op, RunId, RunOutcome, Runtime};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -129,7 +129,7 @@ async fn a_run_failed_at_op_7_forked_from_op_5_runs_ops_5_on_only() {
         panic!("the fork's start names its origin and this build: {:?}", journal[0])
     };
     assert_eq!(**link, ForkedFrom { run: original.clone(), op: Op(5) });
-    assert_eq!(workflow_id, "core::fork::assemble");
+    assert_eq!(&**workflow_id, "core::fork::assemble");
     assert_eq!(journal[1..=5], before[1..=5], "ops 0 to 4 as the original journaled them");
     assert!(matches!(&journal[6], Entry::StepCompleted { op: Op(5), .. }), "{:?}", journal[6]);
 

@@ -390,7 +390,7 @@ impl Driver {
         let body = tool.and_then(|tool| start_body(&core, tool, input.to_value().into_owned()));
         let mut driver = Driver::new(core, tool, body, claimed.fence, claimed.next_seq, true);
         if driver.body.is_none() {
-            let failure = RunFailure::UnknownWorkflow { workflow_id: workflow_id.clone() };
+            let failure = RunFailure::UnknownWorkflow { workflow_id: workflow_id.to_string() };
             driver.core.lock().mode = Mode::Live;
             return driver.fail(rt, failure).await.map(Err);
         }
@@ -568,7 +568,7 @@ impl Driver {
         // reads nothing of it.
         let body_input = if warm.is_some() { Value::Null } else { input.to_value().into_owned() };
         let entry = Entry::RunStarted {
-            workflow_id: tool.workflow_id.to_owned(),
+            workflow_id: tool.workflow_id.into(),
             tool: tool.name.into(),
             input,
             at: rt.services.clock.now(),

@@ -499,8 +499,9 @@ impl fmt::Display for ForkedFrom {
 pub enum Entry {
     /// The run was created with this input.
     RunStarted {
-        /// The workflow id (module path and fn name) of the body.
-        workflow_id: String,
+        /// The workflow id (module path and fn name) of the body. A boxed `str`, as `tool` is:
+        /// the room it saves makes room for the fork's link below.
+        workflow_id: Box<str>,
         /// The model-facing tool name. A boxed `str`, as `principal` is, to keep every entry small.
         tool: Box<str>,
         /// The tool input.

@@ -79,7 +79,7 @@ impl NewRun {
     /// The journal's first entry for this run.
     pub fn started_entry(&self) -> Entry {
         Entry::RunStarted {
-            workflow_id: self.workflow_id.clone(),
+            workflow_id: self.workflow_id.as_str().into(),
             tool: self.tool.as_str().into(),
             input: self.input.clone().into(),
             at: self.created_at,
