@@ -164,6 +164,7 @@ fn store_appends(c: &mut Criterion, tokio: &tokio::runtime::Runtime, setup: &Set
         parent: None,
         traceparent: None,
         build: None,
+        forked_from: None,
     };
     let created = tokio.block_on(store.create_run(run.clone(), &WorkerId("bench".into())));
     let Ok(Created::New(fence)) = created else { panic!("the run is created: {created:?}") };

@@ -10,7 +10,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use eve_runtime::journal::{BuildStamp, Entry, RunId, RunStatus};
+use eve_runtime::journal::{BuildStamp, Entry, ForkedFrom, RunId, RunStatus};
 use eve_runtime::store::{Delivery, InboxItem, RunRecord, RunSummary};
 use eve_runtime::time::Timestamp;
 pub use eve_runtime::view::OpView;
@@ -35,6 +35,9 @@ pub struct Timeline {
     /// version), when its journal records it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub build: Option<BuildStamp>,
+    /// The run and op this run was forked from, when it is a fork (`host runs fork`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<ForkedFrom>,
     /// Where the run stood as of `at`, in the words of [`RunSummary::state`]: `running`, `parked`
     /// (waiting on durable waits), `completed`, `failed` or `cancelled`.
     pub status: &'static str,
@@ -72,6 +75,7 @@ impl Timeline {
             input: view.input,
             started_at: view.started_at,
             build: view.build,
+            forked_from: view.forked_from,
             status,
             ops: view.ops.into_values().collect(),
             waiting_for,
@@ -177,6 +181,7 @@ mod tests {
             parent: None,
             traceparent: None,
             build: None,
+            forked_from: None,
         }
     }
 

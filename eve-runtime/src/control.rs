@@ -133,6 +133,7 @@ impl StartOptions {
             interactive: self.interactive,
             parent: self.parent.clone(),
             traceparent,
+            forked_from: None,
         }
     }
 }

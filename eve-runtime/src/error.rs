@@ -650,9 +650,74 @@ pub enum Error {
     /// The runtime is shutting down (or was dropped): the request was not carried out.
     #[error("the eve runtime is shutting down; nothing was done, try again once it runs")]
     ShuttingDown,
+    /// A run could not be forked (see [`Runtime::fork`](crate::Runtime::fork)); nothing was
+    /// created.
+    #[error(transparent)]
+    Fork(#[from] ForkError),
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// Why [`Runtime::fork`](crate::Runtime::fork) refused to fork a run; nothing was created.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ForkError {
+    /// The run has not ended: it may still take the ops a fork would run again.
+    #[error("run {run} is still active; cancel it first (or let it end), then fork it")]
+    Active {
+        /// The run.
+        run: RunId,
+    },
+    /// The op to fork from is past the ops the run's journal records.
+    #[error(
+        "run {run} records {ops} ops (0 to {last}); fork from one of them, or from op {ops} to keep them all",
+        last = ops.saturating_sub(1)
+    )]
+    PastTheEnd {
+        /// The run.
+        run: RunId,
+        /// The op asked for.
+        from: Op,
+        /// How many ops the run's journal records.
+        ops: u32,
+    },
+    /// The run's tool is not in this build (renamed or removed), or is not a workflow.
+    #[error(
+        "run {run} is a run of `{tool}`, which this build does not have as a workflow tool; fork it with a build that has it"
+    )]
+    UnknownTool {
+        /// The run.
+        run: RunId,
+        /// Its tool.
+        tool: String,
+    },
+    /// An op the fork would keep started a child run, which reports to the run forked and never
+    /// to the fork.
+    #[error(
+        "{op} of run {run} started run {child}, which reports to {run} and not to a fork; fork from {op} or earlier"
+    )]
+    StartedChild {
+        /// The run.
+        run: RunId,
+        /// The op that started the child.
+        op: Op,
+        /// The child run.
+        child: String,
+    },
+    /// The ops the fork would keep do not replay on this build's body.
+    #[error(
+        "the ops of run {run} before {from} do not replay on this build: {reason}; fork from an earlier op, or \
+         with a build whose body asks for them"
+    )]
+    Diverges {
+        /// The run.
+        run: RunId,
+        /// The op asked for.
+        from: Op,
+        /// Where and how the body departs from the kept journal, in words.
+        reason: String,
+    },
 }
 
 impl Error {

@@ -40,7 +40,7 @@ pub mod webhook;
 pub use ask::{Answer, Ask, AskOutcome};
 pub use auth::{AccessToken, AuthProvider, Principal, Provider};
 pub use context::{Receive, ServeCtx, StepCtxSource, TaskCtx, ToolCtx, WorkflowCtx};
-pub use error::{FatalError, NonDeterminismError, RetryableError, StepError, StoreError, ToolError};
+pub use error::{FatalError, ForkError, NonDeterminismError, RetryableError, StepError, StoreError, ToolError};
 pub use events::RunEvent;
 pub use journal::{Entry, Op, RunId, RunStatus};
 pub use logs::LogLevel;

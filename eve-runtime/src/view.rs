@@ -112,6 +112,8 @@ pub struct RunView {
     /// The build the current history runs on (the one that started it, or the one it was last
     /// upgraded to), when its journal records it.
     pub build: Option<crate::journal::BuildStamp>,
+    /// The run and op this run was forked from, when it is a fork (see `Runtime::fork`).
+    pub forked_from: Option<crate::journal::ForkedFrom>,
     /// Every operation the body of the current history asked for, by op number.
     pub ops: BTreeMap<Op, OpView>,
     /// The questions open, oldest first.
@@ -144,12 +146,13 @@ impl RunView {
     pub fn apply(&mut self, position: Position, entry: &Entry) {
         let seq = position.seq;
         match entry {
-            Entry::RunStarted { tool, input, at, continued, build, .. } => {
+            Entry::RunStarted { tool, input, at, continued, build, forked_from, .. } => {
                 *self = RunView {
                     tool: tool.to_string(),
                     input: input.to_value().into_owned(),
                     started_at: Some(*at),
                     build: build.as_deref().cloned(),
+                    forked_from: forked_from.as_deref().cloned(),
                     next: Position::new(*continued, 0),
                     // A cancellation asked for in an earlier history still stands.
                     cancel: self.cancel.take(),

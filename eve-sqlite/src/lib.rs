@@ -573,6 +573,7 @@ mod tests {
             parent: None,
             traceparent: None,
             build: None,
+            forked_from: None,
         }
     }
 

@@ -13,7 +13,7 @@
 //! | [`in_the_loop`] | questions to people (`ask`) and forms (`ask_form`), hooks and webhooks |
 //! | [`progress`] | reporting progress from a workflow body |
 //! | [`running_tools`] | the runtime, the host command line, `chat` and `inspect`, the stores |
-//! | [`versions`] | changing a workflow with runs in flight: `export` and `replay` |
+//! | [`versions`] | changing a workflow with runs in flight: `export` and `replay`, patches, forks |
 //! | [`postgres`] | the shared store and many workers |
 //! | [`http`] | the HTTP server, its routes and the web inspector |
 //! | [`sessions`] | agent sessions, tasks, subagents and models |

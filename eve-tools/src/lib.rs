@@ -333,7 +333,9 @@ pub use eve_runtime::ask::{
 pub use eve_runtime::auth::{AccessToken, AuthError, AuthProvider, Principal, Provider};
 pub use eve_runtime::auth::{MemoryTokenStore, TokenSet, TokenStore, TokenStoreError};
 pub use eve_runtime::context::{Call, Receive, ServeCtx, StepCtxSource, StretchSignal, TaskCtx, ToolCtx, WorkflowCtx};
-pub use eve_runtime::error::{FatalError, NonDeterminismError, RetryableError, StepError, StoreError, ToolError};
+pub use eve_runtime::error::{
+    FatalError, ForkError, NonDeterminismError, RetryableError, StepError, StoreError, ToolError,
+};
 pub use eve_runtime::events::RunEvent;
 /// Requests for the calling client's model (`ctx.sample`) and their completions.
 pub use eve_runtime::journal::sample;

@@ -307,6 +307,7 @@ impl Harness {
             parent: None,
             traceparent: None,
             build: None,
+            forked_from: None,
         };
         let Created::New(fence) = self.store.create_run(new, &WorkerId::generate()).await.unwrap() else {
             unreachable!("fresh id")

@@ -9,6 +9,7 @@ mod crash;
 mod duplicate_names;
 mod examples;
 mod executor;
+mod fork;
 mod hooks;
 mod inputs;
 mod journal;

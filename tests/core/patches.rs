@@ -115,7 +115,7 @@ fn recorded(name: &str) -> JournalFile {
 fn as_if(journal: &JournalFile, workflow: &str) -> JournalFile {
     let mut journal = journal.clone();
     if let Entry::RunStarted { workflow_id, .. } = &mut journal.entries[0] {
-        *workflow_id = format!("core::patches::{workflow}");
+        *workflow_id = format!("core::patches::{workflow}").into();
     }
     journal
 }
@@ -129,7 +129,7 @@ async fn import(world: &World, journal: &JournalFile) -> RunId {
     let id = RunId::generate();
     let new = NewRun {
         id: id.clone(),
-        workflow_id: workflow_id.clone(),
+        workflow_id: workflow_id.to_string(),
         tool: tool.to_string(),
         input: input.to_value().into_owned(),
         created_at: *at,
@@ -138,6 +138,7 @@ async fn import(world: &World, journal: &JournalFile) -> RunId {
         parent: None,
         traceparent: None,
         build: None,
+        forked_from: None,
     };
     let owner = WorkerId("importer".into());
     let Created::New(fence) = world.store.create_run(new, &owner).await.unwrap() else { panic!("a new run") };

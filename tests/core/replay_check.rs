@@ -116,7 +116,7 @@ async fn recorded() -> JournalFile {
 fn as_if(journal: &JournalFile, workflow_id: &str) -> JournalFile {
     let mut journal = journal.clone();
     if let Entry::RunStarted { workflow_id: recorded, .. } = &mut journal.entries[0] {
-        *recorded = workflow_id.to_owned();
+        *recorded = workflow_id.into();
     }
     journal
 }

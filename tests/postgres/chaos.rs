@@ -130,6 +130,7 @@ async fn runs_complete_once_while_workers_are_killed_and_postgres_restarts() {
                 parent: None,
                 traceparent: None,
                 build: None,
+                forked_from: None,
             };
             if let eve_tools::store::Created::New(fence) =
                 store.create_run(new, &WorkerId("chaos-client".into())).await.unwrap()

@@ -59,6 +59,7 @@ async fn old_run(store: &PostgresStore, id: &str, entries: Vec<Entry>) -> RunId 
         parent: None,
         traceparent: None,
         build: Some(old_build()),
+        forked_from: None,
     };
     let Created::New(fence) = store.create_run(new, &WorkerId("old-worker".into())).await.unwrap() else {
         panic!("run {id} is new")

@@ -48,6 +48,7 @@ fn new_run(id: &str) -> NewRun {
         parent: None,
         traceparent: None,
         build: None,
+        forked_from: None,
     }
 }
 

@@ -266,6 +266,7 @@ async fn runs_nobody_announces_are_found_by_polling() {
         parent: None,
         traceparent: None,
         build: None,
+        forked_from: None,
     };
     let created = store.create_run(new, &WorkerId("vanished".into())).await.unwrap();
     assert!(matches!(created, Created::New(_)), "the orphan is created, leased to a worker that is gone");

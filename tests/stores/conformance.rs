@@ -44,6 +44,7 @@ mod sqlite_reopen {
             parent: None,
             traceparent: None,
             build: None,
+            forked_from: None,
         }
     }
 

@@ -24,6 +24,7 @@ fn new_run(id: &str, input: Value) -> NewRun {
         parent: None,
         traceparent: None,
         build: None,
+        forked_from: None,
     }
 }
 

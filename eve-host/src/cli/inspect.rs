@@ -38,6 +38,9 @@ pub(super) fn text(record: &RunRecord, timeline: &Timeline, pending: &[InboxItem
     if let Some(build) = &timeline.build {
         lines.push(format!("started by build {}  body fingerprint {}", build.version, build.fingerprint));
     }
+    if let Some(forked_from) = &timeline.forked_from {
+        lines.push(forked_from.to_string());
+    }
     let last = record.entries.len().saturating_sub(1) as u64;
     if timeline.at < last {
         lines.push(format!("as of entry {} of 0..={last}: {}", timeline.at, timeline.status));

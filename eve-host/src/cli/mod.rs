@@ -30,7 +30,7 @@ use serde_json::Value;
 
 use eve_runtime::ask::{Answer, AnswerAction, AskOutcome};
 use eve_runtime::events::RunEvent;
-use eve_runtime::journal::{Entry, Position, RunId, StepOutcome};
+use eve_runtime::journal::{Entry, Op, Position, RunId, StepOutcome};
 use eve_runtime::registry::{self, EntryPoint};
 use eve_runtime::view::progress_line;
 use eve_runtime::{Error, HookDelivery, Phase, RunOutcome, Runtime};
@@ -94,7 +94,7 @@ enum Command {
         #[arg(long, value_parser = humantime::parse_duration, default_value = "1m")]
         wait: Duration,
     },
-    /// List runs, newest first.
+    /// List runs, newest first; `runs upgrade` moves runs to this build, `runs fork` forks one.
     #[command(args_conflicts_with_subcommands = true)]
     Runs {
         /// What to do with the runs instead of listing them.
@@ -249,7 +249,7 @@ enum Command {
     },
 }
 
-/// What `runs` does besides listing.
+/// What `runs` does besides listing: upgrade the runs, or fork one.
 #[derive(Debug, Subcommand)]
 enum RunsCommand {
     /// Move every unfinished run whose journal replays on this build to it (after a deploy, once
@@ -259,6 +259,21 @@ enum RunsCommand {
         /// Print what was done as one JSON object.
         #[arg(long)]
         json: bool,
+    },
+    /// Fork a finished run (failed, say, on a bug since fixed): start a new run of its tool on
+    /// this build that keeps the journaled results of the ops before `--from` and runs the rest
+    /// live, then follow it until it parks or ends. Prints the new run's id first; the original
+    /// stays as it is.
+    Fork {
+        /// The run to fork.
+        run: String,
+        /// The first op to run again (`inspect` numbers them); the ops before it are not executed
+        /// again.
+        #[arg(long)]
+        from: u32,
+        /// How long to wait for a fork that waits only on its own timers before leaving it parked.
+        #[arg(long, value_parser = humantime::parse_duration, default_value = "1m")]
+        wait: Duration,
     },
 }
 
@@ -336,6 +351,9 @@ impl Host {
             Command::Manifest => unreachable!("handled without a runtime"),
             Command::Call { tool, input, id, wait } => call(&runtime, &tool, &input, id.as_deref(), wait).await,
             Command::Runs { action: Some(RunsCommand::Upgrade { json }), .. } => upgrade::run(&runtime, json).await,
+            Command::Runs { action: Some(RunsCommand::Fork { run, from, wait }), .. } => {
+                runs::fork(&runtime, &parse_run(&run)?, Op(from), wait).await
+            }
             Command::Runs { status, limit, action: None } => runs(&runtime, status.as_deref(), limit).await,
             Command::Inspect { run, at, json } => inspect(&runtime, &run, at, json).await,
             Command::Export { run, out } => {

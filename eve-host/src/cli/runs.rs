@@ -1,10 +1,37 @@
-//! `runs`: the runs a store holds, newest first, as a table with a header and aligned columns.
+//! `runs`: the runs a store holds, newest first, as a table with a header and aligned columns;
+//! and `runs fork`, which forks one.
 //!
 //! The store keeps four statuses (active, completed, failed, cancelled); the table splits active
 //! runs into `parked` (waiting on durable waits only, holding no task) and `running` (an activation
 //! was under way when the store was last written), which is what a person asks about.
 
+use std::time::Duration;
+
+use eve_runtime::Runtime;
+use eve_runtime::journal::{Op, Position, RunId};
 use eve_runtime::store::{RunQuery, RunSummary, unknown_state};
+
+/// `runs fork <run> --from <op>`: forks `run` from op `from`, prints the fork's id, and follows
+/// the fork (its steps on stderr) until it parks or ends, as `call` follows a run.
+pub(super) async fn fork(runtime: &Runtime, run: &RunId, from: Op, wait: Duration) -> Result<(), String> {
+    // On a shared store this process is a client: the workers run the fork.
+    if !runtime.store().is_shared() {
+        runtime.recover().await.map_err(|error| error.to_string())?;
+    }
+    let original = runtime.journal(run).await.map_err(|error| error.to_string())?;
+    let handle = runtime.fork(run, from).await.map_err(|error| error.to_string())?;
+    println!("{}", handle.id());
+    let kept = original.entries.iter().filter(|entry| entry.op().is_some_and(|op| op < from)).count() as u64;
+    let kept_ops = match from.0 {
+        0 => "no op kept".to_owned(),
+        1 => "op 0 kept".to_owned(),
+        n => format!("ops 0 to {} kept", n - 1),
+    };
+    eprintln!("forked {run} from {from} as {} ({kept_ops})", handle.id());
+    // The kept entries were journaled by the original: only what the fork does is shown.
+    let after_kept = Position::new(0, kept + 1);
+    super::with_steps(runtime, handle.id(), after_kept, super::follow_run(runtime, &handle, wait)).await
+}
 
 /// The listing `runs [--status <state>] [--limit <n>]` asks for, or a sentence listing the
 /// states it could name.

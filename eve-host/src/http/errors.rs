@@ -11,6 +11,7 @@ use serde_json::json;
 
 use eve_runtime::Error;
 use eve_runtime::ask::AnswerError;
+use eve_runtime::error::ForkError;
 use eve_runtime::store::StoreError;
 
 /// A refused request.
@@ -157,11 +158,23 @@ pub(crate) fn from_runtime(error: Error) -> ApiError {
             ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, error.to_string())
         }
         Error::Answer(answer) => from_answer(answer),
+        Error::Fork(fork) => from_fork(fork),
         // The callback route redacts and quotes a provider's error itself; nothing else should see one.
         Error::Auth(_) => ApiError::new(StatusCode::BAD_GATEWAY, "the sign-in provider failed"),
         Error::Store(store) => from_store(store),
         // A duplicate tool, a missing Tokio runtime, an unreadable key: the server's to fix.
         error => internal(&error),
+    }
+}
+
+/// A refused fork: a run or build that cannot be forked now is a conflict; an op it cannot be
+/// forked from names the body's `from`.
+fn from_fork(error: ForkError) -> ApiError {
+    match error {
+        ForkError::Active { .. } | ForkError::UnknownTool { .. } | ForkError::Diverges { .. } => {
+            ApiError::new(StatusCode::CONFLICT, shorten(&error.to_string(), 1024))
+        }
+        error => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, error.to_string()).field("from"),
     }
 }
 

@@ -33,6 +33,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/v1/runs/{run}", get(runs::status))
         .route("/v1/runs/{run}/timeline", get(runs::timeline))
         .route("/v1/runs/{run}/cancel", post(runs::cancel))
+        .route("/v1/runs/{run}/fork", post(runs::fork))
         .route("/v1/runs/{run}/questions", get(runs::questions))
         .route("/v1/runs/{run}/questions/{request}", post(runs::answer))
         .route("/v1/events", get(events::stream))

@@ -1,5 +1,6 @@
 //! The run API for channels, examples and the inspector: start a run, list runs a page at a
-//! time, read a run's status or timeline, cancel it, list its open questions and answer one.
+//! time, read a run's status or timeline, cancel it, fork it, list its open questions and answer
+//! one.
 
 use axum::Json;
 use axum::body::Body;
@@ -16,7 +17,7 @@ use super::path::segment;
 use super::state::AppState;
 use crate::timeline::{Inspection, RunListing};
 use eve_runtime::ask::{Answer, AnswerAction, Ask};
-use eve_runtime::journal::{RunId, TraceParent};
+use eve_runtime::journal::{Op, RunId, TraceParent};
 use eve_runtime::store::{RunQuery, unknown_state};
 use eve_runtime::time::Timestamp;
 use eve_runtime::{RunOutcome, StartOptions};
@@ -209,6 +210,34 @@ pub(crate) async fn cancel(
     let reason = cancel.and_then(|cancel| cancel.reason).unwrap_or_else(|| "cancelled over HTTP".to_owned());
     state.runtime.cancel(&run, &reason).await.map_err(from_runtime)?;
     Ok(StatusCode::ACCEPTED)
+}
+
+/// The body of `POST /v1/runs/{run}/fork`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ForkBody {
+    /// The first op the fork runs again.
+    from: u32,
+}
+
+/// `POST /v1/runs/{run}/fork` with `{"from": 5}`: forks the finished run from op 5 (see
+/// `Runtime::fork`) and answers `201` with the fork's id and where it came from.
+pub(crate) async fn fork(
+    State(state): State<AppState>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let ForkBody { from } = body::json(body, &headers, &state.limits).await?;
+    let run = run_id(&uri)?;
+    let handle = state.runtime.fork(&run, Op(from)).await.map_err(from_runtime)?;
+    let id = handle.id();
+    let created = serde_json::json!({ "runId": id, "forkedFrom": { "runId": run, "op": from } });
+    let mut response = (StatusCode::CREATED, Json(created)).into_response();
+    if let Ok(location) = HeaderValue::try_from(format!("/v1/runs/{id}")) {
+        response.headers_mut().insert(header::LOCATION, location);
+    }
+    Ok(response)
 }
 
 /// One open question as `GET /v1/runs/{run}/questions` lists it.

@@ -72,7 +72,7 @@ pub(crate) fn check(run: &RunId, entries: &[Entry]) -> ReplayVerdict {
         return ReplayVerdict::Unreadable { reason: "the journal does not start with `run_started`".into() };
     };
     let Some(tool) = crate::registry::workflow(workflow_id) else {
-        return ReplayVerdict::UnknownWorkflow { workflow_id: workflow_id.clone() };
+        return ReplayVerdict::UnknownWorkflow { workflow_id: workflow_id.to_string() };
     };
     let services = Arc::new(Services::new(
         Arc::new(crate::time::SystemClock),

@@ -389,7 +389,7 @@ impl Driver {
         let body = tool.and_then(|tool| start_body(&core, tool, input.to_value().into_owned()));
         let mut driver = Driver::new(core, tool, body, claimed.fence, claimed.next_seq, true);
         if driver.body.is_none() {
-            let failure = RunFailure::UnknownWorkflow { workflow_id: workflow_id.clone() };
+            let failure = RunFailure::UnknownWorkflow { workflow_id: workflow_id.to_string() };
             driver.core.lock().mode = Mode::Live;
             return driver.fail(rt, failure).await.map(Err);
         }
@@ -567,7 +567,7 @@ impl Driver {
         // reads nothing of it.
         let body_input = if warm.is_some() { Value::Null } else { input.to_value().into_owned() };
         let entry = Entry::RunStarted {
-            workflow_id: tool.workflow_id.to_owned(),
+            workflow_id: tool.workflow_id.into(),
             tool: tool.name.into(),
             input,
             at: rt.services.clock.now(),
@@ -579,6 +579,8 @@ impl Driver {
             traceparent: started.traceparent.clone().map(Box::new),
             // The new history is started by this build.
             build: Some(Box::new(tool.build())),
+            // A fork stays a fork in its later histories.
+            forked_from: started.forked_from.clone().map(Box::new),
         };
         if let Some(limit) = rt.max_entry_bytes
             && let Err(too_large) = fit::check(&entry, limit, "the new history's first entry, with the input,")

@@ -475,6 +475,24 @@ pub struct BuildStamp {
     pub version: String,
 }
 
+/// Where a forked run came from (see `Runtime::fork`): the run it was forked from, and the op it
+/// was forked at. The fork's journal holds that run's entries of the ops before `op`; its body
+/// ran live from `op` on.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ForkedFrom {
+    /// The run forked, which stays as it was.
+    pub run: RunId,
+    /// The first op the fork ran again rather than took from that run's journal.
+    pub op: Op,
+}
+
+impl fmt::Display for ForkedFrom {
+    /// `forked from run_… at op 5`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "forked from {} at {}", self.run, self.op)
+    }
+}
+
 /// One journal entry. See the module documentation for the two groups of entries.
 ///
 /// Entries are stored as JSON in serde's externally tagged form, `{"step_completed": {...}}`,
@@ -484,8 +502,9 @@ pub struct BuildStamp {
 pub enum Entry {
     /// The run was created with this input.
     RunStarted {
-        /// The workflow id (module path and fn name) of the body.
-        workflow_id: String,
+        /// The workflow id (module path and fn name) of the body. A boxed `str`, as `tool` is:
+        /// the room it saves makes room for the fork's link below.
+        workflow_id: Box<str>,
         /// The model-facing tool name. A boxed `str`, as `principal` is, to keep every entry small.
         tool: Box<str>,
         /// The tool input.
@@ -517,6 +536,10 @@ pub enum Entry {
         /// are run starts.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         build: Option<Box<BuildStamp>>,
+        /// The run and op this run was forked from, for a run made by `Runtime::fork`; absent
+        /// for every other run and in journals written before forks. Boxed, as few runs have one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        forked_from: Option<Box<ForkedFrom>>,
     },
     /// The run's history moved to another build (`Runtime::upgrade_runs`, `host runs upgrade`),
     /// whose code replays it: from here on the run is this build's, as if it had started it. The
@@ -957,6 +980,22 @@ mod tests {
             matches!(&entry, Entry::RunStarted { traceparent: Some(parent), .. } if parent.as_str().starts_with("00-4bf9"))
         );
         assert_eq!(serde_json::to_string(&entry).unwrap(), traced);
+    }
+
+    /// A run start written before forks existed reads with no link, and a fork's link round-trips
+    /// under `forked_from`.
+    #[test]
+    fn a_run_start_may_or_may_not_be_a_fork() {
+        let old = r#"{"run_started":{"workflow_id":"m::t","tool":"t","input":{},"at":1}}"#;
+        let Entry::RunStarted { forked_from, .. } = serde_json::from_str::<Entry>(old).unwrap() else {
+            panic!("a run start decodes as one")
+        };
+        assert_eq!(forked_from, None);
+        let forked = old.replace(r#""at":1"#, r#""at":1,"forked_from":{"run":"run_a","op":5}"#);
+        let entry = serde_json::from_str::<Entry>(&forked).unwrap();
+        let Entry::RunStarted { forked_from: Some(link), .. } = &entry else { panic!("the link reads back") };
+        assert_eq!(link.to_string(), "forked from run_a at op 5");
+        assert_eq!(serde_json::to_string(&entry).unwrap(), forked);
     }
 
     /// Every entry takes the room of the largest variant, and a journal is mostly completed

@@ -109,19 +109,29 @@ pub(crate) struct Started {
     pub parent: Option<crate::journal::ParentLink>,
     /// The span the run's activations are children of (see `crate::trace`).
     pub traceparent: Option<crate::journal::TraceParent>,
+    /// The run and op this one was forked from, if it is a fork: kept by a continue-as-new.
+    pub forked_from: Option<crate::journal::ForkedFrom>,
+}
+
+impl Default for Started {
+    /// A run started anonymously, someone to answer it, in its first history, with no links.
+    fn default() -> Self {
+        Started { principal: None, interactive: true, continued: 0, parent: None, traceparent: None, forked_from: None }
+    }
 }
 
 impl Started {
     pub fn of(entry: &Entry) -> Started {
         match entry {
-            Entry::RunStarted { principal, interactive, continued, parent, traceparent, .. } => Started {
+            Entry::RunStarted { principal, interactive, continued, parent, traceparent, forked_from, .. } => Started {
                 principal: principal.as_deref().map(str::to_owned),
                 interactive: *interactive,
                 continued: *continued,
                 parent: parent.as_deref().cloned(),
                 traceparent: traceparent.as_deref().cloned(),
+                forked_from: forked_from.as_deref().cloned(),
             },
-            _ => Started { principal: None, interactive: true, continued: 0, parent: None, traceparent: None },
+            _ => Started::default(),
         }
     }
 }
@@ -796,7 +806,7 @@ mod tests {
         let clock = Arc::new(ManualClock::new(Timestamp::from_millis(0)));
         let services =
             Services::new(clock, SecretKey::generate(), Default::default(), String::new(), Default::default());
-        let started = Started { principal: None, interactive: true, continued: 0, parent: None, traceparent: None };
+        let started = Started::default();
         RunCore::new("run-1".parse().unwrap(), Arc::new(services), &started, None, ReplayIndex::default(), mode)
     }
 

@@ -19,6 +19,7 @@
 
 mod builder;
 mod deliver;
+mod fork;
 mod pinning;
 mod worker;
 
@@ -620,6 +621,7 @@ impl Runtime {
             continued: 0,
             parent: options.parent,
             traceparent,
+            forked_from: None,
         };
         if shared.is_client() {
             return self.hand_over(new, descriptor).await;

@@ -36,6 +36,7 @@ use crate::error::StoreError;
 ///     parent: None,
 ///     traceparent: None,
 ///     build: None,
+///     forked_from: None,
 /// };
 /// let Created::New(fence) = store.create_run(run.clone(), &WorkerId::generate()).await.unwrap() else {
 ///     unreachable!("the run is new")

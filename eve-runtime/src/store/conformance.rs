@@ -132,6 +132,7 @@ fn new_run(name: &str, input: Value, created_at: u64) -> NewRun {
         parent: None,
         traceparent: None,
         build: None,
+        forked_from: None,
     }
 }
 

@@ -71,13 +71,15 @@ pub struct NewRun {
     pub traceparent: Option<crate::journal::TraceParent>,
     /// The build that starts it (see [`BuildStamp`](crate::journal::BuildStamp)), when known.
     pub build: Option<crate::journal::BuildStamp>,
+    /// The run and op it was forked from, for a run made by `Runtime::fork`.
+    pub forked_from: Option<crate::journal::ForkedFrom>,
 }
 
 impl NewRun {
     /// The journal's first entry for this run.
     pub fn started_entry(&self) -> Entry {
         Entry::RunStarted {
-            workflow_id: self.workflow_id.clone(),
+            workflow_id: self.workflow_id.as_str().into(),
             tool: self.tool.as_str().into(),
             input: self.input.clone().into(),
             at: self.created_at,
@@ -87,6 +89,7 @@ impl NewRun {
             parent: self.parent.clone().map(Box::new),
             traceparent: self.traceparent.clone().map(Box::new),
             build: self.build.clone().map(Box::new),
+            forked_from: self.forked_from.clone().map(Box::new),
         }
     }
 }

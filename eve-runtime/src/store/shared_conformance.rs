@@ -99,6 +99,7 @@ async fn create(store: &dyn Store, name: &str, created_at: u64) -> (RunId, Fence
         parent: None,
         traceparent: None,
         build: None,
+        forked_from: None,
     };
     match store.create_run(run, &worker("a")).await {
         Ok(Created::New(fence)) => (id, fence),

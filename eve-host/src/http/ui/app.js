@@ -565,6 +565,10 @@
         ['Journal entries', String(entries)],
       ];
       if (t.build) rows.push(['Build', `${t.build.version} (body ${t.build.fingerprint})`]);
+      if (t.forkedFrom) {
+        const from = t.forkedFrom;
+        rows.push(['Forked from', ['run ', h('a', { href: runHash(from.run, null) }, from.run), ` at op ${from.op}`]]);
+      }
       if (t.waitingFor && t.waitingFor.length) {
         rows.push(['Waiting for', h('ul', { class: 'plain' }, t.waitingFor.map((w) => h('li', {}, w)))]);
       }
