@@ -10,7 +10,7 @@ use std::time::Duration;
 use eve_tests::{World, executed, executions};
 use eve_tools::journal::{Entry, ForkedFrom, RecordKind, RunFailure};
 use eve_tools::prelude::*;
-use eve_tools::store::{Append, Created, NewRun, WorkerId};
+use eve_tools::store::NewRun;
 use eve_tools::{Clock, Error, ForkError, Op, RunId, RunOutcome, Runtime};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -77,9 +77,8 @@ async fn failed_run(runtime: &Runtime, key: &str) -> RunId {
 /// Writes a finished run of `tool` with `entries` after its start into `world`'s store, as a run
 /// of another build would have left it.
 async fn import(world: &World, tool: &str, input: Value, entries: Vec<Entry>) -> RunId {
-    let id = RunId::generate();
     let new = NewRun {
-        id: id.clone(),
+        id: RunId::generate(),
         workflow_id: format!("core::fork::{tool}"),
         tool: tool.to_owned(),
         input,
@@ -91,12 +90,7 @@ async fn import(world: &World, tool: &str, input: Value, entries: Vec<Entry>) ->
         build: None,
         forked_from: None,
     };
-    let owner = WorkerId("importer".into());
-    let Created::New(fence) = world.store.create_run(new, &owner).await.unwrap() else { panic!("a new run") };
-    let mut append = Append { first_seq: 1, entries, ..Append::default() };
-    world.store.append(&id, fence, &mut append).await.unwrap();
-    world.store.release(&id, fence).await.unwrap();
-    id
+    world.write_run(new, entries).await
 }
 
 fn failed(message: &str) -> Entry {

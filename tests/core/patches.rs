@@ -14,7 +14,7 @@ use std::time::Duration;
 use eve_tests::{START, World, executed, executions};
 use eve_tools::journal::{Entry, OpKind, RecordKind};
 use eve_tools::prelude::*;
-use eve_tools::store::{Append, Created, NewRun, WorkerId};
+use eve_tools::store::NewRun;
 use eve_tools::testing::{JournalFile, ReplayVerdict, replay};
 use eve_tools::{Clock, RunHandle, RunId, RunOutcome, Runtime};
 use schemars::JsonSchema;
@@ -126,9 +126,8 @@ async fn import(world: &World, journal: &JournalFile) -> RunId {
     let Entry::RunStarted { workflow_id, tool, input, at, .. } = &journal.entries[0] else {
         panic!("a journal starts with its run")
     };
-    let id = RunId::generate();
     let new = NewRun {
-        id: id.clone(),
+        id: RunId::generate(),
         workflow_id: workflow_id.to_string(),
         tool: tool.to_string(),
         input: input.to_value().into_owned(),
@@ -140,12 +139,7 @@ async fn import(world: &World, journal: &JournalFile) -> RunId {
         build: None,
         forked_from: None,
     };
-    let owner = WorkerId("importer".into());
-    let Created::New(fence) = world.store.create_run(new, &owner).await.unwrap() else { panic!("a new run") };
-    let mut append = Append { first_seq: 1, entries: journal.entries[1..].to_vec(), ..Append::default() };
-    world.store.append(&id, fence, &mut append).await.unwrap();
-    world.store.release(&id, fence).await.unwrap();
-    id
+    world.write_run(new, journal.entries[1..].to_vec()).await
 }
 
 /// Runs `run` to its end, a new runtime (a restarted process) at every wait, each replaying the

@@ -54,6 +54,19 @@ impl World {
         }
     }
 
+    /// Writes the run `new` with `entries` after its start into this world's store, unclaimed,
+    /// as a process of another build would have left it, for the next runtime to take.
+    pub async fn write_run(&self, new: eve_tools::store::NewRun, entries: Vec<eve_tools::Entry>) -> RunId {
+        use eve_tools::store::{Append, Created, WorkerId};
+        let id = new.id.clone();
+        let owner = WorkerId("importer".into());
+        let Created::New(fence) = self.store.create_run(new, &owner).await.unwrap() else { panic!("a new run") };
+        let mut append = Append { first_seq: 1, entries, ..Append::default() };
+        self.store.append(&id, fence, &mut append).await.unwrap();
+        self.store.release(&id, fence).await.unwrap();
+        id
+    }
+
     /// A new runtime (a new "process") over this world; `warm_cache` 0 makes every resume replay.
     pub fn runtime(&self, warm_cache: usize) -> Runtime {
         self.builder(warm_cache).build().expect("a runtime builds inside a Tokio runtime")
