@@ -44,7 +44,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use crate::error::StoreError;
-use crate::journal::{Entry, Op, Position, RunId, RunStatus};
+use crate::journal::{BuildStamp, Entry, Op, Position, RunId, RunStatus};
 use crate::secret::TokenHash;
 use crate::time::Timestamp;
 
@@ -320,6 +320,11 @@ pub struct RunSummary {
     /// only when one of them resolves.
     #[serde(default)]
     pub parked: bool,
+    /// The build its history runs on (the one its `RunStarted` records, or the last
+    /// `RunUpgraded` names: see [`kit::build`]), kept beside the run so a listing shows it
+    /// without reading the journal; `None` if the journal records none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<BuildStamp>,
 }
 
 impl RunSummary {
