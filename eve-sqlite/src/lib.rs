@@ -1043,7 +1043,9 @@ mod tests {
              DROP TABLE journal;
              ALTER TABLE journal_by_run_first RENAME TO journal;
              DROP TABLE journal_previous;
-             ALTER TABLE runs DROP COLUMN continued;",
+             ALTER TABLE runs DROP COLUMN continued;
+             ALTER TABLE runs DROP COLUMN fingerprint;
+             ALTER TABLE runs DROP COLUMN version;",
         )
         .unwrap();
         conn.pragma_update(None, "user_version", version).unwrap();
