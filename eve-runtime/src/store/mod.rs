@@ -69,7 +69,7 @@ pub struct NewRun {
     pub parent: Option<crate::journal::ParentLink>,
     /// The trace its spans join, when traces are exported (see [`crate::trace`]).
     pub traceparent: Option<crate::journal::TraceParent>,
-    /// The build that starts it (see [`BuildStamp`](crate::journal::BuildStamp)), when known.
+    /// The build that starts it (see [`BuildStamp`]), when known.
     pub build: Option<crate::journal::BuildStamp>,
     /// The run and op it was forked from, for a run made by `Runtime::fork`.
     pub forked_from: Option<crate::journal::ForkedFrom>,
