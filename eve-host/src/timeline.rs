@@ -10,8 +10,10 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use eve_runtime::RefusedRun;
 use eve_runtime::journal::{BuildStamp, Entry, ForkedFrom, RunId, RunStatus};
 use eve_runtime::store::{Delivery, InboxItem, RunRecord, RunSummary};
+use eve_runtime::testing::ReplayVerdict;
 use eve_runtime::time::Timestamp;
 pub use eve_runtime::view::OpView;
 use eve_runtime::view::RunView;
@@ -97,7 +99,8 @@ pub struct RunListing {
     pub workflow_id: String,
     /// Where it stands, in the one vocabulary the CLI, HTTP and the inspector share
     /// ([`RunSummary::state`]): `parked` (waiting on durable waits only), `running`,
-    /// `completed`, `failed` or `cancelled`.
+    /// `completed`, `failed` or `cancelled`; or `held` when this build holds it (see
+    /// [`RunListing::held`]).
     pub status: &'static str,
     /// Whether it waits on durable waits only.
     pub parked: bool,
@@ -106,6 +109,14 @@ pub struct RunListing {
     pub created_at: Timestamp,
     /// How many journal entries it has.
     pub entries: u64,
+    /// The build its history runs on (version and body fingerprint), as the store keeps it;
+    /// absent when its journal records none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub build: Option<BuildStamp>,
+    /// Why this build holds it (status `held`): where its journal diverges from this build's
+    /// code (the op, what the journal records, what this build asks for, and at which line).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held: Option<ReplayVerdict>,
 }
 
 impl RunListing {
@@ -119,8 +130,36 @@ impl RunListing {
             parked: summary.parked,
             created_at: summary.created_at,
             entries: summary.entries,
+            build: summary.build.clone(),
+            held: None,
         }
     }
+
+    /// The listing as this build sees it: `held`, with why, when `held` says this build holds
+    /// the run (what [`Runtime::held`](eve_runtime::Runtime::held) answers); unchanged otherwise.
+    pub fn held(mut self, held: Option<RefusedRun>) -> Self {
+        if let Some(held) = held {
+            self.status = "held";
+            self.held = Some(held.verdict);
+        }
+        self
+    }
+}
+
+/// What a person can do about `held` runs this build holds (see
+/// [`Runtime::held_runs`](eve_runtime::Runtime::held_runs)), in one line: what the host says at
+/// start-up after naming each.
+pub fn held_advice(held: usize) -> String {
+    let (are, them, they_finish) = match held {
+        1 => ("1 run is".to_owned(), "it", "it finishes"),
+        n => (format!("{n} runs are"), "them", "they finish"),
+    };
+    format!(
+        "{are} held: run the build that started {them} until {they_finish}, fork {them} onto this build from the op \
+         before the divergence (`runs fork <run> --from <op>`), cancel {them} (`cancel <run>`; the cleanup cannot run \
+         on this build), or ship a build that replays {them} (a `ctx.patched(\"id\")` at the line each divergence \
+         names)"
+    )
 }
 
 /// Everything `host inspect --json` and the inspector's `GET /v1/runs/{run}/timeline` tell about

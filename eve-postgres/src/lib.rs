@@ -587,13 +587,13 @@ impl Store for PostgresStore {
             Err(refused) => return Commit::Done(Err(refused)),
         };
         let continued = eve_runtime::store::kit::continued(std::slice::from_ref(started));
-        let fingerprint = eve_runtime::store::kit::build(std::slice::from_ref(started)).map(|build| &build.fingerprint);
+        let build = eve_runtime::store::kit::build(std::slice::from_ref(started)).cloned();
         Commit::pending(async move {
             with_client!(self, format!("continuing run {run} as new"), |client| writes::continue_as_new(
                 &mut client,
                 run,
                 fence,
-                (continued, &text, fingerprint.map(String::as_str)),
+                (continued, &text, build.as_ref()),
                 keep_inbox,
                 &self.channel
             ))

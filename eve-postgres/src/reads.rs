@@ -8,7 +8,7 @@ use tokio_postgres::Row;
 
 use super::codec::{self, Failure, int};
 use super::sql::{query, query_opt};
-use eve_runtime::journal::{Entry, Position, RunId};
+use eve_runtime::journal::{BuildStamp, Entry, Position, RunId};
 use eve_runtime::store::{
     HookMeta, HookRow, InboxItem, JournalPage, PassedOver, Recovery, RunPage, RunQuery, RunRecord, RunSummary,
     TimerRow, WaitingSignIn,
@@ -16,7 +16,7 @@ use eve_runtime::store::{
 use eve_runtime::time::Timestamp;
 
 /// The columns [`decode_summary`] reads, in order.
-const SUMMARY: &str = "id, workflow_id, tool, status, created_at, entries, parked";
+const SUMMARY: &str = "id, workflow_id, tool, status, created_at, entries, parked, fingerprint, version";
 
 fn decode_summary(row: &Row) -> Result<RunSummary, Failure> {
     let id: &str = row.try_get(0)?;
@@ -29,6 +29,10 @@ fn decode_summary(row: &Row) -> Result<RunSummary, Failure> {
         created_at: codec::timestamp(row.try_get(4)?)?,
         entries: codec::uint(row.try_get(5)?)?,
         parked: row.try_get(6)?,
+        build: row
+            .try_get::<_, Option<String>>(7)?
+            .zip(row.try_get::<_, Option<String>>(8)?)
+            .map(|(fingerprint, version)| BuildStamp { fingerprint, version }),
     })
 }
 
@@ -45,12 +49,13 @@ pub(super) async fn load(client: &mut Client, run: &RunId) -> Result<Option<RunR
 
 /// A run's summary and last entry, in one statement.
 pub(super) async fn tail(client: &Client, run: &RunId) -> Result<Option<(RunSummary, Entry)>, Failure> {
-    let sql = "SELECT runs.id, workflow_id, tool, status, created_at, entries, parked, journal.seq, journal.entry
+    let sql = "SELECT runs.id, workflow_id, tool, status, created_at, entries, parked, fingerprint, version,
+                      journal.seq, journal.entry
                FROM runs JOIN journal ON journal.run_id = runs.id AND journal.seq = runs.entries - 1
                WHERE runs.id = $1";
     let Some(row) = query_opt(client, sql, &[&run.as_str()]).await? else { return Ok(None) };
     let summary = decode_summary(&row)?;
-    let entry = codec::decode_entry(run, row.try_get(7)?, row.try_get(8)?)?;
+    let entry = codec::decode_entry(run, row.try_get(9)?, row.try_get(10)?)?;
     Ok(Some((summary, entry)))
 }
 
@@ -140,7 +145,7 @@ pub(super) async fn list_runs(client: &Client, asked: &RunQuery) -> Result<RunPa
     let rows = query(client, &sql, &values).await?;
     let listed = rows
         .iter()
-        .map(|row| Ok((decode_summary(row)?, codec::uint(row.try_get(7)?)?)))
+        .map(|row| Ok((decode_summary(row)?, codec::uint(row.try_get(9)?)?)))
         .collect::<Result<_, Failure>>()?;
     Ok(RunPage::of(asked, listed))
 }

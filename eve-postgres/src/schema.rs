@@ -16,8 +16,9 @@
 //!   current claim: every claim raises `epoch`, and an append must present it; `owner` is `NULL`
 //!   once the claim is released (or the run parked), and a lease whose `lease_until` has passed
 //!   may be taken by any worker. `position` grows with creation, for listings. `fingerprint` is
-//!   that of the build the run's history runs on (`NULL` if its journal records none), changed
-//!   only with the entries that name a build (`run_started`, `run_upgraded`).
+//!   that of the build the run's history runs on and `version` that build's version (both `NULL`
+//!   if its journal records none), changed only with the entries that name a build
+//!   (`run_started`, `run_upgraded`).
 //! - `journal`: `(run_id, seq) -> entry` JSON text, dense from 0; the key refuses a second write of
 //!   one position.
 //! - `timers`: pending sleeps and retries, one row per `(run_id, op, kind)`.
@@ -32,7 +33,7 @@ use super::codec::describe;
 use super::connect::ConnectError;
 
 /// The version of the tables this build writes and understands; older schemas are migrated.
-pub(super) const VERSION: i32 = 4;
+pub(super) const VERSION: i32 = 5;
 
 /// The SQL that brings a schema from version `n` to `n + 1`, at index `n`: index 0 creates the
 /// tables in an empty schema.
@@ -124,6 +125,16 @@ UPDATE runs SET fingerprint = coalesce(
     (SELECT entry::jsonb #>> '{run_upgraded,build,fingerprint}' FROM journal
      WHERE run_id = runs.id AND entry LIKE '{"run_upgraded"%' ORDER BY seq DESC LIMIT 1),
     (SELECT entry::jsonb #>> '{run_started,build,fingerprint}' FROM journal WHERE run_id = runs.id AND seq = 0))
+WHERE status = 'active';
+"#,
+    // 4 -> 5: each run keeps its build's version beside its fingerprint, so listings show the
+    // build without reading journals. Filled as version 4 filled the fingerprint.
+    r#"
+ALTER TABLE runs ADD COLUMN version text;
+UPDATE runs SET version = coalesce(
+    (SELECT entry::jsonb #>> '{run_upgraded,build,version}' FROM journal
+     WHERE run_id = runs.id AND entry LIKE '{"run_upgraded"%' ORDER BY seq DESC LIMIT 1),
+    (SELECT entry::jsonb #>> '{run_started,build,version}' FROM journal WHERE run_id = runs.id AND seq = 0))
 WHERE status = 'active';
 "#,
 ];

@@ -36,7 +36,7 @@ use deadpool_postgres::{Client, GenericClient, Transaction};
 
 use super::codec::{self, Failure, int, kind_name, status_name};
 use super::sql::{execute, query, query_one, query_opt};
-use eve_runtime::journal::{Op, RunId};
+use eve_runtime::journal::{BuildStamp, Op, RunId};
 use eve_runtime::store::{
     Claimed, Created, Delivered, Delivery, DeliveryPayload, Fence, HookMeta, InboxLimits, IndexChanges, KEPT_HISTORIES,
     StoreError, Target, WorkerId,
@@ -292,13 +292,13 @@ async fn accept_notice(tx: &Transaction<'_>, notice: &NoticeRow) -> Result<bool,
 }
 
 fn implies_nothing(changes: &IndexChanges) -> bool {
-    let IndexChanges { timers_added, timers_removed, hooks_added, hooks_removed, status, fingerprint } = changes;
+    let IndexChanges { timers_added, timers_removed, hooks_added, hooks_removed, status, build } = changes;
     timers_added.is_empty()
         && timers_removed.is_empty()
         && hooks_added.is_empty()
         && hooks_removed.is_empty()
         && status.is_none()
-        && fingerprint.is_none()
+        && build.is_none()
 }
 
 /// The statement at the heart of an append: checks the fence, status and journal length while
@@ -454,8 +454,9 @@ async fn apply_indexes(tx: &Transaction<'_>, run: &RunId, changes: &IndexChanges
     for op in &changes.hooks_removed {
         execute(tx, "DELETE FROM hooks WHERE run_id = $1 AND op = $2", &[&id, &i64::from(op.0)]).await?;
     }
-    if let Some(fingerprint) = &changes.fingerprint {
-        execute(tx, "UPDATE runs SET fingerprint = $2 WHERE id = $1", &[&id, &fingerprint]).await?;
+    if let Some(build) = &changes.build {
+        let sql = "UPDATE runs SET fingerprint = $2, version = $3 WHERE id = $1";
+        execute(tx, sql, &[&id, &build.fingerprint, &build.version]).await?;
     }
     if changes.status.is_some() {
         release_indexes(tx, run).await?;
@@ -519,24 +520,25 @@ pub(super) async fn park(
 }
 
 /// Replaces the run's history with one that starts with `started` (see `Store::continue_as_new`),
-/// which runs on the build with `fingerprint`.
+/// which runs on the build with `fingerprint` and `version`.
 pub(super) async fn continue_as_new(
     client: &mut Client,
     run: &RunId,
     fence: Fence,
-    (continued, started, fingerprint): (u32, &str, Option<&str>),
+    (continued, started, build): (u32, &str, Option<&BuildStamp>),
     keep_inbox: bool,
     channel: &str,
 ) -> Result<(), Failure> {
     let tx = client.transaction().await?;
     let sql = concat!(
-        "UPDATE runs SET entries = 1, parked = false, continued = $3, fingerprint = $4 ",
+        "UPDATE runs SET entries = 1, parked = false, continued = $3, fingerprint = $4, version = $5 ",
         "WHERE id = $1 AND epoch = $2 AND status = 'active' RETURNING followed_until > ",
         now_ms!()
     );
     let continued = i32::try_from(continued).unwrap_or(i32::MAX);
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
-        [&run.as_str(), &int(fence.epoch), &continued, &fingerprint];
+    let (fingerprint, version) = (build.map(|build| &build.fingerprint), build.map(|build| &build.version));
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
+        [&run.as_str(), &int(fence.epoch), &continued, &fingerprint, &version];
     let updated = query_opt(&tx, sql, &params).await?;
     let Some(updated) = updated else {
         let Current { epoch, .. } = current(&tx, run).await?;

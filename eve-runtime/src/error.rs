@@ -650,6 +650,21 @@ pub enum Error {
     /// The runtime is shutting down (or was dropped): the request was not carried out.
     #[error("the eve runtime is shutting down; nothing was done, try again once it runs")]
     ShuttingDown,
+    /// This build holds the run: it is unfinished and its journal does not replay on this build,
+    /// so it is neither advanced nor failed here (see
+    /// [`Runtime::held_runs`](crate::Runtime::held_runs)); nothing changed.
+    #[error(
+        "run {run} is held: this build cannot replay its journal ({reason}); fork it onto this build from the op \
+         before the divergence (`runs fork {run} --from <op>`), cancel it (its cleanup cannot run on this build), \
+         run the build that started it until it finishes, or ship a build that replays it (a `ctx.patched(\"id\")` \
+         at the line the divergence names)"
+    )]
+    Held {
+        /// The run.
+        run: RunId,
+        /// Why this build cannot replay it, in a sentence: where its journal diverges.
+        reason: String,
+    },
     /// A run could not be forked (see [`Runtime::fork`](crate::Runtime::fork)); nothing was
     /// created.
     #[error(transparent)]

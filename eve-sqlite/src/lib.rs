@@ -393,10 +393,12 @@ impl Store for SqliteStore {
             Err(refused) => return Commit::Done(Err(refused)),
         };
         let history = kit::continued(std::slice::from_ref(started));
+        let build = kit::build(std::slice::from_ref(started)).cloned();
         Commit::pending(async move {
             let (continued, epochs) = (run.clone(), self.epochs.clone());
-            let write =
-                move |conn: &_| writes::continue_as_new(conn, &continued, fence, (history, &text), &epochs, keep_inbox);
+            let write = move |conn: &_| {
+                writes::continue_as_new(conn, &continued, fence, (history, &text, build.as_ref()), &epochs, keep_inbox)
+            };
             self.writer.submit(write).await?;
             self.epochs.continued(run, fence.epoch);
             Ok(())
@@ -1041,7 +1043,9 @@ mod tests {
              DROP TABLE journal;
              ALTER TABLE journal_by_run_first RENAME TO journal;
              DROP TABLE journal_previous;
-             ALTER TABLE runs DROP COLUMN continued;",
+             ALTER TABLE runs DROP COLUMN continued;
+             ALTER TABLE runs DROP COLUMN fingerprint;
+             ALTER TABLE runs DROP COLUMN version;",
         )
         .unwrap();
         conn.pragma_update(None, "user_version", version).unwrap();
@@ -1066,7 +1070,7 @@ mod tests {
         let Err(refused) = SqliteStore::open_with(&path, cramped) else { panic!("the migration had no room") };
         let StoreError::Open { path: named, reason } = &refused else { panic!("{refused:?}") };
         assert_eq!(named, &path.display().to_string());
-        assert!(reason.contains("from eve schema version 4 to 6") && reason.contains("no room"), "{reason}");
+        assert!(reason.contains("from eve schema version 4 to 7") && reason.contains("no room"), "{reason}");
         assert!(reason.contains("free about as much space") && reason.contains("left as it was"), "{reason}");
         let conn = Connection::open(&path).unwrap();
         let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0)).unwrap();

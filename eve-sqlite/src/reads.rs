@@ -6,7 +6,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::codec::{self, Failure, int};
 use super::readers::{Pending, Queue};
-use eve_runtime::journal::{Entry, Op, Position, RunId};
+use eve_runtime::journal::{BuildStamp, Entry, Op, Position, RunId};
 use eve_runtime::store::{
     HookMeta, HookRow, InboxItem, JournalPage, Recovery, RunPage, RunQuery, RunRecord, RunSummary, StoreError,
     TimerRow, WaitingSignIn,
@@ -232,17 +232,19 @@ pub(super) fn run_state(conn: &Connection, run: &RunId) -> Result<Option<RunStat
     Ok(state.optional()?)
 }
 
-type SummaryRow = (String, String, String, String, i64, i64, bool);
+type SummaryRow = (String, String, String, String, i64, i64, bool, Option<String>, Option<String>);
 
 /// The columns a [`SummaryRow`] reads, in order.
-const SUMMARY: &str = concat!("id, workflow_id, tool, status, created_at, ", length_sql!(), ", parked");
+const SUMMARY: &str =
+    concat!("id, workflow_id, tool, status, created_at, ", length_sql!(), ", parked, fingerprint, version");
 
 fn summary_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SummaryRow> {
-    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?, row.get(6)?))
+    let build = (row.get(7)?, row.get(8)?);
+    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?, row.get(6)?, build.0, build.1))
 }
 
 fn decode_summary(
-    (id, workflow_id, tool, status, created_at, entries, parked): SummaryRow,
+    (id, workflow_id, tool, status, created_at, entries, parked, fingerprint, version): SummaryRow,
 ) -> Result<RunSummary, Failure> {
     Ok(RunSummary {
         id: codec::run_id(&id)?,
@@ -252,6 +254,7 @@ fn decode_summary(
         created_at: codec::timestamp(created_at)?,
         entries: codec::uint(entries)?,
         parked,
+        build: fingerprint.zip(version).map(|(fingerprint, version)| BuildStamp { fingerprint, version }),
     })
 }
 
@@ -353,7 +356,7 @@ pub(super) fn list_runs(conn: &Connection, query: &RunQuery) -> Result<RunPage, 
     let (sql, values) = listing(query);
     let mut statement = conn.prepare_cached(&sql)?;
     let rows = statement
-        .query_map(rusqlite::params_from_iter(values.iter()), |row| Ok((summary_row(row)?, row.get::<_, i64>(7)?)))?;
+        .query_map(rusqlite::params_from_iter(values.iter()), |row| Ok((summary_row(row)?, row.get::<_, i64>(9)?)))?;
     let listed = rows
         .map(|row| {
             let (summary, position) = row?;

@@ -15,7 +15,11 @@
 //!   advanced `entries`). Claims are not stored: one process uses a file at a time, so they live in
 //!   memory (see the module documentation of the store). Listings order by `rowid`, which grows
 //!   with creation since runs are never deleted, and page by it; `runs_by_status` and
-//!   `runs_by_tool` (each holding the `rowid`) serve their filters in that order.
+//!   `runs_by_tool` (each holding the `rowid`) serve their filters in that order. `fingerprint`
+//!   and `version` are the build the run's history runs on (both `NULL` if its journal records
+//!   none), written only with the entries that name a build (`run_started`, `run_upgraded`), so
+//!   listings show it and a start-up tells the runs of its own build without reading journals
+//!   (from version 7).
 //! - `journal`: `(run_id, seq) -> entry` JSON, dense from 0, stored in the order the entries were
 //!   appended (`id`), with the unique index `journal_by_run` on `(run_id, seq)` (from version 5).
 //!   Many runs appending at once then write the table's last page and a few pages of the small
@@ -43,7 +47,7 @@ pub(super) const APPLICATION_ID: i64 = 0x4556_4531;
 
 /// The schema version this build writes and understands. Files of an older version are migrated
 /// at open ([`MIGRATIONS`]).
-pub(super) const VERSION: i64 = 6;
+pub(super) const VERSION: i64 = 7;
 
 const CREATE: &str = "
 CREATE TABLE runs (
@@ -54,7 +58,9 @@ CREATE TABLE runs (
     created_at  INTEGER NOT NULL,
     entries     INTEGER NOT NULL,
     parked      INTEGER NOT NULL DEFAULT 0,
-    continued   INTEGER NOT NULL DEFAULT 0
+    continued   INTEGER NOT NULL DEFAULT 0,
+    fingerprint TEXT,
+    version     TEXT
 );
 CREATE INDEX runs_by_status ON runs (status);
 CREATE INDEX runs_by_tool ON runs (tool);
@@ -151,6 +157,19 @@ CREATE TABLE journal_previous (
 UPDATE runs SET continued = coalesce(
     (SELECT json_extract(entry, '$.run_started.continued') FROM journal WHERE run_id = runs.id AND seq = 0), 0);
 ",
+    // 6 -> 7: each run keeps the build its history runs on (see `eve_runtime::store::kit::build`):
+    // the last `run_upgraded`'s, else its `run_started`'s; NULL where the journal records none.
+    r#"
+ALTER TABLE runs ADD COLUMN fingerprint TEXT;
+ALTER TABLE runs ADD COLUMN version TEXT;
+UPDATE runs SET (fingerprint, version) = (
+    SELECT json_extract(entry, '$.run_started.build.fingerprint'), json_extract(entry, '$.run_started.build.version')
+    FROM journal WHERE run_id = runs.id AND seq = 0);
+UPDATE runs SET (fingerprint, version) = (
+    SELECT json_extract(entry, '$.run_upgraded.build.fingerprint'), json_extract(entry, '$.run_upgraded.build.version')
+    FROM journal WHERE run_id = runs.id AND entry LIKE '{"run_upgraded"%' ORDER BY seq DESC LIMIT 1)
+WHERE EXISTS (SELECT 1 FROM journal WHERE run_id = runs.id AND entry LIKE '{"run_upgraded"%');
+"#,
 ];
 
 /// What identifies the file's contents.

@@ -21,7 +21,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::codec::{self, Failure, int, kind_name, status_name};
 use super::epochs::{Claim, Epochs};
 use super::reads::{length_sql, run_state};
-use eve_runtime::journal::{Op, RunId};
+use eve_runtime::journal::{BuildStamp, Op, RunId};
 use eve_runtime::store::{
     Created, Delivered, DeliveryPayload, Fence, HookMeta, HookRow, InboxLimits, IndexChanges, KEPT_HISTORIES,
     StoreError, Target,
@@ -71,9 +71,11 @@ pub(super) fn create_run(conn: &Connection, row: &NewRunRow, epochs: &Epochs) ->
 /// Inserts the run with its `RunStarted` entry, unclaimed, unless its id is taken; returns whether
 /// it did.
 fn insert_run(conn: &Connection, row: &NewRunRow) -> Result<bool, Failure> {
-    let sql = "INSERT INTO runs (id, workflow_id, tool, status, created_at, entries) \
-               VALUES (?1, ?2, ?3, 'active', ?4, 1) ON CONFLICT (id) DO NOTHING";
-    let params = params![row.id.as_str(), row.workflow_id, row.tool, int(row.created_at)];
+    let sql = "INSERT INTO runs (id, workflow_id, tool, status, created_at, entries, fingerprint, version) \
+               VALUES (?1, ?2, ?3, 'active', ?4, 1, ?5, ?6) ON CONFLICT (id) DO NOTHING";
+    let build = row.changes.build.as_ref();
+    let (fingerprint, version) = (build.map(|build| &build.fingerprint), build.map(|build| &build.version));
+    let params = params![row.id.as_str(), row.workflow_id, row.tool, int(row.created_at), fingerprint, version];
     if conn.prepare_cached(sql)?.execute(params)? == 0 {
         return Ok(false);
     }
@@ -143,6 +145,8 @@ const SET_STATUS: &str = "UPDATE runs SET status = ?2, entries = ?3 WHERE id = ?
 
 const CLEAR_MARK: &str = "UPDATE runs SET parked = 0 WHERE id = ?1 AND parked = 1";
 
+const SET_BUILD: &str = "UPDATE runs SET fingerprint = ?2, version = ?3 WHERE id = ?1";
+
 /// Writes the run's row if the append changes it: its status (and then its final length), or the
 /// parked mark it clears.
 fn update_run(conn: &Connection, rows: &AppendRows, unmarked: bool) -> Result<(), Failure> {
@@ -157,6 +161,10 @@ fn update_run(conn: &Connection, rows: &AppendRows, unmarked: bool) -> Result<()
     // and the statement is spared when the run is known to have none (see `Epochs`).
     if !unmarked {
         conn.prepare_cached(CLEAR_MARK)?.execute([run])?;
+    }
+    // Only the entries that name a build (`RunUpgraded`) change it: rare, so one more statement.
+    if let Some(build) = &rows.changes.build {
+        conn.prepare_cached(SET_BUILD)?.execute(params![run, build.fingerprint, build.version])?;
     }
     Ok(())
 }
@@ -311,17 +319,19 @@ pub(super) fn continue_as_new(
     conn: &Connection,
     run: &RunId,
     fence: Fence,
-    started: (u32, &str),
+    started: (u32, &str, Option<&BuildStamp>),
     epochs: &Epochs,
     keep_inbox: bool,
 ) -> Result<(), Failure> {
-    let (continued, started) = started;
+    let (continued, started, build) = started;
     let current = epochs.current(run);
     if current != fence.epoch {
         return Err(fenced(conn, run, fence, current)?.into());
     }
-    let sql = "UPDATE runs SET parked = 0, continued = ?2 WHERE id = ?1 AND status = 'active'";
-    if conn.prepare_cached(sql)?.execute(params![run.as_str(), continued])? == 0 {
+    let sql = "UPDATE runs SET parked = 0, continued = ?2, fingerprint = ?3, version = ?4 \
+               WHERE id = ?1 AND status = 'active'";
+    let (fingerprint, version) = (build.map(|build| &build.fingerprint), build.map(|build| &build.version));
+    if conn.prepare_cached(sql)?.execute(params![run.as_str(), continued, fingerprint, version])? == 0 {
         current_row(conn, run)?;
         return Err(StoreError::RunFinished(run.clone()).into());
     }

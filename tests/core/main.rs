@@ -10,6 +10,7 @@ mod duplicate_names;
 mod examples;
 mod executor;
 mod fork;
+mod held;
 mod hooks;
 mod inputs;
 mod journal;

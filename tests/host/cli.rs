@@ -90,15 +90,19 @@ fn calls_runs_and_journals_survive_between_invocations() {
     assert!(ok);
     let lines: Vec<_> = stdout.lines().collect();
     assert_eq!(lines.len(), 3, "a header and two runs: {stdout}");
-    assert_eq!(lines[0].split_whitespace().collect::<Vec<_>>(), ["RUN", "STATUS", "TOOL", "ENTRIES", "CREATED"]);
+    let header = ["RUN", "STATUS", "TOOL", "BUILD", "ENTRIES", "CREATED"];
+    assert_eq!(lines[0].split_whitespace().collect::<Vec<_>>(), header);
     let at = columns(lines[0]);
     for line in &lines[1..] {
         let cells: Vec<_> = line.split_whitespace().collect();
-        assert_eq!(cells.len(), 5, "{line}");
-        for (cell, column) in [(cells[0], at[0]), (cells[1], at[1]), (cells[2], at[2]), (cells[4], at[4])] {
+        assert_eq!(cells.len(), 6, "{line}");
+        for (cell, column) in
+            [(cells[0], at[0]), (cells[1], at[1]), (cells[2], at[2]), (cells[3], at[3]), (cells[5], at[5])]
+        {
             assert_eq!(line.find(cell), Some(column), "`{cell}` is aligned under its header: {stdout}");
         }
-        assert!(cells[4].ends_with('Z') && cells[4].contains('T'), "an ISO 8601 time: {line}");
+        assert!(cells[3].contains('@'), "the build, as version@fingerprint: {line}");
+        assert!(cells[5].ends_with('Z') && cells[5].contains('T'), "an ISO 8601 time: {line}");
     }
     assert!(lines[1].starts_with("run-2") && lines[1].contains(" parked "), "parked apart from running: {stdout}");
     assert!(lines[2].starts_with("run-1") && lines[2].contains(" completed "), "{stdout}");

@@ -7,6 +7,7 @@
 
 mod cli;
 mod forks;
+mod held;
 mod http;
 mod http_security;
 mod inspector;

@@ -183,8 +183,8 @@ async fn a_newer_schema_is_refused_untouched() {
     admin.batch_execute("UPDATE schema_version SET version = 99, written_by = 'eve from the future'").await.unwrap();
     let error = connect_error(&schema.store_url(), schema.options()).await;
     match &error {
-        PostgresConnectError::NewerSchema { found: 99, supported: 4, .. } => {}
-        other => panic!("expected NewerSchema 99 > 4, got {other:?}"),
+        PostgresConnectError::NewerSchema { found: 99, supported: 5, .. } => {}
+        other => panic!("expected NewerSchema 99 > 5, got {other:?}"),
     }
     let message = error.to_string();
     assert!(message.contains("99") && message.contains("nothing was changed"), "{message}");
@@ -210,7 +210,7 @@ async fn a_version_1_schema_is_migrated_in_place() {
     admin
         .batch_execute(
             "DROP INDEX runs_by_tool; DROP TABLE journal_previous;
-             ALTER TABLE runs DROP COLUMN continued, DROP COLUMN followed_until, DROP COLUMN fingerprint;
+             ALTER TABLE runs DROP COLUMN continued, DROP COLUMN followed_until, DROP COLUMN fingerprint, DROP COLUMN version;
              UPDATE journal SET entry = jsonb_set(entry::jsonb, '{run_started,continued}', '2')::text WHERE seq = 0;
              UPDATE journal SET entry = jsonb_set(entry::jsonb, '{run_started,build}',
                  '{\"fingerprint\": \"feedc0de00000000\", \"version\": \"0.1.0\"}')::text WHERE seq = 0;
@@ -221,6 +221,8 @@ async fn a_version_1_schema_is_migrated_in_place() {
     let store = schema.store().await;
     let listed = store.list_runs(&RunQuery::newest(10).tool("postgres_tool")).await.expect("the runs list");
     assert_eq!(listed.runs.len(), 1, "the run is still there, listed by its tool");
+    let build = listed.runs[0].build.as_ref().map(|build| (build.fingerprint.as_str(), build.version.as_str()));
+    assert_eq!(build, Some(("feedc0de00000000", "0.1.0")), "listed with its build");
     let page = store
         .read(&listed.runs[0].id, eve_tools::journal::Position::START, 1)
         .await
@@ -229,8 +231,10 @@ async fn a_version_1_schema_is_migrated_in_place() {
     assert_eq!(page.continued, 2, "the run's history number is read from its first entry");
     let fingerprint: Option<String> = admin.query_one("SELECT fingerprint FROM runs", &[]).await.unwrap().get(0);
     assert_eq!(fingerprint.as_deref(), Some("feedc0de00000000"), "the run's build is read from its first entry");
+    let version: Option<String> = admin.query_one("SELECT version FROM runs", &[]).await.unwrap().get(0);
+    assert_eq!(version.as_deref(), Some("0.1.0"), "with its version");
     let version: i32 = admin.query_one("SELECT version FROM schema_version", &[]).await.unwrap().get(0);
-    assert_eq!(version, 4);
+    assert_eq!(version, 5);
     let index = admin
         .query_opt("SELECT 1 FROM pg_indexes WHERE schemaname = current_schema() AND indexname = 'runs_by_tool'", &[])
         .await
@@ -281,7 +285,7 @@ async fn workers_starting_at_once_create_the_schema_once() {
     assert_eq!(listed.len(), 6, "every worker sees every run");
     let admin = schema.admin().await;
     let version: i32 = admin.query_one("SELECT version FROM schema_version", &[]).await.unwrap().get(0);
-    assert_eq!(version, 4);
+    assert_eq!(version, 5);
 }
 
 /// The pid of the schema's store connection waiting for a lock, once there is one. (Each call

@@ -5,8 +5,8 @@
 use std::path::Path;
 
 use super::{Command, inspect, parse_run, replay, runs};
-use eve_runtime::Error;
 use eve_runtime::store::RunQuery;
+use eve_runtime::{Error, RefusedRun};
 use eve_sqlite::SqliteSnapshot;
 
 /// Runs the read-only `command` against the store at `path`.
@@ -16,7 +16,14 @@ pub(super) fn read(path: &Path, command: &Command) -> Result<(), String> {
         Command::Runs { status, limit, .. } => {
             let query = runs::query(status.as_deref(), *limit)?;
             let listed = snapshot.list_runs(&query).map_err(|error| error.to_string())?;
-            runs::print(&listed.runs, status.as_deref());
+            // As `Runtime::held` finds them in a runtime that did not recover: the journal of a
+            // run of another build is read and checked, running nothing.
+            let held = runs::held_among(&listed.runs, |summary| match RefusedRun::needs_check(summary) {
+                true => Ok(snapshot.load(&summary.id)?.as_ref().and_then(RefusedRun::check)),
+                false => Ok(None),
+            })
+            .map_err(|error: eve_runtime::error::StoreError| error.to_string())?;
+            runs::print(&listed.runs, &held, status.as_deref());
             Ok(())
         }
         Command::Inspect { run, at, json } => {
@@ -24,7 +31,7 @@ pub(super) fn read(path: &Path, command: &Command) -> Result<(), String> {
             let loaded = snapshot.load(&run).map_err(|error| error.to_string())?;
             let record = loaded.ok_or_else(|| Error::RunNotFound(run.clone()).to_string())?;
             let pending = snapshot.inbox(&run).map_err(|error| error.to_string())?;
-            inspect::print(&record, &pending, *at, *json)
+            inspect::print(&record, &pending, RefusedRun::check(&record), *at, *json)
         }
         Command::Export { run, out } => {
             let run = parse_run(run)?;

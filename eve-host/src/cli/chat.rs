@@ -46,6 +46,7 @@ pub(super) fn with_model(builder: RuntimeBuilder) -> Result<RuntimeBuilder, Stri
 /// Runs `chat`.
 pub(super) async fn chat(runtime: &Runtime, data_dir: &Path, id: Option<&str>, json: bool) -> Result<(), String> {
     runtime.recover().await.map_err(|error| error.to_string())?;
+    super::warn_held(runtime);
     let session = open(runtime, data_dir, id).await?;
     let after = session.history(0).await.map_err(|error| error.to_string())?.last().map_or(0, |event| event.sequence);
     let terminal = std::io::stdin().is_terminal();

@@ -7,34 +7,58 @@
 use std::time::Duration;
 
 use crate::timeline::{Inspection, Timeline};
+use eve_runtime::RefusedRun;
 use eve_runtime::store::{Delivery, InboxItem, RunRecord};
 use eve_runtime::time::{Clock, SystemClock, Timestamp};
 
 /// Prints the run as of entry `at` (its end by default): in words with its pending deliveries,
 /// or as one JSON object (`timeline`, `journal`, `pending`).
-pub(super) fn print(record: &RunRecord, pending: &[InboxItem], at: Option<u64>, json: bool) -> Result<(), String> {
-    let inspection = Inspection::of(record, pending, at).map_err(|error| format!("{error}; give --at one of them"))?;
+/// `held` says why this build holds the run, if it does.
+pub(super) fn print(
+    record: &RunRecord,
+    pending: &[InboxItem],
+    held: Option<RefusedRun>,
+    at: Option<u64>,
+    json: bool,
+) -> Result<(), String> {
+    let mut inspection =
+        Inspection::of(record, pending, at).map_err(|error| format!("{error}; give --at one of them"))?;
     if json {
+        inspection.run = inspection.run.held(held);
         println!("{}", serde_json::to_string(&inspection).map_err(|error| error.to_string())?);
     } else {
         let pending = if at.is_some() { &[] } else { pending };
-        println!("{}", text(record, &inspection.timeline, pending, SystemClock.now()));
+        println!("{}", text(record, held.as_ref(), &inspection.timeline, pending, SystemClock.now()));
     }
     Ok(())
 }
 
 /// The run's summary line, its timeline, its journal one entry a line (up to the timeline's
 /// entry), and its pending deliveries.
-pub(super) fn text(record: &RunRecord, timeline: &Timeline, pending: &[InboxItem], now: Timestamp) -> String {
+pub(super) fn text(
+    record: &RunRecord,
+    held: Option<&RefusedRun>,
+    timeline: &Timeline,
+    pending: &[InboxItem],
+    now: Timestamp,
+) -> String {
     let summary = &record.summary;
     let mut lines = vec![format!(
         "run {}  tool {}  status {}  created {}  workflow {}",
         summary.id,
         summary.tool,
-        summary.state(),
+        if held.is_some() { "held" } else { summary.state() },
         summary.created_at,
         summary.workflow_id
     )];
+    if let Some(held) = held {
+        lines.push(format!(
+            "held (not failed): this build cannot replay its journal: {}; fork it from the op before the divergence \
+             (`runs fork {} --from <op>`), cancel it, or run the build that started it",
+            held.reason(),
+            summary.id
+        ));
+    }
     if let Some(build) = &timeline.build {
         lines.push(format!("started by build {}  body fingerprint {}", build.version, build.fingerprint));
     }

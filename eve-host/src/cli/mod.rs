@@ -561,6 +561,7 @@ async fn call(runtime: &Runtime, tool: &str, input: &str, id: Option<&str>, wait
     // On a shared store this process is a client: the workers run the run.
     if !runtime.store().is_shared() {
         runtime.recover().await.map_err(|error| error.to_string())?;
+        warn_held(runtime);
     }
     let id = id.map(parse_run).transpose()?.unwrap_or_else(RunId::generate);
     let handle = runtime.start_with_id(id, tool, input).await.map_err(|error| match error {
@@ -965,7 +966,13 @@ fn print_outcome(run: &RunId, outcome: &RunOutcome) -> Result<(), String> {
 async fn runs(runtime: &Runtime, status: Option<&str>, limit: usize) -> Result<(), String> {
     let query = runs::query(status, limit)?;
     let listed = runtime.list_runs(&query).await.map_err(|error| error.to_string())?;
-    runs::print(&listed.runs, status);
+    let mut held = std::collections::HashSet::new();
+    for summary in &listed.runs {
+        if runtime.held(summary).await.map_err(|error| error.to_string())?.is_some() {
+            held.insert(summary.id.clone());
+        }
+    }
+    runs::print(&listed.runs, &held, status);
     Ok(())
 }
 
@@ -973,7 +980,21 @@ async fn inspect(runtime: &Runtime, run: &str, at: Option<u64>, json: bool) -> R
     let run = parse_run(run)?;
     let record = runtime.journal(&run).await.map_err(|error| error.to_string())?;
     let pending = runtime.store().inbox(&run).await.map_err(|error| error.to_string())?;
-    inspect::print(&record, &pending, at, json)
+    let held = runtime.held(&record.summary).await.map_err(|error| error.to_string())?;
+    inspect::print(&record, &pending, held, at, json)
+}
+
+/// Says, on stderr, which runs this build holds (one warning each, naming where its journal
+/// diverges) and what to do: what `serve`, `mcp`, `chat` and `call` print once they recovered.
+pub(super) fn warn_held(runtime: &Runtime) {
+    let held = runtime.held_runs();
+    if held.is_empty() {
+        return;
+    }
+    for run in &held {
+        eprintln!("warning: held (not failed), as this build cannot replay its journal: {run}");
+    }
+    eprintln!("{}", crate::timeline::held_advice(held.len()));
 }
 
 /// `count` and the noun, singular or plural: "1 run", "2 runs".
@@ -1066,6 +1087,7 @@ async fn serve(runtime: &Runtime, listener: Listener) -> Result<(), String> {
     let stop = stop_signal();
     let mut events = runtime.events();
     let recovered = runtime.recover().await.map_err(|error| error.to_string())?;
+    warn_held(runtime);
     println!(
         "recovered {}; they carry on as their waits resolve",
         plural(recovered, "unfinished run", "unfinished runs")

@@ -3,13 +3,18 @@
 //!
 //! The store keeps four statuses (active, completed, failed, cancelled); the table splits active
 //! runs into `parked` (waiting on durable waits only, holding no task) and `running` (an activation
-//! was under way when the store was last written), which is what a person asks about.
+//! was under way when the store was last written), which is what a person asks about, and shows
+//! `held` for a run this build holds (its journal does not replay here: see
+//! [`Runtime::held_runs`]). The `BUILD` column is the build each run's history runs on: its
+//! version and the first eight characters of its body's fingerprint.
 
 use std::time::Duration;
 
-use eve_runtime::Runtime;
-use eve_runtime::journal::{Op, Position, RunId};
+use std::collections::HashSet;
+
+use eve_runtime::journal::{BuildStamp, Op, Position, RunId};
 use eve_runtime::store::{RunQuery, RunSummary, unknown_state};
+use eve_runtime::{RefusedRun, Runtime};
 
 /// `runs fork <run> --from <op>`: forks `run` from op `from`, prints the fork's id, and follows
 /// the fork (its steps on stderr) until it parks or ends, as `call` follows a run.
@@ -42,38 +47,64 @@ pub(super) fn query(state: Option<&str>, limit: usize) -> Result<RunQuery, Strin
 }
 
 /// Prints `listed` as a table, or says there are no runs (in `state`, if one was asked for).
-pub(super) fn print(listed: &[RunSummary], state: Option<&str>) {
+/// `held` names the runs this build holds.
+pub(super) fn print(listed: &[RunSummary], held: &HashSet<RunId>, state: Option<&str>) {
     match (listed.is_empty(), state) {
         (true, Some(state)) => println!("no {state} runs"),
         (true, None) => println!("no runs"),
-        (false, _) => println!("{}", table(listed)),
+        (false, _) => println!("{}", table(listed, held)),
     }
+}
+
+/// The runs of `listed` this build holds, as `holds` says of each unfinished one.
+pub(super) fn held_among<E>(
+    listed: &[RunSummary],
+    mut holds: impl FnMut(&RunSummary) -> Result<Option<RefusedRun>, E>,
+) -> Result<HashSet<RunId>, E> {
+    let mut held = HashSet::new();
+    for summary in listed.iter().filter(|summary| !summary.status.is_finished()) {
+        if holds(summary)?.is_some() {
+            held.insert(summary.id.clone());
+        }
+    }
+    Ok(held)
 }
 
 /// The runs as a table: a header, then one line per run, each column as wide as its widest cell
 /// (entries right-aligned), times in ISO 8601.
-pub(super) fn table(runs: &[RunSummary]) -> String {
-    let header = ["RUN", "STATUS", "TOOL", "ENTRIES", "CREATED"].map(str::to_owned);
-    let rows: Vec<[String; 5]> = runs
+pub(super) fn table(runs: &[RunSummary], held: &HashSet<RunId>) -> String {
+    let header = ["RUN", "STATUS", "TOOL", "BUILD", "ENTRIES", "CREATED"].map(str::to_owned);
+    let rows: Vec<[String; 6]> = runs
         .iter()
         .map(|run| {
+            let status = if held.contains(&run.id) { "held" } else { run.state() };
             [
                 run.id.to_string(),
-                run.state().to_owned(),
+                status.to_owned(),
                 run.tool.clone(),
+                build(run.build.as_ref()),
                 run.entries.to_string(),
                 run.created_at.to_string(),
             ]
         })
         .collect();
     let width = |column: usize| rows.iter().chain([&header]).map(|row| row[column].chars().count()).max().unwrap_or(0);
-    let widths = [width(0), width(1), width(2), width(3)];
-    let line = |row: &[String; 5]| {
-        let [id, status, tool, entries, created] = row;
-        let [w0, w1, w2, w3] = widths;
-        format!("{id:<w0$}  {status:<w1$}  {tool:<w2$}  {entries:>w3$}  {created}")
+    let widths = [width(0), width(1), width(2), width(3), width(4)];
+    let line = |row: &[String; 6]| {
+        let [id, status, tool, build, entries, created] = row;
+        let [w0, w1, w2, w3, w4] = widths;
+        format!("{id:<w0$}  {status:<w1$}  {tool:<w2$}  {build:<w3$}  {entries:>w4$}  {created}")
     };
     std::iter::once(&header).chain(&rows).map(line).collect::<Vec<_>>().join("\n")
+}
+
+/// A build in one word: `1.4.0@3fa9c2d1` (its version and the start of its body's fingerprint,
+/// enough to tell builds apart), or `-` when the journal records none.
+fn build(build: Option<&BuildStamp>) -> String {
+    build.map_or_else(
+        || "-".to_owned(),
+        |build| format!("{}@{}", build.version, build.fingerprint.chars().take(8).collect::<String>()),
+    )
 }
 
 #[cfg(test)]
@@ -91,17 +122,21 @@ mod tests {
             created_at: Timestamp::from_millis(1_500),
             entries: 12,
             parked,
+            build: Some(BuildStamp { fingerprint: "3fa9c2d1e0b4a577".into(), version: "1.4.0".into() }),
         }
     }
 
     #[test]
     fn columns_line_up_under_their_headers() {
-        let runs = [run("run-long-id", RunStatus::Active, true), run("r", RunStatus::Completed, false)];
-        let table = table(&runs);
+        let mut old = run("r", RunStatus::Completed, false);
+        old.build = None;
+        let runs = [run("run-long-id", RunStatus::Active, true), old, run("h", RunStatus::Active, true)];
+        let table = table(&runs, &HashSet::from(["h".parse().unwrap()]));
         let lines: Vec<&str> = table.lines().collect();
-        assert_eq!(lines[0], "RUN          STATUS     TOOL   ENTRIES  CREATED");
-        assert_eq!(lines[1], "run-long-id  parked     greet       12  1970-01-01T00:00:01.500Z");
-        assert_eq!(lines[2], "r            completed  greet       12  1970-01-01T00:00:01.500Z");
+        assert_eq!(lines[0], "RUN          STATUS     TOOL   BUILD           ENTRIES  CREATED");
+        assert_eq!(lines[1], "run-long-id  parked     greet  1.4.0@3fa9c2d1       12  1970-01-01T00:00:01.500Z");
+        assert_eq!(lines[2], "r            completed  greet  -                    12  1970-01-01T00:00:01.500Z");
+        assert_eq!(lines[3], "h            held       greet  1.4.0@3fa9c2d1       12  1970-01-01T00:00:01.500Z");
     }
 
     #[test]

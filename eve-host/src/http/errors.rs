@@ -152,7 +152,7 @@ pub(crate) fn from_runtime(error: Error) -> ApiError {
             }
         }
         Error::RunIdTaken { .. } => ApiError::new(StatusCode::CONFLICT, error.to_string()).field("runId"),
-        Error::RunFinished { .. } => ApiError::new(StatusCode::CONFLICT, error.to_string()),
+        Error::RunFinished { .. } | Error::Held { .. } => ApiError::new(StatusCode::CONFLICT, error.to_string()),
         Error::ToolFailed { .. } => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, shorten(&error.to_string(), 512)),
         Error::WrongKind { .. } | Error::TooDeep(_) => {
             ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, error.to_string())

@@ -17,8 +17,9 @@ use super::path::segment;
 use super::state::AppState;
 use crate::timeline::{Inspection, RunListing};
 use eve_runtime::ask::{Answer, AnswerAction, Ask};
-use eve_runtime::journal::{Op, RunId, TraceParent};
+use eve_runtime::journal::{BuildStamp, Op, RunId, TraceParent};
 use eve_runtime::store::{RunQuery, unknown_state};
+use eve_runtime::testing::ReplayVerdict;
 use eve_runtime::time::Timestamp;
 use eve_runtime::{RunOutcome, StartOptions};
 
@@ -77,12 +78,19 @@ pub(crate) async fn start(
 struct StatusView {
     run_id: RunId,
     tool: String,
-    /// [`RunSummary::state`](eve_runtime::store::RunSummary::state)'s word, as everywhere.
+    /// [`RunSummary::state`](eve_runtime::store::RunSummary::state)'s word, as everywhere, or
+    /// `held` (see [`RunListing::held`]).
     status: &'static str,
     #[serde(serialize_with = "eve_runtime::time::iso")]
     created_at: Timestamp,
     #[serde(skip_serializing_if = "Option::is_none")]
     outcome: Option<RunOutcome>,
+    /// The build its history runs on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    build: Option<BuildStamp>,
+    /// Why this build holds it, when it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    held: Option<ReplayVerdict>,
 }
 
 /// `GET /v1/runs/{run}`: the run's tool, status and, once it ended, its outcome.
@@ -90,9 +98,9 @@ pub(crate) async fn status(State(state): State<AppState>, uri: Uri) -> Result<Js
     let run = run_id(&uri)?;
     let record = state.runtime.journal(&run).await.map_err(from_runtime)?;
     let outcome = record.entries.last().and_then(RunOutcome::from_terminal);
-    let summary = record.summary;
-    let status = summary.state();
-    let view = StatusView { run_id: summary.id, tool: summary.tool, status, created_at: summary.created_at, outcome };
+    let held = state.runtime.held(&record.summary).await.map_err(from_runtime)?;
+    let RunListing { run_id, tool, status, created_at, build, held, .. } = RunListing::of(&record.summary).held(held);
+    let view = StatusView { run_id, tool, status, created_at, outcome, build, held };
     Ok(Json(serde_json::to_value(view).expect("a run view always serializes")))
 }
 
@@ -142,7 +150,11 @@ pub(crate) async fn list(
         query = query.before(cursor);
     }
     let page = state.runtime.list_runs(&query).await.map_err(from_runtime)?;
-    let runs: Vec<_> = page.runs.iter().map(RunListing::of).collect();
+    let mut runs = Vec::with_capacity(page.runs.len());
+    for summary in &page.runs {
+        let held = state.runtime.held(summary).await.map_err(from_runtime)?;
+        runs.push(RunListing::of(summary).held(held));
+    }
     Ok(Json(serde_json::json!({ "runs": runs, "next": page.next.map(|next| next.to_string()) })))
 }
 
@@ -174,9 +186,11 @@ pub(crate) async fn timeline(
     };
     let record = state.runtime.journal(&run).await.map_err(from_runtime)?;
     let pending = state.runtime.store().inbox(&run).await.map_err(|error| from_runtime(error.into()))?;
-    let inspection = Inspection::of(&record, &pending, at).map_err(|error| {
+    let mut inspection = Inspection::of(&record, &pending, at).map_err(|error| {
         ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, format!("{error}; give `at` one of them")).field("at")
     })?;
+    let held = state.runtime.held(&record.summary).await.map_err(from_runtime)?;
+    inspection.run = inspection.run.held(held);
     Ok(Json(serde_json::to_value(inspection).expect("an inspection always serializes")))
 }
 

@@ -251,6 +251,11 @@ impl McpServer {
 pub async fn serve_stdio(runtime: Runtime) -> Result<(), ServeError> {
     let server = McpServer::new(runtime.clone());
     runtime.recover().await.map_err(|error| ServeError(format!("cannot recover unfinished runs: {error}")))?;
+    // The runtime logged a warning for each held run; what to do about them is said once.
+    let held = runtime.held_runs().len();
+    if held > 0 {
+        tracing::warn!("{}", crate::timeline::held_advice(held));
+    }
     let (read, write) = stdio();
     let served = server.serve_io(read, write).await;
     runtime.shutdown().await;

@@ -1044,26 +1044,7 @@ impl Driver {
     /// What a child run tells its parent about the entries of `batch`: see
     /// [`ChildReport`](crate::journal::ChildReport).
     fn reports(&self, batch: &Append) -> Vec<crate::store::Notice> {
-        let Some(parent) = &self.core.started.parent else { return Vec::new() };
-        let run = &self.core.run;
-        let seqs = batch.first_seq..;
-        let mut reported: Vec<(u64, &Entry)> =
-            seqs.zip(&batch.entries).filter(|(_, entry)| crate::journal::ChildReport::reports(entry)).collect();
-        // Questions resolved in this batch are reported first: a reply withdraws the questions
-        // of the calls it settles, and the parent should see them gone before the reply moves it on.
-        reported.sort_by_key(|(_, entry)| !matches!(entry, Entry::AskResolved { .. }));
-        reported
-            .into_iter()
-            .map(|(seq, entry)| {
-                let report = crate::journal::ChildReport { child: run.clone(), seq, entry: entry.clone() };
-                let payload = serde_json::to_value(report).expect("a child report always serializes");
-                crate::store::Notice {
-                    run: parent.run.clone(),
-                    delivery_id: format!("child:{run}:{seq}"),
-                    delivery: crate::store::Delivery::Hook { op: parent.hook, payload },
-                }
-            })
-            .collect()
+        child_reports(&self.core.run, self.core.started.parent.as_ref(), batch)
     }
 
     /// Arms the timers and publishes the questions of the sleeps and asks the body created, now
@@ -1324,3 +1305,32 @@ impl StoreBackoff {
 
 /// How long a cancelled run may keep unwinding before it ends cancelled regardless.
 pub(crate) const DEFAULT_GRACE: Duration = Duration::from_secs(30);
+
+/// What child run `run` tells its `parent` (if it has one) about the entries of `batch`: see
+/// [`ChildReport`](crate::journal::ChildReport). Every append of a child's entries carries them,
+/// whoever makes it (the executor, or the runtime ending a run it holds).
+pub(crate) fn child_reports(
+    run: &RunId,
+    parent: Option<&crate::journal::ParentLink>,
+    batch: &Append,
+) -> Vec<crate::store::Notice> {
+    let Some(parent) = parent else { return Vec::new() };
+    let seqs = batch.first_seq..;
+    let mut reported: Vec<(u64, &Entry)> =
+        seqs.zip(&batch.entries).filter(|(_, entry)| crate::journal::ChildReport::reports(entry)).collect();
+    // Questions resolved in this batch are reported first: a reply withdraws the questions
+    // of the calls it settles, and the parent should see them gone before the reply moves it on.
+    reported.sort_by_key(|(_, entry)| !matches!(entry, Entry::AskResolved { .. }));
+    reported
+        .into_iter()
+        .map(|(seq, entry)| {
+            let report = crate::journal::ChildReport { child: run.clone(), seq, entry: entry.clone() };
+            let payload = serde_json::to_value(report).expect("a child report always serializes");
+            crate::store::Notice {
+                run: parent.run.clone(),
+                delivery_id: format!("child:{run}:{seq}"),
+                delivery: crate::store::Delivery::Hook { op: parent.hook, payload },
+            }
+        })
+        .collect()
+}

@@ -27,7 +27,9 @@ use crate::error::ForkError;
 
 impl Runtime {
     /// Forks the finished run `run` from op `from`: creates a new run of the same tool on this
-    /// build whose journal keeps `run`'s entries of the ops before `from`, and starts it. Those
+    /// build whose journal keeps `run`'s entries of the ops before `from`, and starts it. A run
+    /// this build holds (see [`Runtime::held_runs`]) may be forked too, unfinished: it is the way
+    /// to carry it on on this build (from the op before its divergence); it stays held. Those
     /// ops are replayed, not executed again; from `from` on the body runs live. The original stays
     /// as it is; the fork's first entry names it ([`ForkedFrom`]).
     ///
@@ -50,7 +52,8 @@ impl Runtime {
     /// that started a child run, and kept ops that do not replay on this build.
     pub async fn fork(&self, run: &RunId, from: Op) -> Result<RunHandle, Error> {
         let record = self.shared.store.load(run).await?.ok_or_else(|| Error::RunNotFound(run.clone()))?;
-        let descriptor = forkable(&record, from)?;
+        let held = self.held(&record.summary).await?.is_some();
+        let descriptor = forkable(&record, from, held)?;
         let Some(Entry::RunStarted { input, principal, interactive, .. }) = record.entries.first() else {
             let reason = format!("run {run}'s journal does not start with run_started");
             return Err(StoreError::Corrupt { path: "the journal".into(), reason }.into());
@@ -115,11 +118,13 @@ impl Runtime {
     }
 }
 
-/// The tool of `record`'s run in this build, if the run may be forked from `from`: it has ended,
-/// its tool is a workflow of this build, and `from` is at most the number of ops it recorded.
-fn forkable(record: &RunRecord, from: Op) -> Result<&'static ToolDescriptor, ForkError> {
+/// The tool of `record`'s run in this build, if the run may be forked from `from`: it has ended
+/// or this build holds it (`held`: nothing advances it here, so its journal stays as the fork
+/// read it), its tool is a workflow of this build, and `from` is at most the number of ops it
+/// recorded.
+fn forkable(record: &RunRecord, from: Op, held: bool) -> Result<&'static ToolDescriptor, ForkError> {
     let run = &record.summary.id;
-    if !record.summary.status.is_finished() {
+    if !record.summary.status.is_finished() && !held {
         return Err(ForkError::Active { run: run.clone() });
     }
     let tool = &record.summary.tool;

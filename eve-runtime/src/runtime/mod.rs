@@ -90,6 +90,8 @@ pub(crate) struct Shared {
     sharing: worker::Sharing,
     /// The runs this runtime leaves to workers of another build (see [`pinning`]).
     passed_over: pinning::PassedOverRuns,
+    /// The runs this runtime holds on a single-process store (see [`pinning`]).
+    held: pinning::HeldRuns,
 }
 
 impl Shared {
@@ -106,6 +108,7 @@ impl Shared {
             replays: Semaphore::new(replays),
             sharing: worker::Sharing::new(sharing),
             passed_over: pinning::PassedOverRuns::default(),
+            held: pinning::HeldRuns::default(),
         }
     }
 }
@@ -135,8 +138,9 @@ impl Shared {
     /// Sends `msg` to the run's executor, activating the run if it is not active. A client of a
     /// shared store activates nothing: the store wakes the workers.
     pub fn wake(self: &Arc<Self>, run: &RunId, msg: Msg) {
-        // A run passed over is left to workers of its own build, which the store wakes too.
-        if self.is_client() || self.is_passed_over(run) {
+        // A run passed over is left to workers of its own build, which the store wakes too; a held
+        // run waits, its wake-ups kept in the store, for a build that replays it.
+        if self.is_client() || self.is_passed_over(run) || self.is_held(run) {
             return;
         }
         tracing::debug!(%run, reason = ?msg, "waking the run");
@@ -711,6 +715,12 @@ impl Runtime {
     /// is loaded when one of its waits resolves. Call once after building the runtime. Returns how
     /// many runs are unfinished.
     ///
+    /// First, on a single-process store (memory, SQLite), every unfinished run is looked at once,
+    /// as [`Runtime::upgrade_runs`] does: a run whose recorded build is this one's goes on (no
+    /// journal is read for it), one whose journal replays on this build is moved to it, and one
+    /// whose journal does not is held (see [`Runtime::held_runs`]): left as it is, unfailed, its
+    /// timers not armed, a warning logged for it.
+    ///
     /// On a shared store (Postgres) this makes the runtime a worker instead: it loads nothing now,
     /// and from then on takes the runs that have something to do as it finds them (polling the
     /// store and listening to its wake-ups) and renews the leases of the runs it advances, until
@@ -719,19 +729,23 @@ impl Runtime {
     /// on the [`RuntimeBuilder`].
     pub async fn recover(&self) -> Result<usize, Error> {
         let shared = &self.shared;
-        let recovery = shared.store.recovery().await?;
-        shared.gauges.recovered(recovery.unfinished);
         if shared.store.is_shared() {
+            let recovery = shared.store.recovery().await?;
+            shared.gauges.recovered(recovery.unfinished);
             for sign_in in &recovery.sign_ins {
                 crate::executor::announce_waiting_sign_in(shared, sign_in);
             }
             shared.start_working();
             return Ok(recovery.unfinished);
         }
-        for timer in recovery.timers {
+        self.check_runs().await?;
+        // Read after the check, which appended to the runs it moved.
+        let recovery = shared.store.recovery().await?;
+        shared.gauges.recovered(recovery.unfinished);
+        for timer in recovery.timers.into_iter().filter(|timer| !shared.is_held(&timer.run)) {
             shared.timers.add(timer.run, timer.op, timer.due, timer.kind);
         }
-        for sign_in in &recovery.sign_ins {
+        for sign_in in recovery.sign_ins.iter().filter(|sign_in| !shared.is_held(&sign_in.run)) {
             crate::executor::announce_waiting_sign_in(shared, sign_in);
         }
         for run in &recovery.runnable {
@@ -794,6 +808,12 @@ impl Runtime {
     /// Fires the run's abort signal. Its pending waits resolve as cancelled, its cleanup runs, and
     /// it ends cancelled (after at most the cancellation grace). Cancelling a finished run changes
     /// nothing and says so with [`Error::RunFinished`].
+    ///
+    /// A run this build holds (see [`Runtime::held_runs`]) ends cancelled at once, without its
+    /// cleanup: its body cannot run on this build, and a run nobody could end without the build
+    /// that started it would be held at every start-up. Its journal stays whole, with the
+    /// cancellation's reason saying the cleanup did not run; to keep the cleanup, cancel it on the
+    /// build that started it instead.
     pub async fn cancel(&self, run: &RunId, reason: &str) -> Result<(), Error> {
         self.abort(run, reason, false).await
     }
@@ -805,6 +825,9 @@ impl Runtime {
     }
 
     async fn abort(&self, run: &RunId, reason: &str, keep_output: bool) -> Result<(), Error> {
+        if self.holds(run).await?.is_some() {
+            return self.end_held(run, reason).await;
+        }
         let target = Target::Run(run.clone());
         let payload = DeliveryPayload::Run(Delivery::Cancel { reason: reason.to_owned(), keep_output });
         match self.shared.store.deliver(target, None, payload).await? {
@@ -1076,6 +1099,10 @@ impl RunHandle {
                 self.shared.forget_phase(&self.id);
                 return Ok(Phase::Finished(outcome));
             }
+            // A held run moves on no build but its own: waiting would never end.
+            if let Some(held) = self.shared.held_run(&self.id) {
+                return Err(Error::Held { run: self.id.clone(), reason: held.reason() });
+            }
             // A parked run that this process has not loaded stays parked until a wait resolves.
             if summary.parked && !self.shared.is_active(&self.id) && done(&Phase::Parked) {
                 return Ok(Phase::Parked);
@@ -1084,16 +1111,22 @@ impl RunHandle {
                 let phase = phases.wait_for(|phase| done(phase)).await.map(|phase| phase.clone());
                 match phase {
                     Ok(phase) => phase,
-                    // The sender is dropped only after it published the final phase.
+                    // The sender is dropped after it published the final phase, or when the run
+                    // is held; either way the loop looks at the run again.
                     Err(_) => phases.borrow().clone(),
                 }
             };
-            if !self.shared.store.is_shared() {
-                return Ok(changed.await);
-            }
-            if let Ok(phase) = tokio::time::timeout(FOLLOW_INTERVAL, changed).await {
+            let phase = match self.shared.store.is_shared() {
+                false => changed.await,
+                true => match tokio::time::timeout(FOLLOW_INTERVAL, changed).await {
+                    Ok(phase) => phase,
+                    Err(_) => continue,
+                },
+            };
+            if done(&phase) {
                 return Ok(phase);
             }
+            phases = self.shared.subscribe(&self.id);
         }
     }
 }

@@ -52,10 +52,11 @@ pub struct IndexChanges {
     pub hooks_removed: Vec<Op>,
     /// The run's new status, when an entry ends it.
     pub status: Option<RunStatus>,
-    /// The fingerprint of the build the run's history runs on from now on, when an entry names
-    /// one (a `RunStarted` that records its build, a `RunUpgraded`): a shared store keeps it beside
-    /// the run, so a worker can tell the runs its own build started without reading their journals.
-    pub fingerprint: Option<String>,
+    /// The build the run's history runs on from now on, when an entry names one (a `RunStarted`
+    /// that records its build, a `RunUpgraded`): a store keeps it beside the run
+    /// ([`RunSummary::build`](super::RunSummary::build)), so a worker can tell the runs its own
+    /// build started, and a listing can show each run's build, without reading their journals.
+    pub build: Option<BuildStamp>,
 }
 
 impl IndexChanges {
@@ -93,7 +94,7 @@ impl IndexChanges {
                 }
                 Entry::AuthCompleted { op } => changes.hooks_removed.push(*op),
                 Entry::RunStarted { build: Some(build), .. } | Entry::RunUpgraded { build, .. } => {
-                    changes.fingerprint = Some(build.fingerprint.clone());
+                    changes.build = Some((**build).clone());
                 }
                 entry if entry.is_terminal() => changes.status = Some(RunStatus::after(entry)),
                 _ => {}

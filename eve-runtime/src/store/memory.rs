@@ -118,6 +118,7 @@ impl State {
         }
         run_state.summary.entries = 1;
         run_state.summary.parked = false;
+        run_state.summary.build = super::kit::build(&run_state.entries).cloned();
         if !keep_inbox {
             run_state.delivery_ids.clear();
         }
@@ -193,6 +194,9 @@ impl State {
         if !changes.hooks_removed.is_empty() {
             self.hooks.retain(|_, hook| &hook.run != run || !changes.hooks_removed.contains(&hook.op));
         }
+        if let (Some(build), Some(state)) = (changes.build, self.runs.get_mut(run)) {
+            state.summary.build = Some(build);
+        }
         if let Some(status) = changes.status {
             self.finish(run, status);
         }
@@ -255,6 +259,7 @@ impl State {
             created_at: run.created_at,
             entries: 1,
             parked: false,
+            build: run.build.clone(),
         };
         let run_state = RunState {
             summary,

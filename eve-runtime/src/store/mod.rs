@@ -44,7 +44,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use crate::error::StoreError;
-use crate::journal::{Entry, Op, Position, RunId, RunStatus};
+use crate::journal::{BuildStamp, Entry, Op, Position, RunId, RunStatus};
 use crate::secret::TokenHash;
 use crate::time::Timestamp;
 
@@ -69,7 +69,7 @@ pub struct NewRun {
     pub parent: Option<crate::journal::ParentLink>,
     /// The trace its spans join, when traces are exported (see [`crate::trace`]).
     pub traceparent: Option<crate::journal::TraceParent>,
-    /// The build that starts it (see [`BuildStamp`](crate::journal::BuildStamp)), when known.
+    /// The build that starts it (see [`BuildStamp`]), when known.
     pub build: Option<crate::journal::BuildStamp>,
     /// The run and op it was forked from, for a run made by `Runtime::fork`.
     pub forked_from: Option<crate::journal::ForkedFrom>,
@@ -320,6 +320,11 @@ pub struct RunSummary {
     /// only when one of them resolves.
     #[serde(default)]
     pub parked: bool,
+    /// The build its history runs on (the one its `RunStarted` records, or the last
+    /// `RunUpgraded` names: see [`kit::build`]), kept beside the run so a listing shows it
+    /// without reading the journal; `None` if the journal records none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<BuildStamp>,
 }
 
 impl RunSummary {
