@@ -45,9 +45,8 @@ pub fn apply_deploy(plan: Plan) -> StepCall<String> {
         "apply_deploy",
         __eve::RetryPolicy { max_attempts: 5, backoff: __eve::Backoff::exponential_millis(250) },
     );
-    __eve::inventory::submit! {
-        __eve::StepRegistration(&__EVE_STEP)
-    }
+    // Added to the registry before `main`, by a constructor (not `inventory`: cheaper per use).
+    __eve::register!(__EVE_STEP);
     // Trait checks, spanned on the user's types: "`Plan` cannot be a `#[step]` argument".
     const {
         __eve::assert_step_arg::<Plan>();
@@ -74,9 +73,8 @@ fn read_repository(ctx: &impl StepCtxSource, repository: String) -> StepCall<Str
         "read_repository",
         __eve::RetryPolicy::DEFAULT,
     );
-    __eve::inventory::submit! {
-        __eve::StepRegistration(&__EVE_STEP)
-    }
+    // Added to the registry before `main`, by a constructor (not `inventory`: cheaper per use).
+    __eve::register!(__EVE_STEP);
     const {
         __eve::assert_step_arg::<String>();
         __eve::assert_step_output::<String>();

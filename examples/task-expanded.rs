@@ -49,11 +49,11 @@ const _: () = {
     use __eve::{NoOutputSchema as _, OutputSchema as _};
     use eve_tools::__private as __eve;
     fn __eve_entry(__eve_input: __eve::Value, __eve_ctx: __eve::TaskCtx) -> __eve::BodyFuture {
-        Box::pin(async move {
-            let __eve_input: Reminder = __eve::decode_input(__eve_input)?;
-            let __eve_output = remind(__eve_input, &__eve_ctx).await;
-            __eve::encode_output(__eve_output)
-        })
+        // The input is decoded before the body's future is made; `body` encodes its output.
+        match __eve::decode_input::<Reminder>(__eve_input) {
+            Ok(__eve_input) => __eve::body(async move { remind(__eve_input, &__eve_ctx).await }),
+            Err(error) => __eve::refused(error),
+        }
     }
     static __EVE_TOOL: __eve::ToolDescriptor = __eve::ToolDescriptor {
         name: "remind",
@@ -65,14 +65,10 @@ const _: () = {
         output_schema: || (&&__eve::OutputProbe::<String>::new()).output_schema(),
         entry: __eve::EntryPoint::Task(__eve_entry),
         fingerprint: "5d1e0f3a9c2b7e48",
-        version: match ::core::option_env!("EVE_BUILD_VERSION") {
-            ::core::option::Option::Some(version) => version,
-            ::core::option::Option::None => ::core::env!("CARGO_PKG_VERSION"),
-        },
+        version: __eve::version(::core::option_env!("EVE_BUILD_VERSION"), ::core::env!("CARGO_PKG_VERSION")),
     };
-    __eve::inventory::submit! {
-        __eve::ToolRegistration(&__EVE_TOOL)
-    }
+    // Added to the registry before `main`, by a constructor (not `inventory`: cheaper per use).
+    __eve::register!(__EVE_TOOL);
     __eve::assert_tool_input::<Reminder>();
     __eve::assert_tool_output::<String>();
     __eve::assert_tool_return::<Result<String, ToolError>>();
@@ -105,14 +101,10 @@ const _: () = {
         output_schema: || (&&__eve::OutputProbe::<()>::new()).output_schema(),
         entry: __eve::EntryPoint::Serve(__eve_entry),
         fingerprint: "5d1e0f3a9c2b7e48",
-        version: match ::core::option_env!("EVE_BUILD_VERSION") {
-            ::core::option::Option::Some(version) => version,
-            ::core::option::Option::None => ::core::env!("CARGO_PKG_VERSION"),
-        },
+        version: __eve::version(::core::option_env!("EVE_BUILD_VERSION"), ::core::env!("CARGO_PKG_VERSION")),
     };
-    __eve::inventory::submit! {
-        __eve::ToolRegistration(&__EVE_TOOL)
-    }
+    // Added to the registry before `main`, by a constructor (not `inventory`: cheaper per use).
+    __eve::register!(__EVE_TOOL);
     __eve::assert_tool_input::<Question>();
     __eve::assert_tool_return::<Result<(), ToolError>>();
 };

@@ -32,11 +32,9 @@ const _: () = {
     use __eve::{NoOutputSchema as _, OutputSchema as _};
     use eve_tools::__private as __eve;
     fn __eve_entry(__eve_input: __eve::Value, _: __eve::ToolCtx) -> __eve::BodyFuture {
-        Box::pin(async move {
-            let __eve_input: City = __eve::decode_input(__eve_input)?;
-            let __eve_output = weather(__eve_input).await;
-            __eve::encode_output(__eve_output)
-        })
+        // Decodes the input, calls the body with it, and encodes what its future returns: no
+        // `async` block of its own, when the body borrows nothing of the entry.
+        __eve::entry(__eve_input, weather)
     }
     static __EVE_TOOL: __eve::ToolDescriptor = __eve::ToolDescriptor {
         name: "weather",
@@ -48,14 +46,10 @@ const _: () = {
         output_schema: || (&&__eve::OutputProbe::<String>::new()).output_schema(),
         entry: __eve::EntryPoint::Plain(__eve_entry),
         fingerprint: "5d1e0f3a9c2b7e48",
-        version: match ::core::option_env!("EVE_BUILD_VERSION") {
-            ::core::option::Option::Some(version) => version,
-            ::core::option::Option::None => ::core::env!("CARGO_PKG_VERSION"),
-        },
+        version: __eve::version(::core::option_env!("EVE_BUILD_VERSION"), ::core::env!("CARGO_PKG_VERSION")),
     };
-    __eve::inventory::submit! {
-        __eve::ToolRegistration(&__EVE_TOOL)
-    }
+    // Added to the registry before `main`, by a constructor (not `inventory`: cheaper per use).
+    __eve::register!(__EVE_TOOL);
     __eve::assert_tool_input::<City>();
     __eve::assert_tool_output::<String>();
     __eve::assert_tool_return::<Result<String, ToolError>>();

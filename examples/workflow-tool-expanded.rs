@@ -13,7 +13,7 @@
 //!
 //! The fn stays exactly as written. Next to it, an anonymous `const` block registers it: an entry
 //! fn that decodes the JSON input and encodes the output, the `ToolDescriptor` the manifest and
-//! the runtime read, its `inventory` submission, and trait checks spanned on the user's types.
+//! the runtime read, its registration (a constructor run before `main`), and trait checks spanned on the user's types.
 //! The real expansion spells paths out (`::eve_tools::__private`, `::std::boxed::Box`,
 //! `::core::concat!`) and creates the `__eve` names with `Span::mixed_site()`.
 
@@ -45,11 +45,11 @@ const _: () = {
     use __eve::{NoOutputSchema as _, OutputSchema as _};
     // How the runtime enters the body: JSON in, JSON out.
     fn __eve_entry(__eve_input: __eve::Value, __eve_ctx: __eve::WorkflowCtx) -> __eve::BodyFuture {
-        Box::pin(async move {
-            let __eve_input: DeployInput = __eve::decode_input(__eve_input)?;
-            let __eve_output = deploy(__eve_input, &__eve_ctx).await;
-            __eve::encode_output(__eve_output)
-        })
+        // The input is decoded before the body's future is made; `body` encodes its output.
+        match __eve::decode_input::<DeployInput>(__eve_input) {
+            Ok(__eve_input) => __eve::body(async move { deploy(__eve_input, &__eve_ctx).await }),
+            Err(error) => __eve::refused(error),
+        }
     }
     // What the manifest lists and the runtime looks tools up by.
     static __EVE_TOOL: __eve::ToolDescriptor = __eve::ToolDescriptor {
@@ -62,14 +62,10 @@ const _: () = {
         output_schema: || (&&__eve::OutputProbe::<String>::new()).output_schema(),
         entry: __eve::EntryPoint::Workflow(__eve_entry),
         fingerprint: "5d1e0f3a9c2b7e48",
-        version: match ::core::option_env!("EVE_BUILD_VERSION") {
-            ::core::option::Option::Some(version) => version,
-            ::core::option::Option::None => ::core::env!("CARGO_PKG_VERSION"),
-        },
+        version: __eve::version(::core::option_env!("EVE_BUILD_VERSION"), ::core::env!("CARGO_PKG_VERSION")),
     };
-    __eve::inventory::submit! {
-        __eve::ToolRegistration(&__EVE_TOOL)
-    }
+    // Added to the registry before `main`, by a constructor (not `inventory`: cheaper per use).
+    __eve::register!(__EVE_TOOL);
     // Trait checks, spanned on the user's types: "`DeployInput` cannot be an eve tool input".
     __eve::assert_tool_input::<DeployInput>();
     __eve::assert_tool_output::<String>();

@@ -1,8 +1,8 @@
 //! The registry of tools and steps the macros compile into a binary, and the manifest built from it.
 //!
-//! Each `#[tool]`, `#[workflow_tool]` and `#[task]` submits one [`ToolRegistration`] through
-//! `inventory`; each `#[step]` submits one [`StepRegistration`]. The [`Manifest`] lists them sorted
-//! by name, so it is the same on every run of the same binary.
+//! Each `#[tool]`, `#[workflow_tool]` and `#[task]` registers its [`ToolDescriptor`], and each
+//! `#[step]` its [`StepDef`], when the program starts ([`register!`](crate::register)).
+//! The [`Manifest`] lists them sorted by name, so it is the same on every run of the same binary.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -121,45 +121,135 @@ impl ToolDescriptor {
     }
 }
 
-/// Submits a tool to the registry.
-#[derive(Debug)]
-pub struct ToolRegistration(pub &'static ToolDescriptor);
-
-/// Submits a step to the registry.
-#[derive(Debug)]
-pub struct StepRegistration(pub &'static StepDef);
-
 /// Submits a workflow of a part built on the core (a session): started by that part, never
 /// offered to a model, and absent from the manifest. [`workflow`] finds it by its workflow id.
 #[derive(Debug)]
 pub struct InternalWorkflow(pub &'static ToolDescriptor);
 
-inventory::collect!(ToolRegistration);
-inventory::collect!(StepRegistration);
 inventory::collect!(InternalWorkflow);
+
+/// The tools and steps the macros registered when the program started.
+static TOOLS: Mutex<Vec<&'static ToolDescriptor>> = Mutex::new(Vec::new());
+static STEPS: Mutex<Vec<&'static StepDef>> = Mutex::new(Vec::new());
+
+/// What the registry holds: tool descriptors and step definitions.
+pub trait Submit: Sync + 'static {
+    /// Adds this to the registry: what [`register!`](crate::register) calls when the program
+    /// starts. Submitting the same value again changes nothing.
+    fn submit(&'static self);
+}
+
+impl Submit for ToolDescriptor {
+    fn submit(&'static self) {
+        submit(&TOOLS, self);
+    }
+}
+
+impl Submit for StepDef {
+    fn submit(&'static self) {
+        submit(&STEPS, self);
+    }
+}
+
+fn submit<T>(list: &Mutex<Vec<&'static T>>, value: &'static T) {
+    let mut list = list.lock().unwrap_or_else(PoisonError::into_inner);
+    if !list.iter().any(|known| std::ptr::eq(*known, value)) {
+        list.push(value);
+    }
+}
+
+/// The first registered value of one kind that `pick` picks.
+fn find<T>(list: &Mutex<Vec<&'static T>>, pick: impl Fn(&T) -> bool) -> Option<&'static T> {
+    list.lock().unwrap_or_else(PoisonError::into_inner).iter().copied().find(|value| pick(value))
+}
+
+/// What is registered of one kind, copied out so no lock is held while it is read.
+fn registered<T>(list: &Mutex<Vec<&'static T>>) -> Vec<&'static T> {
+    list.lock().unwrap_or_else(PoisonError::into_inner).clone()
+}
+
+/// Registers a `static` tool descriptor or step definition when the program starts, from a constructor the platform's loader runs before `main`, as `inventory`
+/// does: what the macros emit for each tool and step.
+///
+/// Not `inventory::submit!`, which compiles four items and three nested macro expansions for
+/// each use: paid for every tool and step of a user's crate on every build, this is one
+/// constructor.
+///
+/// ```ignore
+/// static TOOL: ToolDescriptor = ToolDescriptor { … };
+/// eve_runtime::register!(TOOL);
+/// ```
+///
+/// It declares a `static` named `__EVE_SUBMIT` and a fn named `__eve_submit`, so two in one scope
+/// need a block each (`const _: () = { register!(…); };`).
+#[macro_export]
+macro_rules! register {
+    ($registered:path) => {
+        extern "C" fn __eve_submit() {
+            $crate::registry::Submit::submit(&$registered)
+        }
+        #[used]
+        #[cfg_attr(
+            any(
+                target_os = "linux",
+                target_os = "android",
+                target_os = "dragonfly",
+                target_os = "freebsd",
+                target_os = "haiku",
+                target_os = "illumos",
+                target_os = "netbsd",
+                target_os = "openbsd",
+                target_os = "none",
+            ),
+            unsafe(link_section = ".init_array")
+        )]
+        #[cfg_attr(
+            any(target_os = "macos", target_os = "ios"),
+            unsafe(link_section = "__DATA,__mod_init_func,mod_init_funcs")
+        )]
+        #[cfg_attr(windows, unsafe(link_section = ".CRT$XCU"))]
+        static __EVE_SUBMIT: extern "C" fn() = __eve_submit;
+    };
+}
+
+#[cfg(not(any(
+    target_os = "linux",
+    target_os = "android",
+    target_os = "dragonfly",
+    target_os = "freebsd",
+    target_os = "haiku",
+    target_os = "illumos",
+    target_os = "netbsd",
+    target_os = "openbsd",
+    target_os = "none",
+    target_os = "macos",
+    target_os = "ios",
+    windows,
+)))]
+compile_error!("eve registers tools and steps through start-up constructors, which this target has not got");
 
 /// Every tool compiled into this binary, sorted by name.
 pub fn tools() -> Vec<&'static ToolDescriptor> {
-    let mut tools: Vec<_> = inventory::iter::<ToolRegistration>().map(|registration| registration.0).collect();
+    let mut tools = registered(&TOOLS);
     tools.sort_by_key(|tool| (tool.name, tool.workflow_id));
     tools
 }
 
 /// The tool with this model-facing name.
 pub fn tool(name: &str) -> Option<&'static ToolDescriptor> {
-    inventory::iter::<ToolRegistration>().map(|registration| registration.0).find(|tool| tool.name == name)
+    find(&TOOLS, |tool| tool.name == name)
 }
 
 /// The tool (or runtime workflow) whose body has this workflow id.
 pub fn workflow(workflow_id: &str) -> Option<&'static ToolDescriptor> {
-    let tools = inventory::iter::<ToolRegistration>().map(|registration| registration.0);
-    let internal = inventory::iter::<InternalWorkflow>().map(|registration| registration.0);
-    tools.chain(internal).find(|tool| tool.workflow_id == workflow_id)
+    let internal = || inventory::iter::<InternalWorkflow>().map(|registration| registration.0);
+    find(&TOOLS, |tool| tool.workflow_id == workflow_id)
+        .or_else(|| internal().find(|tool| tool.workflow_id == workflow_id))
 }
 
 /// Every step compiled into this binary, sorted by id.
 pub fn steps() -> Vec<&'static StepDef> {
-    let mut steps: Vec<_> = inventory::iter::<StepRegistration>().map(|registration| registration.0).collect();
+    let mut steps = registered(&STEPS);
     steps.sort_by_key(|step| step.id());
     steps
 }
@@ -180,7 +270,7 @@ pub fn task_id(tool: &str, run: &crate::journal::RunId) -> String {
 /// Tells the journal's decoder the names of the steps compiled into this binary, so entries and
 /// replay borrow them (see [`crate::journal::decode::entry`]).
 pub(crate) fn learn_step_names() {
-    let names = || inventory::iter::<StepRegistration>().map(|registration| registration.0.name()).collect();
+    let names = || registered(&STEPS).into_iter().map(StepDef::name).collect();
     crate::journal::decode::learn_step_names(names);
 }
 

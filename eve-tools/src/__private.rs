@@ -11,11 +11,9 @@ use serde::de::DeserializeOwned;
 pub use eve_runtime::context::{Receive, ServeCtx, StepCtxSource, TaskCtx, ToolCtx, WorkflowCtx};
 pub use eve_runtime::error::{StepError, ToolError};
 pub use eve_runtime::progress::{Sink as ProgressSink, drive as drive_progress};
-pub use eve_runtime::registry::{
-    BodyFuture, EntryPoint, InputRefusal, Shape, StepRegistration, ToolDescriptor, ToolRegistration,
-};
+pub use eve_runtime::register;
+pub use eve_runtime::registry::{BodyFuture, EntryPoint, InputRefusal, Shape, ToolDescriptor};
 pub use eve_runtime::step::{Backoff, RetryPolicy, StepCall, StepCtx, StepDef};
-pub use inventory;
 pub use serde_json::Value;
 
 /// Decodes a tool's JSON input into its input type.
@@ -206,6 +204,67 @@ fn object_schema(schema: Value) -> Option<Value> {
 /// Turns what a tool body returns into the run's output.
 pub fn encode_output<O: ToolOutput>(output: O) -> ::core::result::Result<Value, ToolError> {
     output.into_output()
+}
+
+/// The entry's future for a body future `call`: polls it and encodes what it returns. The
+/// future a tool's entry returns without an `async` block of its own, so each tool compiles the
+/// body's own future and this small one rather than a second state machine around the first.
+pub fn body<F>(call: F) -> BodyFuture
+where
+    F: ::core::future::Future + Send + 'static,
+    F::Output: ToolOutput,
+{
+    ::std::boxed::Box::pin(Encoded { call })
+}
+
+/// The entry of a tool whose body takes only its input: decodes the input and calls `call`
+/// with it, or refuses the input.
+pub fn entry<I, F>(input: Value, call: fn(I) -> F) -> BodyFuture
+where
+    I: DeserializeOwned,
+    F: ::core::future::Future + Send + 'static,
+    F::Output: ToolOutput,
+{
+    match decode_input::<I>(input) {
+        Ok(input) => body(call(input)),
+        Err(error) => refused(error),
+    }
+}
+
+/// The build version a tool records: `EVE_BUILD_VERSION` when its crate was compiled, else the
+/// crate's version.
+pub const fn version(build: Option<&'static str>, crate_version: &'static str) -> &'static str {
+    match build {
+        Some(version) => version,
+        None => crate_version,
+    }
+}
+
+/// The entry's future when its input did not decode: the refusal, at once. Compiled once.
+pub fn refused(error: ToolError) -> BodyFuture {
+    ::std::boxed::Box::pin(::core::future::ready(Err(error)))
+}
+
+pin_project_lite::pin_project! {
+    /// A body future whose output is encoded as it ends (see [`body`]).
+    struct Encoded<F> {
+        #[pin]
+        call: F,
+    }
+}
+
+impl<F: ::core::future::Future> ::core::future::Future for Encoded<F>
+where
+    F::Output: ToolOutput,
+{
+    type Output = ::core::result::Result<Value, ToolError>;
+
+    fn poll(self: ::core::pin::Pin<&mut Self>, cx: &mut ::core::task::Context<'_>) -> ::core::task::Poll<Self::Output> {
+        match self.project().call.poll(cx) {
+            ::core::task::Poll::Ready(output) => ::core::task::Poll::Ready(output.into_output()),
+            ::core::task::Poll::Pending => ::core::task::Poll::Pending,
+        }
+    }
 }
 
 /// What a tool body may return: `Result<T, E>` with a serializable `T` and an error that converts

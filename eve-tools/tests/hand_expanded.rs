@@ -31,9 +31,7 @@ fn plan_deploy(service: String) -> ::eve_tools::__private::StepCall<Plan> {
         "plan_deploy",
         ::eve_tools::__private::RetryPolicy::DEFAULT,
     );
-    ::eve_tools::__private::inventory::submit! {
-        ::eve_tools::__private::StepRegistration(&__EVE_STEP)
-    }
+    ::eve_tools::__private::register!(__EVE_STEP);
     ::eve_tools::__private::StepCall::new(&__EVE_STEP, (service,), |(service,), _ctx| __eve_body(service))
 }
 
@@ -74,10 +72,12 @@ const _: () = {
         __eve_input: ::eve_tools::__private::Value,
         __eve_ctx: ::eve_tools::__private::WorkflowCtx,
     ) -> ::eve_tools::__private::BodyFuture {
-        ::std::boxed::Box::pin(async move {
-            let __eve_input: DeployInput = ::eve_tools::__private::decode_input(__eve_input)?;
-            ::eve_tools::__private::encode_output(deploy(__eve_input, &__eve_ctx).await)
-        })
+        match ::eve_tools::__private::decode_input::<DeployInput>(__eve_input) {
+            ::core::result::Result::Ok(__eve_input) => {
+                ::eve_tools::__private::body(async move { deploy(__eve_input, &__eve_ctx).await })
+            }
+            ::core::result::Result::Err(error) => ::eve_tools::__private::refused(error),
+        }
     }
     static __EVE_TOOL: ::eve_tools::__private::ToolDescriptor = ::eve_tools::__private::ToolDescriptor {
         name: "deploy",
@@ -89,14 +89,12 @@ const _: () = {
         output_schema: || (&&::eve_tools::__private::OutputProbe::<Vec<String>>::new()).output_schema(),
         entry: ::eve_tools::__private::EntryPoint::Workflow(__eve_entry),
         fingerprint: "5d1e0f3a9c2b7e48",
-        version: match ::core::option_env!("EVE_BUILD_VERSION") {
-            ::core::option::Option::Some(version) => version,
-            ::core::option::Option::None => ::core::env!("CARGO_PKG_VERSION"),
-        },
+        version: ::eve_tools::__private::version(
+            ::core::option_env!("EVE_BUILD_VERSION"),
+            ::core::env!("CARGO_PKG_VERSION"),
+        ),
     };
-    ::eve_tools::__private::inventory::submit! {
-        ::eve_tools::__private::ToolRegistration(&__EVE_TOOL)
-    }
+    ::eve_tools::__private::register!(__EVE_TOOL);
     ::eve_tools::__private::assert_tool_input::<DeployInput>();
     ::eve_tools::__private::assert_tool_return::<Result<Vec<String>, ToolError>>();
 };

@@ -11,7 +11,7 @@ use std::time::Duration;
 use eve_runtime::context::WorkflowCtx;
 use eve_runtime::error::{FatalError, StepError, ToolError};
 use eve_runtime::journal::{Entry, InputHash, Op, OpKind, RunFailure, RunId, StepOutcome};
-use eve_runtime::registry::{BodyFuture, EntryPoint, Shape, ToolDescriptor, ToolRegistration};
+use eve_runtime::registry::{BodyFuture, EntryPoint, Shape, ToolDescriptor};
 use eve_runtime::secret::SecretKey;
 use eve_runtime::step::{Backoff, RetryPolicy, StepCall, StepCtx, StepDef};
 use eve_runtime::store::{Append, Created, MemoryStore, NewRun, Store, WorkerId};
@@ -96,20 +96,21 @@ fn note(text: String) -> StepCall<String> {
 
 macro_rules! workflow {
     ($name:literal, $entry:ident) => {
-        eve_tools::__private::inventory::submit! {
-            ToolRegistration(&ToolDescriptor {
+        const _: () = {
+            static TOOL: ToolDescriptor = ToolDescriptor {
                 name: $name,
                 description: "",
                 workflow_id: concat!("tests::", $name),
                 shape: Shape::WORKFLOW_TOOL,
-                input_schema: || json!({ "type": "object" }),
+        input_schema: || json!({ "type": "object" }),
                 validate_input: |_| Ok(()),
                 output_schema: || None,
                 entry: EntryPoint::Workflow($entry),
                 fingerprint: "0000000000000000",
                 version: "0.0.0",
-            })
-        }
+            };
+            eve_tools::__private::register!(TOOL);
+        };
     };
 }
 

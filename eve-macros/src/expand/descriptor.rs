@@ -8,7 +8,7 @@
 //!     static __EVE_TOOL: __eve::ToolDescriptor = __eve::ToolDescriptor { name, description, workflow_id, shape, … };
 //!     // `output_schema: || (&&OutputProbe::<Output>::new()).output_schema()` finds the output's
 //!     // schema if it has one.
-//!     __eve::inventory::submit! { __eve::ToolRegistration(&__EVE_TOOL) }
+//!     __eve::register!(__EVE_TOOL);
 //!     __eve::assert_tool_input::<Input>();
 //!     __eve::assert_tool_return::<Result<Output, ToolError>>();
 //! };
@@ -86,14 +86,9 @@ pub fn expand(model: &ToolModel, entry: Entry) -> TokenStream {
                 output_schema: #output_schema,
                 entry: #private::EntryPoint::#variant(#entry_fn),
                 fingerprint: #fingerprint,
-                version: match ::core::option_env!("EVE_BUILD_VERSION") {
-                    ::core::option::Option::Some(version) => version,
-                    ::core::option::Option::None => ::core::env!("CARGO_PKG_VERSION"),
-                },
+                version: #private::version(::core::option_env!("EVE_BUILD_VERSION"), ::core::env!("CARGO_PKG_VERSION")),
             };
-            #private::inventory::submit! {
-                #private::ToolRegistration(&#tool)
-            }
+            #private::register!(#tool);
             #assertions
         };
     }
@@ -111,23 +106,53 @@ fn fingerprint(body: &proc_macro2::Group) -> String {
 }
 
 /// The entry of `#[tool]`, `#[workflow_tool]` and `#[task]`: decode the JSON input, call the body
-/// with the context `context` (by reference, if it takes one), encode what it returns.
+/// with the context (by reference, if it takes one), encode what it returns.
+///
+/// The input is decoded before the body's future is made, and `body` encodes its output as it
+/// ends, so a body that borrows nothing of the entry needs no `async` block around its own
+/// future: a second state machine for every tool of a crate, paid for at every build.
 pub fn value_entry(model: &ToolModel, context: &str) -> TokenStream {
     let private = alias();
     let name = &model.func.item.sig.ident;
     let input_ty = model.input_type().expect("validated: a tool has an input");
     let context_ty = syn::Ident::new(context, Span::call_site());
-    let (entry, input) = (ident("__eve_entry"), ident("__eve_input"));
+    let (entry, input, error) = (ident("__eve_entry"), ident("__eve_input"), ident("__eve_error"));
     let (context_param, context_arg) = context_parts(model);
-    let encode = with_progress(model, &private, |progress| {
-        encode_output(model, &private, quote!(#name(#input #context_arg #progress).await))
-    });
+    // Named at the return type: if it cannot be a tool's output, rustc's error points there
+    // (after the assertions' clearer messages) rather than at the attribute.
+    let span = model.func.output.ty.map_or_else(Span::call_site, Spanned::span);
+    if model.context().is_none() && model.progress().is_none() {
+        let located = syn::Ident::new(&name.to_string(), Span::call_site().located_at(span));
+        return quote! {
+            fn #entry(#input: #private::Value, _: #private::#context_ty) -> #private::BodyFuture {
+                #private::entry(#input, #located)
+            }
+        };
+    }
+    // A body that borrows the context, or reports progress, is called inside an `async` block
+    // that owns what it borrows; progress is driven, and the output encoded, inside it.
+    let future = match model.progress() {
+        None => {
+            let (output, located) =
+                (ident("__eve_output"), syn::Ident::new("__eve_output", Span::mixed_site().located_at(span)));
+            quote!({
+                let #output = async move { #name(#input #context_arg).await };
+                #private::body(#located)
+            })
+        }
+        Some(_) => {
+            let encode = with_progress(model, &private, |progress| {
+                encode_output(model, &private, quote!(#name(#input #context_arg #progress).await))
+            });
+            quote!(::std::boxed::Box::pin(async move { #encode }))
+        }
+    };
     quote! {
         fn #entry(#input: #private::Value, #context_param: #private::#context_ty) -> #private::BodyFuture {
-            ::std::boxed::Box::pin(async move {
-                let #input: #input_ty = #private::decode_input(#input)?;
-                #encode
-            })
+            match #private::decode_input::<#input_ty>(#input) {
+                ::core::result::Result::Ok(#input) => #future,
+                ::core::result::Result::Err(#error) => #private::refused(#error),
+            }
         }
     }
 }

@@ -14,7 +14,7 @@
 //!     use eve_tools::__private as __eve;
 //!     async fn __eve_body(plan: Plan) -> Result<String, StepError> { body }
 //!     static __EVE_STEP: __eve::StepDef = __eve::StepDef::new(concat!(module_path!(), "::", "apply"), "apply", …);
-//!     __eve::inventory::submit! { __eve::StepRegistration(&__EVE_STEP) }
+//!     __eve::register!(__EVE_STEP);
 //!     const { __eve::assert_step_arg::<Plan>(); __eve::assert_step_output::<String>(); … }
 //!     let __eve_args = (plan,);
 //!     __eve::StepCall::new(&__EVE_STEP, __eve_args, |(plan,), _| __eve_body(plan))
@@ -61,9 +61,7 @@ pub fn expand(model: &StepModel) -> TokenStream {
             #use_private
             #body
             static #step: #private::StepDef = #def;
-            #private::inventory::submit! {
-                #private::StepRegistration(&#step)
-            }
+            #private::register!(#step);
             #assertions
             #discard_context
             #call

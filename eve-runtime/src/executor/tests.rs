@@ -9,32 +9,32 @@ use serde_json::{Value, json};
 use crate::context::WorkflowCtx;
 use crate::error::StepError;
 use crate::journal::{Entry, InputHash, Op, StepOutcome};
-use crate::registry::{BodyFuture, EntryPoint, Shape, ToolDescriptor, ToolRegistration};
+use crate::registry::{BodyFuture, EntryPoint, Shape, ToolDescriptor};
 use crate::runtime::{RunOutcome, Runtime};
 use crate::step::{RetryPolicy, StepCall, StepCtx, StepDef};
 use crate::store::MemoryStore;
 use crate::time::{ManualClock, Timestamp};
 
+// Registered by the tests that start them: `register!` here would be this crate's own
+// `link_section`, which its `forbid(unsafe_code)` refuses.
 macro_rules! workflow {
-    ($name:literal, $entry:ident) => {
-        inventory::submit! {
-            ToolRegistration(&ToolDescriptor {
-                name: $name,
-                description: "",
-                workflow_id: concat!("tests::", $name),
-                shape: Shape::WORKFLOW_TOOL,
-                input_schema: || json!({ "type": "object" }),
-                validate_input: |_| Ok(()),
-                output_schema: || None,
-                entry: EntryPoint::Workflow($entry),
-                fingerprint: "0000000000000000",
-                version: "0.0.0",
-            })
-        }
+    ($tool:ident, $name:literal, $entry:ident) => {
+        static $tool: ToolDescriptor = ToolDescriptor {
+            name: $name,
+            description: "",
+            workflow_id: concat!("tests::", $name),
+            shape: Shape::WORKFLOW_TOOL,
+    input_schema: || json!({ "type": "object" }),
+            validate_input: |_| Ok(()),
+            output_schema: || None,
+            entry: EntryPoint::Workflow($entry),
+            fingerprint: "0000000000000000",
+            version: "0.0.0",
+        };
     };
 }
 
-workflow!("t.polls_abort", polls_abort_body);
+workflow!(POLLS_ABORT, "t.polls_abort", polls_abort_body);
 fn polls_abort_body(_input: Value, ctx: WorkflowCtx) -> BodyFuture {
     Box::pin(async move {
         let signal = ctx.abort_signal();
@@ -54,7 +54,7 @@ fn polls_abort_body(_input: Value, ctx: WorkflowCtx) -> BodyFuture {
 fn signs_in_body(_input: Value, _ctx: WorkflowCtx) -> BodyFuture {
     Box::pin(async move { Ok(json!(needs_token().await?)) })
 }
-workflow!("t.signs_in", signs_in_body);
+workflow!(SIGNS_IN, "t.signs_in", signs_in_body);
 
 const TEST_PROVIDER: crate::auth::Provider = crate::auth::Provider::new("test");
 
@@ -163,6 +163,7 @@ fn the_replay_index_borrows_the_names_of_known_steps_and_copies_the_rest() {
 /// Waiting on the abort signal again and again keeps one waker, not one per poll.
 #[tokio::test]
 async fn polling_the_abort_signal_keeps_one_waker() {
+    crate::registry::Submit::submit(&POLLS_ABORT);
     let runtime = Harness::new().runtime(16);
     let run = runtime.start("t.polls_abort", json!({})).await.unwrap();
     assert_eq!(run.outcome().await.unwrap(), RunOutcome::Completed(json!(1)));
@@ -172,6 +173,7 @@ async fn polling_the_abort_signal_keeps_one_waker() {
 /// being handled does not grow with every sign-in.
 #[tokio::test]
 async fn a_completed_sign_in_leaves_no_callback_claim_behind() {
+    crate::registry::Submit::submit(&SIGNS_IN);
     let harness = Harness::new();
     let runtime = Runtime::builder()
         .shared_store(harness.store.clone())
