@@ -2,10 +2,12 @@
 //! it through a [`SqliteSnapshot`], which takes no lock and never writes, so they work beside
 //! its owner and show what it has committed.
 
+use std::collections::HashSet;
 use std::path::Path;
 
 use super::{Command, inspect, parse_run, replay, runs};
-use eve_runtime::store::RunQuery;
+use eve_runtime::journal::RunId;
+use eve_runtime::store::{RunQuery, RunSummary};
 use eve_runtime::{Error, RefusedRun};
 use eve_sqlite::SqliteSnapshot;
 
@@ -18,7 +20,7 @@ pub(super) fn read(path: &Path, command: &Command) -> Result<(), String> {
             let listed = snapshot.list_runs(&query).map_err(|error| error.to_string())?;
             // As `Runtime::held` finds them in a runtime that did not recover: the journal of a
             // run of another build is read and checked, running nothing.
-            let held = runs::held_among(&listed.runs, |summary| match RefusedRun::needs_check(summary) {
+            let held = held_among(&listed.runs, |summary| match RefusedRun::needs_check(summary) {
                 true => Ok(snapshot.load(&summary.id)?.as_ref().and_then(RefusedRun::check)),
                 false => Ok(None),
             })
@@ -52,4 +54,18 @@ pub(super) fn read(path: &Path, command: &Command) -> Result<(), String> {
         }
         _ => unreachable!("only `runs`, `inspect`, `export` and `replay` read beside the store's owner"),
     }
+}
+
+/// The runs of `listed` this build holds, as `holds` says of each unfinished one.
+fn held_among<E>(
+    listed: &[RunSummary],
+    mut holds: impl FnMut(&RunSummary) -> Result<Option<RefusedRun>, E>,
+) -> Result<HashSet<RunId>, E> {
+    let mut held = HashSet::new();
+    for summary in listed.iter().filter(|summary| !summary.status.is_finished()) {
+        if holds(summary)?.is_some() {
+            held.insert(summary.id.clone());
+        }
+    }
+    Ok(held)
 }

@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use std::collections::HashSet;
 
+use eve_runtime::Runtime;
 use eve_runtime::journal::{BuildStamp, Op, Position, RunId};
 use eve_runtime::store::{RunQuery, RunSummary, unknown_state};
-use eve_runtime::{RefusedRun, Runtime};
 
 /// `runs fork <run> --from <op>`: forks `run` from op `from`, prints the fork's id, and follows
 /// the fork (its steps on stderr) until it parks or ends, as `call` follows a run.
@@ -54,20 +54,6 @@ pub(super) fn print(listed: &[RunSummary], held: &HashSet<RunId>, state: Option<
         (true, None) => println!("no runs"),
         (false, _) => println!("{}", table(listed, held)),
     }
-}
-
-/// The runs of `listed` this build holds, as `holds` says of each unfinished one.
-pub(super) fn held_among<E>(
-    listed: &[RunSummary],
-    mut holds: impl FnMut(&RunSummary) -> Result<Option<RefusedRun>, E>,
-) -> Result<HashSet<RunId>, E> {
-    let mut held = HashSet::new();
-    for summary in listed.iter().filter(|summary| !summary.status.is_finished()) {
-        if holds(summary)?.is_some() {
-            held.insert(summary.id.clone());
-        }
-    }
-    Ok(held)
 }
 
 /// The runs as a table: a header, then one line per run, each column as wide as its widest cell
