@@ -295,11 +295,16 @@ impl Harness {
     }
 
     /// Writes a journal for a new run of `tool`, as if an earlier process had run it.
+    /// A run of `tool` whose journal is `entries`, written by this build (as if this binary had
+    /// started it), so that a journal that does not replay is this build's own nondeterminism and
+    /// fails the run; a run of another build's would be held (tests/core/held.rs).
     async fn journal(&self, tool: &str, input: Value, entries: Vec<Entry>) -> RunId {
         let id = RunId::generate();
+        let workflow_id = format!("tests::{tool}");
+        let build = eve_runtime::registry::workflow(&workflow_id).map(ToolDescriptor::build);
         let new = NewRun {
             id: id.clone(),
-            workflow_id: format!("tests::{tool}"),
+            workflow_id,
             tool: tool.into(),
             input,
             created_at: START,
@@ -307,7 +312,7 @@ impl Harness {
             interactive: true,
             parent: None,
             traceparent: None,
-            build: None,
+            build,
             forked_from: None,
         };
         let Created::New(fence) = self.store.create_run(new, &WorkerId::generate()).await.unwrap() else {
@@ -418,14 +423,22 @@ async fn divergent_journals_fail_with_a_typed_error() {
     }
 }
 
+/// A run of a workflow this binary lacks (renamed, moved or removed) is held, not failed: a build
+/// that has the workflow may still finish it.
 #[tokio::test]
-async fn a_run_of_a_workflow_this_binary_lacks_fails_naming_it() {
+async fn a_run_of_a_workflow_this_binary_lacks_is_held_naming_it() {
     let harness = Harness::new();
     let run = harness.journal("t.gone", json!({}), Vec::new()).await;
     let runtime = harness.runtime(16);
     runtime.recover().await.unwrap();
-    let outcome = runtime.handle(run).outcome().await.unwrap();
-    assert_eq!(outcome, RunOutcome::Failed(RunFailure::UnknownWorkflow { workflow_id: "tests::t.gone".into() }));
+    match runtime.handle(run.clone()).outcome().await {
+        Err(eve_runtime::Error::Held { run: held, reason }) => {
+            assert_eq!(held, run);
+            assert!(reason.contains("no workflow `tests::t.gone`"), "{reason}");
+        }
+        other => panic!("expected the run held, got {other:?}"),
+    }
+    assert_eq!(harness.entries(&run).await.len(), 1, "nothing is appended to a held run");
 }
 
 #[tokio::test]
