@@ -230,7 +230,7 @@ async fn a_file_of_the_previous_schema_version_is_migrated_at_open() {
     let store =
         tracing::subscriber::with_default(subscriber, || SqliteStore::open(&path)).expect("a version 1 file opens");
     let logged = logged.text();
-    assert!(logged.contains("upgrading the eve store's schema") && logged.contains("from=1 to=6"), "{logged}");
+    assert!(logged.contains("upgrading the eve store's schema") && logged.contains("from=1 to=7"), "{logged}");
     assert!(logged.contains("upgraded the eve store's schema") && logged.contains("took_ms="), "{logged}");
     let record = store.load(&"old-run".parse().unwrap()).await.expect("load").expect("the run is there");
     assert_eq!(record.entries, vec![started]);
@@ -247,7 +247,7 @@ async fn a_file_of_the_previous_schema_version_is_migrated_at_open() {
     drop(store);
     let conn = rusqlite::Connection::open(&path).expect("the file opens in plain SQLite");
     let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0)).expect("readable");
-    assert_eq!(version, 6, "the file now has the current version");
+    assert_eq!(version, 7, "the file now has the current version");
 }
 
 /// What a `tracing` subscriber wrote, to read back.
