@@ -56,7 +56,8 @@ pub struct IndexChanges {
     /// that records its build, a `RunUpgraded`): a store keeps it beside the run
     /// ([`RunSummary::build`](super::RunSummary::build)), so a worker can tell the runs its own
     /// build started, and a listing can show each run's build, without reading their journals.
-    pub build: Option<BuildStamp>,
+    /// Boxed, as in the entries: every append makes one of these, and few name a build.
+    pub build: Option<Box<BuildStamp>>,
 }
 
 impl IndexChanges {
@@ -94,7 +95,7 @@ impl IndexChanges {
                 }
                 Entry::AuthCompleted { op } => changes.hooks_removed.push(*op),
                 Entry::RunStarted { build: Some(build), .. } | Entry::RunUpgraded { build, .. } => {
-                    changes.build = Some((**build).clone());
+                    changes.build = Some(build.clone());
                 }
                 entry if entry.is_terminal() => changes.status = Some(RunStatus::after(entry)),
                 _ => {}

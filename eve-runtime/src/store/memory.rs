@@ -194,8 +194,11 @@ impl State {
         if !changes.hooks_removed.is_empty() {
             self.hooks.retain(|_, hook| &hook.run != run || !changes.hooks_removed.contains(&hook.op));
         }
-        if let (Some(build), Some(state)) = (changes.build, self.runs.get_mut(run)) {
-            state.summary.build = Some(build);
+        // Looked up only when an entry names a build: every step's append comes through here.
+        if let Some(build) = changes.build
+            && let Some(state) = self.runs.get_mut(run)
+        {
+            state.summary.build = Some(*build);
         }
         if let Some(status) = changes.status {
             self.finish(run, status);
