@@ -10,7 +10,6 @@ use std::time::Duration;
 use eve_tests::{World, executed, executions};
 use eve_tools::journal::{Entry, ForkedFrom, RecordKind, RunFailure};
 use eve_tools::prelude::*;
-use eve_tools::store::NewRun;
 use eve_tools::{Clock, Error, ForkError, Op, RunId, RunOutcome, Runtime};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -77,20 +76,7 @@ async fn failed_run(runtime: &Runtime, key: &str) -> RunId {
 /// Writes a finished run of `tool` with `entries` after its start into `world`'s store, as a run
 /// of another build would have left it.
 async fn import(world: &World, tool: &str, input: Value, entries: Vec<Entry>) -> RunId {
-    let new = NewRun {
-        id: RunId::generate(),
-        workflow_id: format!("core::fork::{tool}"),
-        tool: tool.to_owned(),
-        input,
-        created_at: world.clock.now(),
-        principal: None,
-        interactive: true,
-        parent: None,
-        traceparent: None,
-        build: None,
-        forked_from: None,
-    };
-    world.write_run(new, entries).await
+    world.import_run(&format!("core::fork::{tool}"), tool, input, entries).await
 }
 
 fn failed(message: &str) -> Entry {

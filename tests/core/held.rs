@@ -13,9 +13,9 @@ use std::time::Duration;
 use eve_tests::{World, executed, executions};
 use eve_tools::journal::{Entry, RunStatus};
 use eve_tools::prelude::*;
-use eve_tools::store::{NewRun, RunQuery};
+use eve_tools::store::RunQuery;
 use eve_tools::testing::ReplayVerdict;
-use eve_tools::{Clock, Error, Op, RunId, RunOutcome, Runtime};
+use eve_tools::{Error, Op, RunId, RunOutcome, Runtime};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -95,20 +95,7 @@ async fn old_history(to: &str) -> Vec<Entry> {
 /// Writes `history` into `world`'s store as an unfinished run of `tool`, started by a build that
 /// recorded no stamp (so only its journal says whether it replays here).
 async fn import(world: &World, tool: &str, to: &str, history: Vec<Entry>) -> RunId {
-    let new = NewRun {
-        id: RunId::generate(),
-        workflow_id: format!("core::held::{tool}"),
-        tool: tool.to_owned(),
-        input: json!({ "to": to }),
-        created_at: world.clock.now(),
-        principal: None,
-        interactive: true,
-        parent: None,
-        traceparent: None,
-        build: None,
-        forked_from: None,
-    };
-    world.write_run(new, history).await
+    world.import_run(&format!("core::held::{tool}"), tool, json!({ "to": to }), history).await
 }
 
 /// The state a person sees for `run` on `runtime`: `held`, or the store's word.

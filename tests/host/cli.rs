@@ -1,6 +1,7 @@
 //! The host CLI, driven as a person drives it: the manifest as JSON, calls, listings, journals,
 //! and one-sentence errors with a non-zero exit code.
 
+use crate::host;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -8,16 +9,6 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-
-fn host(dir: &Path, args: &[&str]) -> (bool, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_host"))
-        .args(args)
-        .env("EVE_DATA_DIR", dir)
-        .output()
-        .expect("the host binary runs");
-    let text = |bytes: Vec<u8>| String::from_utf8(bytes).expect("utf-8 output");
-    (output.status.success(), text(output.stdout), text(output.stderr))
-}
 
 #[test]
 fn the_manifest_lists_every_tool_with_its_shape_and_every_step_with_its_policy() {

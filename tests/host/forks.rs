@@ -2,8 +2,7 @@
 //! (`host runs fork <run> --from <op>`): the fork's id answers, the ops before `from` are not
 //! executed again, a refusal says what to do, and the route keeps the run API's key.
 
-use std::path::Path;
-use std::process::Command;
+use crate::host;
 
 use eve_tests::executions;
 use eve_tests::http::{Seen, serve, serve_with};
@@ -88,16 +87,6 @@ async fn the_fork_route_keeps_the_run_apis_key() {
     let keyed = served.client.post(&url).bearer_auth("sesame").json(&json!({ "from": 0 }));
     assert_eq!(Seen::of(keyed.send().await.unwrap()).await.status, 201);
     assert_eq!(served.runtime.runs(None, 10).await.unwrap().len(), 2, "one fork, by the keyed request");
-}
-
-fn host(dir: &Path, args: &[&str]) -> (bool, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_host"))
-        .args(args)
-        .env("EVE_DATA_DIR", dir)
-        .output()
-        .expect("the host binary runs");
-    let text = |bytes: Vec<u8>| String::from_utf8(bytes).expect("utf-8 output");
-    (output.status.success(), text(output.stdout), text(output.stderr))
 }
 
 /// `host runs fork` prints the fork's id, then follows it as `call` does; `inspect` names the

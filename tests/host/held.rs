@@ -3,16 +3,14 @@
 //! with its build; and a start-up (`call`, `serve`, …) warns about each held run and says what to
 //! do.
 
-use std::path::Path;
-use std::process::Command;
+use crate::host;
 use std::time::Duration;
 
 use eve_tests::World;
 use eve_tests::http::{Seen, serve};
 use eve_tools::Entry;
+use eve_tools::RunId;
 use eve_tools::prelude::*;
-use eve_tools::store::NewRun;
-use eve_tools::{Clock, RunId};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -53,30 +51,7 @@ async fn stamped_history() -> Vec<Entry> {
 /// Writes `history` into `world`'s store as a run of `workflow_id` (tool `tool`) that an older
 /// build started, recording no build.
 async fn import(world: &World, workflow_id: &str, tool: &str, input: Value, history: Vec<Entry>) -> RunId {
-    let new = NewRun {
-        id: RunId::generate(),
-        workflow_id: workflow_id.to_owned(),
-        tool: tool.to_owned(),
-        input,
-        created_at: world.clock.now(),
-        principal: None,
-        interactive: true,
-        parent: None,
-        traceparent: None,
-        build: None,
-        forked_from: None,
-    };
-    world.write_run(new, history).await
-}
-
-fn host(dir: &Path, args: &[&str]) -> (bool, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_host"))
-        .args(args)
-        .env("EVE_DATA_DIR", dir)
-        .output()
-        .expect("the host binary runs");
-    let text = |bytes: Vec<u8>| String::from_utf8(bytes).expect("utf-8 output");
-    (output.status.success(), text(output.stdout), text(output.stderr))
+    world.import_run(workflow_id, tool, input, history).await
 }
 
 /// The line of `listing` that lists `run`.

@@ -12,3 +12,15 @@ mod http;
 mod http_security;
 mod inspector;
 mod run_api;
+
+/// Runs the `host` binary with `args` over the data directory `dir`: whether it succeeded, its
+/// stdout and its stderr.
+fn host(dir: &std::path::Path, args: &[&str]) -> (bool, String, String) {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_host"))
+        .args(args)
+        .env("EVE_DATA_DIR", dir)
+        .output()
+        .expect("the host binary runs");
+    let text = |bytes: Vec<u8>| String::from_utf8(bytes).expect("utf-8 output");
+    (output.status.success(), text(output.stdout), text(output.stderr))
+}

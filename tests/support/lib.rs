@@ -67,6 +67,33 @@ impl World {
         id
     }
 
+    /// Writes an unclaimed run of `tool` (workflow `workflow_id`) with `input` and `entries` after
+    /// its start, created now and recording no build, as an older build would have left it: see
+    /// [`World::write_run`].
+    pub async fn import_run(
+        &self,
+        workflow_id: &str,
+        tool: &str,
+        input: serde_json::Value,
+        entries: Vec<eve_tools::Entry>,
+    ) -> RunId {
+        use eve_tools::Clock;
+        let new = eve_tools::store::NewRun {
+            id: RunId::generate(),
+            workflow_id: workflow_id.to_owned(),
+            tool: tool.to_owned(),
+            input,
+            created_at: self.clock.now(),
+            principal: None,
+            interactive: true,
+            parent: None,
+            traceparent: None,
+            build: None,
+            forked_from: None,
+        };
+        self.write_run(new, entries).await
+    }
+
     /// A new runtime (a new "process") over this world; `warm_cache` 0 makes every resume replay.
     pub fn runtime(&self, warm_cache: usize) -> Runtime {
         self.builder(warm_cache).build().expect("a runtime builds inside a Tokio runtime")
