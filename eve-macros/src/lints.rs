@@ -100,25 +100,95 @@ pub struct Finding<'l> {
     pub tokens: TokenStream,
 }
 
-/// Every match of `lints` in `body`, in source order. `contexts` names the context parameters.
-pub fn scan<'l>(body: &TokenStream, lints: &'l [Lint], contexts: &[String]) -> Vec<Finding<'l>> {
+/// A body's tokens, read once for every table the macro scans it with.
+///
+/// Each ident's text is asked of the compiler once: comparing a `proc_macro2::Ident` with a string
+/// asks for it again at every comparison, and the scanner compares each token with every pattern.
+pub struct Body {
+    root: Level,
+    /// The names of the context parameters, for `Pattern::OnContext`.
+    contexts: Vec<String>,
+}
+
+impl Body {
+    /// Reads `body`; `contexts` names the context parameters.
+    pub fn new(body: TokenStream, contexts: Vec<String>) -> Self {
+        Body { root: Level::new(body), contexts }
+    }
+}
+
+/// The tokens of one group, or of the body itself.
+struct Level {
+    tokens: Vec<TokenTree>,
+    /// Each ident's text; `None` for the other tokens.
+    words: Vec<Option<String>>,
+    /// Each group's contents; `None` for the other tokens.
+    groups: Vec<Option<Level>>,
+}
+
+impl Level {
+    fn new(stream: TokenStream) -> Self {
+        let tokens: Vec<TokenTree> = stream.into_iter().collect();
+        let words = tokens.iter().map(|token| matches!(token, TokenTree::Ident(_)).then(|| token.to_string()));
+        let groups = tokens.iter().map(|token| match token {
+            TokenTree::Group(group) => Some(Level::new(group.stream())),
+            _ => None,
+        });
+        Level { words: words.collect(), groups: groups.collect(), tokens }
+    }
+
+    fn is_ident(&self, at: usize, name: &str) -> bool {
+        self.words.get(at).and_then(Option::as_deref) == Some(name)
+    }
+
+    fn is_any_ident(&self, at: usize) -> bool {
+        matches!(self.words.get(at), Some(Some(_)))
+    }
+
+    fn is_punct(&self, at: usize, char: char) -> bool {
+        matches!(self.tokens.get(at), Some(TokenTree::Punct(punct)) if punct.as_char() == char)
+    }
+
+    fn is_group(&self, at: usize, delimiter: Delimiter) -> bool {
+        matches!(self.tokens.get(at), Some(TokenTree::Group(group)) if group.delimiter() == delimiter)
+    }
+
+    /// The index after a `::` at `at`.
+    fn path_separator(&self, at: usize) -> Option<usize> {
+        match (self.tokens.get(at), self.tokens.get(at + 1)) {
+            (Some(TokenTree::Punct(first)), Some(TokenTree::Punct(second)))
+                if first.as_char() == ':' && first.spacing() == Spacing::Joint && second.as_char() == ':' =>
+            {
+                Some(at + 2)
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether the token at `at` is a group whose contents start with `biased;`.
+    fn starts_biased(&self, at: usize) -> bool {
+        matches!(self.groups.get(at), Some(Some(inner)) if inner.is_ident(0, "biased") && inner.is_punct(1, ';'))
+    }
+}
+
+/// Every match of `lints` in `body`, in source order.
+pub fn scan<'l>(body: &Body, lints: &'l [Lint]) -> Vec<Finding<'l>> {
     let mut findings = Vec::new();
-    scan_into(body, lints, contexts, &mut findings);
+    scan_into(&body.root, lints, &body.contexts, &mut findings);
     findings
 }
 
-fn scan_into<'l>(stream: &TokenStream, lints: &'l [Lint], contexts: &[String], findings: &mut Vec<Finding<'l>>) {
-    let tokens: Vec<TokenTree> = stream.clone().into_iter().collect();
+fn scan_into<'l>(level: &Level, lints: &'l [Lint], contexts: &[String], findings: &mut Vec<Finding<'l>>) {
     let mut at = 0;
-    while at < tokens.len() {
-        let found = lints.iter().find_map(|lint| matches(&tokens, at, lint.pattern, contexts).map(|span| (lint, span)));
+    while at < level.tokens.len() {
+        let found = lints.iter().find_map(|lint| matches(level, at, lint.pattern, contexts).map(|span| (lint, span)));
         if let Some((lint, (start, end))) = found {
-            findings.push(finding(lint, &tokens[start..end]));
+            findings.push(finding(lint, &level.tokens[start..end]));
             at = end;
             continue;
         }
-        if let TokenTree::Group(group) = &tokens[at] {
-            scan_into(&group.stream(), lints, contexts, findings);
+        if let Some(inner) = &level.groups[at] {
+            scan_into(inner, lints, contexts, findings);
         }
         at += 1;
     }
@@ -130,23 +200,29 @@ fn finding<'l>(lint: &'l Lint, tokens: &[TokenTree]) -> Finding<'l> {
 }
 
 /// The token range `pattern` matches at `at`, extended to the whole path it is part of.
-fn matches(tokens: &[TokenTree], at: usize, pattern: Pattern, contexts: &[String]) -> Option<(usize, usize)> {
-    if at > 0 && is_punct(&tokens[at - 1], '.') && !matches!(pattern, Pattern::OnContext(_)) {
+fn matches(level: &Level, at: usize, pattern: Pattern, contexts: &[String]) -> Option<(usize, usize)> {
+    // Every pattern starts with an ident: most tokens are ruled out here, before any pattern.
+    let word = level.words.get(at)?.as_deref()?;
+    if at > 0 && level.is_punct(at - 1, '.') && !matches!(pattern, Pattern::OnContext(_)) {
         return None;
     }
     match pattern {
-        Pattern::Path(path) => match_path(tokens, at, path).map(|end| extend_path(tokens, at, end)),
-        Pattern::Call(name) => (is_ident(tokens.get(at), name)
-            && is_group(tokens.get(at + 1), Delimiter::Parenthesis)
-            && !(at > 0 && is_ident(tokens.get(at - 1), "fn")))
-        .then(|| extend_path(tokens, at, at + 1)),
-        Pattern::Unbiased(name) => (is_ident(tokens.get(at), name)
-            && tokens.get(at + 1).is_some_and(|token| is_punct(token, '!'))
-            && tokens.get(at + 2).is_some_and(|token| !starts_biased(token)))
-        .then(|| extend_path(tokens, at, at + 2)),
-        Pattern::OnContext(name) => (contexts.iter().any(|context| is_ident(tokens.get(at), context))
-            && tokens.get(at + 1).is_some_and(|token| is_punct(token, '.'))
-            && is_ident(tokens.get(at + 2), name))
+        Pattern::Path(path) => {
+            let first = path.split_once("::").map_or(path, |(first, _)| first);
+            (first == word).then(|| match_path(level, at, path))?.map(|end| extend_path(level, at, end))
+        }
+        Pattern::Call(name) => (level.is_ident(at, name)
+            && level.is_group(at + 1, Delimiter::Parenthesis)
+            && !(at > 0 && level.is_ident(at - 1, "fn")))
+        .then(|| extend_path(level, at, at + 1)),
+        Pattern::Unbiased(name) => (level.is_ident(at, name)
+            && level.is_punct(at + 1, '!')
+            && at + 2 < level.tokens.len()
+            && !level.starts_biased(at + 2))
+        .then(|| extend_path(level, at, at + 2)),
+        Pattern::OnContext(name) => (contexts.iter().any(|context| level.is_ident(at, context))
+            && level.is_punct(at + 1, '.')
+            && level.is_ident(at + 2, name))
         .then_some((at + 2, at + 3)),
     }
 }
@@ -163,107 +239,72 @@ pub struct PatchCall {
 
 /// Every patch call on a context parameter in `body`, in source order: the macros check that each
 /// id is a literal used once, as the journal tells patches apart by their ids.
-pub fn patch_calls(body: &TokenStream, contexts: &[String]) -> Vec<PatchCall> {
+pub fn patch_calls(body: &Body) -> Vec<PatchCall> {
     let mut calls = Vec::new();
-    patch_calls_into(body, contexts, &mut calls);
+    patch_calls_into(&body.root, &body.contexts, &mut calls);
     calls
 }
 
-fn patch_calls_into(stream: &TokenStream, contexts: &[String], calls: &mut Vec<PatchCall>) {
-    let tokens: Vec<TokenTree> = stream.clone().into_iter().collect();
-    for (at, token) in tokens.iter().enumerate() {
+fn patch_calls_into(level: &Level, contexts: &[String], calls: &mut Vec<PatchCall>) {
+    for at in 0..level.tokens.len() {
         let on_context = ["patched", "deprecate_patch"]
             .into_iter()
-            .find(|method| matches(&tokens, at, Pattern::OnContext(method), contexts).is_some());
-        if let (Some(method), Some(TokenTree::Group(args))) = (on_context, tokens.get(at + 3))
+            .find(|method| matches(level, at, Pattern::OnContext(method), contexts).is_some());
+        if let (Some(method), Some(TokenTree::Group(args))) = (on_context, level.tokens.get(at + 3))
             && args.delimiter() == Delimiter::Parenthesis
         {
             calls.push(PatchCall {
                 method: method.to_owned(),
                 id: syn::parse2(args.stream()).ok(),
-                tokens: tokens[at + 2..at + 4].iter().cloned().collect(),
+                tokens: level.tokens[at + 2..at + 4].iter().cloned().collect(),
             });
         }
-        if let TokenTree::Group(group) = token {
-            patch_calls_into(&group.stream(), contexts, calls);
+        if let Some(inner) = &level.groups[at] {
+            patch_calls_into(inner, contexts, calls);
         }
     }
 }
 
 /// Where the path `pattern` (`a::b`, or the prefix `a::`) ends if it starts at `at`.
-fn match_path(tokens: &[TokenTree], at: usize, pattern: &str) -> Option<usize> {
+fn match_path(level: &Level, at: usize, pattern: &str) -> Option<usize> {
     let mut end = at;
     let mut segments = pattern.split("::").peekable();
     while let Some(segment) = segments.next() {
         if segment.is_empty() {
             return Some(end);
         }
-        if !is_ident(tokens.get(end), segment) {
+        if !level.is_ident(end, segment) {
             return None;
         }
         end += 1;
         if segments.peek().is_some() {
-            end = path_separator(tokens, end)?;
+            end = level.path_separator(end)?;
         }
     }
     Some(end)
 }
 
 /// Grows `start..end` over the `a::` segments before it and the `::b` segments after it.
-fn extend_path(tokens: &[TokenTree], mut start: usize, mut end: usize) -> (usize, usize) {
-    while start >= 3 && path_separator(tokens, start - 2).is_some() && is_any_ident(tokens.get(start - 3)) {
+fn extend_path(level: &Level, mut start: usize, mut end: usize) -> (usize, usize) {
+    while start >= 3 && level.path_separator(start - 2).is_some() && level.is_any_ident(start - 3) {
         start -= 3;
     }
-    if start >= 2 && path_separator(tokens, start - 2).is_some() {
+    if start >= 2 && level.path_separator(start - 2).is_some() {
         start -= 2;
     }
     // A prefix pattern (`rand::`) ends after its `::`: take the name that follows.
-    if end > 0 && is_punct(&tokens[end - 1], ':') && is_any_ident(tokens.get(end)) {
+    if end > 0 && level.is_punct(end - 1, ':') && level.is_any_ident(end) {
         end += 1;
     }
-    while let Some(after) = path_separator(tokens, end).filter(|&after| is_any_ident(tokens.get(after))) {
+    while let Some(after) = level.path_separator(end).filter(|&after| level.is_any_ident(after)) {
         end = after + 1;
     }
     (start, end)
 }
 
-/// The index after a `::` at `at`.
-fn path_separator(tokens: &[TokenTree], at: usize) -> Option<usize> {
-    match (tokens.get(at), tokens.get(at + 1)) {
-        (Some(TokenTree::Punct(first)), Some(TokenTree::Punct(second)))
-            if first.as_char() == ':' && first.spacing() == Spacing::Joint && second.as_char() == ':' =>
-        {
-            Some(at + 2)
-        }
-        _ => None,
-    }
-}
-
-fn starts_biased(token: &TokenTree) -> bool {
-    let TokenTree::Group(group) = token else { return false };
-    let mut inner = group.stream().into_iter();
-    is_ident(inner.next().as_ref(), "biased") && inner.next().is_some_and(|token| is_punct(&token, ';'))
-}
-
-fn is_ident(token: Option<&TokenTree>, name: &str) -> bool {
-    matches!(token, Some(TokenTree::Ident(ident)) if ident == name)
-}
-
-fn is_any_ident(token: Option<&TokenTree>) -> bool {
-    matches!(token, Some(TokenTree::Ident(_)))
-}
-
-fn is_punct(token: &TokenTree, char: char) -> bool {
-    matches!(token, TokenTree::Punct(punct) if punct.as_char() == char)
-}
-
-fn is_group(token: Option<&TokenTree>, delimiter: Delimiter) -> bool {
-    matches!(token, Some(TokenTree::Group(group)) if group.delimiter() == delimiter)
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{NONDETERMINISM, STEP_ONLY, WORKFLOW_ONLY, YIELDS, scan};
+    use super::{Body, NONDETERMINISM, STEP_ONLY, WORKFLOW_ONLY, YIELDS, scan};
 
     /// `(body, what the scanner reports)` for the determinism table.
     const NONDETERMINISM_CASES: &[(&str, &[&str])] = &[
@@ -306,7 +347,8 @@ mod tests {
     fn the_determinism_table_finds_what_replay_cannot_repeat() {
         for (body, expected) in NONDETERMINISM_CASES {
             let tokens = body.parse().expect("test bodies are valid tokens");
-            let found: Vec<String> = scan(&tokens, NONDETERMINISM, &[]).into_iter().map(|f| f.text).collect();
+            let found: Vec<String> =
+                scan(&Body::new(tokens, Vec::new()), NONDETERMINISM).into_iter().map(|f| f.text).collect();
             assert_eq!(&found, expected, "scanning `{body}`");
         }
     }
@@ -322,7 +364,7 @@ mod tests {
         ];
         for (body, expected) in cases {
             let tokens = body.parse().expect("test bodies are valid tokens");
-            assert_eq!(scan(&tokens, YIELDS, &[]).len(), *expected, "scanning `{body}`");
+            assert_eq!(scan(&Body::new(tokens, Vec::new()), YIELDS).len(), *expected, "scanning `{body}`");
         }
     }
 
@@ -338,10 +380,11 @@ mod tests {
         ];
         for (body, expected) in cases {
             let tokens = body.parse().expect("test bodies are valid tokens");
-            let found: Vec<String> = scan(&tokens, WORKFLOW_ONLY, &contexts).into_iter().map(|f| f.text).collect();
+            let found: Vec<String> =
+                scan(&Body::new(tokens, contexts.to_vec()), WORKFLOW_ONLY).into_iter().map(|f| f.text).collect();
             assert_eq!(&found, expected, "scanning `{body}`");
         }
         let tokens = "let token = ctx.get_token(&GITHUB).await?;".parse().expect("valid tokens");
-        assert_eq!(scan(&tokens, STEP_ONLY, &contexts).len(), 1);
+        assert_eq!(scan(&Body::new(tokens, contexts.to_vec()), STEP_ONLY).len(), 1);
     }
 }

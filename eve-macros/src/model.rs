@@ -18,6 +18,7 @@ pub use crate::args::Macro;
 use crate::args::{self, Args, StepArgs, ToolArgs};
 use crate::duration::{self, Backoff};
 use crate::item::ItemFn;
+use crate::lints;
 
 /// A tool's cell: lifetime × suspendability (ARCHITECTURE.md, "The four cells").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -210,6 +211,8 @@ pub struct FnModel<'a> {
     pub params: Vec<Param<'a>>,
     /// The return type.
     pub output: Output<'a>,
+    /// The body, read once for the scanner.
+    pub body: lints::Body,
 }
 
 impl<'a> FnModel<'a> {
@@ -222,21 +225,28 @@ impl<'a> FnModel<'a> {
                 FnArg::Typed(arg) => params.push(Param { arg, role: role(&arg.ty) }),
             }
         }
-        FnModel { item, receiver, params, output: Output::new(&item.sig.output) }
+        let contexts = context_names(&params);
+        FnModel {
+            item,
+            receiver,
+            params,
+            output: Output::new(&item.sig.output),
+            body: lints::Body::new(item.body.stream(), contexts),
+        }
     }
 
     /// The fn's name without `r#`, as tool names, step names and workflow ids use it.
     pub fn name(&self) -> String {
         self.item.sig.ident.unraw().to_string()
     }
+}
 
-    /// The names of the context parameters, for the body scanner (`ctx` is always included).
-    pub fn context_names(&self) -> Vec<String> {
-        let names = self.params.iter().filter(|param| param.context().is_some()).filter_map(Param::ident);
-        let mut names: Vec<String> = names.map(ToString::to_string).collect();
-        names.push("ctx".to_owned());
-        names
-    }
+/// The names of the context parameters, for the body scanner (`ctx` is always included).
+fn context_names(params: &[Param]) -> Vec<String> {
+    let names = params.iter().filter(|param| param.context().is_some()).filter_map(Param::ident);
+    let mut names: Vec<String> = names.map(ToString::to_string).collect();
+    names.push("ctx".to_owned());
+    names
 }
 
 /// A `#[step]` fn and its arguments.

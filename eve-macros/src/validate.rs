@@ -550,7 +550,7 @@ fn workflow_body_is_deterministic(errors: &mut Errors, func: &FnModel, attr: &st
 /// and names one patch of the body.
 fn patch_ids_are_literals_used_once(errors: &mut Errors, func: &FnModel, attr: &str) {
     let mut seen: Vec<String> = Vec::new();
-    for call in lints::patch_calls(&func.item.body.stream(), &func.context_names()) {
+    for call in lints::patch_calls(&func.body) {
         let method = &call.method;
         let Some(id) = call.id else {
             let message = format!(
@@ -657,7 +657,7 @@ fn err<T>(value: &Option<syn::Result<T>>) -> Option<&syn::Error> {
 }
 
 fn scan<'l>(func: &FnModel, table: &'l [lints::Lint]) -> Vec<Finding<'l>> {
-    lints::scan(&func.item.body.stream(), table, &func.context_names())
+    lints::scan(&func.body, table)
 }
 
 /// What an argument on the wrong macro should be instead.
