@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# The macros' own compile cost (issue 56): generates two crates of N tools each, one written with
-# eve's macros (`#[workflow_tool]` with two `#[step]`s and a durable sleep) and one with the same
-# functions, input structs and derives without them, and builds them alternately, round by round.
+# The macros' own compile cost (issue 56): generates crates of N tools each, one written with
+# eve's macros (`#[workflow_tool]` with two `#[step]`s and a durable sleep), one with the same
+# functions, input structs and derives without them (`plain`, the issue's baseline), and `wired`:
+# the plain crate with each tool wired by hand into a table entry that decodes its input, runs it
+# and encodes its output, and a fn that makes its input schema, as a crate without a framework
+# would do to offer its tools. The plain crate compiles none of its fns to machine code, as nothing
+# calls them; the wired one compiles what any crate that runs its tools compiles. They build
+# alternately, round by round.
 #
 #   scripts/bench-macros.sh [TOOLS] [ROUNDS]    # defaults: 100 tools, 5 rounds
 #
 # Prints, for each crate, the median of the rounds for a rebuild of the library after `touch`
 # (without the incremental cache: every item expanded and compiled again, as in CI or a release
 # build) and for an incremental rebuild after a comment is edited, and their ratios; then the lines of each crate's expansion (`-Zunpretty=expanded`, with
-# RUSTC_BOOTSTRAP as cargo-expand does) and the lines the macros add per tool. Debug builds; both
+# RUSTC_BOOTSTRAP as cargo-expand does) and the lines the macros add per tool. Debug builds; the
 # crates depend on the same crates and share one target directory, so only their own code builds.
 set -euo pipefail
 
@@ -41,6 +46,7 @@ publish = false
 eve-tools = { path = "$root/eve-tools" }
 schemars = "1"
 serde = { version = "1", features = ["derive"] }
+serde_json = "1"
 tokio = { version = "1", features = ["time"] }
 EOF
     {
@@ -48,6 +54,7 @@ EOF
         echo "#![allow(dead_code, unused_imports)]"
         echo "use eve_tools::prelude::*;"
         echo "use std::time::Duration;"
+        if [ "$kind" = wired ]; then echo "pub type Wired = std::pin::Pin<Box<dyn std::future::Future<Output = Result<serde_json::Value, String>> + Send>>;"; fi
         for i in $(seq 1 "$tools"); do
             cat <<EOF
 
@@ -81,6 +88,23 @@ async fn second_$i(greeting: String, count: u32) -> Result<String, StepError> {
     Ok(format!("{greeting} x{count}"))
 }
 EOF
+            if [ "$kind" = wired ]; then cat <<EOF
+
+/// Tool $i wired by hand: JSON in, JSON out.
+pub fn wire_$i(input: serde_json::Value) -> Wired {
+    Box::pin(async move {
+        let input: Input$i = serde_json::from_value(input).map_err(|error| error.to_string())?;
+        let output = tool_$i(input).await.map_err(|error| error.to_string())?;
+        serde_json::to_value(output).map_err(|error| error.to_string())
+    })
+}
+
+/// The input schema of tool $i.
+pub fn schema_$i() -> schemars::Schema {
+    schemars::schema_for!(Input$i)
+}
+EOF
+            fi
         done
     } >"$dir/src/lib.rs"
 }
@@ -96,19 +120,22 @@ seconds() {
 
 median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 
-rm -rf "$scratch/eve" "$scratch/plain"
-generate eve
-generate plain
-echo "== building both once (dependencies, shared)"
-for kind in eve plain; do
+kinds="eve plain wired"
+rm -rf "$scratch/eve" "$scratch/plain" "$scratch/wired"
+for kind in $kinds; do generate "$kind"; done
+echo "== building each once (dependencies, shared)"
+for kind in $kinds; do
     cargo build --quiet --lib --manifest-path "$scratch/$kind/Cargo.toml"
 done
 echo "== load before: $(uptime)"
 declare -A touched edited
 for round in $(seq 1 "$rounds"); do
-    # The order alternates, so neither crate always builds on a warmer machine.
-    order="eve plain"
-    [ $((round % 2)) = 0 ] && order="plain eve"
+    # The order turns, so no crate always builds on a warmer machine.
+    case $((round % 3)) in
+    1) order="eve plain wired" ;;
+    2) order="plain wired eve" ;;
+    0) order="wired eve plain" ;;
+    esac
     for kind in $order; do
         manifest="$scratch/$kind/Cargo.toml"
         touch "$scratch/$kind/src/lib.rs"
@@ -119,7 +146,7 @@ for round in $(seq 1 "$rounds"); do
     done
 done
 echo "== load after: $(uptime)"
-for kind in eve plain; do
+for kind in $kinds; do
     t=$(tr ' ' '\n' <<<"${touched[$kind]}" | grep . | median)
     e=$(tr ' ' '\n' <<<"${edited[$kind]}" | grep . | median)
     lines=$(cd "$scratch/$kind" && RUSTC_BOOTSTRAP=1 cargo rustc --quiet --lib --profile check -- -Zunpretty=expanded 2>/dev/null | wc -l)
@@ -131,3 +158,4 @@ done
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 echo "RESULT tools=$tools rebuild_ratio=$(ratio "$t_eve" "$t_plain") edit_ratio=$(ratio "$e_eve" "$e_plain")" \
     "lines_per_tool=$(( (l_eve - l_plain) / tools ))"
+echo "AGAINST WIRED rebuild_ratio=$(ratio "$t_eve" "$t_wired") edit_ratio=$(ratio "$e_eve" "$e_wired")"
