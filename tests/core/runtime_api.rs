@@ -138,3 +138,121 @@ async fn a_new_data_folder_keeps_itself_out_of_git() {
     assert!(!existing.join(".gitignore").exists(), "a folder the user made is theirs");
     drop(runtime);
 }
+
+#[step]
+async fn after_the_sleep(ctx: &StepCtx) -> Result<(), StepError> {
+    eve_tests::executed(ctx, "after_the_sleep");
+    Ok(())
+}
+
+/// Sleeps a minute, then runs a step.
+#[workflow_tool]
+pub async fn sleep_then_step(_input: Nothing, ctx: &WorkflowCtx) -> Result<(), ToolError> {
+    sleep(std::time::Duration::from_secs(60)).await?;
+    after_the_sleep(ctx).await?;
+    Ok(())
+}
+
+/// After `shutdown`, nothing in the runtime runs a step again, though a clone of it and a run
+/// handle live on and the run's timer comes due: the run stays parked in the store for the next
+/// runtime, which runs the step once.
+#[tokio::test]
+async fn a_shut_down_runtime_runs_nothing_though_its_clones_and_handles_live_on() {
+    let world = eve_tests::World::in_memory();
+    let runtime = world.runtime(16);
+    let clone = runtime.clone();
+    let run = runtime.start("sleep_then_step", json!({})).await.unwrap();
+    run.parked().await.unwrap();
+    runtime.shutdown().await;
+
+    world.clock.advance(std::time::Duration::from_secs(120));
+    clone.settle().await;
+    assert_eq!(eve_tests::executions(run.id(), "after_the_sleep"), Vec::<u32>::new(), "no step runs");
+    let refused = clone.start("sleep_then_step", json!({})).await.map(|run| run.id().clone());
+    assert!(matches!(refused, Err(eve_tools::Error::ShuttingDown)), "{refused:?}");
+    let listed = world.store.list_runs(&RunQuery::newest(10)).await.unwrap().runs;
+    assert_eq!(listed.len(), 1, "the refused start made no run");
+    drop((clone, run.clone()));
+
+    let next = world.runtime(16);
+    next.recover().await.unwrap();
+    assert_eq!(next.handle(run.id().clone()).outcome().await.unwrap(), RunOutcome::Completed(json!(null)));
+    assert_eq!(eve_tests::executions(run.id(), "after_the_sleep"), vec![1], "the next runtime runs it once");
+}
+
+/// Step attempts begun anywhere in this test binary by the tools below.
+static ATTEMPTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+#[step]
+async fn counted() -> Result<(), StepError> {
+    ATTEMPTS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    Ok(())
+}
+
+/// What `wait_then_step` waits for.
+#[derive(Deserialize, JsonSchema)]
+pub struct Key {
+    key: u32,
+}
+
+/// Runs a step, waits for a delivery to its hook or ten seconds, runs another.
+#[workflow_tool]
+pub async fn wait_then_step(input: Key, ctx: &WorkflowCtx) -> Result<(), ToolError> {
+    counted().await?;
+    let mut hook = create_hook_with_token::<bool>(format!("shutdown-{}-{}", input.key, ctx.run_id()));
+    let timer = sleep(std::time::Duration::from_secs(10));
+    futures::pin_mut!(timer);
+    tokio::select! {
+        biased;
+        _ = hook.recv() => {}
+        _ = &mut timer => {}
+    }
+    counted().await?;
+    Ok(())
+}
+
+/// Starts, deliveries, cancels and due timers hammer a runtime from other tasks while it shuts
+/// down: once `shutdown` has returned, no step attempt begins, whichever entry point asks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn once_shut_down_no_entry_point_runs_a_step() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let world = Arc::new(eve_tests::World::in_memory());
+    let runtime = world.runtime(4);
+    let mut runs = Vec::new();
+    for key in 0..16 {
+        runs.push(runtime.start("wait_then_step", json!({ "key": key })).await.unwrap());
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut hammers = tokio::task::JoinSet::new();
+    for worker in 0..4_u32 {
+        let (runtime, world, stop) = (runtime.clone(), world.clone(), stop.clone());
+        let ids: Vec<_> = runs.iter().map(|run| run.id().clone()).collect();
+        hammers.spawn(async move {
+            let mut round = 0_u32;
+            while !stop.load(Ordering::SeqCst) {
+                round += 1;
+                let _ = runtime.start("wait_then_step", json!({ "key": 100 + worker * 1000 + round })).await;
+                let id = &ids[(round as usize + worker as usize) % ids.len()];
+                let key = ids.iter().position(|other| other == id).unwrap();
+                let _ = runtime.resume_hook(&format!("shutdown-{key}-{id}"), json!(true)).await;
+                if round % 3 == 0 {
+                    let _ = runtime.cancel(id, "hammered").await;
+                }
+                world.clock.advance(std::time::Duration::from_secs(5));
+                tokio::task::yield_now().await;
+            }
+        });
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let clone = runtime.clone();
+    runtime.shutdown().await;
+    let at_shutdown = ATTEMPTS.load(Ordering::SeqCst);
+    // The hammers go on for a while against the stopped runtime, then stop.
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    stop.store(true, Ordering::SeqCst);
+    while hammers.join_next().await.is_some() {}
+    world.clock.advance(std::time::Duration::from_secs(60));
+    clone.settle().await;
+    assert!(at_shutdown > 0, "the hammers ran steps before the shutdown");
+    assert_eq!(ATTEMPTS.load(Ordering::SeqCst), at_shutdown, "no step attempt began after shutdown returned");
+}

@@ -324,10 +324,15 @@ impl RuntimeBuilder {
         }
         let services = Arc::new(Services::new(self.clock.clone(), key, self.providers, self.public_url, self.state));
         let shared = Arc::new_cyclic(|weak: &Weak<Shared>| {
-            // The timer task and the executors hold the runtime weakly: they stop once it is dropped.
+            // The timer task and the executors hold the runtime weakly: they stop once it is dropped,
+            // or once it stops (a due timer is in the store, for the next runtime to fire).
             let for_timers = weak.clone();
-            let fire = move |run, op, kind| {
-                for_timers.upgrade().map(|shared| shared.wake(&run, Msg::Timer(op, kind))).is_some()
+            let fire = move |run, op, kind| match for_timers.upgrade() {
+                Some(shared) if !shared.is_stopping() => {
+                    shared.wake(&run, Msg::Timer(op, kind));
+                    true
+                }
+                _ => false,
             };
             let for_reports = weak.clone();
             let wake = Box::new(move |run: &crate::journal::RunId| {

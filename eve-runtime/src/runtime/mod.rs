@@ -139,8 +139,10 @@ impl Shared {
     /// shared store activates nothing: the store wakes the workers.
     pub fn wake(self: &Arc<Self>, run: &RunId, msg: Msg) {
         // A run passed over is left to workers of its own build, which the store wakes too; a held
-        // run waits, its wake-ups kept in the store, for a build that replays it.
-        if self.is_client() || self.is_passed_over(run) || self.is_held(run) {
+        // run waits, its wake-ups kept in the store, for a build that replays it. A runtime that
+        // is stopping activates nothing, whoever still holds it: the store keeps what the run
+        // waits for, and the next runtime's recovery takes it up.
+        if self.is_stopping() || self.is_client() || self.is_passed_over(run) || self.is_held(run) {
             return;
         }
         tracing::debug!(%run, reason = ?msg, "waking the run");
@@ -596,6 +598,9 @@ impl Runtime {
         input: Value,
         options: StartOptions,
     ) -> Result<RunHandle, Error> {
+        if self.shared.is_stopping() {
+            return Err(Error::ShuttingDown);
+        }
         registry::check_start_input(descriptor, &input)?;
         let id = options.id.clone().unwrap_or_else(RunId::generate);
         // The run's trace starts with this span (a child of the caller's, or of the span current
@@ -758,6 +763,10 @@ impl Runtime {
     /// parked runs kept in memory. When it returns, nothing inside the runtime holds the store, so
     /// dropping the last clone of this runtime and its `RunHandle`s releases it (for SQLite, the
     /// file and its lock, so another runtime may open it).
+    ///
+    /// From then on nothing runs in it, though clones and `RunHandle`s live on: timers that come
+    /// due wake no run, and starting a run is refused with [`Error::ShuttingDown`]. What a parked
+    /// run waits for stays in the store, for the next runtime's [`Runtime::recover`].
     pub async fn shutdown(self) {
         let shared = self.shared;
         shared.stopping.send_replace(true);
