@@ -235,7 +235,7 @@ async fn once_shut_down_no_entry_point_runs_a_step() {
                 let id = &ids[(round as usize + worker as usize) % ids.len()];
                 let key = ids.iter().position(|other| other == id).unwrap();
                 let _ = runtime.resume_hook(&format!("shutdown-{key}-{id}"), json!(true)).await;
-                if round % 3 == 0 {
+                if round.is_multiple_of(3) {
                     let _ = runtime.cancel(id, "hammered").await;
                 }
                 world.clock.advance(std::time::Duration::from_secs(5));
