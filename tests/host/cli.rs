@@ -451,6 +451,10 @@ fn serve_says_what_it_serves_and_read_only_commands_work_meanwhile() {
     let (ok, stdout, stderr) = host(dir.path(), &["runs"]);
     assert!(ok, "runs reads the store while serve runs: {stderr}");
     assert!(stdout.contains("run-1") && stdout.starts_with("RUN"), "{stdout}");
+    let (ok, stdout, stderr) = host(dir.path(), &["runs", "--status", "parked"]);
+    assert!(ok && stdout.contains("run-1"), "{stdout}{stderr}");
+    let (ok, stdout, stderr) = host(dir.path(), &["runs", "--status", "held"]);
+    assert!(ok && stdout.trim() == "no held runs", "this build holds none: {stdout}{stderr}");
     let (ok, stdout, stderr) = host(dir.path(), &["inspect", "run-1"]);
     assert!(ok, "{stderr}");
     assert!(stdout.contains("sleep until"), "{stdout}");

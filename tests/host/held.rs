@@ -92,6 +92,17 @@ async fn the_command_line_shows_a_held_run_and_start_up_says_what_to_do() {
     let greeted = line_of(&stdout, "bo");
     assert!(greeted.contains(" completed ") && greeted.contains('@'), "a run of this build shows it: {greeted}");
 
+    // `--status held` lists the held runs only; `--status parked` leaves them out, as they are
+    // not parked here: nothing advances them on this build.
+    let (ok, stdout, stderr) = host(dir.path(), &["runs", "--status", "held"]);
+    assert!(ok, "{stderr}");
+    assert!(line_of(&stdout, held.as_str()).contains(" held "), "{stdout}");
+    assert_eq!(stdout.lines().count(), 2, "the header and the held run: {stdout}");
+    let (ok, stdout, _) = host(dir.path(), &["runs", "--status", "parked"]);
+    assert!(ok && !stdout.contains(held.as_str()), "a held run is not listed as parked: {stdout}");
+    let (ok, _, stderr) = host(dir.path(), &["runs", "--status", "stuck"]);
+    assert!(!ok && stderr.contains("cancelled or held"), "the states a person can name: {stderr}");
+
     let (ok, stdout, _) = host(dir.path(), &["inspect", held.as_str()]);
     assert!(ok && stdout.contains("status held"), "{stdout}");
     assert!(stdout.contains("cannot replay its journal: diverges"), "{stdout}");

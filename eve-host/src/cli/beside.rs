@@ -2,7 +2,6 @@
 //! it through a [`SqliteSnapshot`], which takes no lock and never writes, so they work beside
 //! its owner and show what it has committed.
 
-use std::collections::HashSet;
 use std::path::Path;
 
 use super::{Command, inspect, parse_run, replay, runs};
@@ -17,15 +16,22 @@ pub(super) fn read(path: &Path, command: &Command) -> Result<(), String> {
     match command {
         Command::Runs { status, limit, .. } => {
             let query = runs::query(status.as_deref(), *limit)?;
-            let listed = snapshot.list_runs(&query).map_err(|error| error.to_string())?;
-            // As `Runtime::held` finds them in a runtime that did not recover: the journal of a
-            // run of another build is read and checked, running nothing.
-            let held = held_among(&listed.runs, |summary| match RefusedRun::needs_check(summary) {
-                true => Ok(snapshot.load(&summary.id)?.as_ref().and_then(RefusedRun::check)),
-                false => Ok(None),
-            })
-            .map_err(|error: eve_runtime::error::StoreError| error.to_string())?;
-            runs::print(&listed.runs, &held, status.as_deref());
+            let mut listing = runs::Listing::new(status.as_deref(), *limit);
+            let mut page = snapshot.list_runs(&query).map_err(|error| error.to_string())?;
+            loop {
+                for summary in page.runs {
+                    let held = holds(&mut snapshot, &summary).map_err(|error| error.to_string())?;
+                    listing.add(summary, held);
+                }
+                match page.next.filter(|_| listing.wants_more()) {
+                    Some(next) => {
+                        page = snapshot.list_runs(&query.clone().before(next)).map_err(|error| error.to_string())?
+                    }
+                    None => break,
+                }
+            }
+            let (listed, held) = listing.finish();
+            runs::print(&listed, &held, status.as_deref());
             Ok(())
         }
         Command::Inspect { run, at, json } => {
@@ -56,16 +62,11 @@ pub(super) fn read(path: &Path, command: &Command) -> Result<(), String> {
     }
 }
 
-/// The runs of `listed` this build holds, as `holds` says of each unfinished one.
-fn held_among<E>(
-    listed: &[RunSummary],
-    mut holds: impl FnMut(&RunSummary) -> Result<Option<RefusedRun>, E>,
-) -> Result<HashSet<RunId>, E> {
-    let mut held = HashSet::new();
-    for summary in listed.iter().filter(|summary| !summary.status.is_finished()) {
-        if holds(summary)?.is_some() {
-            held.insert(summary.id.clone());
-        }
+/// Whether this build holds the run, as `Runtime::held` finds it in a runtime that did not
+/// recover: the journal of an unfinished run of another build is read and checked, running nothing.
+fn holds(snapshot: &mut SqliteSnapshot, summary: &RunSummary) -> Result<bool, eve_runtime::error::StoreError> {
+    if summary.status.is_finished() || !RefusedRun::needs_check(summary) {
+        return Ok(false);
     }
-    Ok(held)
+    Ok(snapshot.load(&summary.id)?.as_ref().and_then(RefusedRun::check).is_some())
 }

@@ -100,8 +100,8 @@ enum Command {
         /// What to do with the runs instead of listing them.
         #[command(subcommand)]
         action: Option<RunsCommand>,
-        /// Only runs with this status: active (parked or running), parked, running, completed,
-        /// failed or cancelled.
+        /// Only runs with this status: active (parked, running or held), parked, running,
+        /// completed, failed, cancelled, or held (unfinished runs this build cannot replay).
         #[arg(long)]
         status: Option<String>,
         /// At most this many.
@@ -964,15 +964,8 @@ fn print_outcome(run: &RunId, outcome: &RunOutcome) -> Result<(), String> {
 }
 
 async fn runs(runtime: &Runtime, status: Option<&str>, limit: usize) -> Result<(), String> {
-    let query = runs::query(status, limit)?;
-    let listed = runtime.list_runs(&query).await.map_err(|error| error.to_string())?;
-    let mut held = std::collections::HashSet::new();
-    for summary in &listed.runs {
-        if runtime.held(summary).await.map_err(|error| error.to_string())?.is_some() {
-            held.insert(summary.id.clone());
-        }
-    }
-    runs::print(&listed.runs, &held, status);
+    let (listed, held) = runs::list(runtime, status, limit).await?;
+    runs::print(&listed, &held, status);
     Ok(())
 }
 

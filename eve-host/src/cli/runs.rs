@@ -13,8 +13,8 @@ use std::time::Duration;
 use std::collections::HashSet;
 
 use eve_runtime::Runtime;
-use eve_runtime::journal::{BuildStamp, Op, Position, RunId};
-use eve_runtime::store::{RunQuery, RunSummary, unknown_state};
+use eve_runtime::journal::{BuildStamp, Op, Position, RunId, RunStatus};
+use eve_runtime::store::{RUN_STATES, RunQuery, RunSummary};
 
 /// `runs fork <run> --from <op>`: forks `run` from op `from`, prints the fork's id, and follows
 /// the fork (its steps on stderr) until it parks or ends, as `call` follows a run.
@@ -38,12 +38,86 @@ pub(super) async fn fork(runtime: &Runtime, run: &RunId, from: Op, wait: Duratio
     super::with_steps(runtime, handle.id(), after_kept, super::follow_run(runtime, &handle, wait)).await
 }
 
-/// The listing `runs [--status <state>] [--limit <n>]` asks for, or a sentence listing the
-/// states it could name.
+/// The state `runs --status` names for the runs this build holds, which the store does not keep.
+const HELD: &str = "held";
+
+/// The runs `runs [--status <state>] [--limit <n>]` lists, newest first, and which of them this
+/// build holds; or a sentence listing the states a person can name.
+pub(super) async fn list(
+    runtime: &Runtime,
+    state: Option<&str>,
+    limit: usize,
+) -> Result<(Vec<RunSummary>, HashSet<RunId>), String> {
+    let query = query(state, limit)?;
+    let mut listing = Listing::new(state, limit);
+    let mut page = runtime.list_runs(&query).await.map_err(|error| error.to_string())?;
+    loop {
+        for summary in page.runs {
+            let held = runtime.held(&summary).await.map_err(|error| error.to_string())?.is_some();
+            listing.add(summary, held);
+        }
+        match page.next.filter(|_| listing.wants_more()) {
+            Some(next) => {
+                page = runtime.list_runs(&query.clone().before(next)).await.map_err(|error| error.to_string())?
+            }
+            None => return Ok(listing.finish()),
+        }
+    }
+}
+
+/// A listing being gathered page by page, by a runtime or from a snapshot beside the store's
+/// owner.
+///
+/// Held runs are active in the store: `--status held` reads pages of active runs until it has
+/// `limit` held ones, and `parked` and `running` leave them out, as nothing advances them here.
+pub(super) struct Listing<'a> {
+    state: Option<&'a str>,
+    limit: usize,
+    runs: Vec<RunSummary>,
+    held: HashSet<RunId>,
+}
+
+impl<'a> Listing<'a> {
+    pub(super) fn new(state: Option<&'a str>, limit: usize) -> Self {
+        Listing { state, limit, runs: Vec::new(), held: HashSet::new() }
+    }
+
+    /// Adds a run the store listed; `held` says whether this build holds it.
+    pub(super) fn add(&mut self, summary: RunSummary, held: bool) {
+        match (self.state, held) {
+            (Some(HELD), false) | (Some("parked" | "running"), true) => return,
+            _ => {}
+        }
+        if held {
+            self.held.insert(summary.id.clone());
+        }
+        self.runs.push(summary);
+    }
+
+    /// Whether the listing reads the store's next page: only `--status held` does, as the store
+    /// cannot filter by it.
+    pub(super) fn wants_more(&self) -> bool {
+        self.state == Some(HELD) && self.runs.len() < self.limit
+    }
+
+    /// The runs listed, at most `limit`, and which of them are held.
+    pub(super) fn finish(mut self) -> (Vec<RunSummary>, HashSet<RunId>) {
+        self.runs.truncate(self.limit);
+        (self.runs, self.held)
+    }
+}
+
+/// The store's query for `runs --status <state>`, or a sentence listing the states a person can
+/// name. The store keeps held runs as active ones.
 pub(super) fn query(state: Option<&str>, limit: usize) -> Result<RunQuery, String> {
     let query = RunQuery::newest(limit);
-    let Some(state) = state else { return Ok(query) };
-    query.state(state).ok_or_else(|| unknown_state(state))
+    match state {
+        None => Ok(query),
+        Some(HELD) => Ok(query.status(RunStatus::Active)),
+        Some(state) => query
+            .state(state)
+            .ok_or_else(|| format!("unknown status `{state}`; use {} or {HELD}", RUN_STATES.join(", "))),
+    }
 }
 
 /// Prints `listed` as a table, or says there are no runs (in `state`, if one was asked for).
@@ -132,6 +206,7 @@ mod tests {
         assert!(parked.keeps(&run("a", RunStatus::Active, true)));
         assert!(!parked.keeps(&run("a", RunStatus::Active, false)));
         assert!(!query(Some("running"), 10).unwrap().keeps(&run("a", RunStatus::Active, true)));
-        assert!(query(Some("sleeping"), 10).unwrap_err().contains("use active, parked, running"));
+        let unknown = query(Some("sleeping"), 10).unwrap_err();
+        assert!(unknown.contains("use active, parked, running") && unknown.ends_with("cancelled or held"), "{unknown}");
     }
 }
