@@ -5,7 +5,6 @@
 use std::path::Path;
 
 use super::{Command, inspect, parse_run, replay, runs};
-use eve_runtime::journal::RunId;
 use eve_runtime::store::{RunQuery, RunSummary};
 use eve_runtime::{Error, RefusedRun};
 use eve_sqlite::SqliteSnapshot;
