@@ -316,3 +316,57 @@ async fn over_streamable_http_a_session_and_a_listen_stream_are_told_when_a_run_
     server.shutdown().await;
     runtime.shutdown().await;
 }
+
+#[step]
+async fn resource_stamp() -> Result<u32, StepError> {
+    Ok(7)
+}
+
+/// A step (op 0), then a day's wait (op 1).
+#[workflow_tool]
+pub async fn resource_stamp_then_wait(_input: Quiet, _ctx: &WorkflowCtx) -> Result<u32, ToolError> {
+    let stamped = resource_stamp().await?;
+    sleep(Duration::from_secs(86_400)).await?;
+    Ok(stamped)
+}
+
+/// A day's wait (op 0), then a step: a journal of `resource_stamp_then_wait` diverges at op 0.
+#[workflow_tool]
+pub async fn resource_wait_then_stamp(_input: Quiet, _ctx: &WorkflowCtx) -> Result<u32, ToolError> {
+    sleep(Duration::from_secs(86_400)).await?;
+    Ok(resource_stamp().await?)
+}
+
+/// A run this build holds (another build's journal that does not replay here) reads as `held`,
+/// with where it diverges, and is listed as held; what it waits for is its journal's.
+#[tokio::test]
+async fn a_held_run_reads_and_lists_as_held_saying_where_it_diverges() {
+    let history = {
+        let world = eve_tests::World::in_memory();
+        let runtime = world.runtime(0);
+        let run = runtime.start("resource_stamp_then_wait", json!({})).await.unwrap();
+        run.parked().await.unwrap();
+        runtime.journal(run.id()).await.unwrap().entries[1..].to_vec()
+    };
+    let world = eve_tests::World::in_memory();
+    let workflow_id = eve_tools::manifest()
+        .tools
+        .into_iter()
+        .find(|tool| tool.name == "resource_wait_then_stamp")
+        .expect("the tool is registered")
+        .workflow_id;
+    let held = world.import_run(&workflow_id, "resource_wait_then_stamp", json!({}), history).await;
+    let runtime = world.runtime(0);
+    runtime.recover().await.unwrap();
+    assert_eq!(runtime.held_runs().len(), 1, "the runtime holds the imported run");
+    let (client, _updates) = in_process(&runtime, true).await;
+
+    let run = read(&client, &run_uri(&held)).await.unwrap();
+    assert_eq!(run["status"], "held", "{run}");
+    assert_eq!(run["held"]["verdict"], "diverges", "{run}");
+    assert_eq!(run["held"]["op"], 0, "{run}");
+    let listed = client.list_all_resources().await.unwrap();
+    let resource = listed.iter().find(|resource| resource.uri == run_uri(&held)).expect("listed");
+    let description = resource.description.as_deref().unwrap_or_default();
+    assert!(description.contains(", held,"), "{description}");
+}

@@ -3,7 +3,7 @@
 //!
 //! | URI | what it holds (`application/json`) |
 //! | --- | --- |
-//! | `eve://runs/{runId}` | the run: its tool, its status (the timeline's words: `running`, `parked`, `completed`, `failed`, `cancelled`), what it waits for, the cancellation asked for, and how it ended (`outcome`, as `GET /v1/runs/{run}` shows it) |
+//! | `eve://runs/{runId}` | the run: its tool, its status (the timeline's words: `running`, `parked`, `completed`, `failed`, `cancelled`; or `held`, with where its journal diverges, for a run this build holds), what it waits for, the cancellation asked for, and how it ended (`outcome`, as `GET /v1/runs/{run}` shows it) |
 //! | `eve://runs/{runId}/timeline` | its timeline: every op the body asked for and where it stands ([`Timeline`]) |
 //!
 //! `resources/list` lists the store's runs newest first, [`PAGE`] at a time; its cursor is the
@@ -49,9 +49,10 @@ use tokio::task::AbortHandle;
 use crate::timeline::Timeline;
 use eve_runtime::journal::{RunId, RunStatus};
 use eve_runtime::store::{RunCursor, RunQuery, RunRecord, RunSummary};
+use eve_runtime::testing::ReplayVerdict;
 use eve_runtime::time::Timestamp;
 use eve_runtime::view::RunView;
-use eve_runtime::{Error, RunOutcome, Runtime};
+use eve_runtime::{Error, RefusedRun, RunOutcome, Runtime};
 
 /// The scheme of every resource eve serves.
 pub(crate) const SCHEME: &str = "eve://";
@@ -170,6 +171,9 @@ struct RunResource {
     /// How the run ended, once it has.
     #[serde(skip_serializing_if = "Option::is_none")]
     outcome: Option<RunOutcome>,
+    /// Why this build holds the run, when it does (see [`Runtime::held`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    held: Option<ReplayVerdict>,
 }
 
 impl RunResource {
@@ -190,7 +194,17 @@ impl RunResource {
             waiting_for,
             cancel: view.cancel.clone(),
             outcome: view.end.as_ref().and_then(RunOutcome::from_terminal),
+            held: None,
         }
+    }
+
+    /// The run as this build sees it: `held`, with where it diverges, when this build holds it.
+    fn held(mut self, held: Option<RefusedRun>) -> Self {
+        if let Some(held) = held {
+            self.status = "held";
+            self.held = Some(held.verdict);
+        }
+        self
     }
 }
 
@@ -213,19 +227,23 @@ pub(crate) async fn list(
         .list_runs(&query)
         .await
         .map_err(|error| ErrorData::internal_error(format!("cannot list runs: {error}"), None))?;
-    let mut result = ListResourcesResult::with_all_items(page.runs.iter().map(listed).collect());
+    let mut resources = Vec::with_capacity(page.runs.len());
+    for summary in &page.runs {
+        let held = runtime.held(summary).await.map_err(|error| internal(&summary.id, &error))?;
+        resources.push(listed(summary, held.is_some()));
+    }
+    let mut result = ListResourcesResult::with_all_items(resources);
     result.next_cursor = page.next.map(|cursor| cursor.to_string());
     Ok(result.with_ttl_ms(0).with_cache_scope(CacheScope::Private))
 }
 
-/// A run as `resources/list` lists it.
-fn listed(summary: &RunSummary) -> Resource {
+/// A run as `resources/list` lists it; `held` says whether this build holds it.
+fn listed(summary: &RunSummary, held: bool) -> Resource {
     let uri = run_uri(&summary.id);
+    let state = if held { "held" } else { summary.state() };
     let description = format!(
-        "a run of `{}`, {}, created at {}; its timeline is at {uri}/timeline",
-        summary.tool,
-        summary.state(),
-        summary.created_at
+        "a run of `{}`, {state}, created at {}; its timeline is at {uri}/timeline",
+        summary.tool, summary.created_at
     );
     Resource::new(uri, summary.id.to_string())
         .with_title(format!("{} run {}", summary.tool, summary.id))
@@ -258,7 +276,10 @@ pub(crate) async fn read(runtime: &Runtime, uri: &str) -> Result<ReadResourceRes
     let record = load(runtime, uri, target.run()).await?;
     let view = RunView::of(&record.entries);
     let text = match &target {
-        Target::Run(run) => serde_json::to_string(&RunResource::of(run, record.summary.created_at, &view)),
+        Target::Run(run) => {
+            let held = runtime.held(&record.summary).await.map_err(|error| internal(run, &error))?;
+            serde_json::to_string(&RunResource::of(run, record.summary.created_at, &view).held(held))
+        }
         Target::Timeline(_) => serde_json::to_string(&Timeline::of(&record.entries, None)),
     };
     let text = text.map_err(|error| ErrorData::internal_error(format!("cannot write {uri} as JSON: {error}"), None))?;
