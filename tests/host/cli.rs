@@ -144,7 +144,7 @@ fn mistakes_get_one_clear_sentence_and_a_failing_exit_code() {
         (&["inspect", "no-such-run"], "error: no run with id no-such-run; list runs to see the ids this store holds"),
         (
             &["runs", "--status", "sleeping"],
-            "error: unknown status `sleeping`; use active, parked, running, completed, failed or cancelled",
+            "error: unknown status `sleeping`; use active, parked, running, completed, failed, cancelled or held",
         ),
     ];
     for (args, expected) in cases {

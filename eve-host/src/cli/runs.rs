@@ -50,6 +50,11 @@ pub(super) async fn list(
 ) -> Result<(Vec<RunSummary>, HashSet<RunId>), String> {
     let query = query(state, limit)?;
     let mut listing = Listing::new(state, limit);
+    // Workers of a shared store hold no runs: a run whose build they lack waits for a worker of
+    // its own build (see `runs upgrade`).
+    if state == Some(HELD) && runtime.store().is_shared() {
+        return Ok(listing.finish());
+    }
     let mut page = runtime.list_runs(&query).await.map_err(|error| error.to_string())?;
     loop {
         for summary in page.runs {

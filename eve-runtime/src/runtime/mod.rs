@@ -194,7 +194,12 @@ impl Shared {
 
     /// Runs the run's executor in a task of its own; `mailbox` is its registration's receiver.
     fn spawn(self: &Arc<Self>, run: RunId, start: Start, mailbox: Mailbox) {
-        let (guard, shared) = (TaskGuard::new(&self.tasks), self.clone());
+        let Some(guard) = TaskGuard::new(&self.tasks, &self.stopping) else {
+            // The runtime stopped after this activation was asked for: the store keeps the run,
+            // for the next runtime's recovery.
+            return self.deactivate(&run);
+        };
+        let shared = self.clone();
         let activation = async move {
             shared.activate(run, start, mailbox).await;
             drop(guard);
@@ -446,9 +451,17 @@ type Mailbox = mpsc::UnboundedReceiver<Msg>;
 struct TaskGuard(watch::Sender<usize>);
 
 impl TaskGuard {
-    fn new(tasks: &watch::Sender<usize>) -> Self {
-        tasks.send_modify(|count| *count += 1);
-        TaskGuard(tasks.clone())
+    /// Counts a task in, unless the runtime is stopping. `stopping` is read under the count's
+    /// lock, under which `Runtime::shutdown` sets it: a task is either counted before the shutdown
+    /// waits for the count to reach zero, or not started.
+    fn new(tasks: &watch::Sender<usize>, stopping: &watch::Sender<bool>) -> Option<Self> {
+        let mut counted = false;
+        tasks.send_if_modified(|count| {
+            counted = !*stopping.borrow();
+            *count += usize::from(counted);
+            counted
+        });
+        counted.then(|| TaskGuard(tasks.clone()))
     }
 }
 
@@ -769,7 +782,11 @@ impl Runtime {
     /// run waits for stays in the store, for the next runtime's [`Runtime::recover`].
     pub async fn shutdown(self) {
         let shared = self.shared;
-        shared.stopping.send_replace(true);
+        // Under the task count's lock, so no activation is counted in after the wait below.
+        shared.tasks.send_if_modified(|_| {
+            shared.stopping.send_replace(true);
+            false
+        });
         *lock(&shared.cache) = WarmCache::new(CacheLimits { runs: 0, idle: 0 });
         let mut tasks = shared.tasks.subscribe();
         let _ = tasks.wait_for(|count| *count == 0).await;
