@@ -44,12 +44,14 @@ async fn effects() -> Result<Arc<tokio_postgres::Client>, StepError> {
     let schema = std::env::var("EVE_DATABASE_SCHEMA").unwrap_or_else(|_| "eve".into());
     let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.map_err(unreachable)?;
     tokio::spawn(connection);
+    // On its own: a batch runs as one transaction, so a lost race below would roll the setting
+    // back with it and leave this connection on the wrong schema for good.
+    client.batch_execute(&format!("SET search_path = {schema}")).await.map_err(unreachable)?;
     client
-        .batch_execute(&format!(
-            "SET search_path = {schema};
-             CREATE TABLE IF NOT EXISTS attempts (run_id text, op bigint, step text, worker text, attempt bigint);
-             CREATE TABLE IF NOT EXISTS effects (key text PRIMARY KEY, value bigint NOT NULL)"
-        ))
+        .batch_execute(
+            "CREATE TABLE IF NOT EXISTS attempts (run_id text, op bigint, step text, worker text, attempt bigint);
+             CREATE TABLE IF NOT EXISTS effects (key text PRIMARY KEY, value bigint NOT NULL)",
+        )
         .await
         .or_else(|error| {
             // Two workers creating the tables at once: the loser finds them made.

@@ -89,7 +89,12 @@ async fn until_entries(store: &PostgresStore, run: &RunId, entries: usize) {
             if Instant::now() >= deadline {
                 let kinds: Vec<String> =
                     journal.iter().map(|entry| format!("{entry:?}").chars().take(120).collect()).collect();
-                panic!("run {run} did not park with {entries} entries: {summary:?}\n{}", kinds.join("\n"));
+                // The last entry whole: a retried step's error says why it keeps failing.
+                let last = journal.last().map(|entry| format!("{entry:?}")).unwrap_or_default();
+                panic!(
+                    "run {run} did not park with {entries} entries: {summary:?}\n{}\nlast: {last}",
+                    kinds.join("\n")
+                );
             }
         }
         assert!(Instant::now() < deadline, "run {run} did not park: {summary:?}");
