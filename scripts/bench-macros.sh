@@ -4,9 +4,10 @@
 # functions, input structs and derives without them (`plain`, the issue's baseline), and `wired`:
 # the plain crate with each tool wired by hand into a table entry that decodes its input, runs it
 # and encodes its output, and a fn that makes its input schema, as a crate without a framework
-# would do to offer its tools. The plain crate compiles none of its fns to machine code, as nothing
-# calls them; the wired one compiles what any crate that runs its tools compiles. They build
-# alternately, round by round.
+# would do to offer its tools. The plain crate compiles its fns' state machines but nothing that
+# decodes an input, encodes an output or makes a schema (`cargo llvm-lines`: 58,000 lines of LLVM IR
+# for 100 tools, against the wired crate's 218,000); the wired one compiles what any crate that
+# runs its tools compiles. They build alternately, round by round.
 #
 #   scripts/bench-macros.sh [TOOLS] [ROUNDS]    # defaults: 100 tools, 5 rounds
 #

@@ -27,11 +27,10 @@ use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use crate::journal::Op;
-use crate::run_core::{RunCore, Slot};
+use crate::run_core::Slot;
 
 pub use crate::journal::ask::request_id;
 pub use crate::journal::ask::{
@@ -151,13 +150,13 @@ impl<T: serde::de::DeserializeOwned> Resolution for FormOutcome<T> {
 }
 
 enum PendingState {
-    Durable { core: Arc<RunCore>, op: Op },
+    Durable { core: crate::run_core::CoreRef, op: Op },
     Resolved(Option<AskOutcome>),
     Diverged,
 }
 
 impl<O> Pending<O> {
-    pub(crate) fn durable(core: Arc<RunCore>, op: Op) -> Self {
+    pub(crate) fn durable(core: crate::run_core::CoreRef, op: Op) -> Self {
         Pending { state: PendingState::Durable { core, op }, outcome: PhantomData }
     }
 

@@ -23,13 +23,13 @@ use crate::wait::AbortSignal;
 /// first time and read back from it afterwards.
 #[derive(Clone)]
 pub struct WorkflowCtx {
-    core: Arc<RunCore>,
+    core: crate::run_core::CoreRef,
     tool: &'static str,
 }
 
 impl WorkflowCtx {
     pub(crate) fn new(core: Arc<RunCore>, tool: &'static str) -> Self {
-        WorkflowCtx { core, tool }
+        WorkflowCtx { core: core.into(), tool }
     }
 
     /// The run's id.
@@ -412,7 +412,7 @@ pub const CALLS_HOOK: crate::journal::Op = crate::journal::Op(0);
 
 /// The calls a resumable task has received and not yet taken, and where its stretches stand.
 struct Calls {
-    core: Arc<RunCore>,
+    core: crate::run_core::CoreRef,
     hook: crate::wait::Hook<Value>,
     buffered: std::collections::VecDeque<(String, Value, u64)>,
     /// The highest stretch whose work was stopped.

@@ -21,7 +21,7 @@ use crate::auth::{AccessToken, AuthProvider, Provider};
 use crate::control::RunControl;
 use crate::error::{FatalError, StepError};
 use crate::journal::{InputHash, Op, OpKind, OpSignature, Payload, RunId, StepOutcome, canonical};
-use crate::run_core::{self, AttemptFn, RunCore, Slot, StepAttempt, StepSlot};
+use crate::run_core::{self, AttemptFn, CoreRef, RunCore, Slot, StepAttempt, StepSlot};
 pub use crate::run_core::{Backoff, RetryPolicy, StepDef};
 use crate::webhook::{WebhookRequest, WebhookResponse};
 
@@ -33,12 +33,12 @@ pub struct StepCtx {
     attempt: u32,
     /// Formatted on first use: most steps never ask for it.
     key: std::sync::OnceLock<String>,
-    core: Option<Arc<RunCore>>,
+    core: Option<CoreRef>,
 }
 
 impl StepCtx {
     pub(crate) fn in_run(core: Arc<RunCore>, op: Op, attempt: u32) -> Self {
-        StepCtx { op: Some(op), attempt, key: std::sync::OnceLock::new(), core: Some(core) }
+        StepCtx { op: Some(op), attempt, key: std::sync::OnceLock::new(), core: Some(core.into()) }
     }
 
     fn detached() -> Self {
@@ -140,7 +140,7 @@ impl StepCtx {
         StepError::auth_required(provider.id(), true)
     }
 
-    fn provider(&self, provider: &Provider) -> Result<(&Arc<RunCore>, Arc<dyn AuthProvider>), StepError> {
+    fn provider(&self, provider: &Provider) -> Result<(&RunCore, Arc<dyn AuthProvider>), StepError> {
         let core = self.core.as_ref().ok_or_else(|| {
             FatalError::new("`get_token` needs a run: call the step from a workflow body with its context")
         })?;
@@ -201,7 +201,7 @@ enum CallState<T> {
     /// Outside any run: the step's one attempt, and where it leaves its output.
     Detached { attempt: AttemptFuture, output: Arc<Mutex<Option<T>>> },
     /// Inside a run: waits for the outcome the executor delivers.
-    Durable { core: Arc<RunCore>, op: Op, output: PhantomData<fn() -> T> },
+    Durable { core: CoreRef, op: Op, output: PhantomData<fn() -> T> },
     /// Creation failed (divergence or unserializable arguments): the error, or pending forever.
     Failed(Option<StepError>),
 }
@@ -288,7 +288,7 @@ where
         let input_hash = signature.input_hash;
         let slot = StepSlot { def, input_hash, attempt, polled: false, outcome: None, handed: None };
         match core.create(signature, Slot::Step(slot)) {
-            Some(op) => StepCall { state: CallState::Durable { core, op, output: PhantomData } },
+            Some(op) => StepCall { state: CallState::Durable { core: core.into(), op, output: PhantomData } },
             None => StepCall { state: CallState::Failed(None) },
         }
     }
@@ -345,7 +345,7 @@ where
 enum Output<T> {
     /// Inside a run: serialized for the journal; with `handing`, also handed over to the body as
     /// it is (`StepDef::handing_over`).
-    Journal { handing: Option<Arc<RunCore>>, op: Op, number: u32 },
+    Journal { handing: Option<CoreRef>, op: Op, number: u32 },
     /// Outside any run: to the call, as it is.
     Call(Arc<Mutex<Option<T>>>),
 }
@@ -366,7 +366,7 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> Output<T> {
         };
         // The attempt's context takes the core; only a step that hands its output over keeps a
         // handle of its own, to hand it over with.
-        let handing = hands_over.then(|| core.clone());
+        let handing = hands_over.then(|| CoreRef::from(core.clone()));
         Ok((args, StepCtx::in_run(core, op, number), Output::Journal { handing, op, number }))
     }
 

@@ -11,7 +11,6 @@ use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -21,7 +20,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::journal::{Entry, InputHash, Op, OpKind, OpSignature};
-use crate::run_core::{self, HookCheck, HookSlot, RunCore, Slot};
+use crate::run_core::{self, CoreRef, HookCheck, HookSlot, Slot};
 use crate::secret::{self, Token};
 use crate::time::{Clock, SystemClock, Timestamp};
 
@@ -59,7 +58,7 @@ pub struct Sleep {
 
 enum SleepState {
     Detached(BoxFuture<'static, ()>),
-    Durable { core: Arc<RunCore>, op: Op },
+    Durable { core: CoreRef, op: Op },
     Diverged,
 }
 
@@ -91,7 +90,7 @@ impl Sleep {
             state.outbox.push(Entry::TimerScheduled { op, deadline });
             state.new_timers.push((op, deadline));
         }
-        Sleep { state: SleepState::Durable { core, op } }
+        Sleep { state: SleepState::Durable { core: core.into(), op } }
     }
 }
 
@@ -179,7 +178,7 @@ pub struct Hook<T> {
 
 enum HookState {
     Durable {
-        core: Arc<RunCore>,
+        core: CoreRef,
         op: Op,
     },
     Failed(HookError),
@@ -210,18 +209,18 @@ impl<T> Hook<T> {
 impl<T: DeserializeOwned> Hook<T> {
     /// A hook with a generated token in the run `core`, created outside a poll of its body (a
     /// resumable task's calls hook, made before the body first runs).
-    pub(crate) fn in_run(core: Arc<RunCore>) -> Self {
+    pub(crate) fn in_run(core: CoreRef) -> Self {
         Hook::create_in(Some(core), None, None)
     }
 
     #[track_caller]
     fn create(chosen: Option<Token>, webhook: Option<crate::journal::webhook::WebhookOptions>) -> Self {
-        Hook::create_in(run_core::current(), chosen, webhook)
+        Hook::create_in(run_core::current().map(CoreRef::from), chosen, webhook)
     }
 
     #[track_caller]
     fn create_in(
-        core: Option<Arc<RunCore>>,
+        core: Option<CoreRef>,
         chosen: Option<Token>,
         webhook: Option<crate::journal::webhook::WebhookOptions>,
     ) -> Self {
@@ -362,11 +361,11 @@ impl<T: DeserializeOwned> Future for Recv<'_, T> {
 /// The run's durable abort signal: fires once when the run is cancelled, the same on replay.
 #[derive(Clone)]
 pub struct AbortSignal {
-    core: Option<Arc<RunCore>>,
+    core: Option<CoreRef>,
 }
 
 impl AbortSignal {
-    pub(crate) fn new(core: Option<Arc<RunCore>>) -> Self {
+    pub(crate) fn new(core: Option<CoreRef>) -> Self {
         AbortSignal { core }
     }
 
@@ -390,7 +389,7 @@ impl fmt::Debug for AbortSignal {
 /// The future [`AbortSignal::aborted`] returns.
 #[must_use = "waiting for the abort signal does nothing unless awaited"]
 pub struct Aborted {
-    core: Option<Arc<RunCore>>,
+    core: Option<CoreRef>,
 }
 
 impl Future for Aborted {

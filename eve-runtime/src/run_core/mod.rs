@@ -439,6 +439,46 @@ impl lending::Lent for CoreState {
     }
 }
 
+/// A run's core as what user code holds across an `.await` holds it (a step's call and attempt, a
+/// sleep, a hook, an ask, an abort signal, a workflow's or a step's context): an `Arc<RunCore>`
+/// seen through a trait object that is `Send` and `Sync`.
+///
+/// rustc proves each tool's and step's future `Send` where the user's crate is compiled, and
+/// inside an `async fn`'s state that proof cannot reuse earlier ones (its regions are
+/// placeholders), so through an `Arc<RunCore>` it would walk the run's whole state and services
+/// again for every step and tool of the crate. Through this it stops at the trait object. Made
+/// from an `Arc<RunCore>` without allocating; each use costs one indirect call.
+#[derive(Clone)]
+pub(crate) struct CoreRef(Arc<dyn AsCore>);
+
+/// What a [`CoreRef`] reaches its core through.
+trait AsCore: Send + Sync {
+    fn core(&self) -> &RunCore;
+}
+
+impl AsCore for RunCore {
+    #[inline]
+    fn core(&self) -> &RunCore {
+        self
+    }
+}
+
+impl From<Arc<RunCore>> for CoreRef {
+    #[inline]
+    fn from(core: Arc<RunCore>) -> Self {
+        CoreRef(core)
+    }
+}
+
+impl std::ops::Deref for CoreRef {
+    type Target = RunCore;
+
+    #[inline]
+    fn deref(&self) -> &RunCore {
+        self.0.core()
+    }
+}
+
 /// The state one run's body shares with its executor.
 pub(crate) struct RunCore {
     pub run: RunId,
