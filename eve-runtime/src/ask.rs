@@ -30,7 +30,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use crate::journal::Op;
-use crate::run_core::Slot;
+use crate::run_core::{CoreRef, Slot};
 
 pub use crate::journal::ask::request_id;
 pub use crate::journal::ask::{
@@ -150,13 +150,13 @@ impl<T: serde::de::DeserializeOwned> Resolution for FormOutcome<T> {
 }
 
 enum PendingState {
-    Durable { core: crate::run_core::CoreRef, op: Op },
+    Durable { core: CoreRef, op: Op },
     Resolved(Option<AskOutcome>),
     Diverged,
 }
 
 impl<O> Pending<O> {
-    pub(crate) fn durable(core: crate::run_core::CoreRef, op: Op) -> Self {
+    pub(crate) fn durable(core: CoreRef, op: Op) -> Self {
         Pending { state: PendingState::Durable { core, op }, outcome: PhantomData }
     }
 

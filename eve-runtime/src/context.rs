@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::ask::{self, Ask, AskOutcome, Pending};
 use crate::journal::{Entry, OpKind, OpSignature, RecordKind, RunId};
-use crate::run_core::{RunCore, Slot};
+use crate::run_core::{CoreRef, RunCore, Slot};
 use crate::time::Timestamp;
 use crate::wait::AbortSignal;
 
@@ -23,7 +23,7 @@ use crate::wait::AbortSignal;
 /// first time and read back from it afterwards.
 #[derive(Clone)]
 pub struct WorkflowCtx {
-    core: crate::run_core::CoreRef,
+    core: CoreRef,
     tool: &'static str,
 }
 
@@ -412,7 +412,7 @@ pub const CALLS_HOOK: crate::journal::Op = crate::journal::Op(0);
 
 /// The calls a resumable task has received and not yet taken, and where its stretches stand.
 struct Calls {
-    core: crate::run_core::CoreRef,
+    core: CoreRef,
     hook: crate::wait::Hook<Value>,
     buffered: std::collections::VecDeque<(String, Value, u64)>,
     /// The highest stretch whose work was stopped.
